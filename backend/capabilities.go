@@ -1,0 +1,94 @@
+package backend
+
+import (
+	"fmt"
+	"time"
+)
+
+// WaitKind says how a driver waits for a held lock.
+type WaitKind string
+
+const (
+	// WaitPoll: the portable layer retries TryAcquire with jittered backoff.
+	WaitPoll WaitKind = "poll"
+	// WaitNotify: the driver implements Notifier; waiters sleep until a
+	// release is announced or the holder's TTL runs out.
+	WaitNotify WaitKind = "notify"
+	// WaitQueue: the driver implements Waiter and queues waiters in the store.
+	WaitQueue WaitKind = "queue"
+)
+
+// LifetimeKind says what keeps a held lock alive in the store.
+type LifetimeKind string
+
+const (
+	// LifetimeTTL: each lock has its own TTL, extended by Refresh.
+	LifetimeTTL LifetimeKind = "ttl"
+	// LifetimeSession: the lock lives as long as the client's session (a
+	// ZooKeeper session, an etcd lease shared by the client's locks); its TTL
+	// is the session's and is the same for every lock of the Driver.
+	LifetimeSession LifetimeKind = "session"
+	// LifetimeConnection: the lock lives as long as the connection holding it
+	// (an open SQL transaction); a dropped connection frees it at once, and
+	// the holder only learns of it at its next Refresh.
+	LifetimeConnection LifetimeKind = "connection"
+)
+
+// Capabilities describes what a store offers, machine-readably: the
+// conformance suite skips what a store lacks (with the reason) and tools
+// print it.
+type Capabilities struct {
+	// Name is a short name for the store and mode, e.g. "redis", "redlock".
+	Name string `json:"name"`
+	// Wait is how waiters wait. It must match the optional interfaces the
+	// driver implements (Notifier for WaitNotify, Waiter for WaitQueue).
+	Wait WaitKind `json:"wait"`
+	// Lifetime is what keeps a held lock alive.
+	Lifetime LifetimeKind `json:"lifetime"`
+	// PerLockTTL reports whether Request.TTL is honoured per lock. When
+	// false, every lock gets the TTL of the driver's session (Grant.TTL).
+	PerLockTTL bool `json:"per_lock_ttl"`
+	// MinTTL is the shortest TTL the store can honour; shorter requests are
+	// rejected by the portable layer.
+	MinTTL time.Duration `json:"min_ttl"`
+	// MaxKeyLen is the longest key in bytes the store accepts, 0 for the
+	// portable default.
+	MaxKeyLen int `json:"max_key_len,omitempty"`
+	// Fair reports whether waiters are granted the lock in arrival order.
+	Fair bool `json:"fair"`
+	// CrossProcessReentry reports whether two Drivers acquiring with the same
+	// Owner both hold the lock (the store counts holds per owner).
+	CrossProcessReentry bool `json:"cross_process_reentry"`
+	// Replication says what a grant survives, in a sentence, e.g. "single
+	// node" or "majority quorum (Raft)"; shown by tools, not interpreted.
+	Replication string `json:"replication,omitempty"`
+}
+
+// Check reports an error if the capabilities are inconsistent with the
+// optional interfaces d implements.
+func (c Capabilities) Check(d Driver) error {
+	_, notifier := d.(Notifier)
+	_, waiter := d.(Waiter)
+	switch c.Wait {
+	case WaitPoll:
+	case WaitNotify:
+		if !notifier {
+			return fmt.Errorf("backend: %s: capabilities say wait=notify but the driver has no Subscribe method", c.Name)
+		}
+	case WaitQueue:
+		if !waiter {
+			return fmt.Errorf("backend: %s: capabilities say wait=queue but the driver has no Wait method", c.Name)
+		}
+	default:
+		return fmt.Errorf("backend: %s: unknown wait kind %q", c.Name, c.Wait)
+	}
+	switch c.Lifetime {
+	case LifetimeTTL, LifetimeSession, LifetimeConnection:
+	default:
+		return fmt.Errorf("backend: %s: unknown lifetime kind %q", c.Name, c.Lifetime)
+	}
+	if c.MinTTL < 0 || c.MaxKeyLen < 0 {
+		return fmt.Errorf("backend: %s: negative MinTTL or MaxKeyLen", c.Name)
+	}
+	return nil
+}

@@ -1,0 +1,41 @@
+// Package backend is the contract between the portable distlock API and the
+// stores that hold locks (Redis, MySQL/MariaDB, ZooKeeper, etcd, memory).
+//
+// Users of distlock do not need this package, except to write a driver. A
+// driver implements [Driver]: one attempt to take a lock, nothing more. The
+// portable layer (package distlock) owns everything every store shares: key
+// validation, owner ids, reentrancy counting, the renewal watchdog, the
+// client-side validity deadline, loss reporting, waiting with backoff, and
+// retries. A driver holds only its store's atomic protocol.
+//
+// # Waiting
+//
+// Stores wait in different ways, and the contract lets each do it its own way
+// instead of faking all of them as a try-loop:
+//
+//   - poll: the driver has only [Driver.TryAcquire]; the portable layer
+//     retries with jittered backoff, bounded by the holder's remaining TTL
+//     when the driver reports it in a [NotAcquiredError].
+//   - notify: the driver also implements [Notifier] (Redis pub/sub); the
+//     portable layer subscribes before its last re-check and sleeps until a
+//     release is announced or the holder's TTL runs out.
+//   - queue: the driver implements [Waiter] and owns the whole wait, because
+//     its store keeps a line of waiters (ZooKeeper sequential nodes, etcd
+//     create revisions) or blocks in the server (SQL SELECT ... FOR UPDATE on
+//     a pinned connection). A waiter that gives up removes its place in line.
+//
+// # Lifetimes
+//
+// A held lock ends when its TTL runs out ([LifetimeTTL], renewed by
+// [Lock.Refresh]), when the store's session ends ([LifetimeSession]), or when
+// the connection that holds it closes ([LifetimeConnection]). In every case
+// the portable layer calls Refresh at a third of the TTL as a liveness check
+// and declares a lease lost when its client-side validity runs out, so a
+// holder learns of a loss before the store can grant the lock to another.
+//
+// # Registry
+//
+// Each driver package registers an [Opener] for its URL schemes with
+// [Register], from its init function; opening is lazy, so importing a driver
+// dials nothing. distlock.Open looks the scheme up with [Lookup].
+package backend

@@ -1,0 +1,94 @@
+package backend
+
+import (
+	"context"
+	"time"
+)
+
+// Driver is one client of a lock store: what a single process would hold
+// (its connections, its session). Two Drivers made for the same store
+// compete for locks exactly as two processes would.
+//
+// Every method is safe for concurrent use by multiple goroutines. Every
+// method that blocks honours its ctx and returns ctx's error (wrapped) when
+// ctx ends first.
+type Driver interface {
+	// Capabilities describes what the store offers. It never changes for the
+	// life of the Driver.
+	Capabilities() Capabilities
+
+	// TryAcquire makes one attempt to take req.Key for req.Owner with
+	// req.TTL, setting the expiry in the same atomic step as the take.
+	//
+	// If the key is free, or the store supports cross-process reentrancy and
+	// the key is held by req.Owner, it returns a Grant. If the key is held by
+	// another owner it returns an error for which errors.Is(err,
+	// ErrNotAcquired) holds, ideally a *NotAcquiredError carrying the
+	// holder's remaining TTL, and leaves nothing behind in the store.
+	//
+	// If ctx ends or the connection fails after the request may have reached
+	// the store, the driver must remove what it may have created (checking
+	// the owner) before it returns, so no ghost holds the lock; if it cannot,
+	// the lock expires by its TTL and the error wraps ErrUnavailable.
+	TryAcquire(ctx context.Context, req Request) (Grant, error)
+
+	// Close releases the driver's resources: connections and sessions it
+	// opened (never a client the user passed in), and goroutines it started.
+	// Locks still held are abandoned to expire by their TTL, session or
+	// connection. Close is called once, after every Lock has been released
+	// or abandoned.
+	Close() error
+}
+
+// Request describes one acquisition. The portable layer validates Key,
+// generates or checks Owner and fills TTL before a driver sees it.
+type Request struct {
+	// Key names the lock. It is valid UTF-8 of 1 to MaxKeyLen bytes with no
+	// control characters; the driver encodes it for its store as needed, so
+	// that different keys never address the same lock.
+	Key string
+	// Owner identifies the holder: at least 128 random bits by default, or
+	// an id the user chose to re-enter the lock across processes.
+	Owner string
+	// TTL is how long the lock lives without a Refresh. Drivers whose
+	// lifetime is not a per-lock TTL report the TTL they apply in
+	// Grant.TTL.
+	TTL time.Duration
+	// OnLost, when not nil, must be called by the driver at most once if the
+	// store tells it the lock is gone before Release (session expired,
+	// connection closed, lease revoked). It never blocks.
+	OnLost func(err error)
+}
+
+// Grant is the outcome of a successful acquisition.
+type Grant struct {
+	// Lock is the handle to release or refresh the lock.
+	Lock Lock
+	// Token is the fencing token: strictly greater than every token granted
+	// before for the same key, by this store, to any holder.
+	Token uint64
+	// TTL is the lifetime the store applied; zero means Request.TTL.
+	TTL time.Duration
+	// ValidFrom is when the request that set the TTL was sent. Zero means
+	// the moment the acquiring call started, which is always safe; a queue
+	// driver that waited must set it to when its lease or session was last
+	// confirmed alive, not to when the wait began.
+	ValidFrom time.Time
+}
+
+// Lock is a lock held in the store. Its methods may be called concurrently;
+// the portable layer calls Release at most once.
+type Lock interface {
+	// Refresh confirms the lock is still held by its owner and, for
+	// LifetimeTTL stores, extends it so it lives at least ttl from now. It
+	// never shortens a longer remaining lifetime. It returns an error
+	// wrapping ErrNotHeld if the store no longer holds the lock for this
+	// owner, and one wrapping ErrUnavailable if it could not tell.
+	Refresh(ctx context.Context, ttl time.Duration) error
+
+	// Release frees the lock if it is still held by its owner (an atomic
+	// compare-and-delete), or lowers the store's hold count for drivers with
+	// cross-process reentrancy. It returns an error wrapping ErrNotHeld if
+	// the lock was no longer held by its owner; the store is then unchanged.
+	Release(ctx context.Context) error
+}

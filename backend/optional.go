@@ -1,0 +1,58 @@
+package backend
+
+import (
+	"context"
+	"time"
+)
+
+// Waiter is implemented by drivers whose store queues waiters or blocks them
+// in the server (capability WaitQueue).
+type Waiter interface {
+	// Wait waits until req.Key is granted to req.Owner or ctx ends. When it
+	// returns an error, nothing of this attempt is left queued or held in
+	// the store. If the driver's own session or lease ends while it waits,
+	// Wait returns an error wrapping ErrLost: never a grant.
+	Wait(ctx context.Context, req Request) (Grant, error)
+}
+
+// Notifier is implemented by drivers whose store can announce releases
+// (capability WaitNotify).
+type Notifier interface {
+	// Subscribe starts listening for releases of key and returns once the
+	// store confirmed the subscription, so a release after Subscribe returns
+	// is never missed. The returned channel receives (without blocking the
+	// driver, coalesced) after each release. The caller must call cancel.
+	Subscribe(ctx context.Context, key string) (released <-chan struct{}, cancel func(), err error)
+}
+
+// BatchRefresher is implemented by drivers that can refresh many locks in
+// one round trip (pipelining). The portable watchdog uses it to renew every
+// due lease of a Locker at once.
+type BatchRefresher interface {
+	// RefreshAll refreshes locks[i] to live at least ttls[i] and returns one
+	// error per lock (nil where it succeeded), with the meaning of
+	// Lock.Refresh. The locks all came from this driver.
+	RefreshAll(ctx context.Context, locks []Lock, ttls []time.Duration) []error
+}
+
+// Inspector is implemented by drivers that can report a lock's state
+// without taking it (used by `distlock status`).
+type Inspector interface {
+	// Inspect reports the state of key's lock.
+	Inspect(ctx context.Context, key string) (Info, error)
+}
+
+// Info is a snapshot of a lock's state in the store.
+type Info struct {
+	Key   string `json:"key"`
+	Held  bool   `json:"held"`
+	Owner string `json:"owner,omitempty"`
+	// Token is the holder's fencing token, or the last one granted if free
+	// (0 when the store cannot tell).
+	Token uint64 `json:"token,omitempty"`
+	// TTL is the holder's remaining lifetime; 0 if free or unknown.
+	TTL time.Duration `json:"ttl,omitempty"`
+	// Waiters is the number of queued waiters, or -1 when the store does not
+	// know (stores whose waiters poll or subscribe).
+	Waiters int `json:"waiters"`
+}
