@@ -1,0 +1,170 @@
+package distlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// A Lease is a held lock. It is safe for concurrent use.
+//
+// A Lease ends when it is released, when it is lost (its TTL ran out, the
+// store deleted it, the session or connection holding it ended, or the
+// store stayed unreachable until the lease's validity ran out), or when its
+// Locker closes. Done is closed then and Err says why. A lease is reported
+// lost on the client before the store can grant the lock to anyone else.
+type Lease struct {
+	l      *Locker
+	h      *hold
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// State is a lease's condition as this process knows it.
+type State int
+
+const (
+	// StateHeld: the last renewal (or the acquisition) succeeded.
+	StateHeld State = iota + 1
+	// StateInDoubt: the last renewal failed because the store could not be
+	// reached; the lease is still within its validity and may yet be kept.
+	// Work that must not run without the lock should pause.
+	StateInDoubt
+	// StateLost: the lease ended without Release.
+	StateLost
+	// StateReleased: the lease was released (or its Locker closed).
+	StateReleased
+)
+
+func (s State) String() string {
+	switch s {
+	case StateHeld:
+		return "held"
+	case StateInDoubt:
+		return "in doubt"
+	case StateLost:
+		return "lost"
+	case StateReleased:
+		return "released"
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// Key returns the lock's key.
+func (le *Lease) Key() string { return le.h.key }
+
+// Owner returns the owner id the lock is held under. Pass it to WithOwner
+// (or ContextWithOwner) in another call or process to re-enter.
+func (le *Lease) Owner() string { return le.h.owner }
+
+// Token returns the fencing token: strictly greater than any token granted
+// before for this key, to any holder. A protected resource that remembers
+// the largest token it has seen and rejects smaller ones cannot be written
+// by a holder whose lease was lost. Re-entries share their hold's token.
+func (le *Lease) Token() uint64 { return le.h.grant.Token }
+
+// Done returns a channel closed when the lease ends: released or lost.
+func (le *Lease) Done() <-chan struct{} { return le.ctx.Done() }
+
+// Err returns nil while the lease is held, an error matching ErrReleased
+// after Release or Close, or one matching ErrLost (and wrapping the cause)
+// once lost.
+func (le *Lease) Err() error {
+	if le.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(le.ctx)
+}
+
+// Context returns a context canceled when the lease ends, whose cause is
+// Err. It carries the values of the ctx the lease was acquired with, and the
+// lease's owner: Acquire with it (or a context derived from it) re-enters
+// the lock.
+func (le *Lease) Context() context.Context { return le.ctx }
+
+// State reports whether the lease is held, in doubt, lost or released.
+func (le *Lease) State() State {
+	switch err := le.Err(); {
+	case err == nil:
+		le.l.mu.Lock()
+		doubt := le.h.doubt
+		le.l.mu.Unlock()
+		if doubt != nil {
+			return StateInDoubt
+		}
+		return StateHeld
+	case errors.Is(err, ErrLost):
+		return StateLost
+	default:
+		return StateReleased
+	}
+}
+
+// Deadline returns the end of the lease's client-side validity: the lease
+// is reported lost at this instant unless a renewal succeeds first.
+func (le *Lease) Deadline() time.Time {
+	le.l.mu.Lock()
+	defer le.l.mu.Unlock()
+	return le.h.deadline
+}
+
+// Refresh extends the lease so that it lives at least ttl from now (zero
+// means its current TTL); it never shortens it. Backends whose locks live as
+// long as a session or connection only confirm the lock is still held. If
+// the store says the lock is gone, the lease is lost and the error matches
+// ErrLost and ErrNotHeld.
+func (le *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
+	if err := le.Err(); err != nil {
+		return fmt.Errorf("distlock: refresh %q: %w", le.h.key, err)
+	}
+	if ttl < 0 {
+		return fmt.Errorf("distlock: refresh %q: %w: TTL %v is negative", le.h.key, ErrInvalidConfig, ttl)
+	}
+	le.l.mu.Lock()
+	ttl = max(ttl, le.h.ttl)
+	lock := le.h.grant.Lock
+	le.l.mu.Unlock()
+	if ttl < le.l.caps.MinTTL {
+		return fmt.Errorf("distlock: refresh %q: %w: TTL %v is below the minimum %v", le.h.key, ErrInvalidConfig, ttl, le.l.caps.MinTTL)
+	}
+	sent := time.Now()
+	if err := lock.Refresh(ctx, ttl); err != nil {
+		le.l.refreshFailed(le.h, err)
+		if errors.Is(err, ErrNotHeld) {
+			return fmt.Errorf("distlock: refresh %q: %w", le.h.key, le.Err())
+		}
+		return fmt.Errorf("distlock: refresh %q: %w", le.h.key, err)
+	}
+	le.l.extended(le.h, sent, ttl)
+	return nil
+}
+
+// Release ends the lease. The lock is freed in the store when the last
+// Lease of a re-entered hold is released. ctx bounds the store call; use a
+// fresh short timeout in deferred releases, not a ctx that may already be
+// canceled.
+//
+// Releasing a lost lease returns its Err (matching ErrLost); the store no
+// longer held the lock. Releasing twice returns an error matching
+// ErrReleased. If the store cannot be reached the lease still ends here and
+// the lock expires by its TTL; the error matches ErrUnavailable.
+func (le *Lease) Release(ctx context.Context) error {
+	l, h := le.l, le.h
+	l.mu.Lock()
+	if err := le.Err(); err != nil {
+		l.mu.Unlock()
+		if errors.Is(err, ErrReleased) {
+			return fmt.Errorf("distlock: release %q: already released: %w", h.key, err)
+		}
+		return fmt.Errorf("distlock: release %q: %w", h.key, err)
+	}
+	le.cancel(fmt.Errorf("distlock: lease on %q: %w", h.key, ErrReleased))
+	delete(h.leases, le)
+	last := len(h.leases) == 0
+	l.mu.Unlock()
+	if !last {
+		return nil
+	}
+	return l.endHold(ctx, h, ErrReleased)
+}

@@ -1,0 +1,244 @@
+package distlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// A Locker takes distributed locks through one backend driver. It is safe
+// for concurrent use; make one per process and store and share it.
+//
+// A Locker counts re-entries, renews its leases (one watchdog goroutine for
+// all of them), tracks each lease's validity, and reports losses. Close ends
+// every lease and stops every goroutine it started.
+type Locker struct {
+	d        backend.Driver
+	caps     backend.Capabilities
+	waiter   backend.Waiter
+	notifier backend.Notifier
+	batch    backend.BatchRefresher
+	cfg      lockerConfig
+	maxKey   int
+
+	closeCtx    context.Context // canceled by Close: ends waits
+	closeCancel context.CancelCauseFunc
+	ops         sync.WaitGroup // acquisitions in flight
+	bg          sync.WaitGroup // watchdog, renewals, background releases
+
+	mu     sync.Mutex
+	closed bool
+	holds  map[holdKey]*hold
+	wd     watchdog
+}
+
+// New returns a Locker over d. The Locker owns d: Close closes it. It
+// panics if d's capabilities contradict the interfaces it implements or an
+// option is impossible (both are programming errors); Open reports those as
+// errors instead.
+func New(d backend.Driver, opts ...LockerOption) *Locker {
+	l, err := newLocker(d, opts)
+	if err != nil {
+		panic(err)
+	}
+	return l
+}
+
+func newLocker(d backend.Driver, opts []LockerOption) (*Locker, error) {
+	if d == nil {
+		return nil, errors.New("distlock: New: nil driver")
+	}
+	cfg := defaultLockerConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	caps := d.Capabilities()
+	if err := caps.Check(d); err != nil {
+		return nil, err
+	}
+	l := &Locker{d: d, caps: caps, cfg: cfg, maxKey: MaxKeyLen, holds: map[holdKey]*hold{}}
+	if caps.MaxKeyLen > 0 && caps.MaxKeyLen < l.maxKey {
+		l.maxKey = caps.MaxKeyLen
+	}
+	if caps.Wait == backend.WaitQueue {
+		l.waiter = d.(backend.Waiter)
+	}
+	if caps.Wait == backend.WaitNotify {
+		l.notifier = d.(backend.Notifier)
+	}
+	l.batch, _ = d.(backend.BatchRefresher)
+	l.closeCtx, l.closeCancel = context.WithCancelCause(context.Background())
+	l.wd.init()
+	return l, nil
+}
+
+// Open returns a Locker for the backend named by rawURL's scheme (redis,
+// rediss, mysql, zk, etcd, mem, ...), which must have been registered by
+// importing its package, e.g. import _ "github.com/distlock/distlock/memlock".
+//
+// The URL parameter ttl (e.g. ?ttl=10s) sets the default lease TTL for every
+// backend; the backend reads the rest, and any parameter nobody reads is an
+// error. ctx bounds the connection attempt, not the Locker's life. Errors
+// never contain the URL's password.
+func Open(ctx context.Context, rawURL string, opts ...LockerOption) (*Locker, error) {
+	u, err := backend.ParseURL(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("distlock: open: %w", err)
+	}
+	open, err := backend.Lookup(u.Scheme)
+	if err != nil {
+		return nil, fmt.Errorf("distlock: open: %w", err)
+	}
+	ttl := u.Query.Duration("ttl", 0)
+	if ttl != 0 {
+		opts = append([]LockerOption{WithDefaultTTL(ttl)}, opts...)
+	}
+	d, err := open(ctx, u)
+	if err != nil {
+		return nil, fmt.Errorf("distlock: open %s: %w", u.Redacted(), err)
+	}
+	if err := u.Query.Err(); err != nil {
+		_ = d.Close()
+		return nil, fmt.Errorf("distlock: open %s: %w", u.Redacted(), err)
+	}
+	l, err := newLocker(d, opts)
+	if err != nil {
+		_ = d.Close()
+		return nil, fmt.Errorf("distlock: open %s: %w", u.Redacted(), err)
+	}
+	return l, nil
+}
+
+// Capabilities describes the backend: how it waits, what keeps a lock
+// alive, fairness, reentrancy across processes.
+func (l *Locker) Capabilities() backend.Capabilities { return l.caps }
+
+// Driver returns the backend driver, for optional interfaces such as
+// backend.Inspector.
+func (l *Locker) Driver() backend.Driver { return l.d }
+
+// Acquire takes the lock named key, waiting while another owner holds it,
+// until ctx ends. ctx bounds only the wait: the lease lives until Release,
+// loss, or Close. If ctx carries an owner (a Lease.Context, or
+// ContextWithOwner) or WithOwner is given and that owner holds key, Acquire
+// re-enters: it returns a new Lease sharing the hold and its token, and the
+// lock is freed when every such Lease is released.
+//
+// When ctx ends first, the error wraps ctx's error (and the store's last
+// error if it was unreachable), and nothing of this attempt stays queued or
+// held in the store.
+func (l *Locker) Acquire(ctx context.Context, key string, opts ...Option) (*Lease, error) {
+	return l.acquire(ctx, key, opts, true)
+}
+
+// TryAcquire makes one attempt to take key. If another owner holds it, it
+// returns an error matching ErrNotAcquired at once and leaves nothing
+// behind in the store. Reentry works as for Acquire.
+func (l *Locker) TryAcquire(ctx context.Context, key string, opts ...Option) (*Lease, error) {
+	return l.acquire(ctx, key, opts, false)
+}
+
+// Do acquires key (waiting as Acquire does), runs fn with a context that is
+// canceled the moment the lease is lost, and releases the lease when fn
+// returns, with its own timeout (WithReleaseTimeout) so a canceled ctx
+// cannot leave the lock behind. It returns fn's error joined with the
+// lease's error if it was lost, or with the release error.
+func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error {
+	le, err := l.Acquire(ctx, key, opts...)
+	if err != nil {
+		return err
+	}
+	fnErr := fn(le.Context())
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)
+	defer cancel()
+	return errors.Join(fnErr, le.Release(rctx))
+}
+
+// Close ends every lease: each is released (bounded by WithReleaseTimeout)
+// or, if the store cannot be reached, abandoned to expire. Waiting
+// acquisitions return ErrClosed. Close returns after every goroutine the
+// Locker started has exited, and closes the driver. Later calls return
+// ErrClosed.
+func (l *Locker) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return fmt.Errorf("distlock: close: %w", ErrClosed)
+	}
+	l.closed = true
+	l.mu.Unlock()
+
+	l.closeCancel(ErrClosed)
+	l.ops.Wait()
+
+	l.mu.Lock()
+	var held []*hold
+	for _, h := range l.holds {
+		if h.state == holdHeld {
+			held = append(held, h)
+		}
+	}
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.releaseTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, len(held))
+	cause := fmt.Errorf("distlock: locker closed: %w", ErrReleased)
+	for i, h := range held {
+		wg.Go(func() { errs[i] = l.endHold(ctx, h, cause) })
+	}
+	wg.Wait()
+	l.bg.Wait()
+	errs = append(errs, l.d.Close())
+	return ignoreExpected(errors.Join(errs...))
+}
+
+// ignoreExpected drops release errors that Close need not report: a lock the
+// store had already freed.
+func ignoreExpected(err error) error {
+	if err == nil || errors.Is(err, ErrNotHeld) || errors.Is(err, ErrLost) {
+		return nil
+	}
+	return err
+}
+
+// begin registers an operation; false once the Locker is closed.
+func (l *Locker) begin() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.ops.Add(1)
+	return true
+}
+
+// goBackground runs f on a goroutine that Close waits for.
+func (l *Locker) goBackground(f func()) {
+	l.bg.Go(f)
+}
+
+// ttlFor returns the TTL to request.
+func (l *Locker) ttlFor(c acquireConfig) (time.Duration, error) {
+	ttl := c.ttl
+	if ttl == 0 {
+		ttl = l.cfg.ttl
+	}
+	if ttl < 0 {
+		return 0, fmt.Errorf("%w: TTL %v is negative", ErrInvalidConfig, ttl)
+	}
+	if ttl < l.caps.MinTTL {
+		return 0, fmt.Errorf("%w: TTL %v is below the %s backend's minimum of %v", ErrInvalidConfig, ttl, l.caps.Name, l.caps.MinTTL)
+	}
+	if l.cfg.drift(ttl) >= ttl/2 {
+		return 0, fmt.Errorf("%w: TTL %v leaves no validity after the clock-drift margin %v", ErrInvalidConfig, ttl, l.cfg.drift(ttl))
+	}
+	return ttl, nil
+}

@@ -1,0 +1,128 @@
+package distlock
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// DefaultTTL is the lease TTL when neither WithTTL nor WithDefaultTTL (nor a
+// ttl URL parameter) says otherwise. It is the TTL Redisson uses: long
+// enough that a paused holder rarely loses its lock, short enough that a
+// crashed holder's lock frees within half a minute.
+const DefaultTTL = 30 * time.Second
+
+// LockerOption configures a Locker.
+type LockerOption func(*lockerConfig)
+
+type lockerConfig struct {
+	ttl            time.Duration
+	driftFactor    float64
+	driftFixed     time.Duration
+	releaseTimeout time.Duration
+	logger         *slog.Logger
+}
+
+func defaultLockerConfig() lockerConfig {
+	return lockerConfig{
+		ttl:            DefaultTTL,
+		driftFactor:    0.01,
+		driftFixed:     2 * time.Millisecond,
+		releaseTimeout: 5 * time.Second,
+		logger:         slog.New(slog.DiscardHandler),
+	}
+}
+
+// WithDefaultTTL sets the TTL of leases acquired without WithTTL.
+// Zero keeps DefaultTTL.
+func WithDefaultTTL(ttl time.Duration) LockerOption {
+	return func(c *lockerConfig) {
+		if ttl != 0 {
+			c.ttl = ttl
+		}
+	}
+}
+
+// WithClockDrift sets the margin by which a lease's client-side validity is
+// shorter than its TTL: factor×TTL + fixed (default 0.01×TTL + 2ms, as in
+// Redlock). The margin covers clock-rate differences between this process
+// and the store; a lease is reported lost once TTL − margin has passed since
+// its last successful acquire or renewal was sent.
+func WithClockDrift(factor float64, fixed time.Duration) LockerOption {
+	return func(c *lockerConfig) {
+		c.driftFactor, c.driftFixed = factor, fixed
+	}
+}
+
+// WithReleaseTimeout bounds the releases that Do and Close make on their
+// own (default 5s).
+func WithReleaseTimeout(d time.Duration) LockerOption {
+	return func(c *lockerConfig) {
+		if d > 0 {
+			c.releaseTimeout = d
+		}
+	}
+}
+
+// WithLogger logs renewal failures and lost leases (default: nothing).
+func WithLogger(l *slog.Logger) LockerOption {
+	return func(c *lockerConfig) {
+		if l != nil {
+			c.logger = l
+		}
+	}
+}
+
+func (c lockerConfig) check() error {
+	if c.ttl < 0 {
+		return fmt.Errorf("%w: default TTL %v is negative", ErrInvalidConfig, c.ttl)
+	}
+	if c.driftFactor < 0 || c.driftFactor >= 0.5 || c.driftFixed < 0 {
+		return fmt.Errorf("%w: clock drift factor %v must be in [0, 0.5) and fixed margin %v not negative",
+			ErrInvalidConfig, c.driftFactor, c.driftFixed)
+	}
+	return nil
+}
+
+// drift returns the validity margin for ttl.
+func (c lockerConfig) drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*c.driftFactor) + c.driftFixed
+}
+
+// Option configures one acquisition.
+type Option func(*acquireConfig)
+
+type acquireConfig struct {
+	ttl      time.Duration
+	owner    string
+	noRenew  bool
+	ownerErr error
+}
+
+// WithTTL sets the lease's TTL: how long the store keeps the lock if this
+// process stops renewing it (it crashed, or WithoutAutoRenew). While the
+// lease is held it is renewed every TTL/3. Stores whose lifetime is a
+// session (ZooKeeper, etcd with a shared lease) use their session's TTL
+// instead; see backend.Capabilities.PerLockTTL.
+func WithTTL(ttl time.Duration) Option {
+	return func(c *acquireConfig) { c.ttl = ttl }
+}
+
+// WithOwner acquires as the given owner instead of a fresh random one (or
+// the one carried by ctx). Acquisitions with the same owner re-enter the
+// lock: in this Locker always, and across Lockers and processes where the
+// store supports it (backend.Capabilities.CrossProcessReentry). Owner ids
+// are 1 to 128 printable bytes; pick unguessable ones, such as a trace id.
+func WithOwner(owner string) Option {
+	return func(c *acquireConfig) {
+		c.owner = owner
+		c.ownerErr = checkOwner(owner)
+	}
+}
+
+// WithoutAutoRenew turns the watchdog off for this lease: it lives for its
+// TTL unless Refresh extends it, and is reported lost (Done closes, Err
+// returns ErrLost) once its validity runs out.
+func WithoutAutoRenew() Option {
+	return func(c *acquireConfig) { c.noRenew = true }
+}

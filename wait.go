@@ -1,0 +1,166 @@
+package distlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// Waiting bounds. Polling starts fast, because most locks are held briefly,
+// and backs off to pollMax; a notified waiter also re-checks at least every
+// notifyMax in case a wake-up was lost and the holder's TTL is unknown.
+const (
+	pollMin   = 5 * time.Millisecond
+	pollMax   = 250 * time.Millisecond
+	outageMax = time.Second
+	notifyMax = 5 * time.Second
+)
+
+// obtain gets a grant from the driver: one attempt, the driver's own queue,
+// or a retry loop woken by store notifications or backoff.
+func (l *Locker) obtain(ctx context.Context, req backend.Request, wait bool) (backend.Grant, error) {
+	started := time.Now()
+	var g backend.Grant
+	var err error
+	switch {
+	case !wait:
+		g, err = l.d.TryAcquire(ctx, req)
+	case l.waiter != nil:
+		g, err = l.queueWait(ctx, req)
+	default:
+		g, err = l.retryWait(ctx, req)
+	}
+	if err != nil {
+		return g, err
+	}
+	if g.ValidFrom.IsZero() {
+		g.ValidFrom = started
+	}
+	return g, nil
+}
+
+// queueWait lets the driver wait in its store's queue, retrying the whole
+// wait (after backoff) if the store became unreachable.
+func (l *Locker) queueWait(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	var bo backoff
+	for {
+		g, err := l.waiter.Wait(ctx, req)
+		if err == nil || !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
+			return g, waitErr(ctx, err, nil)
+		}
+		if serr := sleep(ctx, bo.next(pollMin, outageMax), nil); serr != nil {
+			return g, waitErr(ctx, serr, err)
+		}
+	}
+}
+
+// retryWait retries TryAcquire until it succeeds, subscribing first to
+// release announcements where the driver offers them.
+func (l *Locker) retryWait(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	var wake <-chan struct{}
+	var bo backoff
+	var lastErr error
+	unsubscribe := func() {}
+	defer func() { unsubscribe() }()
+	for {
+		sent := time.Now()
+		g, err := l.d.TryAcquire(ctx, req)
+		if err == nil {
+			if g.ValidFrom.IsZero() {
+				g.ValidFrom = sent
+			}
+			return g, nil
+		}
+		if ctx.Err() != nil {
+			return g, waitErr(ctx, err, lastErr)
+		}
+		var delay time.Duration
+		switch {
+		case errors.Is(err, ErrNotAcquired):
+			if l.notifier != nil && wake == nil {
+				w, cancel, serr := l.notifier.Subscribe(ctx, req.Key)
+				if serr == nil {
+					wake, unsubscribe = w, cancel
+					continue // re-check: a release before the subscription is not announced
+				}
+				lastErr = serr // fall back to polling
+			}
+			delay = l.waitDelay(&bo, backend.RetryAfter(err), wake != nil)
+		case errors.Is(err, ErrUnavailable):
+			lastErr = err
+			delay = bo.next(pollMin, outageMax)
+		default:
+			return g, err
+		}
+		if err := sleep(ctx, delay, wake); err != nil {
+			return g, waitErr(ctx, err, lastErr)
+		}
+	}
+}
+
+// waitDelay is how long a waiter sleeps after finding the lock held. A
+// notified waiter sleeps until the holder's TTL runs out (it is woken
+// earlier by a release); a polling one backs off, never past that TTL.
+func (l *Locker) waitDelay(bo *backoff, holderTTL time.Duration, notified bool) time.Duration {
+	if notified {
+		if holderTTL <= 0 || holderTTL > notifyMax {
+			holderTTL = notifyMax
+		}
+		return holderTTL + rand.N(pollMin)
+	}
+	d := bo.next(pollMin, pollMax)
+	if holderTTL > 0 && holderTTL < d {
+		d = holderTTL + rand.N(pollMin)
+	}
+	return d
+}
+
+// backoff is jittered exponential backoff: each delay is drawn from the
+// upper half of a range that doubles up to a cap.
+type backoff struct{ cur time.Duration }
+
+func (b *backoff) next(lo, hi time.Duration) time.Duration {
+	if b.cur < lo {
+		b.cur = lo
+	} else {
+		b.cur = min(b.cur*2, hi)
+	}
+	return b.cur/2 + rand.N(b.cur/2+1)
+}
+
+// sleep waits for d, a wake-up, or the end of ctx.
+func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-wake:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// waitErr explains a failed wait: the ctx's cause, and the store's last
+// error if it was unreachable meanwhile.
+func waitErr(ctx context.Context, err, lastStoreErr error) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() == nil {
+		return err
+	}
+	cause := context.Cause(ctx)
+	if lastStoreErr != nil {
+		return fmt.Errorf("%w (while waiting: %w)", cause, lastStoreErr)
+	}
+	if errors.Is(err, cause) {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", cause, err)
+}

@@ -1,0 +1,212 @@
+package distlock
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// The watchdog is one goroutine per Locker that renews every auto-renewed
+// lease at a third of its TTL and declares any lease lost when its
+// client-side validity runs out. Due renewals are sent together: in one
+// round trip where the driver implements backend.BatchRefresher, else with
+// bounded concurrency. A Locker holding thousands of leases therefore runs
+// one timer, not thousands.
+type watchdog struct {
+	queue   holdHeap // holds waiting for their next event; guarded by Locker.mu
+	kick    chan struct{}
+	started bool
+}
+
+// maxParallelRefresh bounds concurrent Refresh calls for drivers without
+// batching.
+const maxParallelRefresh = 16
+
+func (w *watchdog) init() { w.kick = make(chan struct{}, 1) }
+
+// next returns when h needs attention: its renewal, or its deadline.
+func (h *hold) next() time.Time {
+	if h.autoRenew && h.nextRenew.Before(h.deadline) {
+		return h.nextRenew
+	}
+	return h.deadline
+}
+
+// reschedule (re)places h on the queue and wakes the loop. Locker.mu is held.
+func (w *watchdog) reschedule(h *hold) {
+	if h.state != holdHeld || h.renewing {
+		return
+	}
+	if h.heapIndex >= 0 {
+		heap.Fix(&w.queue, h.heapIndex)
+	} else {
+		heap.Push(&w.queue, h)
+	}
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// remove takes h off the queue. Locker.mu is held.
+func (w *watchdog) remove(h *hold) {
+	if h.heapIndex >= 0 {
+		heap.Remove(&w.queue, h.heapIndex)
+	}
+}
+
+// startWatchdog starts the loop once, on the first held lease. Locker.mu is held.
+func (l *Locker) startWatchdog() {
+	if l.wd.started || l.closed {
+		return
+	}
+	l.wd.started = true
+	l.goBackground(l.watch)
+}
+
+func (l *Locker) watch() {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		due, lost, causes, wait := l.collect(time.Now())
+		for i, h := range lost {
+			l.lose(h, causes[i])
+		}
+		if len(due) > 0 {
+			l.goBackground(func() { l.renew(due) })
+		}
+		timer.Reset(wait)
+		select {
+		case <-l.closeCtx.Done():
+			return
+		case <-l.wd.kick:
+		case <-timer.C:
+		}
+	}
+}
+
+// collect pops the holds whose event is due at now: those past their
+// deadline are returned as lost with the cause, those due for renewal are
+// marked renewing. It returns how long to sleep until the next event.
+func (l *Locker) collect(now time.Time) (due, lost []*hold, causes []error, wait time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for len(l.wd.queue) > 0 {
+		h := l.wd.queue[0]
+		if h.next().After(now) {
+			return due, lost, causes, h.next().Sub(now)
+		}
+		heap.Pop(&l.wd.queue)
+		if !now.Before(h.deadline) {
+			cause := errors.New("validity ran out: not renewed in time")
+			if h.doubt != nil {
+				cause = fmt.Errorf("validity ran out while renewals failed: %w", h.doubt)
+			}
+			lost, causes = append(lost, h), append(causes, cause)
+			continue
+		}
+		h.renewing = true
+		due = append(due, h)
+	}
+	return due, lost, causes, time.Hour
+}
+
+// renew refreshes due holds. Its context ends at the earliest deadline among
+// them, so a store that does not answer cannot keep a lease past validity.
+func (l *Locker) renew(due []*hold) {
+	locks := make([]backend.Lock, len(due))
+	ttls := make([]time.Duration, len(due))
+	deadline := due[0].deadline
+	l.mu.Lock()
+	for i, h := range due {
+		locks[i], ttls[i] = h.grant.Lock, h.ttl
+		if h.deadline.Before(deadline) {
+			deadline = h.deadline
+		}
+	}
+	l.mu.Unlock()
+	ctx, cancel := context.WithDeadline(l.closeCtx, deadline)
+	defer cancel()
+	sent := time.Now()
+	errs := l.refreshAll(ctx, locks, ttls)
+	for i, h := range due {
+		l.renewed(h, sent, ttls[i], errs[i])
+	}
+}
+
+func (l *Locker) refreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
+	if l.batch != nil && len(locks) > 1 {
+		return l.batch.RefreshAll(ctx, locks, ttls)
+	}
+	errs := make([]error, len(locks))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxParallelRefresh)
+	for i := range locks {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = locks[i].Refresh(ctx, ttls[i])
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// renewed records one renewal's outcome and puts the hold back on the queue.
+func (l *Locker) renewed(h *hold, sent time.Time, ttl time.Duration, err error) {
+	l.mu.Lock()
+	h.renewing = false
+	l.mu.Unlock()
+	switch {
+	case err == nil:
+		l.extended(h, sent, ttl)
+	case errors.Is(err, ErrNotHeld):
+		l.lose(h, err)
+	default:
+		l.cfg.logger.Info("distlock: renewal failed; lease in doubt", "key", h.key, "err", err)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if h.state != holdHeld {
+			return
+		}
+		h.doubt = err
+		h.nextRenew = time.Now().Add(retryInterval(h.ttl))
+		l.wd.reschedule(h)
+	}
+}
+
+// retryInterval is how soon a failed renewal is retried: a tenth of the TTL,
+// at most a second, jittered so many Lockers do not retry in step.
+func retryInterval(ttl time.Duration) time.Duration {
+	d := min(ttl/10, time.Second)
+	return d/2 + rand.N(d/2+1)
+}
+
+// holdHeap orders holds by their next event.
+type holdHeap []*hold
+
+func (q holdHeap) Len() int           { return len(q) }
+func (q holdHeap) Less(i, j int) bool { return q[i].next().Before(q[j].next()) }
+func (q holdHeap) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].heapIndex, q[j].heapIndex = i, j
+}
+func (q *holdHeap) Push(x any) {
+	h := x.(*hold)
+	h.heapIndex = len(*q)
+	*q = append(*q, h)
+}
+func (q *holdHeap) Pop() any {
+	old := *q
+	h := old[len(old)-1]
+	old[len(old)-1] = nil
+	h.heapIndex = -1
+	*q = old[:len(old)-1]
+	return h
+}
