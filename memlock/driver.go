@@ -1,0 +1,274 @@
+package memlock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// Options configure a Driver. The zero value is ready to use.
+type Options struct {
+	// Wait picks how waiters wait: backend.WaitNotify (default: sleep until
+	// a release is announced), backend.WaitQueue (a FIFO queue in the
+	// store: fair), or backend.WaitPoll (retry with backoff). All three
+	// exist so each waiting path of the portable layer can be tested.
+	Wait backend.WaitKind
+}
+
+// A Driver is one client of a Store, implementing backend.Driver (and
+// backend.Waiter, backend.Notifier, backend.Inspector). Use it with
+// distlock.New.
+type Driver struct {
+	s    *Store
+	wait backend.WaitKind
+
+	mu     sync.Mutex
+	killed bool
+	closed bool
+	subs   map[*subscription]struct{}
+	queued map[*waiter]struct{}
+}
+
+type waiter struct {
+	d       *Driver
+	e       *entry
+	owner   string
+	ttl     time.Duration
+	granted chan backend.Grant // buffered: the store never blocks on it
+	gone    chan error         // buffered: the driver was killed or closed
+}
+
+type subscription struct {
+	key string
+	ch  chan struct{}
+}
+
+// NewDriver returns a client of s. opts may be nil.
+func (s *Store) NewDriver(opts *Options) (*Driver, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	switch o.Wait {
+	case "":
+		o.Wait = backend.WaitNotify
+	case backend.WaitNotify, backend.WaitQueue, backend.WaitPoll:
+	default:
+		return nil, fmt.Errorf("memlock: %w: unknown wait kind %q (want poll, notify or queue)", backend.ErrInvalidConfig, o.Wait)
+	}
+	return &Driver{s: s, wait: o.Wait, subs: map[*subscription]struct{}{}, queued: map[*waiter]struct{}{}}, nil
+}
+
+// Capabilities implements backend.Driver.
+func (d *Driver) Capabilities() backend.Capabilities {
+	return backend.Capabilities{
+		Name:                "mem",
+		Wait:                d.wait,
+		Lifetime:            backend.LifetimeTTL,
+		PerLockTTL:          true,
+		MinTTL:              time.Millisecond,
+		Fair:                d.wait == backend.WaitQueue,
+		CrossProcessReentry: true,
+		Replication:         "none (one process)",
+	}
+}
+
+// Kill cuts the driver off from its store as if its process had died: its
+// locks stay until their TTL runs out, its waits fail, and every later call
+// fails with an error matching distlock.ErrUnavailable.
+func (d *Driver) Kill() {
+	d.mu.Lock()
+	d.killed = true
+	d.mu.Unlock()
+	d.dropWaiters(fmt.Errorf("memlock: %w: client killed", backend.ErrUnavailable))
+}
+
+// Close implements backend.Driver: waits of this driver end with ErrClosed.
+// Locks it still holds stay until their TTL runs out.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	d.dropWaiters(fmt.Errorf("memlock: %w", backend.ErrClosed))
+	d.s.mu.Lock()
+	defer d.s.mu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for sub := range d.subs {
+		d.s.unsubscribeLocked(sub)
+	}
+	clear(d.subs)
+	return nil
+}
+
+func (d *Driver) dropWaiters(err error) {
+	d.s.mu.Lock()
+	defer d.s.mu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for w := range d.queued {
+		d.s.dequeueLocked(w.e, w)
+		w.gone <- err
+	}
+	clear(d.queued)
+}
+
+// enter checks the driver and store can serve a call and locks the store.
+// On success the caller must unlock d.s.mu.
+func (d *Driver) enter(ctx context.Context, op string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memlock: %s: %w", op, err)
+	}
+	d.mu.Lock()
+	killed, closed := d.killed, d.closed
+	d.mu.Unlock()
+	switch {
+	case closed:
+		return fmt.Errorf("memlock: %s: %w", op, backend.ErrClosed)
+	case killed:
+		return fmt.Errorf("memlock: %s: %w: client killed", op, backend.ErrUnavailable)
+	}
+	d.s.mu.Lock()
+	if d.s.down {
+		d.s.mu.Unlock()
+		return fmt.Errorf("memlock: %s: %w: store is down", op, backend.ErrUnavailable)
+	}
+	return nil
+}
+
+// TryAcquire implements backend.Driver.
+func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	if err := d.enter(ctx, "acquire"); err != nil {
+		return backend.Grant{}, err
+	}
+	defer d.s.mu.Unlock()
+	now := time.Now()
+	e := d.s.lookup(req.Key, now, true)
+	g, ok := d.s.take(e, req.Owner, req.TTL, now)
+	if !ok {
+		return backend.Grant{}, backend.NotAcquired(req.Key, e.expires.Sub(now))
+	}
+	g.Lock = &lock{d: d, key: req.Key, owner: req.Owner, token: g.Token}
+	return g, nil
+}
+
+// Wait implements backend.Waiter: a FIFO queue per key in the store.
+func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	if d.wait != backend.WaitQueue {
+		return backend.Grant{}, fmt.Errorf("memlock: wait: %w: driver made with Wait=%s", backend.ErrUnsupported, d.wait)
+	}
+	if err := d.enter(ctx, "wait"); err != nil {
+		return backend.Grant{}, err
+	}
+	now := time.Now()
+	e := d.s.lookup(req.Key, now, true)
+	if len(e.waiters) == 0 {
+		if g, ok := d.s.take(e, req.Owner, req.TTL, now); ok {
+			d.s.mu.Unlock()
+			g.Lock = &lock{d: d, key: req.Key, owner: req.Owner, token: g.Token}
+			return g, nil
+		}
+	}
+	w := &waiter{d: d, e: e, owner: req.Owner, ttl: req.TTL, granted: make(chan backend.Grant, 1), gone: make(chan error, 1)}
+	e.waiters = append(e.waiters, w)
+	d.s.armTimer(e)
+	d.mu.Lock()
+	d.queued[w] = struct{}{}
+	d.mu.Unlock()
+	d.s.mu.Unlock()
+
+	select {
+	case g := <-w.granted:
+		d.forget(w)
+		return g, nil
+	case err := <-w.gone:
+		return backend.Grant{}, fmt.Errorf("memlock: wait: %w", err)
+	case <-ctx.Done():
+		return backend.Grant{}, d.cancelWait(e, w, ctx)
+	}
+}
+
+// cancelWait leaves the queue; a grant that raced with the cancel is
+// released, so nothing of the attempt stays behind.
+func (d *Driver) cancelWait(e *entry, w *waiter, ctx context.Context) error {
+	d.s.mu.Lock()
+	d.s.dequeueLocked(e, w)
+	d.s.mu.Unlock()
+	d.forget(w)
+	select {
+	case g := <-w.granted:
+		_ = g.Lock.Release(context.Background())
+	default:
+	}
+	return fmt.Errorf("memlock: wait: %w", ctx.Err())
+}
+
+func (d *Driver) forget(w *waiter) {
+	d.mu.Lock()
+	delete(d.queued, w)
+	d.mu.Unlock()
+}
+
+func (s *Store) dequeueLocked(e *entry, w *waiter) {
+	for i, x := range e.waiters {
+		if x == w {
+			e.waiters = append(e.waiters[:i:i], e.waiters[i+1:]...)
+			break
+		}
+	}
+	s.gc(e)
+}
+
+// Subscribe implements backend.Notifier.
+func (d *Driver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	if err := d.enter(ctx, "subscribe"); err != nil {
+		return nil, nil, err
+	}
+	defer d.s.mu.Unlock()
+	sub := &subscription{key: key, ch: make(chan struct{}, 1)}
+	d.s.lookup(key, time.Now(), true).subs[sub] = struct{}{}
+	d.mu.Lock()
+	d.subs[sub] = struct{}{}
+	d.mu.Unlock()
+	cancel := func() {
+		d.s.mu.Lock()
+		defer d.s.mu.Unlock()
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if _, ok := d.subs[sub]; ok {
+			delete(d.subs, sub)
+			d.s.unsubscribeLocked(sub)
+		}
+	}
+	return sub.ch, cancel, nil
+}
+
+func (s *Store) unsubscribeLocked(sub *subscription) {
+	if e := s.locks[sub.key]; e != nil {
+		delete(e.subs, sub)
+		s.gc(e)
+	}
+}
+
+// Inspect implements backend.Inspector.
+func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) {
+	if err := d.enter(ctx, "inspect"); err != nil {
+		return backend.Info{}, err
+	}
+	defer d.s.mu.Unlock()
+	now := time.Now()
+	info := backend.Info{Key: key, Waiters: -1}
+	if e := d.s.lookup(key, now, false); e != nil {
+		info.Token = e.token
+		if d.wait == backend.WaitQueue {
+			info.Waiters = len(e.waiters)
+		}
+		if e.held(now) {
+			info.Held, info.Owner, info.TTL = true, e.owner, e.expires.Sub(now)
+		}
+	}
+	return info, nil
+}
