@@ -185,6 +185,11 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 		d.forget(w)
 		return g, nil
 	case err := <-w.gone:
+		select {
+		case g := <-w.granted: // granted just before the driver went away
+			_ = g.Lock.Release(context.Background())
+		default:
+		}
 		return backend.Grant{}, fmt.Errorf("memlock: wait: %w", err)
 	case <-ctx.Done():
 		return backend.Grant{}, d.cancelWait(e, w, ctx)

@@ -167,3 +167,17 @@ func (s *Store) expire(e *entry) {
 		s.armTimer(e)
 	}
 }
+
+// Keys returns the keys with state in the store (held, or with waiters).
+func (s *Store) Keys() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	now := time.Now()
+	for k, e := range s.locks {
+		if e.held(now) || len(e.waiters) > 0 {
+			out = append(out, k)
+		}
+	}
+	return out
+}

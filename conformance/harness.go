@@ -1,0 +1,62 @@
+// Package conformance is the test suite every distlock backend must pass,
+// against a real store. A backend's test calls Run with a Maker that
+// returns a Harness: a way to make independent clients of the store (as
+// separate processes would) and to inject faults.
+//
+//	func TestConformance(t *testing.T) {
+//		srv := startServer(t)
+//		conformance.Run(t, func(ctx context.Context, t *testing.T) (conformance.Harness, error) {
+//			return &harness{srv: srv}, nil
+//		})
+//	}
+//
+// Every case runs as a subtest named after the rule it checks, under a
+// watchdog that fails the run (with every goroutine's stack) instead of
+// letting a hung backend hang CI. Cases a store cannot support (per its
+// backend.Capabilities, or because the harness lacks a fault hook) are
+// skipped with the reason.
+package conformance
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// Harness gives the suite access to one store under test.
+type Harness interface {
+	// NewDriver returns a new client of the store, with its own connections
+	// and session, as an independent process would make.
+	NewDriver(ctx context.Context) (backend.Driver, error)
+	// TTL is the lease TTL the suite uses: as short as the store honours
+	// reliably (around 1 s for most stores). Bounds in the suite are
+	// multiples of it.
+	TTL() time.Duration
+	// Kill cuts d off from the store as if its process had died: its
+	// connections close without releasing anything, and later calls on d
+	// fail. Its locks then end the way the store ends a dead client's locks
+	// (TTL, session expiry, connection close).
+	Kill(ctx context.Context, d backend.Driver) error
+	// Delete removes key's lock in the store behind its holder's back (a
+	// server-side delete, a session or lease revoked, a connection killed
+	// by the server).
+	Delete(ctx context.Context, key string) error
+	// Close releases what the harness made for one case.
+	Close() error
+}
+
+// ServerControl is implemented by harnesses that can stop and restart the
+// store's server(s). Cases about outages are skipped without it.
+type ServerControl interface {
+	// StopServer makes the store unreachable (server stopped or paused).
+	StopServer(ctx context.Context) error
+	// StartServer makes it reachable again, with its data kept as the
+	// server would keep it over a restart.
+	StartServer(ctx context.Context) error
+}
+
+// Maker returns a Harness for one case. It is called once per case, so it
+// should be cheap: start servers once, outside it.
+type Maker func(ctx context.Context, t *testing.T) (Harness, error)

@@ -1,0 +1,103 @@
+package conformance
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+func testReentrancy(t *testing.T, e *env) {
+	key := e.key("reenter")
+	a, b := e.locker(t), e.locker(t)
+	outer := mustAcquire(t, a, key)
+	viaCtx, err := a.Acquire(outer.Context(), key)
+	if err != nil {
+		t.Fatalf("re-entry through the lease's context: %v", err)
+	}
+	viaOwner, err := a.TryAcquire(context.Background(), key, distlock.WithOwner(outer.Owner()))
+	if err != nil {
+		t.Fatalf("re-entry with WithOwner: %v", err)
+	}
+	for _, le := range []*distlock.Lease{viaCtx, viaOwner} {
+		if le.Token() != outer.Token() || le.Owner() != outer.Owner() {
+			t.Errorf("re-entry has token %d owner %q, want the hold's %d %q", le.Token(), le.Owner(), outer.Token(), outer.Owner())
+		}
+	}
+	if _, err := a.TryAcquire(ctxFor(t, 10*time.Second), key); !isNotAcquired(err) {
+		t.Errorf("a different owner in the same Locker: TryAcquire = %v, want ErrNotAcquired", err)
+	}
+	// Releases balance acquisitions, in any order.
+	for i, le := range []*distlock.Lease{outer, viaOwner} {
+		release(t, le)
+		if isFree(t, b, key) {
+			t.Fatalf("the key became free after %d of 3 releases", i+1)
+		}
+	}
+	if viaCtx.Err() != nil {
+		t.Errorf("the last lease ended early: %v", viaCtx.Err())
+	}
+	release(t, viaCtx)
+	if !isFree(t, b, key) {
+		t.Error("the key is still held after all 3 leases were released")
+	}
+}
+
+func testReentryNeverShortens(t *testing.T, e *env) {
+	a, b := e.locker(t), e.locker(t)
+	if !a.Capabilities().PerLockTTL {
+		t.Skipf("%s: every lock has its session's TTL; there is no per-lock TTL to shorten", a.Capabilities().Name)
+	}
+	key := e.key("shorten")
+	outer := mustAcquire(t, a, key, distlock.WithTTL(3*e.ttl), distlock.WithoutAutoRenew())
+	dl := outer.Deadline()
+	inner, err := a.Acquire(outer.Context(), key, distlock.WithTTL(e.ttl), distlock.WithoutAutoRenew())
+	if err != nil {
+		t.Fatalf("re-entry: %v", err)
+	}
+	if got := inner.Deadline(); got.Before(dl) {
+		t.Errorf("re-entry with a shorter TTL moved the deadline from %v to %v", dl, got)
+	}
+	time.Sleep(e.ttl + e.ttl/2)
+	if outer.Err() != nil {
+		t.Fatalf("lease ended at the shorter TTL: %v", outer.Err())
+	}
+	if isFree(t, b, key) {
+		t.Fatal("the store freed the lock at the re-entry's shorter TTL")
+	}
+	longer, err := a.Acquire(outer.Context(), key, distlock.WithTTL(6*e.ttl), distlock.WithoutAutoRenew())
+	if err != nil {
+		t.Fatalf("re-entry with a longer TTL: %v", err)
+	}
+	if !longer.Deadline().After(dl) {
+		t.Errorf("re-entry with a longer TTL did not extend the lease (deadline %v)", longer.Deadline())
+	}
+	for _, le := range []*distlock.Lease{inner, longer, outer} {
+		release(t, le)
+	}
+}
+
+func testCrossProcessReentry(t *testing.T, e *env) {
+	a, b, c := e.locker(t), e.locker(t), e.locker(t)
+	if !a.Capabilities().CrossProcessReentry {
+		t.Skipf("%s does not support re-entry across processes (Capabilities.CrossProcessReentry is false)", a.Capabilities().Name)
+	}
+	key := e.key("cross")
+	la := mustAcquire(t, a, key)
+	lb, err := b.TryAcquire(ctxFor(t, 10*time.Second), key, distlock.WithOwner(la.Owner()))
+	if err != nil {
+		t.Fatalf("another Locker with the same owner: %v", err)
+	}
+	if lb.Token() != la.Token() {
+		t.Errorf("cross-process re-entry token %d, want %d", lb.Token(), la.Token())
+	}
+	release(t, la)
+	if isFree(t, c, key) {
+		t.Fatal("the key became free while the second Locker still held it")
+	}
+	release(t, lb)
+	if !isFree(t, c, key) {
+		t.Error("the key is still held after both Lockers released")
+	}
+}

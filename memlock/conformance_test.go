@@ -1,0 +1,53 @@
+package memlock_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/memlock"
+)
+
+type harness struct {
+	s    *memlock.Store
+	wait backend.WaitKind
+}
+
+func (h *harness) NewDriver(context.Context) (backend.Driver, error) {
+	return h.s.NewDriver(&memlock.Options{Wait: h.wait})
+}
+func (h *harness) TTL() time.Duration { return 500 * time.Millisecond }
+func (h *harness) Kill(_ context.Context, d backend.Driver) error {
+	md, ok := d.(*memlock.Driver)
+	if !ok {
+		return fmt.Errorf("not a memlock driver: %T", d)
+	}
+	md.Kill()
+	return nil
+}
+func (h *harness) Delete(_ context.Context, key string) error { h.s.Delete(key); return nil }
+func (h *harness) StopServer(context.Context) error          { h.s.SetAvailable(false); return nil }
+func (h *harness) StartServer(context.Context) error         { h.s.SetAvailable(true); return nil }
+func (h *harness) Close() error                              { return nil }
+
+func TestConformance(t *testing.T) {
+	for _, wait := range []backend.WaitKind{backend.WaitNotify, backend.WaitQueue, backend.WaitPoll} {
+		t.Run(string(wait), func(t *testing.T) {
+			s := memlock.NewStore()
+			conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
+				return &harness{s: s, wait: wait}, nil
+			})
+			// Locks given up while the store was unreachable expire by their TTL.
+			deadline := time.Now().Add(2 * time.Second)
+			for s.Len() != 0 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if n := s.Len(); n != 0 {
+				t.Errorf("after the suite the store still has state for %d keys: %q", n, s.Keys())
+			}
+		})
+	}
+}
