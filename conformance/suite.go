@@ -34,7 +34,7 @@ var cases = []testCase{
 	{"WaitCancel", "a wait whose ctx is canceled returns promptly, leaves no queued waiter, and never wins later", testWaitCancel},
 	{"WaitThenAcquire", "a waiter gets the lock after the holder releases, well before the holder's TTL", testWaitThenAcquire},
 	{"OwnerCheckedRelease", "a release after the lock expired and passed to another holder fails with ErrNotHeld and leaves the new holder's lock alone", testOwnerCheckedRelease},
-	{"OwnerCheckedRefresh", "a refresh after the lock expired and passed to another holder fails with ErrNotHeld and does not extend the new holder", testOwnerCheckedRefresh},
+	{"OwnerCheckedRefresh", "a refresh after the lock expired and passed to another holder fails with ErrNotHeld and leaves the new holder's lock alone", testOwnerCheckedRefresh},
 	{"DoubleRelease", "releasing twice is an error, never a panic, and the second release frees nothing", testDoubleRelease},
 	{"CrashedHolder", "a holder that dies without releasing loses the lock by the store's bound, and its own client reports the loss before anyone else holds it", testCrashedHolder},
 	{"WatchdogRenews", "a lease held for 3×TTL stays held and exclusive", testWatchdogRenews},

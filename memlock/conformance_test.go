@@ -29,9 +29,9 @@ func (h *harness) Kill(_ context.Context, d backend.Driver) error {
 	return nil
 }
 func (h *harness) Delete(_ context.Context, key string) error { h.s.Delete(key); return nil }
-func (h *harness) StopServer(context.Context) error          { h.s.SetAvailable(false); return nil }
-func (h *harness) StartServer(context.Context) error         { h.s.SetAvailable(true); return nil }
-func (h *harness) Close() error                              { return nil }
+func (h *harness) StopServer(context.Context) error           { h.s.SetAvailable(false); return nil }
+func (h *harness) StartServer(context.Context) error          { h.s.SetAvailable(true); return nil }
+func (h *harness) Close() error                               { return nil }
 
 func TestConformance(t *testing.T) {
 	for _, wait := range []backend.WaitKind{backend.WaitNotify, backend.WaitQueue, backend.WaitPoll} {
