@@ -104,7 +104,7 @@ func (h *brokenHarness) Kill(_ context.Context, d backend.Driver) error {
 	return nil
 }
 func (h *brokenHarness) Delete(_ context.Context, key string) error { h.s.Delete(key); return nil }
-func (h *brokenHarness) Close() error                              { return nil }
+func (h *brokenHarness) Close() error                               { return nil }
 
 // noOwnerCheck releases by deleting the key, whoever holds it.
 type noOwnerCheck struct {
