@@ -91,6 +91,14 @@ func (l *Locker) watch() {
 	}
 }
 
+// renewableEarly reports whether h, though not yet due, may join a batch
+// going out now: its renewal is due within a sixth of its TTL, so renewing
+// it early costs little and saves a round trip later. Batches then stay
+// aligned: leases renewed together are due together.
+func (h *hold) renewableEarly(now time.Time) bool {
+	return h.autoRenew && h.nextRenew.Sub(now) <= h.ttl/6 && now.Before(h.deadline)
+}
+
 // collect pops the holds whose event is due at now: those past their
 // deadline are returned as lost with the cause, those due for renewal are
 // marked renewing. It returns how long to sleep until the next event.
@@ -99,7 +107,7 @@ func (l *Locker) collect(now time.Time) (due, lost []*hold, causes []error, wait
 	defer l.mu.Unlock()
 	for len(l.wd.queue) > 0 {
 		h := l.wd.queue[0]
-		if h.next().After(now) {
+		if h.next().After(now) && !(len(due) > 0 && h.renewableEarly(now)) {
 			return due, lost, causes, h.next().Sub(now)
 		}
 		heap.Pop(&l.wd.queue)

@@ -1,0 +1,118 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/distlock/distlock"
+	_ "github.com/distlock/distlock/memlock" // registers mem://
+)
+
+func Example() {
+	ctx := context.Background()
+	locker, err := distlock.Open(ctx, "mem://example?ttl=10s")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+
+	lease, err := locker.Acquire(ctx, "invoices/2026-11")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := lease.Release(ctx); err != nil {
+			log.Print(err)
+		}
+	}()
+	fmt.Println("holding", lease.Key(), "with token", lease.Token())
+	// Output: holding invoices/2026-11 with token 1
+}
+
+func ExampleLocker_Do() {
+	ctx := context.Background()
+	locker, err := distlock.Open(ctx, "mem://do")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+
+	err = locker.Do(ctx, "nightly-report", func(ctx context.Context) error {
+		// ctx is canceled if the lock is lost while this runs.
+		fmt.Println("generating the report")
+		return nil
+	}, distlock.WithTTL(30*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Output: generating the report
+}
+
+func ExampleLocker_TryAcquire() {
+	ctx := context.Background()
+	a, _ := distlock.Open(ctx, "mem://try")
+	b, _ := distlock.Open(ctx, "mem://try") // another client of the same store
+	defer a.Close()
+	defer b.Close()
+
+	held, err := a.TryAcquire(ctx, "cron")
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = b.TryAcquire(ctx, "cron")
+	fmt.Println(errors.Is(err, distlock.ErrNotAcquired))
+	_ = held.Release(ctx)
+	// Output: true
+}
+
+func ExampleLease_Token() {
+	ctx := context.Background()
+	locker, _ := distlock.Open(ctx, "mem://fencing")
+	defer locker.Close()
+
+	// A protected resource remembers the largest token it has accepted and
+	// rejects writes carrying a smaller one: a holder whose lease was lost
+	// (paused by GC, partitioned) cannot overwrite its successor's work.
+	var storage struct{ lastToken uint64 }
+	write := func(token uint64) error {
+		if token < storage.lastToken {
+			return fmt.Errorf("stale token %d < %d", token, storage.lastToken)
+		}
+		storage.lastToken = token
+		return nil
+	}
+
+	first, _ := locker.Acquire(ctx, "file")
+	_ = first.Release(ctx)
+	second, _ := locker.Acquire(ctx, "file")
+	defer second.Release(ctx)
+
+	fmt.Println(write(second.Token()))
+	fmt.Println(write(first.Token())) // the old holder, too late
+	// Output:
+	// <nil>
+	// stale token 1 < 2
+}
+
+func ExampleLease_Context() {
+	ctx := context.Background()
+	locker, _ := distlock.Open(ctx, "mem://reentry")
+	defer locker.Close()
+
+	outer, _ := locker.Acquire(ctx, "account/42")
+	// Code called with the lease's context re-enters the same lock instead of
+	// waiting for itself.
+	inner, err := locker.Acquire(outer.Context(), "account/42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(inner.Token() == outer.Token())
+	_ = inner.Release(ctx)
+	_ = outer.Release(ctx) // the lock is freed here
+	// Output: true
+}

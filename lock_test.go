@@ -1,0 +1,254 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/memlock"
+)
+
+func durationUntil(t time.Time) time.Duration { return time.Until(t) }
+
+func newLocker(t *testing.T, s *memlock.Store, wait backend.WaitKind, opts ...distlock.LockerOption) *distlock.Locker {
+	t.Helper()
+	d, err := s.NewDriver(&memlock.Options{Wait: wait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := distlock.New(d, opts...)
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func TestAcquireArgumentErrors(t *testing.T) {
+	ctx := context.Background()
+	l := newLocker(t, memlock.NewStore(), "")
+	for _, tc := range []struct {
+		key  string
+		opts []distlock.Option
+		is   error
+		want string
+	}{
+		{"", nil, distlock.ErrInvalidKey, "key is empty"},
+		{"a\x00b", nil, distlock.ErrInvalidKey, "control character U+0000 at byte 1"},
+		{"\xff", nil, distlock.ErrInvalidKey, "not valid UTF-8"},
+		{strings.Repeat("k", 2000), nil, distlock.ErrInvalidKey, "2000 bytes long, the limit is 1024"},
+		{"k", []distlock.Option{distlock.WithTTL(-time.Second)}, distlock.ErrInvalidConfig, "TTL -1s is negative"},
+		{"k", []distlock.Option{distlock.WithTTL(time.Microsecond)}, distlock.ErrInvalidConfig, "below the mem backend's minimum"},
+		{"k", []distlock.Option{distlock.WithTTL(3 * time.Millisecond)}, distlock.ErrInvalidConfig, "clock-drift margin"},
+		{"k", []distlock.Option{distlock.WithOwner("")}, distlock.ErrInvalidConfig, "owner id must be 1 to 128 bytes"},
+		{"k", []distlock.Option{distlock.WithOwner("has space")}, distlock.ErrInvalidConfig, "printable ASCII"},
+	} {
+		_, err := l.TryAcquire(ctx, tc.key, tc.opts...)
+		if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("TryAcquire(%.20q) = %v, want %v mentioning %q", tc.key, err, tc.is, tc.want)
+		}
+	}
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	d, _ := memlock.NewStore().NewDriver(nil)
+	defer d.Close()
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(r.(error).Error(), "clock drift factor") {
+			t.Errorf("New with a drift factor of 0.9: recovered %v, want a panic naming the option", r)
+		}
+	}()
+	distlock.New(d, distlock.WithClockDrift(0.9, 0))
+}
+
+// Concurrent acquisitions by one owner in one Locker must not queue behind
+// each other in the store: they share one hold.
+func TestConcurrentReentryBySameOwner(t *testing.T) {
+	ctx := context.Background()
+	l := newLocker(t, memlock.NewStore(), backend.WaitQueue)
+	const n = 20
+	leases := make([]*distlock.Lease, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			var err error
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			leases[i], err = l.Acquire(cctx, "k", distlock.WithOwner("same-owner"))
+			if err != nil {
+				t.Errorf("Acquire %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, le := range leases {
+		if le == nil || le.Token() != leases[0].Token() {
+			t.Fatal("re-entries by one owner got different holds")
+		}
+	}
+	for _, le := range leases {
+		if err := le.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestInDoubtThenRecovered(t *testing.T) {
+	ctx := context.Background()
+	s := memlock.NewStore()
+	l := newLocker(t, s, "")
+	le, err := l.Acquire(ctx, "k", distlock.WithTTL(900*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetAvailable(false)
+	deadline := time.Now().Add(2 * time.Second)
+	for le.State() != distlock.StateInDoubt && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st := le.State(); st != distlock.StateInDoubt {
+		t.Fatalf("with the store down, State() = %v, want in doubt (err %v)", st, le.Err())
+	}
+	s.SetAvailable(true)
+	for le.State() != distlock.StateHeld && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st := le.State(); st != distlock.StateHeld {
+		t.Fatalf("after the store came back, State() = %v, want held (err %v)", st, le.Err())
+	}
+	if err := le.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDriverReportedLoss(t *testing.T) {
+	ctx := context.Background()
+	d := &lossDriver{}
+	d.Driver, _ = memlock.NewStore().NewDriver(nil)
+	l := distlock.New(d)
+	defer l.Close()
+	le, err := l.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cause := errors.New("session expired")
+	d.onLost.Load().(func(error))(cause)
+	select {
+	case <-le.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a loss the driver reported did not end the lease")
+	}
+	if !errors.Is(le.Err(), distlock.ErrLost) || !errors.Is(le.Err(), cause) {
+		t.Errorf("Err() = %v, want ErrLost wrapping the driver's cause", le.Err())
+	}
+}
+
+type lossDriver struct {
+	backend.Driver
+	onLost atomic.Value
+}
+
+func (d *lossDriver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+}
+
+func (d *lossDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	d.onLost.Store(req.OnLost)
+	return d.Driver.TryAcquire(ctx, req)
+}
+
+// A Locker with many leases renews them in batches from one goroutine.
+func TestRenewalsAreBatched(t *testing.T) {
+	ctx := context.Background()
+	inner, _ := memlock.NewStore().NewDriver(nil)
+	d := &batchDriver{Driver: inner}
+	l := distlock.New(d)
+	defer l.Close()
+	before := runtime.NumGoroutine()
+	const n = 1000
+	leases := make([]*distlock.Lease, n)
+	for i := range n {
+		var err error
+		if leases[i], err = l.Acquire(ctx, "k"+strings.Repeat("x", i%7)+string(rune('a'+i%26))+time.Duration(i).String(), distlock.WithTTL(300*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g := runtime.NumGoroutine() - before; g > 5 {
+		t.Errorf("%d goroutines for %d leases, want a handful", g, n)
+	}
+	time.Sleep(450 * time.Millisecond)
+	calls, locks := d.calls.Load(), d.locks.Load()
+	if locks < n || calls > locks/20 {
+		t.Errorf("%d batch calls renewed %d leases; want every lease renewed, in few calls", calls, locks)
+	}
+	for _, le := range leases {
+		if le.Err() != nil {
+			t.Fatalf("lease lost: %v", le.Err())
+		}
+		if err := le.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+type batchDriver struct {
+	backend.Driver
+	calls, locks atomic.Int64
+}
+
+func (d *batchDriver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+}
+
+func (d *batchDriver) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
+	d.calls.Add(1)
+	d.locks.Add(int64(len(locks)))
+	errs := make([]error, len(locks))
+	for i, lk := range locks {
+		errs[i] = lk.Refresh(ctx, ttls[i])
+	}
+	return errs
+}
+
+func TestDoReturnsFnErrorAndReleases(t *testing.T) {
+	ctx := context.Background()
+	s := memlock.NewStore()
+	l := newLocker(t, s, "")
+	boom := errors.New("boom")
+	err := l.Do(ctx, "k", func(context.Context) error { return boom })
+	if !errors.Is(err, boom) {
+		t.Errorf("Do = %v, want fn's error", err)
+	}
+	if s.Len() != 0 {
+		t.Error("Do did not release the lock after fn failed")
+	}
+}
+
+func TestCanceledAcquireLeavesNothing(t *testing.T) {
+	for _, wait := range []backend.WaitKind{backend.WaitNotify, backend.WaitQueue, backend.WaitPoll} {
+		t.Run(string(wait), func(t *testing.T) {
+			ctx := context.Background()
+			s := memlock.NewStore()
+			a, b := newLocker(t, s, wait), newLocker(t, s, wait)
+			le, err := a.Acquire(ctx, "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			if _, err := b.Acquire(cctx, "k"); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Acquire = %v, want DeadlineExceeded", err)
+			}
+			if err := le.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if keys := s.Keys(); len(keys) != 0 {
+				t.Errorf("state left in the store after a canceled wait: %q", keys)
+			}
+		})
+	}
+}
