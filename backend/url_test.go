@@ -1,0 +1,107 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseURL(t *testing.T) {
+	u, err := ParseURL("redis://alice:p%40ss@h1:6379,h2,[::1]:7000/3?mode=redlock&ttl=5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Scheme != "redis" || !slices.Equal(u.Hosts, []string{"h1:6379", "h2", "[::1]:7000"}) || u.Path != "/3" {
+		t.Errorf("parsed %+v", u)
+	}
+	if pw, _ := u.Password(); pw != "p@ss" || u.Username() != "alice" {
+		t.Errorf("userinfo %q %q", u.Username(), pw)
+	}
+	if got := u.HostsWithDefaultPort(6379); !slices.Equal(got, []string{"h1:6379", "h2:6379", "[::1]:7000"}) {
+		t.Errorf("HostsWithDefaultPort = %q", got)
+	}
+	if r := u.Redacted(); strings.Contains(r, "p@ss") || strings.Contains(r, "p%40ss") || !strings.Contains(r, "alice:xxxxx@") {
+		t.Errorf("Redacted = %q", r)
+	}
+	if m := u.Query.Enum("mode", "single", "single", "redlock"); m != "redlock" {
+		t.Errorf("mode = %q", m)
+	}
+	if d := u.Query.Duration("ttl", 0); d != 5*time.Second {
+		t.Errorf("ttl = %v", d)
+	}
+	if err := u.Query.Err(); err != nil {
+		t.Errorf("Err = %v", err)
+	}
+}
+
+func TestParseURLErrors(t *testing.T) {
+	for _, tc := range []struct{ raw, want string }{
+		{"h1:6379", "has no scheme"},
+		{"redis://h1,,h2", "empty host"},
+		{"redis://h1:0", `port "0"`},
+		{"redis://h1:abc", `port "abc"`},
+		{"redis://h1:", `port ""`},
+		{"redis://[::1", "missing ']'"},
+		{"redis://u:secret@h1:x", `port "x"`},
+		{"redis://u:secret@h1/%zz", "invalid URL escape"},
+		{"redis://h1/#frag", "fragments"},
+		{"re dis://h1", "not valid"},
+	} {
+		_, err := ParseURL(tc.raw)
+		if err == nil || !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseURL(%q) = %v, want ErrInvalidConfig mentioning %q", tc.raw, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("ParseURL(%q) leaked the password: %v", tc.raw, err)
+		}
+	}
+}
+
+func TestParamsReportsEverything(t *testing.T) {
+	u, err := ParseURL("x://h?a=1&b=nope&c=2&c=3&d=-5s&e=maybe&zz=1&yy=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Query.Int("a", 0, 0, 10)
+	u.Query.Int("b", 0, 0, 10)
+	u.Query.String("c", "")
+	u.Query.Duration("d", 0)
+	u.Query.Bool("e", false)
+	err = u.Query.Err()
+	for _, want := range []string{`b="nope": want an integer from 0 to 10`, `"c" given 2 times`, `d="-5s"`, `e="maybe"`, "unknown parameter(s): yy, zz"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Err() = %v, want it to mention %q", err, want)
+		}
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	open := func(ctx context.Context, u *URL) (Driver, error) { return nil, nil }
+	Register("test-scheme", open)
+	if _, err := Lookup("test-scheme"); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(Schemes(), "test-scheme") || !slices.IsSorted(Schemes()) {
+		t.Errorf("Schemes() = %q", Schemes())
+	}
+	mustPanic(t, "duplicate", func() { Register("test-scheme", open) })
+	mustPanic(t, "invalid", func() { Register("Bad Scheme", open) })
+	mustPanic(t, "nil opener", func() { Register("other", nil) })
+	_, err := Lookup("zk")
+	if err == nil || !strings.Contains(err.Error(), "test-scheme") || !strings.Contains(err.Error(), "distlock/zklock") {
+		t.Errorf("Lookup(zk) = %v, want the registered list and the import hint", err)
+	}
+}
+
+func mustPanic(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer func() {
+		if recover() == nil {
+			t.Errorf("%s: no panic", what)
+		}
+	}()
+	f()
+}
