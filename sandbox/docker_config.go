@@ -1,0 +1,143 @@
+package sandbox
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/testcontainers/testcontainers-go"
+)
+
+// containerPlan is the container of one node: the full server command line
+// (so official and substitute images run the same thing), environment,
+// client port and network alias.
+type containerPlan struct {
+	name     string // node name, also its alias on the group network
+	cmd      []string
+	env      map[string]string
+	port     string // client port inside the container, "6379/tcp"
+	hostPort int    // fixed published port, 0 for one the engine picks
+	busPort  int    // Redis Cluster bus port inside the container
+}
+
+// Ports inside the containers (the images' defaults).
+const (
+	redisPort     = 6379
+	mariadbPort   = 3306
+	zkClientPort  = 2181
+	etcdPort      = 2379
+	etcdPeerPort  = 2380
+	redisBusShift = 10000 // Redis Cluster bus port = client port + 10000
+)
+
+// plan returns the container of every node of spec.
+func (p *dockerProvider) plan(spec Spec, nw *testcontainers.DockerNetwork) ([]containerPlan, error) {
+	plans := make([]containerPlan, spec.Nodes)
+	var hostPorts []int
+	if spec.Topology == Cluster {
+		// Redis Cluster announces its client port to clients, so the
+		// published port must be known before the server starts.
+		var err error
+		if hostPorts, err = freePorts(spec.Nodes); err != nil {
+			return nil, err
+		}
+	}
+	for i := range plans {
+		pl := containerPlan{name: spec.nodeName(i), env: map[string]string{}}
+		switch spec.Kind {
+		case Redis:
+			pl.port = portSpec(redisPort)
+			pl.cmd = append([]string{"redis-server", "--port", strconv.Itoa(redisPort), "--dir", "/data"}, redisArgs(spec)...)
+			switch spec.Topology {
+			case Replica:
+				if i > 0 {
+					pl.cmd = append(pl.cmd, "--replicaof", spec.nodeName(0), strconv.Itoa(redisPort))
+				}
+			case Cluster:
+				pl.hostPort, pl.busPort = hostPorts[i], redisPort+redisBusShift
+				pl.cmd = append(pl.cmd,
+					"--cluster-announce-hostname", p.host,
+					"--cluster-preferred-endpoint-type", "hostname",
+					"--cluster-announce-port", strconv.Itoa(pl.hostPort))
+			}
+		case MariaDB:
+			pl.port = portSpec(mariadbPort)
+			pl.cmd = []string{mariadbCommand(p.image), "--skip-name-resolve", "--innodb-buffer-pool-size=64M"}
+			for _, prefix := range []string{"MARIADB_", "MYSQL_"} {
+				pl.env[prefix+"ROOT_PASSWORD"] = RootPassword
+				pl.env[prefix+"DATABASE"] = Database
+			}
+		case ZooKeeper:
+			pl.port = portSpec(zkClientPort)
+			pl.cmd = []string{"zkServer.sh", "start-foreground"}
+			pl.env = zookeeperEnv(spec, i)
+		case Etcd:
+			pl.port = portSpec(etcdPort)
+			pl.cmd = etcdCommand(spec, i, nw != nil)
+		}
+		plans[i] = pl
+	}
+	return plans, nil
+}
+
+func portSpec(port int) string { return strconv.Itoa(port) + "/tcp" }
+
+// mariadbCommand is the server program of image: mysqld for MySQL images,
+// mariadbd otherwise.
+func mariadbCommand(image string) string {
+	if strings.Contains(strings.ToLower(image), "mysql") {
+		return "mysqld"
+	}
+	return "mariadbd"
+}
+
+// zookeeperEnv configures node i through the variables of the official
+// image's entrypoint (which the substitute image's entrypoint honours too).
+func zookeeperEnv(spec Spec, i int) map[string]string {
+	env := map[string]string{
+		"ZOO_MY_ID":                  strconv.Itoa(i + 1),
+		"ZOO_TICK_TIME":              strconv.Itoa(zkTickMillis),
+		"ZOO_INIT_LIMIT":             strconv.Itoa(zkInitLimit),
+		"ZOO_SYNC_LIMIT":             strconv.Itoa(zkSyncLimit),
+		"ZOO_ADMINSERVER_ENABLED":    "false",
+		"ZOO_4LW_COMMANDS_WHITELIST": "srvr,ruok,mntr,stat",
+		"ZOO_STANDALONE_ENABLED":     strconv.FormatBool(spec.Nodes == 1),
+		"ZOO_CFG_EXTRA": fmt.Sprintf("minSessionTimeout=%d maxSessionTimeout=%d quorumListenOnAllIPs=true",
+			zkMinSessionMs, zkMaxSessionMs),
+		"JVMFLAGS": zkJVMFlags,
+	}
+	if spec.Nodes > 1 {
+		servers := make([]string, spec.Nodes)
+		for j := range servers {
+			servers[j] = fmt.Sprintf("server.%d=%s:2888:3888;%d", j+1, spec.nodeName(j), zkClientPort)
+		}
+		env["ZOO_SERVERS"] = strings.Join(servers, " ")
+	}
+	return env
+}
+
+// etcdCommand is the full etcd command line of node i. Members reach each
+// other by their aliases on the group network; a single member uses
+// localhost.
+func etcdCommand(spec Spec, i int, networked bool) []string {
+	self := "localhost"
+	if networked {
+		self = spec.nodeName(i)
+	}
+	peers := make([]string, spec.Nodes)
+	for j := range peers {
+		host := "localhost"
+		if networked {
+			host = spec.nodeName(j)
+		}
+		peers[j] = fmt.Sprintf("%s=http://%s:%d", spec.nodeName(j), host, etcdPeerPort)
+	}
+	return append([]string{"/usr/local/bin/etcd",
+		"--name", spec.nodeName(i), "--data-dir", "/var/lib/etcd/data",
+		"--listen-client-urls", fmt.Sprintf("http://0.0.0.0:%d", etcdPort),
+		"--advertise-client-urls", fmt.Sprintf("http://%s:%d", self, etcdPort),
+		"--listen-peer-urls", fmt.Sprintf("http://0.0.0.0:%d", etcdPeerPort),
+		"--initial-advertise-peer-urls", fmt.Sprintf("http://%s:%d", self, etcdPeerPort),
+		"--initial-cluster", strings.Join(peers, ","),
+	}, etcdArgs()...)
+}

@@ -1,0 +1,163 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+)
+
+// installHint is the fix named when a local server binary is missing.
+const installHint = "run scripts/install-servers.sh (as root) to install the Debian-packaged servers"
+
+// localProvider runs the OS-packaged servers as local processes.
+type localProvider struct {
+	bins map[string]string // program name -> path
+}
+
+func (*localProvider) name() string { return ProviderLocal }
+
+// newLocalProvider checks that the programs kind needs are installed.
+func newLocalProvider(kind Kind) (*localProvider, error) {
+	if !localSupported {
+		return nil, fmt.Errorf("%w: the local provider needs a unix system", ErrUnavailable)
+	}
+	var progs []string
+	switch kind {
+	case Redis:
+		progs = []string{"redis-server"}
+	case MariaDB:
+		progs = []string{"mariadbd", "mariadb-install-db"}
+	case ZooKeeper:
+		progs = []string{"java"}
+	case Etcd:
+		progs = []string{"etcd"}
+	}
+	p := &localProvider{bins: make(map[string]string)}
+	for _, prog := range progs {
+		path, err := findProgram(prog)
+		if err != nil {
+			return nil, fmt.Errorf("%w: local %s: %v; %s", ErrUnavailable, kind, err, installHint)
+		}
+		p.bins[prog] = path
+	}
+	if kind == ZooKeeper {
+		if _, err := os.Stat(zookeeperJar); err != nil {
+			return nil, fmt.Errorf("%w: local zookeeper: %v; %s", ErrUnavailable, err, installHint)
+		}
+	}
+	return p, nil
+}
+
+// findProgram looks a program up in PATH and then in the sbin directories,
+// which are not in every user's PATH (mariadbd lives in /usr/sbin).
+func findProgram(prog string) (string, error) {
+	if path, err := exec.LookPath(prog); err == nil {
+		return path, nil
+	}
+	for _, dir := range []string{"/usr/sbin", "/usr/local/sbin", "/sbin"} {
+		path := filepath.Join(dir, prog)
+		if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return path, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found in PATH or sbin", prog)
+}
+
+// start creates a temporary directory, configures one process per node and
+// starts them all at once (ensemble members need each other to come up).
+func (p *localProvider) start(ctx context.Context, spec Spec) ([]member, func(context.Context) error, error) {
+	root, err := os.MkdirTemp("", "distlock-sandbox-"+string(spec.Kind)+"-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("sandbox: %w", err)
+	}
+	release := func(context.Context) error { return os.RemoveAll(root) }
+	nodes, err := p.configure(spec, root)
+	if err != nil {
+		return nil, nil, errors.Join(err, release(ctx))
+	}
+	members := make([]member, len(nodes))
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		members[i] = n
+		wg.Go(func() { errs[i] = n.Start(ctx) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, n := range nodes {
+			err = errors.Join(err, n.close(ctx))
+		}
+		return nil, nil, errors.Join(err, release(ctx))
+	}
+	return members, release, nil
+}
+
+// configure allocates ports and directories and writes the configuration
+// of every node of spec below root.
+func (p *localProvider) configure(spec Spec, root string) ([]*procNode, error) {
+	ports, err := freePorts(spec.Nodes * portsPerNode(spec))
+	if err != nil {
+		return nil, err
+	}
+	nodes := make([]*procNode, spec.Nodes)
+	for i := range nodes {
+		dir := filepath.Join(root, spec.nodeName(i))
+		if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+		nodes[i] = &procNode{
+			name:    spec.nodeName(i),
+			kind:    spec.Kind,
+			quorum:  spec.quorum(),
+			port:    ports[i*portsPerNode(spec)],
+			dir:     dir,
+			timeout: spec.StartTimeout,
+		}
+	}
+	cfg := localConfig{spec: spec, bins: p.bins, nodes: nodes, ports: ports}
+	for i := range nodes {
+		if err := cfg.node(i); err != nil {
+			return nil, err
+		}
+	}
+	return nodes, nil
+}
+
+// portsPerNode is how many ports each node of spec listens on.
+func portsPerNode(spec Spec) int {
+	switch {
+	case spec.Kind == ZooKeeper:
+		return 3 // client, quorum, leader election
+	case spec.Kind == Etcd:
+		return 2 // client, peer
+	case spec.Kind == Redis && spec.Topology == Cluster:
+		return 2 // client, cluster bus
+	}
+	return 1
+}
+
+// freePorts returns n distinct free TCP ports on 127.0.0.1. They are free
+// when returned; a server binds them a moment later.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, n)
+	listeners := make([]net.Listener, 0, n)
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: find a free port: %w", err)
+		}
+		listeners = append(listeners, l)
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports, nil
+}

@@ -1,0 +1,11 @@
+//go:build unix && !linux
+
+package sandbox
+
+import "syscall"
+
+// procAttr starts a server as the leader of its own process group, so
+// signals reach all of its processes.
+func procAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}

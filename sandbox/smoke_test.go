@@ -1,0 +1,90 @@
+package sandbox_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock/distlock/sandbox"
+)
+
+// One server of each kind answers a real client.
+
+func TestRedisSmoke(t *testing.T) {
+	g := start(t, sandbox.Spec{Kind: sandbox.Redis})
+	ctx := testCtx(t, time.Minute)
+	c := redisClient(t, g.Node(0).Addr())
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING: %v", err)
+	}
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("SET: %v", err)
+	}
+	if got, err := c.Get(ctx, "k").Result(); err != nil || got != "v" {
+		t.Fatalf("GET = %q, %v; want v", got, err)
+	}
+	if want := "redis://" + g.Node(0).Addr(); g.URL() != want {
+		t.Errorf("URL = %q, want %q", g.URL(), want)
+	}
+}
+
+func TestMariaDBSmoke(t *testing.T) {
+	g := start(t, sandbox.Spec{Kind: sandbox.MariaDB})
+	ctx := testCtx(t, time.Minute)
+	db := mysqlDB(t, g.Node(0).Addr())
+	var one int
+	if err := db.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
+		t.Fatalf("SELECT 1 = %d, %v", one, err)
+	}
+	if _, err := db.ExecContext(ctx, "CREATE TABLE locks (name VARCHAR(64) PRIMARY KEY, owner VARCHAR(64) NOT NULL)"); err != nil {
+		t.Fatalf("CREATE TABLE: %v", err)
+	}
+	if _, err := db.ExecContext(ctx, "INSERT INTO locks VALUES ('a', 'me')"); err != nil {
+		t.Fatalf("INSERT: %v", err)
+	}
+	var owner string
+	if err := db.QueryRowContext(ctx, "SELECT owner FROM locks WHERE name = 'a'").Scan(&owner); err != nil || owner != "me" {
+		t.Fatalf("SELECT owner = %q, %v", owner, err)
+	}
+	if want := "mysql://root:" + sandbox.RootPassword + "@" + g.Node(0).Addr() + "/" + sandbox.Database; g.URL() != want {
+		t.Errorf("URL = %q, want %q", g.URL(), want)
+	}
+}
+
+func TestZooKeeperSmoke(t *testing.T) {
+	g := start(t, sandbox.Spec{Kind: sandbox.ZooKeeper})
+	c := zkConn(t, g.Addrs())
+	if _, err := c.Create("/smoke", []byte("v"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	data, _, err := c.Get("/smoke")
+	if err != nil || string(data) != "v" {
+		t.Fatalf("get = %q, %v", data, err)
+	}
+	// A short session is granted: the tick is short.
+	if got := c.SessionID(); got == 0 {
+		t.Fatal("no session")
+	}
+}
+
+func TestEtcdSmoke(t *testing.T) {
+	g := start(t, sandbox.Spec{Kind: sandbox.Etcd})
+	ctx := testCtx(t, time.Minute)
+	c := etcdClient(t, g.Addrs())
+	if _, err := c.Put(ctx, "k", "v"); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	resp, err := c.Get(ctx, "k")
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "v" {
+		t.Fatalf("get = %v, %v", resp, err)
+	}
+	// Short leases work with the short election timeout.
+	lease, err := c.Grant(ctx, 2)
+	if err != nil {
+		t.Fatalf("grant 2 s lease: %v", err)
+	}
+	if lease.TTL < 2 {
+		t.Errorf("lease TTL = %d, want >= 2", lease.TTL)
+	}
+}

@@ -1,0 +1,141 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Kind names a server type the sandbox can start.
+type Kind string
+
+// The server kinds.
+const (
+	Redis     Kind = "redis"
+	MariaDB   Kind = "mariadb"
+	ZooKeeper Kind = "zookeeper"
+	Etcd      Kind = "etcd"
+)
+
+// Kinds lists every supported server kind.
+func Kinds() []Kind { return []Kind{Redis, MariaDB, ZooKeeper, Etcd} }
+
+// Topology is the shape of a Redis group. Other kinds accept only
+// [Independent].
+type Topology string
+
+// The Redis topologies.
+const (
+	// Independent servers: N unrelated Redis or MariaDB servers, or one
+	// ZooKeeper ensemble / etcd cluster of N members.
+	Independent Topology = ""
+	// Replica is a Redis primary (node 0) with Nodes-1 replicas following it
+	// (asynchronous replication). Nodes defaults to 2.
+	Replica Topology = "replica"
+	// Cluster is a Redis Cluster of Nodes primaries (at least 3, the
+	// default) with the 16384 slots spread evenly and no replicas.
+	Cluster Topology = "cluster"
+)
+
+// Provider names, for [Spec.Provider] and DISTLOCK_SANDBOX.
+const (
+	ProviderAuto   = "auto"
+	ProviderDocker = "docker"
+	ProviderLocal  = "local"
+)
+
+// Credentials and database of every MariaDB/MySQL server.
+const (
+	// RootPassword is the password of the MariaDB/MySQL user root.
+	RootPassword = "sandbox"
+	// Database is the database created on every MariaDB/MySQL server.
+	Database = "distlock"
+)
+
+// DefaultStartTimeout bounds each server's start when [Spec.StartTimeout]
+// is zero. It is generous: a database initialising on two busy cores can
+// take a minute.
+const DefaultStartTimeout = 3 * time.Minute
+
+// Spec describes the servers to start. The zero value of every field except
+// Kind is a valid default.
+type Spec struct {
+	// Kind is the server type. Required.
+	Kind Kind
+	// Nodes is the number of servers: 0 means 1, or 2 for [Replica] and 3
+	// for [Cluster].
+	Nodes int
+	// Topology shapes a Redis group; see [Topology].
+	Topology Topology
+	// Persistent makes Redis write every command to an append-only file
+	// (fsync always), so data survives Stop/Start and Kill. MariaDB,
+	// ZooKeeper and etcd always persist.
+	Persistent bool
+	// Provider overrides DISTLOCK_SANDBOX: "auto", "docker" or "local".
+	Provider string
+	// StartTimeout bounds the start of each server and of the group's
+	// readiness checks; 0 means [DefaultStartTimeout]. The ctx given to
+	// Start bounds everything as well.
+	StartTimeout time.Duration
+	// Logf, when set, receives progress messages (container creation and
+	// the like).
+	Logf func(format string, args ...any)
+}
+
+// ErrUnavailable reports that the chosen provider cannot run the requested
+// servers on this machine: no Docker engine or image, or server binaries
+// not installed. The wrapping error names the fix.
+var ErrUnavailable = errors.New("sandbox: provider unavailable")
+
+// normalize returns a copy of s with defaults filled in, or an error naming
+// the bad field.
+func (s Spec) normalize() (Spec, error) {
+	switch s.Kind {
+	case Redis, MariaDB, ZooKeeper, Etcd:
+	case "":
+		return s, errors.New("sandbox: Spec.Kind is required")
+	default:
+		return s, fmt.Errorf("sandbox: unknown kind %q (want redis, mariadb, zookeeper or etcd)", s.Kind)
+	}
+	if s.Nodes < 0 {
+		return s, fmt.Errorf("sandbox: Spec.Nodes %d is negative", s.Nodes)
+	}
+	switch s.Topology {
+	case Independent:
+	case Replica, Cluster:
+		if s.Kind != Redis {
+			return s, fmt.Errorf("sandbox: topology %q is only for redis, not %s", s.Topology, s.Kind)
+		}
+	default:
+		return s, fmt.Errorf("sandbox: unknown topology %q (want \"\", replica or cluster)", s.Topology)
+	}
+	if s.Nodes == 0 {
+		s.Nodes = map[Topology]int{Independent: 1, Replica: 2, Cluster: 3}[s.Topology]
+	}
+	if s.Topology == Replica && s.Nodes < 2 {
+		return s, fmt.Errorf("sandbox: a redis replica group needs at least 2 nodes, got %d", s.Nodes)
+	}
+	if s.Topology == Cluster && s.Nodes < 3 {
+		return s, fmt.Errorf("sandbox: a redis cluster needs at least 3 primaries, got %d", s.Nodes)
+	}
+	if s.Nodes > 9 {
+		return s, fmt.Errorf("sandbox: %d nodes is more than the sandbox supports (9)", s.Nodes)
+	}
+	if s.StartTimeout <= 0 {
+		s.StartTimeout = DefaultStartTimeout
+	}
+	if s.Logf == nil {
+		s.Logf = func(string, ...any) {}
+	}
+	return s, nil
+}
+
+// quorum reports whether the nodes form one replicated service that serves
+// clients only while a majority runs (a ZooKeeper ensemble or an etcd
+// cluster of more than one member).
+func (s Spec) quorum() bool {
+	return s.Nodes > 1 && (s.Kind == ZooKeeper || s.Kind == Etcd)
+}
+
+// nodeName is the name of node i: "redis-0", "etcd-2" ...
+func (s Spec) nodeName(i int) string { return fmt.Sprintf("%s-%d", s.Kind, i) }
