@@ -1,0 +1,128 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// giveUpTimeout bounds the delete of a node whose acquisition failed or was
+// abandoned, when the caller's ctx has already ended.
+const giveUpTimeout = 5 * time.Second
+
+// TryAcquire creates a node in key's queue and keeps it only if it is
+// first; otherwise it deletes the node at once and reports ErrNotAcquired.
+func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	n, q, sent, err := d.enqueue(ctx, req)
+	if err != nil {
+		return backend.Grant{}, err
+	}
+	if position(q, n.name) == 0 {
+		g, err := n.grant(sent)
+		if err != nil {
+			n.giveUp(ctx)
+		}
+		return g, err
+	}
+	n.giveUp(ctx)
+	if position(q, n.name) < 0 {
+		return backend.Grant{}, fmt.Errorf("zklock: acquire %q: %w: our node is not in the queue", req.Key, backend.ErrLost)
+	}
+	return backend.Grant{}, backend.NotAcquired(req.Key, 0)
+}
+
+// Wait queues a node for req and waits until it is first, watching only
+// its immediate predecessor. When ctx ends, the node is deleted before Wait
+// returns. If the session expires while waiting, Wait returns ErrLost.
+func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	n, q, sent, err := d.enqueue(ctx, req)
+	if err != nil {
+		return backend.Grant{}, err
+	}
+	for {
+		i := position(q, n.name)
+		switch {
+		case i == 0:
+			g, err := n.grant(sent)
+			if err != nil {
+				n.giveUp(ctx)
+			}
+			return g, err
+		case i < 0:
+			n.giveUp(ctx)
+			return backend.Grant{}, fmt.Errorf("zklock: acquire %q: %w: our node %s left the queue (deleted, or the session expired)", req.Key, backend.ErrLost, n.name)
+		}
+		if err := n.awaitGone(ctx, q[i-1].name); err != nil {
+			n.giveUp(ctx)
+			return backend.Grant{}, err
+		}
+		if q, sent, err = n.readQueue(ctx); err != nil {
+			n.giveUp(ctx)
+			return backend.Grant{}, err
+		}
+	}
+}
+
+// awaitGone returns once the node pred (our predecessor) is gone, or with
+// an error when ctx ends, our node or session is lost, or the driver closes.
+func (n *lockNode) awaitGone(ctx context.Context, pred string) error {
+	var watch <-chan zk.Event
+	var zerr error
+	if err := n.d.do(ctx, func() { _, _, watch, zerr = n.d.conn.GetW(n.parent + "/" + pred) }); err != nil {
+		return failure("acquire", n.key, err)
+	}
+	if errors.Is(zerr, zk.ErrNoNode) {
+		return nil
+	}
+	if zerr != nil {
+		return failure("acquire", n.key, zerr)
+	}
+	select {
+	case ev := <-watch:
+		if ev.Type == zk.EventNotWatching {
+			if errors.Is(ev.Err, zk.ErrSessionExpired) {
+				return fmt.Errorf("zklock: acquire %q: %w: session expired while waiting: %w", n.key, backend.ErrLost, ev.Err)
+			}
+			return fmt.Errorf("zklock: acquire %q: %w: %w", n.key, backend.ErrClosed, ev.Err)
+		}
+		return nil // deleted or changed: read the queue again
+	case <-n.lost:
+		if errors.Is(n.lostErr, backend.ErrLost) {
+			return n.lostErr
+		}
+		return fmt.Errorf("zklock: acquire %q: %w: %w", n.key, backend.ErrLost, n.lostErr)
+	case <-ctx.Done():
+		return fmt.Errorf("zklock: acquire %q: %w", n.key, context.Cause(ctx))
+	case <-n.d.closing:
+		return fmt.Errorf("zklock: acquire %q: %w", n.key, backend.ErrClosed)
+	}
+}
+
+// readQueue reads the key's queue again.
+func (n *lockNode) readQueue(ctx context.Context) ([]entry, time.Time, error) {
+	var children []string
+	var zerr error
+	sent := time.Now()
+	if err := n.d.do(ctx, func() { children, _, zerr = n.d.conn.Children(n.parent) }); err != nil {
+		return nil, sent, failure("acquire", n.key, err)
+	}
+	if zerr != nil {
+		return nil, sent, failure("acquire", n.key, zerr)
+	}
+	return queueOf(children), sent, nil
+}
+
+// giveUp deletes a node that will not be held, bounded by ctx or, if ctx
+// has ended, by giveUpTimeout; if that fails the reaper deletes it later.
+func (n *lockNode) giveUp(ctx context.Context) {
+	n.released.Store(true)
+	n.held.Store(false)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveUpTimeout)
+	defer cancel()
+	_ = n.remove(ctx)
+}

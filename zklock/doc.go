@@ -1,0 +1,68 @@
+// Package zklock is the ZooKeeper backend of distlock: a fair, herd-free
+// lock queue of ephemeral sequential nodes, one ZooKeeper session per
+// driver shared by all its locks.
+//
+// Import it for its side effect to make zk:// URLs work with distlock.Open,
+// or build a driver over your own connection with [New].
+//
+// # URLs
+//
+//	zk://[user:password@]host1:2181,host2:2181/base/path?session_timeout=10s&acl=creator
+//
+// Hosts default to port 2181. The path is the node under which every lock
+// lives (default /distlock); it and its ancestors are created on first use.
+// Parameters:
+//
+//   - session_timeout: the session timeout asked of the server (default
+//     10s). The server grants a value between its minSessionTimeout and
+//     maxSessionTimeout (2 and 20 ticks by default); the granted value is the
+//     TTL of every lease.
+//   - connect_timeout: how long Open waits for the first session (default
+//     10s, also bounded by Open's ctx).
+//   - acl: "open" (world:anyone:all, the default without credentials),
+//     "creator" (only the URL's user, the default with credentials), or
+//     "creator-read" (the URL's user may do anything, everyone may read).
+//
+// A user and password in the URL add digest authentication to the session
+// (AddAuth "digest" user:password). Passwords never appear in errors.
+//
+// # Semantics
+//
+// A lock on key K is a queue of EPHEMERAL_SEQUENTIAL nodes under
+// BASE/enc(K), a container node (persistent on servers older than 3.5,
+// removed after the last release instead). Each node's name carries a random
+// id (_c_<32 hex>-lock-<seq>), so a create whose reply was lost on a
+// connection drop is found again and reused or removed, never orphaned. The
+// node with the lowest sequence number holds the lock; every other waiter
+// watches only its immediate predecessor, so a release wakes exactly one
+// waiter (no herd) and waiters are served in arrival order.
+//
+// Keys are encoded into one path segment: ASCII letters, digits, '-' and
+// '_' stay, every other byte becomes %XX, so "/", ".", "..", Unicode and
+// control characters never reach a path raw and distinct keys never share a
+// node.
+//
+// Locks live as long as the driver's session. The TTL of every lease is the
+// session timeout the server granted (Capabilities.PerLockTTL is false); a
+// Refresh is one Exists round trip proving the session is alive and the node
+// still ours. When the connection drops the lease is in doubt: refreshes
+// fail with ErrUnavailable and the portable layer declares the lease lost
+// when its validity (last confirmed contact plus the session timeout, minus
+// a drift margin) runs out, before the server can expire the session and
+// hand the lock on. A reconnect within the session keeps every lock. When
+// the server reports the session expired, every held lock is reported lost
+// at once and waiters fail with ErrLost.
+//
+// The fencing token is the lock node's czxid: the zxid of the transaction
+// that created it, global to the ensemble and increasing across parent
+// cleanup, leader changes and restarts (unlike the sequence suffix, which
+// is per parent and restarts when the parent is removed).
+//
+// # Errors
+//
+// Errors wrap a distlock kind and the go-zookeeper error: connection loss,
+// no server and timeouts match ErrUnavailable; a lock held elsewhere
+// matches ErrNotAcquired; a node gone from under its holder matches
+// ErrNotHeld; a session that expired while waiting matches ErrLost; bad URLs
+// match ErrInvalidConfig and name the bad part.
+package zklock

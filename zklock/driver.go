@@ -1,0 +1,199 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// defaultBase is the node under which locks live when no base is given.
+const defaultBase = "/distlock"
+
+// Options configures a Driver made by New. The zero value is valid except
+// for SessionTimeout, which New needs.
+type Options struct {
+	// Base is the node under which every lock lives, e.g. "/app/locks"
+	// (default "/distlock"). It and its ancestors are created on first use.
+	Base string
+	// SessionTimeout is the session timeout the server granted to the
+	// connection: the TTL of every lease. Pass the value given to
+	// zk.Connect, and make sure the server's minSessionTimeout and
+	// maxSessionTimeout allow it (a server that grants less would let the
+	// client trust a lease longer than the session lives).
+	SessionTimeout time.Duration
+	// ACL is given to every node the driver creates: the base path, the
+	// per-key container nodes and the lock nodes. Default: world:anyone
+	// with every permission (zk.WorldACL(zk.PermAll)). Use zk.AuthACL with
+	// digest authentication on the connection so that other clients cannot
+	// delete your nodes (deleting a node needs DELETE on its parent).
+	ACL []zk.ACL
+}
+
+// Driver is a distlock backend.Driver over one ZooKeeper session. All its
+// locks share the session: they live while it lives. It is safe for
+// concurrent use.
+type Driver struct {
+	conn    *zk.Conn
+	owned   bool // Close closes conn
+	base    string
+	acl     []zk.ACL
+	timeout func() time.Duration // the granted session timeout
+
+	noContainers atomic.Bool // the server rejected container nodes
+	orphans      orphans
+
+	closing chan struct{}
+	mu      sync.Mutex // guards closed and the Add side of wg
+	closed  bool
+	wg      sync.WaitGroup // every goroutine the driver started
+}
+
+// New returns a Driver over conn, an established go-zookeeper connection.
+// The driver never closes conn: Close stops only the driver's own
+// goroutines, and the locks it still holds live on until conn's session
+// ends. opts.SessionTimeout is required.
+func New(conn *zk.Conn, opts *Options) (*Driver, error) {
+	if conn == nil {
+		return nil, fmt.Errorf("zklock: New: %w: nil *zk.Conn", backend.ErrInvalidConfig)
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.SessionTimeout <= 0 {
+		return nil, fmt.Errorf("zklock: New: %w: Options.SessionTimeout is required (the session timeout the server granted)", backend.ErrInvalidConfig)
+	}
+	timeout := o.SessionTimeout
+	return newDriver(conn, o, false, func() time.Duration { return timeout })
+}
+
+func newDriver(conn *zk.Conn, o Options, owned bool, timeout func() time.Duration) (*Driver, error) {
+	base, err := cleanBase(o.Base)
+	if err != nil {
+		return nil, fmt.Errorf("zklock: %w: %w", backend.ErrInvalidConfig, err)
+	}
+	acl := o.ACL
+	if len(acl) == 0 {
+		acl = zk.WorldACL(zk.PermAll)
+	}
+	d := &Driver{conn: conn, owned: owned, base: base, acl: acl, timeout: timeout, closing: make(chan struct{})}
+	d.orphans.init()
+	d.goTracked(d.reap)
+	return d, nil
+}
+
+// Capabilities reports a fair queue whose locks live as long as the
+// driver's session; the TTL of every lock is the session timeout.
+func (d *Driver) Capabilities() backend.Capabilities {
+	return backend.Capabilities{
+		Name:        "zookeeper",
+		Wait:        backend.WaitQueue,
+		Lifetime:    backend.LifetimeSession,
+		PerLockTTL:  false,
+		Fair:        true,
+		Replication: "majority quorum (Zab)",
+	}
+}
+
+// Close stops the driver's goroutines and, if the driver opened its
+// connection itself (distlock.Open), closes it, which ends the session and
+// with it every lock still held. A connection passed to New stays open.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return fmt.Errorf("zklock: close: %w", backend.ErrClosed)
+	}
+	d.closed = true
+	close(d.closing)
+	d.mu.Unlock()
+	if d.owned {
+		d.conn.Close()
+	}
+	d.wg.Wait()
+	return nil
+}
+
+// goTracked runs f on a goroutine Close waits for; false once closed.
+func (d *Driver) goTracked(f func()) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return false
+	}
+	d.wg.Go(f)
+	return true
+}
+
+func (d *Driver) isClosed() bool {
+	select {
+	case <-d.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// do runs f, a blocking go-zookeeper call, honouring ctx: if ctx ends
+// first, do returns its cause at once and f finishes on a goroutine the
+// driver owns (go-zookeeper bounds every call by its receive timeout). The
+// caller must not touch what f writes unless do returned nil.
+func (d *Driver) do(ctx context.Context, f func()) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	if ctx.Done() == nil {
+		f()
+		return nil
+	}
+	done := make(chan struct{})
+	if !d.goTracked(func() { defer close(done); f() }) {
+		return backend.ErrClosed
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		select {
+		case <-done: // finished too: use the result
+			return nil
+		default:
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// kind returns the distlock error kind for a go-zookeeper error.
+func kind(err error) error {
+	switch {
+	case errors.Is(err, zk.ErrSessionExpired):
+		return backend.ErrLost
+	case errors.Is(err, zk.ErrClosing):
+		return backend.ErrClosed
+	case errors.Is(err, zk.ErrNoAuth), errors.Is(err, zk.ErrAuthFailed), errors.Is(err, zk.ErrInvalidACL):
+		return backend.ErrInvalidConfig
+	default:
+		return backend.ErrUnavailable
+	}
+}
+
+// ambiguous reports whether a request that failed with err may have been
+// applied by the server (its reply was lost with the connection).
+func ambiguous(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrSessionMoved) || errors.Is(err, zk.ErrClosing)
+}
+
+// failure wraps a go-zookeeper error (or a context error) for op on key.
+func failure(op, key string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, backend.ErrClosed) {
+		return fmt.Errorf("zklock: %s %q: %w", op, key, err)
+	}
+	return fmt.Errorf("zklock: %s %q: %w: %w", op, key, kind(err), err)
+}

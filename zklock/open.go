@@ -1,0 +1,108 @@
+package zklock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock/distlock/backend"
+)
+
+func init() {
+	backend.Register("zk", open)
+}
+
+// URL defaults.
+const (
+	defaultPort           = 2181
+	defaultSessionTimeout = 10 * time.Second
+	defaultConnectTimeout = 10 * time.Second
+)
+
+// The values of the acl URL parameter.
+const (
+	aclOpen        = "open"
+	aclCreator     = "creator"
+	aclCreatorRead = "creator-read"
+)
+
+// urlConfig is what a zk:// URL says.
+type urlConfig struct {
+	hosts []string
+	dial  dialConfig
+	opts  Options
+}
+
+// parseURL validates every part of u and reports all problems at once.
+func parseURL(u *backend.URL) (urlConfig, error) {
+	var c urlConfig
+	if len(u.Hosts) == 0 {
+		u.Query.Fail("no host: want zk://host:2181[,host:2181...]/base")
+	}
+	c.hosts = u.HostsWithDefaultPort(defaultPort)
+	base, err := cleanBase(u.Path)
+	if err != nil {
+		u.Query.Fail("%v", err)
+	}
+	c.opts.Base = base
+	c.dial.timeout = u.Query.Duration("session_timeout", defaultSessionTimeout)
+	c.dial.connectTimeout = u.Query.Duration("connect_timeout", defaultConnectTimeout)
+	if c.dial.timeout < 100*time.Millisecond || c.dial.timeout > 24*time.Hour {
+		u.Query.Fail("parameter session_timeout=%v: want from 100ms to 24h", c.dial.timeout)
+	}
+	c.dial.user = u.Username()
+	pass, hasPass := u.Password()
+	c.dial.password = pass
+	if u.User != nil && (c.dial.user == "" || !hasPass) {
+		u.Query.Fail("credentials: want user:password@ for digest authentication")
+	}
+	def := aclOpen
+	if c.dial.user != "" {
+		def = aclCreator
+	}
+	mode := u.Query.Enum("acl", def, aclOpen, aclCreator, aclCreatorRead)
+	if mode != aclOpen && c.dial.user == "" {
+		u.Query.Fail("parameter acl=%s needs credentials in the URL (zk://user:password@host/...)", mode)
+	}
+	c.opts.ACL = aclFor(mode)
+	c.opts.SessionTimeout = c.dial.timeout
+	return c, u.Query.Err()
+}
+
+// aclFor returns the ACL of an acl URL parameter value.
+func aclFor(mode string) []zk.ACL {
+	switch mode {
+	case aclCreator:
+		return zk.AuthACL(zk.PermAll)
+	case aclCreatorRead:
+		return append(zk.AuthACL(zk.PermAll), zk.WorldACL(zk.PermRead)...)
+	default:
+		return zk.WorldACL(zk.PermAll)
+	}
+}
+
+// open is the backend.Opener of zk:// URLs. It dials and waits for the
+// session, bounded by ctx and connect_timeout.
+func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
+	c, err := parseURL(u)
+	if err != nil {
+		return nil, fmt.Errorf("zklock: %w", err)
+	}
+	return dialDriver(ctx, c)
+}
+
+// dialDriver connects as c says and returns a Driver owning the connection.
+func dialDriver(ctx context.Context, c urlConfig) (*Driver, error) {
+	conn, timeout, err := connect(ctx, c.hosts, c.dial)
+	if err != nil {
+		return nil, err
+	}
+	d, err := newDriver(conn, c.opts, true, timeout)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return d, nil
+}

@@ -1,0 +1,95 @@
+package zklock
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock/distlock/backend"
+)
+
+func parse(t *testing.T, raw string) (urlConfig, error) {
+	t.Helper()
+	u, err := backend.ParseURL(raw)
+	if err != nil {
+		return urlConfig{}, err
+	}
+	return parseURL(u)
+}
+
+func TestParseURL(t *testing.T) {
+	c, err := parse(t, "zk://h1,h2:2182,[::1]/app/locks?session_timeout=3s&connect_timeout=1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"h1:2181", "h2:2182", "[::1]:2181"}; strings.Join(c.hosts, " ") != strings.Join(want, " ") {
+		t.Errorf("hosts = %v, want %v", c.hosts, want)
+	}
+	if c.opts.Base != "/app/locks" || c.dial.timeout != 3*time.Second || c.dial.connectTimeout != time.Second {
+		t.Errorf("config = %+v", c)
+	}
+	if c.opts.ACL[0].Scheme != "world" {
+		t.Errorf("default ACL without credentials = %v, want world:anyone", c.opts.ACL)
+	}
+
+	c, err = parse(t, "zk://alice:s3cret@h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.opts.Base != defaultBase || c.dial.user != "alice" || c.dial.password != "s3cret" || c.opts.ACL[0].Scheme != "auth" {
+		t.Errorf("with credentials: %+v", c)
+	}
+	c, err = parse(t, "zk://alice:s3cret@h1?acl=creator-read")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.opts.ACL) != 2 || c.opts.ACL[1].Perms != zk.PermRead {
+		t.Errorf("acl=creator-read: %v", c.opts.ACL)
+	}
+}
+
+func TestParseURLErrors(t *testing.T) {
+	cases := map[string]string{
+		"zk:///locks":                           "no host",
+		"zk://h1/a/../b":                        "relative path segment",
+		"zk://h1/zookeeper":                     "reserved",
+		"zk://h1?session_timeout=soon":          "session_timeout",
+		"zk://h1?session_timeout=1ms":           "session_timeout",
+		"zk://h1?connect_timeout=-1s":           "connect_timeout",
+		"zk://h1?acl=creator":                   "needs credentials",
+		"zk://h1?acl=everyone":                  "want one of open, creator, creator-read",
+		"zk://h1?chroot=/x":                     "unknown parameter(s): chroot",
+		"zk://bob@h1":                           "user:password",
+		"zk://h1:99999":                         "port",
+		"zk://h1?session_timeout=1s&bogus=1&x=": "unknown parameter(s): bogus, x",
+	}
+	for raw, want := range cases {
+		_, err := parse(t, raw)
+		if err == nil {
+			t.Errorf("%s: no error, want one mentioning %q", raw, want)
+			continue
+		}
+		if !errors.Is(err, backend.ErrInvalidConfig) {
+			t.Errorf("%s: %v does not match ErrInvalidConfig", raw, err)
+		}
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %q does not mention %q", raw, err, want)
+		}
+	}
+}
+
+func TestParseURLHidesPassword(t *testing.T) {
+	_, err := parse(t, "zk://alice:topsecret@h1?acl=nope")
+	if err == nil || strings.Contains(err.Error(), "topsecret") {
+		t.Errorf("error %v: want one without the password", err)
+	}
+}
+
+func TestNewNeedsSessionTimeout(t *testing.T) {
+	if _, err := New(nil, &Options{SessionTimeout: time.Second}); !errors.Is(err, backend.ErrInvalidConfig) {
+		t.Errorf("New(nil) = %v, want ErrInvalidConfig", err)
+	}
+}

@@ -1,0 +1,259 @@
+package zklock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// Lock node names: "_c_<32 hex>-lock-<sequence>". The "_c_<guid>-" prefix
+// is the protected-node convention of Curator and go-zookeeper.
+const (
+	protectedPrefix = "_c_"
+	nameMarker      = "-lock-"
+	guidLen         = 32
+)
+
+// entry is one node of a lock's queue.
+type entry struct {
+	name string
+	seq  int64
+}
+
+// parseName returns the guid and sequence number of a lock node name.
+func parseName(name string) (guid string, seq int64, ok bool) {
+	rest, found := strings.CutPrefix(name, protectedPrefix)
+	if !found || len(rest) < guidLen+len(nameMarker)+1 {
+		return "", 0, false
+	}
+	guid, rest = rest[:guidLen], rest[guidLen:]
+	digits, found := strings.CutPrefix(rest, nameMarker)
+	if !found {
+		return "", 0, false
+	}
+	seq, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return guid, seq, true
+}
+
+// queueOf returns the lock nodes among children, in queue order.
+func queueOf(children []string) []entry {
+	q := make([]entry, 0, len(children))
+	for _, c := range children {
+		if _, seq, ok := parseName(c); ok {
+			q = append(q, entry{c, seq})
+		}
+	}
+	slices.SortFunc(q, func(a, b entry) int { return int(max(-1, min(1, a.seq-b.seq))) })
+	return q
+}
+
+// position returns name's index in q, or -1.
+func position(q []entry, name string) int {
+	return slices.IndexFunc(q, func(e entry) bool { return e.name == name })
+}
+
+func newGUID() string {
+	var b [guidLen / 2]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// enqueue puts a node for req in key's queue: it reuses the node of an
+// earlier attempt by the same owner whose reply was lost, or creates one.
+// It returns the node, watched for loss, and the queue as seen after it
+// was created, read by a request sent at sent.
+func (d *Driver) enqueue(ctx context.Context, req backend.Request) (n *lockNode, q []entry, sent time.Time, err error) {
+	parent := d.base + "/" + encodeKey(req.Key)
+	n = &lockNode{d: d, key: req.Key, owner: req.Owner, parent: parent, onLost: req.OnLost, lost: make(chan struct{})}
+	reused := false
+	if o, ok := d.orphans.take(req.Key, req.Owner, d.conn.SessionID()); ok {
+		n.guid, n.name, reused = o.guid, o.name, true
+	} else {
+		n.guid = newGUID()
+	}
+	if reused && n.name == "" {
+		n.name, err = d.findGUID(ctx, req, parent, n.guid)
+		if err != nil {
+			return nil, nil, time.Time{}, err
+		}
+	}
+	if n.name == "" {
+		n.name, err = d.create(ctx, req, n.guid, parent)
+		if err != nil {
+			return nil, nil, time.Time{}, err
+		}
+	}
+	n.path = parent + "/" + n.name
+	q, sent, err = d.adopt(ctx, n)
+	if err != nil {
+		d.orphans.add(orphan{key: req.Key, owner: req.Owner, parent: parent, guid: n.guid, name: n.name, session: n.session})
+		return nil, nil, time.Time{}, err
+	}
+	return n, q, sent, nil
+}
+
+// create makes the protected EPHEMERAL_SEQUENTIAL node, creating the key's
+// container (and the base path) when missing, and returns its name. If the
+// outcome is unknown (connection lost after sending, or ctx ended first),
+// the node is handed to the orphan reaper (or to the next attempt by the
+// same owner) before create returns.
+func (d *Driver) create(ctx context.Context, req backend.Request, guid, parent string) (string, error) {
+	prefix := parent + "/" + protectedPrefix + guid + nameMarker
+	pending := orphan{key: req.Key, owner: req.Owner, parent: parent, guid: guid, session: d.conn.SessionID()}
+	for attempt := 0; ; attempt++ {
+		var path string
+		var cerr error
+		var handed atomic.Bool // true once the caller gave up: f reports to the reaper
+		err := d.do(ctx, func() {
+			path, cerr = d.conn.Create(prefix, []byte(req.Owner), zk.FlagEphemeralSequential, d.acl)
+			if handed.Load() && (cerr == nil || ambiguous(cerr)) {
+				if cerr == nil {
+					pending.name = path[len(parent)+1:]
+				}
+				d.orphans.add(pending)
+			}
+		})
+		if err != nil {
+			handed.Store(true)
+			return "", failure("acquire", req.Key, err)
+		}
+		switch {
+		case cerr == nil:
+			return path[len(parent)+1:], nil
+		case errors.Is(cerr, zk.ErrNoNode) && attempt < 3:
+			if err := d.ensureParent(ctx, parent); err != nil {
+				return "", failure("acquire", req.Key, err)
+			}
+		case ambiguous(cerr):
+			d.orphans.add(pending)
+			return "", failure("acquire", req.Key, cerr)
+		default:
+			return "", failure("acquire", req.Key, cerr)
+		}
+	}
+}
+
+// findGUID looks for the node a lost create with guid may have made; "" if
+// there is none. On failure the orphan goes back to the reaper.
+func (d *Driver) findGUID(ctx context.Context, req backend.Request, parent, guid string) (string, error) {
+	var children []string
+	var cerr error
+	if err := d.do(ctx, func() { children, _, cerr = d.conn.Children(parent) }); err != nil {
+		cerr = err
+	}
+	if cerr != nil && !errors.Is(cerr, zk.ErrNoNode) {
+		d.orphans.add(orphan{key: req.Key, owner: req.Owner, parent: parent, guid: guid, session: d.conn.SessionID()})
+		return "", failure("acquire", req.Key, cerr)
+	}
+	for _, c := range children {
+		if g, _, ok := parseName(c); ok && g == guid {
+			return c, nil
+		}
+	}
+	return "", nil
+}
+
+// ensureParent creates the container node of a key, and the base path if
+// it is missing. Servers without container nodes get a persistent node,
+// removed after the last release instead.
+func (d *Driver) ensureParent(ctx context.Context, parent string) error {
+	var err error
+	if derr := d.do(ctx, func() { err = d.createParent(parent) }); derr != nil {
+		return derr
+	}
+	if !errors.Is(err, zk.ErrNoNode) {
+		return err
+	}
+	if err := d.ensureBase(ctx); err != nil {
+		return err
+	}
+	if derr := d.do(ctx, func() { err = d.createParent(parent) }); derr != nil {
+		return derr
+	}
+	return err
+}
+
+func (d *Driver) createParent(parent string) error {
+	var err error
+	if !d.noContainers.Load() {
+		_, err = d.conn.CreateContainer(parent, nil, zk.FlagContainer, d.acl)
+		// A server older than 3.5 answers "unimplemented" (-6), which
+		// go-zookeeper reports as "unknown error: -6".
+		if err != nil && (strings.HasSuffix(err.Error(), ": -6") || errors.Is(err, zk.ErrBadArguments)) {
+			d.noContainers.Store(true)
+		}
+	}
+	if d.noContainers.Load() {
+		_, err = d.conn.Create(parent, nil, zk.FlagPersistent, d.acl)
+	}
+	if errors.Is(err, zk.ErrNodeExists) {
+		return nil
+	}
+	return err
+}
+
+// ensureBase creates the base path and its ancestors (persistent).
+func (d *Driver) ensureBase(ctx context.Context) error {
+	segs := strings.Split(d.base[1:], "/")
+	for i := range segs {
+		p := "/" + strings.Join(segs[:i+1], "/")
+		var err error
+		if derr := d.do(ctx, func() { _, err = d.conn.Create(p, nil, zk.FlagPersistent, d.acl) }); derr != nil {
+			return derr
+		}
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("creating %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// adopt reads the queue and, in the same round trip (pipelined), the
+// node's stat with a watch: the czxid is the fencing token, the ephemeral
+// owner the session the node lives in. The watch starts n's monitor.
+func (d *Driver) adopt(ctx context.Context, n *lockNode) ([]entry, time.Time, error) {
+	var (
+		children []string
+		cerr     error
+		exists   bool
+		stat     *zk.Stat
+		watch    <-chan zk.Event
+		eerr     error
+	)
+	sent := time.Now()
+	err := d.do(ctx, func() {
+		var wg sync.WaitGroup
+		wg.Go(func() { exists, stat, watch, eerr = d.conn.ExistsW(n.path) })
+		children, _, cerr = d.conn.Children(n.parent)
+		wg.Wait()
+	})
+	if err != nil {
+		return nil, sent, failure("acquire", n.key, err)
+	}
+	if err := errors.Join(cerr, eerr); err != nil {
+		return nil, sent, failure("acquire", n.key, err)
+	}
+	if !exists {
+		return nil, sent, fmt.Errorf("zklock: acquire %q: %w: our node vanished at once (session expired?)", n.key, backend.ErrLost)
+	}
+	n.session, n.czxid = stat.EphemeralOwner, stat.Czxid
+	if !d.goTracked(func() { n.monitor(watch) }) {
+		return nil, sent, fmt.Errorf("zklock: acquire %q: %w", n.key, backend.ErrClosed)
+	}
+	return queueOf(children), sent, nil
+}
