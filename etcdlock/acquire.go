@@ -1,0 +1,114 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// cleanupTimeout bounds the deletion of a key left by a failed attempt.
+const cleanupTimeout = 5 * time.Second
+
+// TryAcquire takes req.Key if its range is empty (no holder, no waiter),
+// putting our key in the same transaction: one round trip once the lease
+// exists. A busy lock leaves nothing behind.
+func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	s, err := d.session(ctx)
+	if err != nil {
+		return backend.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, err)
+	}
+	rng := lockRange(d.prefix, req.Key)
+	ekey := d.nextKey(req.Key, s.id)
+	resp, err := d.c.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(rng), "=", 0).WithPrefix()).
+		Then(clientv3.OpPut(ekey, req.Owner, clientv3.WithLease(s.id))).
+		Commit()
+	if err != nil {
+		return backend.Grant{}, d.failed(s, ekey, d.acquireErr(ctx, s, req.Key, err))
+	}
+	if !resp.Succeeded {
+		return backend.Grant{}, backend.NotAcquired(req.Key, 0)
+	}
+	return d.grant(s, req, ekey, resp.Header.Revision)
+}
+
+// Wait puts our key at the end of req.Key's queue and waits until every key
+// created before it is gone, watching only the key just before it. It
+// returns ErrLost if the driver's lease ends or our key disappears first.
+func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	s, err := d.session(ctx)
+	if err != nil {
+		return backend.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, err)
+	}
+	rng := lockRange(d.prefix, req.Key)
+	ekey := d.nextKey(req.Key, s.id)
+	// Our put has the highest revision in the range, so the two keys with
+	// the highest create revisions are ours and our predecessor's.
+	resp, err := d.c.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(ekey), "=", 0)).
+		Then(clientv3.OpPut(ekey, req.Owner, clientv3.WithLease(s.id)),
+			clientv3.OpGet(rng, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2))).
+		Commit()
+	if err != nil {
+		return backend.Grant{}, d.failed(s, ekey, d.acquireErr(ctx, s, req.Key, err))
+	}
+	if !resp.Succeeded {
+		return backend.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w: key %s exists already", req.Key, backend.ErrUnavailable, ekey)
+	}
+	w := &waiter{d: d, s: s, key: req.Key, rng: rng, ekey: ekey, rev: resp.Header.Revision}
+	var pred *mvccpb.KeyValue
+	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 2 {
+		pred = kvs[1]
+	}
+	if err := w.wait(ctx, pred); err != nil {
+		return backend.Grant{}, d.failed(s, ekey, err)
+	}
+	return d.grant(s, req, ekey, w.rev)
+}
+
+// grant records a held lock. Its validity starts when the lease was last
+// confirmed alive, which may be before the wait began: the server keeps
+// the lease at least a TTL from then.
+func (d *Driver) grant(s *session, req backend.Request, ekey string, rev int64) (backend.Grant, error) {
+	l := &lock{d: d, s: s, key: req.Key, ekey: ekey, rev: rev, token: uint64(rev), onLost: req.OnLost}
+	if !s.register(l) {
+		err := fmt.Errorf("etcdlock: acquire %q: %w: %w", req.Key, backend.ErrLost, s.cause())
+		return backend.Grant{}, d.failed(s, ekey, err)
+	}
+	d.mu.Lock()
+	d.held[heldKey{req.Key, l.token}] = l
+	d.mu.Unlock()
+	return backend.Grant{Lock: l, Token: l.token, TTL: s.ttl, ValidFrom: s.confirmedAt()}, nil
+}
+
+// failed deletes ekey, which a failed attempt may have left in the store,
+// and returns err. If the key cannot be deleted, the lease is given up
+// (reported lost and revoked) so the key dies with it instead of being kept
+// alive as a ghost holder or waiter.
+func (d *Driver) failed(s *session, ekey string, err error) error {
+	ctx, cancel := context.WithTimeout(d.ctx, cleanupTimeout)
+	defer cancel()
+	if _, derr := d.c.Delete(ctx, ekey); derr != nil {
+		d.loseSession(s, fmt.Errorf("could not delete %s after a failed acquisition: %w", ekey, derr))
+	}
+	return err
+}
+
+// acquireErr gives a failed put its kind. A put refused because the lease
+// is gone ends the session and is retryable (ErrUnavailable): the next
+// attempt grants a new lease.
+func (d *Driver) acquireErr(ctx context.Context, s *session, key string, err error) error {
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) && ctx.Err() == nil {
+		d.loseSession(s, err)
+		return fmt.Errorf("etcdlock: acquire %q: %w: %w", key, backend.ErrUnavailable, err)
+	}
+	return d.wrap(ctx, "acquire", key, err)
+}

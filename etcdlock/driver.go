@@ -1,0 +1,173 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// DefaultTTL is the lease TTL when Options.TTL is zero.
+const DefaultTTL = 30 * time.Second
+
+// MinTTL is the shortest lease TTL the driver accepts: etcd's minimum lease
+// TTL with its default timings (1.5 × the 1 s election timeout), rounded up
+// to whole seconds, the unit of etcd lease TTLs.
+const MinTTL = 2 * time.Second
+
+// Options configure a Driver. The zero value is valid.
+type Options struct {
+	// Prefix is the key prefix of every lock ("" means DefaultPrefix). It is
+	// made of '/'-separated segments; none may start with '%'.
+	Prefix string
+	// TTL is the TTL of the driver's lease, which every lock of the driver
+	// shares (0 means DefaultTTL). It is rounded up to whole seconds and
+	// must be at least MinTTL; the server may grant a longer one.
+	TTL time.Duration
+}
+
+// Driver is a distlock backend over one etcd client. All locks of a Driver
+// live on one etcd lease (its session), kept alive by one goroutine. It
+// implements backend.Driver, backend.Waiter and backend.BatchRefresher.
+type Driver struct {
+	c      *clientv3.Client
+	own    bool // c was opened by the driver, which closes it
+	prefix string
+	ttl    time.Duration
+
+	ctx    context.Context // ends at Close; bounds background work
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	grantSem chan struct{} // serialises lease grants
+	seq      atomic.Uint64
+
+	mu     sync.Mutex
+	sess   *session
+	held   map[heldKey]*lock
+	closed bool
+}
+
+type heldKey struct {
+	key   string
+	token uint64
+}
+
+// New returns a Driver over c, which the caller keeps owning: Close never
+// closes it. opts may be nil.
+func New(c *clientv3.Client, opts *Options) (*Driver, error) {
+	if c == nil {
+		return nil, fmt.Errorf("etcdlock: %w: nil client", backend.ErrInvalidConfig)
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	return newDriver(c, false, o)
+}
+
+func newDriver(c *clientv3.Client, own bool, o Options) (*Driver, error) {
+	prefix, err := normalizePrefix(o.Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("etcdlock: %w", err)
+	}
+	ttl, err := leaseTTL(o.TTL)
+	if err != nil {
+		return nil, fmt.Errorf("etcdlock: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Driver{
+		c: c, own: own, prefix: prefix, ttl: ttl,
+		ctx: ctx, cancel: cancel,
+		grantSem: make(chan struct{}, 1),
+		held:     map[heldKey]*lock{},
+	}, nil
+}
+
+// leaseTTL checks and rounds a requested TTL up to whole seconds.
+func leaseTTL(ttl time.Duration) (time.Duration, error) {
+	if ttl == 0 {
+		ttl = DefaultTTL
+	}
+	if ttl < MinTTL {
+		return 0, fmt.Errorf("%w: TTL %v is below etcd's minimum lease TTL %v", backend.ErrInvalidConfig, ttl, MinTTL)
+	}
+	secs := math.Ceil(ttl.Seconds())
+	if secs > math.MaxInt32 {
+		return 0, fmt.Errorf("%w: TTL %v is too long", backend.ErrInvalidConfig, ttl)
+	}
+	return time.Duration(secs) * time.Second, nil
+}
+
+// Capabilities reports a fair queue, one lease per driver (session
+// lifetime: every lock has the lease's TTL), and Raft replication.
+func (d *Driver) Capabilities() backend.Capabilities {
+	return backend.Capabilities{
+		Name:        "etcd",
+		Wait:        backend.WaitQueue,
+		Lifetime:    backend.LifetimeSession,
+		PerLockTTL:  false,
+		MinTTL:      MinTTL,
+		Fair:        true,
+		Replication: "majority quorum (Raft); linearizable",
+	}
+}
+
+// Client returns the etcd client the driver uses.
+func (d *Driver) Client() *clientv3.Client { return d.c }
+
+// Prefix returns the key prefix of the driver's locks, ending with '/'.
+func (d *Driver) Prefix() string { return d.prefix }
+
+// KeyRange returns the etcd key range (a prefix) of key's lock: every
+// holder and waiter of key puts one key in it.
+func (d *Driver) KeyRange(key string) string { return lockRange(d.prefix, key) }
+
+// Close stops the driver's goroutines, revokes its lease if no lock is held
+// on it (held locks are abandoned to expire with the lease's TTL), and
+// closes the client if the driver opened it.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	s := d.sess
+	d.sess = nil
+	d.mu.Unlock()
+	d.cancel()
+	d.wg.Wait()
+	var err error
+	if s != nil && s.idle() && d.c.Ctx().Err() == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, rerr := d.c.Revoke(ctx, s.id)
+		cancel()
+		if rerr != nil && !errors.Is(rerr, context.DeadlineExceeded) {
+			err = fmt.Errorf("etcdlock: close: revoke lease: %w", rerr)
+		}
+	}
+	if d.own {
+		err = errors.Join(err, d.c.Close())
+	}
+	return err
+}
+
+// isClosed reports whether Close was called, or the client was closed.
+func (d *Driver) isClosed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.closed || d.c.Ctx().Err() != nil
+}
+
+// nextKey returns a new etcd key in key's range for lease id.
+func (d *Driver) nextKey(key string, id clientv3.LeaseID) string {
+	return fmt.Sprintf("%s%x.%x", lockRange(d.prefix, key), int64(id), d.seq.Add(1))
+}

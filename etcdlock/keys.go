@@ -1,0 +1,73 @@
+package etcdlock
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// DefaultPrefix is the key prefix under which locks live when none is given.
+const DefaultPrefix = "distlock/"
+
+// Key layout. Every lock owns the range
+//
+//	<prefix>%<escaped key>/
+//
+// and each acquisition (holder or waiter) puts one key in that range,
+// <range><lease id in hex>.<sequence in hex>, bound to the driver's lease.
+//
+// The escaped key never contains '/' ('%' and '/' are written as %25 and
+// %2F), so no lock's range contains another lock's keys. Prefixes are made
+// of segments that never start with '%', so a prefix cannot nest inside a
+// lock's range either, and two prefixes that differ keep their locks apart.
+
+// normalizePrefix checks p and returns it ending with '/'. An empty p (or
+// "/") gives DefaultPrefix.
+func normalizePrefix(p string) (string, error) {
+	p = strings.Trim(p, "/")
+	if p == "" {
+		return DefaultPrefix, nil
+	}
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == "" {
+			return "", fmt.Errorf("%w: prefix %q has an empty segment", backend.ErrInvalidConfig, p)
+		}
+		if strings.HasPrefix(seg, "%") {
+			return "", fmt.Errorf("%w: prefix %q: a segment may not start with '%%' (reserved for lock keys)", backend.ErrInvalidConfig, p)
+		}
+		for _, r := range seg {
+			if r < 0x20 || r == 0x7f {
+				return "", fmt.Errorf("%w: prefix %q has a control character", backend.ErrInvalidConfig, p)
+			}
+		}
+	}
+	return p + "/", nil
+}
+
+// escapeKey writes key with '%' and '/' percent-encoded, so the result has
+// no '/'.
+func escapeKey(key string) string {
+	if !strings.ContainsAny(key, "%/") {
+		return key
+	}
+	var b strings.Builder
+	b.Grow(len(key) + 8)
+	for i := 0; i < len(key); i++ {
+		switch c := key[i]; c {
+		case '%':
+			b.WriteString("%25")
+		case '/':
+			b.WriteString("%2F")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// lockRange returns the range of etcd keys that belong to key's lock under
+// prefix (which ends with '/').
+func lockRange(prefix, key string) string {
+	return prefix + "%" + escapeKey(key) + "/"
+}

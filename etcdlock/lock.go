@@ -1,0 +1,171 @@
+package etcdlock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// lock is a held lock: one etcd key, bound to the session's lease, whose
+// create revision is the lowest in its lock's range.
+type lock struct {
+	d     *Driver
+	s     *session
+	key   string // the user's key
+	ekey  string // the etcd key
+	rev   int64  // its create revision: the fencing token
+	token uint64
+
+	onLost   func(error)
+	lostOnce sync.Once
+}
+
+// reportLost calls the request's OnLost once.
+func (l *lock) reportLost(err error) {
+	if l.onLost == nil {
+		return
+	}
+	l.lostOnce.Do(func() {
+		l.onLost(fmt.Errorf("etcdlock: lock %q: %w: %w", l.key, backend.ErrLost, err))
+	})
+}
+
+// owns is the comparison that holds while the lock's key still exists with
+// its create revision.
+func (l *lock) owns() clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(l.ekey), "=", l.rev)
+}
+
+// Refresh renews the driver's lease (the lease is shared, so ttl cannot
+// change the lock's lifetime) and checks that the lock's key still exists
+// with its create revision.
+func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	errs := l.d.RefreshAll(ctx, []backend.Lock{l}, []time.Duration{ttl})
+	return errs[0]
+}
+
+// Release deletes the lock's key if it still has the lock's create
+// revision, so a retried release never deletes a newer holder's key.
+func (l *lock) Release(ctx context.Context) error {
+	d := l.d
+	resp, err := d.c.Txn(ctx).If(l.owns()).Then(clientv3.OpDelete(l.ekey)).Commit()
+	if err != nil {
+		return d.wrap(ctx, "release", l.key, err)
+	}
+	l.forget()
+	if !resp.Succeeded {
+		return fmt.Errorf("etcdlock: release %q: %w: key %s with create revision %d is gone", l.key, backend.ErrNotHeld, l.ekey, l.rev)
+	}
+	return nil
+}
+
+// forget removes l from the driver's bookkeeping.
+func (l *lock) forget() {
+	l.s.unregister(l)
+	l.d.mu.Lock()
+	if l.d.held[heldKey{l.key, l.token}] == l {
+		delete(l.d.held, heldKey{l.key, l.token})
+	}
+	l.d.mu.Unlock()
+}
+
+// maxTxnOps stays under etcd's default --max-txn-ops (128).
+const maxTxnOps = 100
+
+// RefreshAll renews the lease of every session among locks (one keepalive
+// each, normally one in all) and checks every lock's key in transactions
+// of up to 100 reads.
+func (d *Driver) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
+	errs := make([]error, len(locks))
+	ls := make([]*lock, len(locks))
+	sessions := map[*session]error{}
+	for i, bl := range locks {
+		l, ok := bl.(*lock)
+		if !ok || l.d != d {
+			errs[i] = fmt.Errorf("etcdlock: refresh: %w: lock %T is not from this driver", backend.ErrInvalidConfig, bl)
+			continue
+		}
+		ls[i] = l
+		sessions[l.s] = nil
+	}
+	sent := time.Now()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for s := range sessions {
+		wg.Go(func() {
+			err := d.refreshSession(ctx, s, sent)
+			mu.Lock()
+			sessions[s] = err
+			mu.Unlock()
+		})
+	}
+	keyErrs := d.checkKeys(ctx, ls)
+	wg.Wait()
+	for i, l := range ls {
+		if l == nil {
+			continue
+		}
+		if err := sessions[l.s]; err != nil {
+			errs[i] = fmt.Errorf("etcdlock: refresh %q: %w", l.key, err)
+		} else {
+			errs[i] = keyErrs[i]
+		}
+	}
+	return errs
+}
+
+// refreshSession sends one keepalive for s.
+func (d *Driver) refreshSession(ctx context.Context, s *session, sent time.Time) error {
+	if s.lost() {
+		return fmt.Errorf("%w: %w", backend.ErrNotHeld, s.cause())
+	}
+	if _, err := d.c.KeepAliveOnce(ctx, s.id); err != nil {
+		err = d.wrap(ctx, "renew lease for", d.prefix, err)
+		return err
+	}
+	s.confirmed(sent)
+	return nil
+}
+
+// checkKeys reads every lock's key and reports ErrNotHeld for those gone
+// or recreated.
+func (d *Driver) checkKeys(ctx context.Context, ls []*lock) []error {
+	errs := make([]error, len(ls))
+	var idx []int
+	var ops []clientv3.Op
+	flush := func() {
+		if len(ops) == 0 {
+			return
+		}
+		resp, err := d.c.Txn(ctx).Then(ops...).Commit()
+		for j, i := range idx {
+			switch {
+			case err != nil:
+				errs[i] = d.wrap(ctx, "refresh", ls[i].key, err)
+			default:
+				kvs := resp.Responses[j].GetResponseRange().Kvs
+				if len(kvs) == 0 || kvs[0].CreateRevision != ls[i].rev {
+					errs[i] = fmt.Errorf("etcdlock: refresh %q: %w: key %s with create revision %d is gone", ls[i].key, backend.ErrNotHeld, ls[i].ekey, ls[i].rev)
+				}
+			}
+		}
+		idx, ops = idx[:0], ops[:0]
+	}
+	for i, l := range ls {
+		if l == nil {
+			continue
+		}
+		idx = append(idx, i)
+		ops = append(ops, clientv3.OpGet(l.ekey, clientv3.WithKeysOnly()))
+		if len(ops) == maxTxnOps {
+			flush()
+		}
+	}
+	flush()
+	return errs
+}

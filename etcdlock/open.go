@@ -1,0 +1,147 @@
+package etcdlock
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/distlock/distlock/backend"
+)
+
+func init() {
+	backend.Register("etcd", open)
+	backend.Register("etcds", open)
+}
+
+// DefaultPort is the port used for hosts given without one.
+const DefaultPort = 2379
+
+// DefaultDialTimeout bounds the connection to the cluster when the URL has
+// no dial_timeout.
+const DefaultDialTimeout = 5 * time.Second
+
+// config is what a URL asks for.
+type config struct {
+	client  clientv3.Config
+	options Options
+}
+
+// parseURL turns a parsed etcd:// or etcds:// URL into a client
+// configuration and driver options, without dialing.
+func parseURL(u *backend.URL) (*config, error) {
+	q := u.Query
+	c := &config{}
+	c.options.TTL = q.Duration("ttl", DefaultTTL)
+	c.client.DialTimeout = q.Duration("dial_timeout", DefaultDialTimeout)
+	c.options.Prefix = u.Path
+	tlsCfg := tlsParams(u.Scheme == "etcds", q)
+	if err := q.Err(); err != nil {
+		return nil, fmt.Errorf("etcdlock: URL %s: %w", u.Redacted(), err)
+	}
+	if len(u.Hosts) == 0 {
+		return nil, fmt.Errorf("etcdlock: URL %s: %w: no host (want e.g. etcd://127.0.0.1:2379/locks)", u.Redacted(), backend.ErrInvalidConfig)
+	}
+	if _, err := normalizePrefix(u.Path); err != nil {
+		return nil, fmt.Errorf("etcdlock: URL %s: %w", u.Redacted(), err)
+	}
+	if _, err := leaseTTL(c.options.TTL); err != nil {
+		return nil, fmt.Errorf("etcdlock: URL %s: parameter ttl: %w", u.Redacted(), err)
+	}
+	if u.User != nil {
+		c.client.Username = u.Username()
+		c.client.Password, _ = u.Password()
+		if c.client.Username == "" {
+			return nil, fmt.Errorf("etcdlock: URL %s: %w: a password needs a user name", u.Redacted(), backend.ErrInvalidConfig)
+		}
+	}
+	tc, err := tlsCfg()
+	if err != nil {
+		return nil, fmt.Errorf("etcdlock: URL %s: %w", u.Redacted(), err)
+	}
+	c.client.TLS = tc
+	for _, h := range u.HostsWithDefaultPort(DefaultPort) {
+		scheme := "http://"
+		if tc != nil {
+			scheme = "https://"
+		}
+		c.client.Endpoints = append(c.client.Endpoints, scheme+h)
+	}
+	return c, nil
+}
+
+// tlsParams reads the TLS parameters and returns a function that builds
+// the TLS configuration (nil for plain etcd://) once every parameter has
+// been read, so reading files comes after the parameter check.
+func tlsParams(secure bool, q *backend.Params) func() (*tls.Config, error) {
+	ca := q.String("tls_ca", "")
+	cert := q.String("tls_cert", "")
+	key := q.String("tls_key", "")
+	server := q.String("tls_server_name", "")
+	insecure := q.Bool("tls_insecure_skip_verify", false)
+	if !secure && (ca != "" || cert != "" || key != "" || server != "" || insecure) {
+		q.Fail("tls_* parameters need the etcds:// scheme")
+	}
+	if (cert == "") != (key == "") {
+		q.Fail("tls_cert and tls_key go together")
+	}
+	return func() (*tls.Config, error) {
+		if !secure {
+			return nil, nil
+		}
+		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: server, InsecureSkipVerify: insecure}
+		if ca != "" {
+			pem, err := os.ReadFile(ca)
+			if err != nil {
+				return nil, fmt.Errorf("%w: tls_ca: %w", backend.ErrInvalidConfig, err)
+			}
+			tc.RootCAs = x509.NewCertPool()
+			if !tc.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("%w: tls_ca %s: no PEM certificate in it", backend.ErrInvalidConfig, ca)
+			}
+		}
+		if cert != "" {
+			pair, err := tls.LoadX509KeyPair(cert, key)
+			if err != nil {
+				return nil, fmt.Errorf("%w: tls_cert/tls_key: %w", backend.ErrInvalidConfig, err)
+			}
+			tc.Certificates = []tls.Certificate{pair}
+		}
+		return tc, nil
+	}
+}
+
+// open is the Opener for etcd:// and etcds://. It dials the cluster
+// (bounded by ctx and dial_timeout) and the driver closes the client.
+func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
+	c, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	c.client.Context = context.WithoutCancel(ctx)
+	c.client.Logger = zap.NewNop()
+	c.client.DialTimeout = min(c.client.DialTimeout, untilDeadline(ctx))
+	cli, err := clientv3.New(c.client)
+	if err != nil {
+		return nil, fmt.Errorf("etcdlock: open %s: %w: %w", u.Redacted(), backend.ErrUnavailable, err)
+	}
+	d, err := newDriver(cli, true, c.options)
+	if err != nil {
+		_ = cli.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// untilDeadline is the time left before ctx's deadline, or a long time.
+func untilDeadline(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return max(time.Until(dl), time.Millisecond)
+	}
+	return time.Hour
+}

@@ -1,0 +1,248 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// A session is one etcd lease shared by every lock and waiter of a Driver.
+// One goroutine keeps it alive with KeepAliveOnce at a third of its TTL,
+// recording the send time of each confirmed renewal. When the server says
+// the lease is gone, or no renewal was confirmed for a whole TTL, the
+// session is lost: done closes and every lock on it is reported lost. The
+// driver then grants a new lease for later acquisitions.
+type session struct {
+	id   clientv3.LeaseID
+	ttl  time.Duration
+	done chan struct{} // closed when lost
+
+	mu        sync.Mutex
+	lastAlive time.Time // send time of the last confirmed grant or renewal
+	err       error     // why it was lost
+	locks     map[*lock]struct{}
+}
+
+// validUntil is the earliest the server can let the lease expire.
+func (s *session) validUntil() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastAlive.Add(s.ttl)
+}
+
+// confirmed records that a renewal sent at sent succeeded.
+func (s *session) confirmed(sent time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sent.After(s.lastAlive) {
+		s.lastAlive = sent
+	}
+}
+
+func (s *session) confirmedAt() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastAlive
+}
+
+// lost reports whether the session ended.
+func (s *session) lost() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// cause returns why the session ended.
+func (s *session) cause() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// register adds l to the session; false if the session already ended.
+func (s *session) register(l *lock) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return false
+	}
+	s.locks[l] = struct{}{}
+	return true
+}
+
+func (s *session) unregister(l *lock) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.locks, l)
+}
+
+// idle reports whether no lock is registered.
+func (s *session) idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.locks) == 0
+}
+
+// end marks the session lost with cause and returns its locks, once; later
+// calls return nil.
+func (s *session) end(cause error) []*lock {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return nil
+	}
+	s.err = fmt.Errorf("%w: lease %x: %w", errSessionLost, int64(s.id), cause)
+	close(s.done)
+	locks := make([]*lock, 0, len(s.locks))
+	for l := range s.locks {
+		locks = append(locks, l)
+	}
+	clear(s.locks)
+	return locks
+}
+
+// session returns the driver's live session, granting a new lease when
+// there is none or the last one ended.
+func (d *Driver) session(ctx context.Context) (*session, error) {
+	if s := d.liveSession(); s != nil {
+		return s, nil
+	}
+	select {
+	case d.grantSem <- struct{}{}:
+		defer func() { <-d.grantSem }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("etcdlock: grant lease: %w", context.Cause(ctx))
+	}
+	if s := d.liveSession(); s != nil {
+		return s, nil
+	}
+	if d.isClosed() {
+		return nil, fmt.Errorf("etcdlock: grant lease: %w", backend.ErrClosed)
+	}
+	sent := time.Now()
+	resp, err := d.c.Grant(ctx, int64(d.ttl/time.Second))
+	if err != nil {
+		return nil, d.wrap(ctx, "grant lease for", d.prefix, err)
+	}
+	s := &session{
+		id: resp.ID, ttl: time.Duration(resp.TTL) * time.Second,
+		done: make(chan struct{}), lastAlive: sent, locks: map[*lock]struct{}{},
+	}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		d.revoke(s.id)
+		return nil, fmt.Errorf("etcdlock: grant lease: %w", backend.ErrClosed)
+	}
+	d.sess = s
+	d.wg.Add(1)
+	d.mu.Unlock()
+	go func() {
+		defer d.wg.Done()
+		d.keepAlive(s)
+	}()
+	return s, nil
+}
+
+// liveSession returns the current session if it has not ended.
+func (d *Driver) liveSession() *session {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.sess != nil && !d.sess.lost() {
+		return d.sess
+	}
+	return nil
+}
+
+// keepAlive renews s until it is lost or the driver closes.
+func (d *Driver) keepAlive(s *session) {
+	interval := s.ttl / 3
+	timer := time.NewTimer(interval)
+	defer timer.Stop()
+	for {
+		select {
+		case <-d.ctx.Done():
+			return
+		case <-s.done:
+			return
+		case <-timer.C:
+		}
+		sent := time.Now()
+		err := d.renew(s, sent)
+		switch {
+		case err == nil:
+			timer.Reset(interval)
+		case errors.Is(err, backend.ErrNotHeld):
+			d.loseSession(s, err)
+			return
+		case time.Now().After(s.validUntil()):
+			d.loseSession(s, fmt.Errorf("not renewed within its TTL %v: %w", s.ttl, err))
+			return
+		default:
+			timer.Reset(max(min(interval, time.Until(s.validUntil()))/2, 10*time.Millisecond))
+		}
+	}
+}
+
+// renew sends one keepalive for s, bounded by the lease's validity.
+func (d *Driver) renew(s *session, sent time.Time) error {
+	ctx, cancel := context.WithDeadline(d.ctx, s.validUntil())
+	defer cancel()
+	if _, err := d.c.KeepAliveOnce(ctx, s.id); err != nil {
+		return d.wrap(ctx, "renew lease for", d.prefix, err)
+	}
+	s.confirmed(sent)
+	return nil
+}
+
+// loseSession ends s, reports every lock on it lost, and revokes the lease
+// in the background in case the server still has it.
+func (d *Driver) loseSession(s *session, cause error) {
+	locks := s.end(cause)
+	if locks == nil && !s.lost() {
+		return
+	}
+	d.mu.Lock()
+	if d.sess == s {
+		d.sess = nil
+	}
+	for _, l := range locks {
+		delete(d.held, heldKey{l.key, l.token})
+	}
+	d.mu.Unlock()
+	err := s.cause()
+	for _, l := range locks {
+		l.reportLost(err)
+	}
+	d.revokeAsync(s.id)
+}
+
+// revokeAsync revokes a lease in an owned goroutine, best effort.
+func (d *Driver) revokeAsync(id clientv3.LeaseID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return
+	}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		d.revoke(id)
+	}()
+}
+
+// revoke revokes a lease, best effort, within a second.
+func (d *Driver) revoke(id clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(d.ctx, time.Second)
+	defer cancel()
+	_, _ = d.c.Revoke(ctx, id)
+}

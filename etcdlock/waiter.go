@@ -1,0 +1,137 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// A waiter is one queued acquisition: our key ekey with create revision
+// rev, waiting for every older key in rng to go.
+//
+// Each wait watches only the key just before ours, from the current
+// revision (without a start revision), and re-reads the queue once the
+// watch is registered, so no deletion is missed. A watch with an older
+// start revision would be "unsynced" in etcd's watchable store, which
+// catches such watchers up only every 100 ms: that delay, paid at every
+// hand-off, is what limits etcd's concurrency.Mutex under contention.
+type waiter struct {
+	d    *Driver
+	s    *session
+	key  string
+	rng  string
+	ekey string
+	rev  int64
+}
+
+// wait returns nil once no key older than ours remains. Transient failures
+// (no leader, connection lost) keep our place in line and are retried with
+// backoff while our lease lives.
+func (w *waiter) wait(ctx context.Context, pred *mvccpb.KeyValue) error {
+	delay := 5 * time.Millisecond
+	for pred != nil {
+		next, err := w.waitFor(ctx, pred)
+		if err == nil {
+			pred, delay = next, 5*time.Millisecond
+			continue
+		}
+		if !errors.Is(err, backend.ErrUnavailable) {
+			return err
+		}
+		t := time.NewTimer(delay/2 + rand.N(delay/2+1))
+		select {
+		case <-t.C:
+		case <-w.s.done:
+			t.Stop()
+			return w.lostErr()
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("etcdlock: wait for %q: %w (while the store failed: %w)", w.key, context.Cause(ctx), err)
+		}
+		delay = min(2*delay, time.Second)
+	}
+	return nil
+}
+
+// waitFor waits until pred is deleted and returns the next older key, or
+// nil when ours is the oldest.
+func (w *waiter) waitFor(ctx context.Context, pred *mvccpb.KeyValue) (*mvccpb.KeyValue, error) {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	wch := w.d.c.Watch(wctx, string(pred.Key), clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
+	for created := false; !created; {
+		wr, err := w.recv(ctx, wch)
+		if err != nil {
+			return nil, err
+		}
+		created = wr.Created
+	}
+	cur, err := w.predecessor(ctx)
+	if err != nil || cur == nil || cur.CreateRevision != pred.CreateRevision {
+		return cur, err
+	}
+	for {
+		wr, err := w.recv(ctx, wch)
+		if err != nil {
+			return nil, err
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == mvccpb.DELETE {
+				return w.predecessor(ctx)
+			}
+		}
+	}
+}
+
+// recv returns the next watch response, or why there is none.
+func (w *waiter) recv(ctx context.Context, wch clientv3.WatchChan) (clientv3.WatchResponse, error) {
+	select {
+	case wr, ok := <-wch:
+		switch {
+		case ctx.Err() != nil:
+			return wr, fmt.Errorf("etcdlock: wait for %q: %w", w.key, context.Cause(ctx))
+		case !ok:
+			return wr, w.d.wrap(ctx, "wait for", w.key, errors.New("watch closed"))
+		case wr.Err() != nil:
+			return wr, w.d.wrap(ctx, "wait for", w.key, wr.Err())
+		case wr.Canceled:
+			return wr, w.d.wrap(ctx, "wait for", w.key, errors.New("watch canceled"))
+		}
+		return wr, nil
+	case <-w.s.done:
+		return clientv3.WatchResponse{}, w.lostErr()
+	case <-ctx.Done():
+		return clientv3.WatchResponse{}, fmt.Errorf("etcdlock: wait for %q: %w", w.key, context.Cause(ctx))
+	}
+}
+
+// predecessor checks that our key still exists and returns the key just
+// older than ours, or nil if there is none.
+func (w *waiter) predecessor(ctx context.Context) (*mvccpb.KeyValue, error) {
+	resp, err := w.d.c.Txn(ctx).Then(
+		clientv3.OpGet(w.ekey, clientv3.WithKeysOnly()),
+		clientv3.OpGet(w.rng, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(w.rev-1),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1)),
+	).Commit()
+	if err != nil {
+		return nil, w.d.wrap(ctx, "wait for", w.key, err)
+	}
+	if own := resp.Responses[0].GetResponseRange().Kvs; len(own) == 0 || own[0].CreateRevision != w.rev {
+		return nil, fmt.Errorf("etcdlock: wait for %q: %w: our key %s disappeared while waiting", w.key, backend.ErrLost, w.ekey)
+	}
+	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
+		return kvs[0], nil
+	}
+	return nil, nil
+}
+
+func (w *waiter) lostErr() error {
+	return fmt.Errorf("etcdlock: wait for %q: %w: %w", w.key, backend.ErrLost, w.s.cause())
+}
