@@ -1,0 +1,96 @@
+// Command distlock holds a distributed lock around a command, inspects
+// locks, and compares lock backends side by side.
+//
+//	distlock run    --url URL --key KEY [--ttl 30s] [--wait 5m | --no-wait] -- CMD ARGS...
+//	distlock status --url URL --key KEY [--json]
+//	distlock bench  [--url NAME=URL ...] [--config FILE] [--embedded] [--out DIR]
+//
+// --url defaults to $DISTLOCK_URL. See docs/cli.md for exit codes and
+// every flag.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/distlock/distlock"
+	_ "github.com/distlock/distlock/memlock"
+)
+
+// Exit codes of distlock itself. When CMD ran, `distlock run` exits with
+// CMD's own status instead (128+N if a signal N killed it).
+const (
+	ExitOK          = 0
+	ExitFailure     = 1  // any other error
+	ExitUsage       = 64 // bad flags, URL or parameters (EX_USAGE)
+	ExitUnavailable = 69 // the backend could not be reached (EX_UNAVAILABLE)
+	ExitLost        = 70 // the lock was lost while CMD ran; CMD was terminated
+	ExitNotAcquired = 75 // the lock is held elsewhere (--no-wait) or --wait ran out (EX_TEMPFAIL)
+)
+
+// exitError carries an exit code through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+func (e *exitError) Unwrap() error { return e.err }
+
+func exitWith(code int, err error) error { return &exitError{code: code, err: err} }
+
+// classify maps a library error to an exit code.
+func classify(err error) int {
+	var ee *exitError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.Is(err, distlock.ErrInvalidConfig), errors.Is(err, distlock.ErrInvalidKey):
+		return ExitUsage
+	case errors.Is(err, distlock.ErrUnavailable):
+		return ExitUnavailable
+	case errors.Is(err, distlock.ErrNotAcquired):
+		return ExitNotAcquired
+	case errors.Is(err, distlock.ErrLost):
+		return ExitLost
+	}
+	return ExitFailure
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "distlock",
+		Short:         "Distributed locks over Redis, MySQL/MariaDB, ZooKeeper and etcd",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitWith(ExitUsage, err) })
+	root.AddCommand(newRunCmd(), newStatusCmd(), newBenchCmd())
+	return root
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := newRoot().ExecuteContext(ctx)
+	code := classify(err)
+	var ee *exitError
+	if err != nil && !(errors.As(err, &ee) && ee.err == nil) {
+		fmt.Fprintln(os.Stderr, "distlock:", err)
+	}
+	stop()
+	os.Exit(code)
+}

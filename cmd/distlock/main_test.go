@@ -1,0 +1,170 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// binary is the distlock command built once for the tests that drive it.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "distlock-cli")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "distlock")
+	if out, err := exec.Command("go", "build", "-race", "-o", binary, ".").CombinedOutput(); err != nil {
+		panic("building distlock: " + err.Error() + "\n" + string(out))
+	}
+	code := 0
+	func() {
+		defer os.RemoveAll(dir)
+		goleak.VerifyTestMain(exitRecorder{m, &code})
+	}()
+	os.Exit(code)
+}
+
+type exitRecorder struct {
+	m    *testing.M
+	code *int
+}
+
+func (e exitRecorder) Run() int { *e.code = e.m.Run(); return *e.code }
+
+// distlock runs the binary and returns its combined output and exit code.
+func runCLI(t *testing.T, env []string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return string(out), ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("running distlock: %v", err)
+	}
+	return string(out), 0
+}
+
+func TestRunPassesExitCodeAndEnvironment(t *testing.T) {
+	out, code := runCLI(t, nil, "run", "--url", "mem://", "--key", "job/1", "--",
+		"sh", "-c", `echo "key=$DISTLOCK_KEY token=$DISTLOCK_TOKEN owner=${#DISTLOCK_OWNER}"; exit 7`)
+	if code != 7 {
+		t.Errorf("exit code %d, want the command's 7; output:\n%s", code, out)
+	}
+	if !strings.Contains(out, "key=job/1 token=1 owner=32") {
+		t.Errorf("the command did not see the lock in its environment:\n%s", out)
+	}
+}
+
+func TestRunSignalledCommand(t *testing.T) {
+	_, code := runCLI(t, nil, "run", "--url", "mem://", "--key", "k", "--", "sh", "-c", "kill -TERM $$")
+	if code != 128+15 {
+		t.Errorf("exit code %d, want 143 for a command killed by SIGTERM", code)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, []string{"run", "--key", "k", "--", "true"}, "no backend URL"},
+		{nil, []string{"run", "--url", "mem://", "--", "true"}, "--key is required"},
+		{nil, []string{"run", "--url", "mem://", "--key", "k"}, "no command given"},
+		{nil, []string{"run", "--url", "mem://", "--key", "k", "--wait", "1s", "--no-wait", "--", "true"}, "exclude each other"},
+		{nil, []string{"run", "--url", "mem://?bogus=1", "--key", "k", "--", "true"}, "unknown parameter(s): bogus"},
+		{nil, []string{"run", "--url", "mem://", "--key", "", "--", "true"}, "--key is required"},
+		{nil, []string{"run", "--url", "mem://", "--key", "a\x01b", "--", "true"}, "control character"},
+		{nil, []string{"run", "--bogus-flag"}, "unknown flag"},
+		{[]string{"DISTLOCK_URL=nosuch://x"}, []string{"status", "--key", "k"}, `unknown URL scheme "nosuch"`},
+		{nil, []string{"bench", "--workloads", "fastest"}, `unknown workload "fastest"`},
+	} {
+		out, code := runCLI(t, tc.env, tc.args...)
+		if code != 64 || !strings.Contains(out, tc.want) {
+			t.Errorf("distlock %q: exit %d, output %q; want 64 and %q", tc.args, code, out, tc.want)
+		}
+	}
+}
+
+func TestStatusJSON(t *testing.T) {
+	out, code := runCLI(t, nil, "status", "--url", "mem://", "--key", "k", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	var st statusJSON
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status --json printed %q: %v", out, err)
+	}
+	if st.Held || st.Key != "k" || st.Backend != "mem" || st.Waiters != -1 {
+		t.Errorf("status = %+v", st)
+	}
+}
+
+func TestBenchWritesReport(t *testing.T) {
+	dir := t.TempDir()
+	out, code := runCLI(t, nil, "bench", "--embedded", "--duration", "300ms", "--iterations", "20",
+		"--workers", "3", "--ttl", "500ms", "--out", dir, "--no-progress")
+	if code != 0 {
+		t.Fatalf("bench exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{"== uncontended", "== contended", "== crash-recovery", "report.html"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bench output lacks %q:\n%s", want, out)
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Results []struct {
+			Backend, Workload, Error string
+			Metrics                  []struct {
+				Name  string
+				Value float64
+			}
+		}
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	if len(rep.Results) != 4 {
+		t.Errorf("report.json has %d results, want 4 (mem × 4 workloads)", len(rep.Results))
+	}
+	for _, r := range rep.Results {
+		if r.Error != "" {
+			t.Errorf("%s/%s failed: %s", r.Backend, r.Workload, r.Error)
+		}
+		for _, m := range r.Metrics {
+			if m.Name == "violations" && m.Value != 0 {
+				t.Errorf("%s: %v mutual-exclusion violations", r.Backend, m.Value)
+			}
+		}
+	}
+	f, err := os.Open(filepath.Join(dir, "results.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if rows, err := csv.NewReader(f).ReadAll(); err != nil || len(rows) < 5 {
+		t.Errorf("results.csv: %d rows, %v", len(rows), err)
+	}
+	for _, name := range []string{"report.html", "uncontended.svg", "contended.svg", "handoff.svg"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || len(b) < 100 {
+			t.Errorf("%s missing or empty: %v", name, err)
+		}
+		if strings.HasSuffix(name, ".svg") && !strings.Contains(string(b), "<svg") {
+			t.Errorf("%s is not an SVG", name)
+		}
+	}
+}

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/compare"
+	"github.com/distlock/distlock/memlock"
+	"github.com/distlock/distlock/sandbox"
+)
+
+// targetSet is the backends of one bench run and what must be stopped
+// after it.
+type targetSet struct {
+	targets  []compare.Target
+	provider string
+	closers  []func() error
+}
+
+func (s *targetSet) close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		if err := s.closers[i](); err != nil {
+			fmt.Fprintln(os.Stderr, "distlock bench: cleanup:", err)
+		}
+	}
+}
+
+// benchConfig is the --config file.
+type benchConfig struct {
+	Backends []struct {
+		Name string `yaml:"name"`
+		URL  string `yaml:"url"`
+	} `yaml:"backends"`
+	Workers    int           `yaml:"workers"`
+	Iterations int           `yaml:"iterations"`
+	Duration   time.Duration `yaml:"duration"`
+	TTL        time.Duration `yaml:"ttl"`
+	Workloads  []string      `yaml:"workloads"`
+}
+
+func collectTargets(ctx context.Context, o *benchOpts) (*targetSet, error) {
+	s := &targetSet{}
+	urls := append([]string(nil), o.urls...)
+	if o.config != "" {
+		cfgURLs, err := readBenchConfig(o)
+		if err != nil {
+			return nil, err
+		}
+		urls = append(urls, cfgURLs...)
+	}
+	for _, u := range urls {
+		t, err := parseTarget(u)
+		if err != nil {
+			return nil, err
+		}
+		s.targets = append(s.targets, t)
+	}
+	if len(s.targets) > 0 {
+		s.provider = "given URLs"
+		return s, nil
+	}
+	s.targets = append(s.targets, memTarget())
+	if o.embedded {
+		s.provider = "embedded"
+		err := addEmbedded(ctx, s)
+		return s, err
+	}
+	startSandbox(ctx, s)
+	return s, nil
+}
+
+func readBenchConfig(o *benchOpts) ([]string, error) {
+	raw, err := os.ReadFile(o.config)
+	if err != nil {
+		return nil, exitWith(ExitUsage, fmt.Errorf("bench: --config: %w", err))
+	}
+	var c benchConfig
+	dec := yaml.NewDecoder(strings.NewReader(string(raw)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return nil, exitWith(ExitUsage, fmt.Errorf("bench: --config %s: %w", o.config, err))
+	}
+	var urls []string
+	for i, b := range c.Backends {
+		if b.URL == "" {
+			return nil, exitWith(ExitUsage, fmt.Errorf("bench: --config %s: backend %d has no url", o.config, i+1))
+		}
+		if b.Name != "" {
+			urls = append(urls, b.Name+"="+b.URL)
+		} else {
+			urls = append(urls, b.URL)
+		}
+	}
+	// Command-line flags win over the file only where given explicitly;
+	// the file's sizes otherwise apply.
+	if c.Workers > 0 {
+		o.cfg.Workers = c.Workers
+	}
+	if c.Iterations > 0 {
+		o.cfg.Iterations = c.Iterations
+	}
+	if c.Duration > 0 {
+		o.cfg.Duration = c.Duration
+	}
+	if c.TTL > 0 {
+		o.cfg.TTL = c.TTL
+	}
+	if len(c.Workloads) > 0 && len(o.cfg.Workloads) == 0 {
+		o.cfg.Workloads = c.Workloads
+	}
+	return urls, o.cfg.Validate()
+}
+
+// parseTarget reads NAME=URL or URL.
+func parseTarget(s string) (compare.Target, error) {
+	name, raw := "", s
+	if i := strings.Index(s, "="); i > 0 && !strings.Contains(s[:i], "://") {
+		name, raw = s[:i], s[i+1:]
+	}
+	u, err := backend.ParseURL(raw)
+	if err != nil {
+		return compare.Target{}, exitWith(ExitUsage, fmt.Errorf("bench: --url: %w", err))
+	}
+	if name == "" {
+		name = u.Scheme
+	}
+	return compare.Target{Name: name, URL: raw}, nil
+}
+
+// memTarget is the in-process backend; its crash is a driver Kill.
+func memTarget() compare.Target {
+	const store = "distlock-bench"
+	return compare.Target{
+		Name: "mem",
+		URL:  "mem://" + store,
+		Crash: func(ctx context.Context, key string, ttl time.Duration) (time.Time, error) {
+			d, err := memlock.Named(store).NewDriver(nil)
+			if err != nil {
+				return time.Time{}, err
+			}
+			l := distlock.New(d, distlock.WithDefaultTTL(ttl))
+			if _, err := l.Acquire(ctx, key); err != nil {
+				l.Close()
+				return time.Time{}, err
+			}
+			d.Kill() // as if the holder's process died: the store keeps its lock until the TTL
+			killed := time.Now()
+			_ = l.Close()
+			return killed, nil
+		},
+	}
+}
+
+// startSandbox starts one throwaway server per registered backend kind.
+func startSandbox(ctx context.Context, s *targetSet) {
+	kinds := []struct {
+		kind   sandbox.Kind
+		scheme string
+		name   string
+	}{
+		{sandbox.Redis, "redis", "redis"}, {sandbox.MariaDB, "mysql", "mysql"},
+		{sandbox.ZooKeeper, "zk", "zookeeper"}, {sandbox.Etcd, "etcd", "etcd"},
+	}
+	for _, k := range kinds {
+		if _, err := backend.Lookup(k.scheme); err != nil {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "distlock bench: starting a throwaway %s server...\n", k.kind)
+		g, err := sandbox.Start(ctx, sandbox.Spec{Kind: k.kind})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "distlock bench: skipping %s: %v\n", k.name, err)
+			continue
+		}
+		s.provider = g.Provider()
+		s.closers = append(s.closers, g.Close)
+		s.targets = append(s.targets, compare.Target{Name: k.name, URL: g.URL()})
+	}
+}
+
+func machineInfo(provider string) map[string]string {
+	m := map[string]string{
+		"os":      runtime.GOOS + "/" + runtime.GOARCH,
+		"cpus":    fmt.Sprint(runtime.NumCPU()),
+		"go":      runtime.Version(),
+		"servers": provider,
+	}
+	if h, err := os.Hostname(); err == nil {
+		m["host"] = h
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		m["distlock"] = bi.Main.Version
+	}
+	return m
+}

@@ -1,0 +1,102 @@
+package compare
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// crashRecovery measures how long a waiter needs to get a lock whose holder
+// was killed with SIGKILL while holding it.
+func crashRecovery(ctx context.Context, t Target, c Config, r *Result) error {
+	key := uniqueKey("crash")
+	waiter, err := t.open(ctx, c.TTL)
+	if err != nil {
+		return err
+	}
+	defer waiter.Close()
+
+	kill := t.Crash
+	if kill == nil {
+		if c.Exe == "" {
+			return errors.New("crash-recovery needs the distlock binary to run a holder process")
+		}
+		kill = func(ctx context.Context, key string, ttl time.Duration) (time.Time, error) {
+			return killHolderProcess(ctx, c.Exe, t.URL, key, ttl)
+		}
+	}
+	type got struct {
+		at  time.Time
+		err error
+	}
+	res := make(chan got, 1)
+	killed, err := kill(ctx, key, c.TTL)
+	if err != nil {
+		return err
+	}
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 4*c.TTL+time.Minute)
+		defer cancel()
+		le, err := waiter.Acquire(wctx, key)
+		at := time.Now()
+		if err == nil {
+			err = le.Release(ctx)
+		}
+		res <- got{at, err}
+	}()
+	g := <-res
+	if g.err != nil {
+		return fmt.Errorf("waiter after the holder was killed: %w", g.err)
+	}
+	rec := g.at.Sub(killed)
+	r.add("recovery", "s", rec.Seconds())
+	r.add("ttl", "s", c.TTL.Seconds())
+	r.add("recovery/ttl", "x", rec.Seconds()/c.TTL.Seconds())
+	return nil
+}
+
+// killHolderProcess starts `distlock run` holding key, waits until it holds
+// the lock, and kills its whole process group with SIGKILL.
+func killHolderProcess(ctx context.Context, exe, url, key string, ttl time.Duration) (time.Time, error) {
+	cmd := exec.Command(exe, "run", "--url", url, "--key", key, "--ttl", ttl.String(), "--",
+		"sh", "-c", "echo distlock-holder-ready; exec sleep 600")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return time.Time{}, err
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return time.Time{}, fmt.Errorf("starting the holder process: %w", err)
+	}
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if sc.Text() == "distlock-holder-ready" {
+				ready <- true
+				return
+			}
+		}
+		ready <- false
+	}()
+	var ok bool
+	select {
+	case ok = <-ready:
+	case <-time.After(time.Minute):
+	case <-ctx.Done():
+	}
+	killed := time.Now()
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_ = cmd.Wait()
+	if !ok {
+		return time.Time{}, fmt.Errorf("the holder process never held the lock: %s", strings.TrimSpace(stderr.String()))
+	}
+	return killed, nil
+}

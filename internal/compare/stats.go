@@ -1,0 +1,68 @@
+package compare
+
+import (
+	"slices"
+	"time"
+)
+
+// percentile returns the p-th percentile (0..100) of ds, nearest rank.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(p/100*float64(len(s))+0.5) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+func maxOf(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	return slices.Max(ds)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Metric is one named figure of a result.
+type Metric struct {
+	Name  string  `json:"name"`
+	Unit  string  `json:"unit"`
+	Value float64 `json:"value"`
+}
+
+// Result is one workload's outcome on one backend.
+type Result struct {
+	Backend  string   `json:"backend"`
+	Workload string   `json:"workload"`
+	Metrics  []Metric `json:"metrics"`
+	// Samples are the latencies behind the metrics, in milliseconds, for
+	// the charts.
+	Samples []float64 `json:"samples_ms,omitempty"`
+	// Shares is each client's share of acquisitions (contended only).
+	Shares []float64 `json:"shares,omitempty"`
+	Error  string    `json:"error,omitempty"`
+}
+
+// Metric returns the value of the named metric, and whether it exists.
+func (r Result) Metric(name string) (float64, bool) {
+	for _, m := range r.Metrics {
+		if m.Name == name {
+			return m.Value, true
+		}
+	}
+	return 0, false
+}
+
+func (r *Result) add(name, unit string, v float64) {
+	r.Metrics = append(r.Metrics, Metric{Name: name, Unit: unit, Value: v})
+}
+
+func toMS(ds []time.Duration) []float64 {
+	out := make([]float64, len(ds))
+	for i, d := range ds {
+		out[i] = ms(d)
+	}
+	return out
+}

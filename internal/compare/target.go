@@ -1,0 +1,61 @@
+package compare
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
+)
+
+// A Target is one backend under test.
+type Target struct {
+	// Name labels the backend in reports, e.g. "redis".
+	Name string
+	// URL opens a client of the backend; its password is never printed.
+	URL string
+	// Crash, when not nil, kills a lock holder in a way this process can
+	// observe (used for in-process backends). Without it, crash-recovery
+	// runs a separate `distlock run` process and kills it with SIGKILL.
+	Crash func(ctx context.Context, key string, ttl time.Duration) (killed time.Time, err error)
+}
+
+// Display returns the target's URL without its password.
+func (t Target) Display() string {
+	u, err := backend.ParseURL(t.URL)
+	if err != nil {
+		return "(invalid URL)"
+	}
+	return u.Redacted()
+}
+
+func (t Target) open(ctx context.Context, ttl time.Duration) (*distlock.Locker, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	l, err := distlock.Open(ctx, t.URL, distlock.WithDefaultTTL(ttl))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", t.Name, err)
+	}
+	return l, nil
+}
+
+// openN opens n independent Lockers; on error it closes those it opened.
+func (t Target) openN(ctx context.Context, n int, ttl time.Duration) ([]*distlock.Locker, error) {
+	ls := make([]*distlock.Locker, 0, n)
+	for range n {
+		l, err := t.open(ctx, ttl)
+		if err != nil {
+			closeAll(ls)
+			return nil, err
+		}
+		ls = append(ls, l)
+	}
+	return ls, nil
+}
+
+func closeAll(ls []*distlock.Locker) {
+	for _, l := range ls {
+		_ = l.Close()
+	}
+}
