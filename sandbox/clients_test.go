@@ -20,12 +20,16 @@ import (
 
 func redisClient(t *testing.T, addr string) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{
+	c := newQuietRedis(addr)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func newQuietRedis(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{
 		Addr: addr, Protocol: 2, DisableIdentity: true,
 		DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, MaxRetries: -1,
 	})
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 func mysqlDB(t *testing.T, addr string) *sql.DB {

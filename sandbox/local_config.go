@@ -79,6 +79,10 @@ func redisArgs(spec Spec) []string {
 	} else {
 		args = append(args, "--appendonly", "no")
 	}
+	if spec.Topology == Replica {
+		// Replicas sync at once instead of after the default 5 s delay.
+		args = append(args, "--repl-diskless-sync-delay", "0")
+	}
 	if spec.Topology == Cluster {
 		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", strconv.Itoa(redisNodeTimeout))
