@@ -150,15 +150,17 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, opts ...Option) (*L
 // returns, with its own timeout (WithReleaseTimeout) so a canceled ctx
 // cannot leave the lock behind. It returns fn's error joined with the
 // lease's error if it was lost, or with the release error.
-func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error {
+func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) (err error) {
 	le, err := l.Acquire(ctx, key, opts...)
 	if err != nil {
 		return err
 	}
-	fnErr := fn(le.Context())
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)
-	defer cancel()
-	return errors.Join(fnErr, le.Release(rctx))
+	defer func() { // released even if fn panics
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)
+		defer cancel()
+		err = errors.Join(err, le.Release(rctx))
+	}()
+	return fn(le.Context())
 }
 
 // Close ends every lease: each is released (bounded by WithReleaseTimeout)
