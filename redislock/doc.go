@@ -1,0 +1,55 @@
+// Package redislock is the Redis backend of distlock: a single server (with
+// or without replicas), a Redis Cluster, or Redlock over several independent
+// primaries. Import it for its side effect of registering the redis:// and
+// rediss:// schemes, or build a driver from a go-redis client you already
+// have with [New] or [NewRedlock].
+//
+// # URLs
+//
+//	redis://[user:password@]host[:port][/db][?param=value&...]
+//	rediss://...                               the same over TLS
+//	redis://h1:6379,h2:6379,h3:6379            a Redis Cluster (mode=cluster is the default for several hosts)
+//	redis://h1,h2,h3?mode=redlock              Redlock over independent primaries
+//
+// Parameters (unknown ones are errors): ttl (read by distlock.Open: the
+// default lease TTL), mode (single, cluster, redlock), prefix (of every Redis
+// key, default "distlock"), wait_replicas (a grant counts only once N
+// replicas acknowledged it, single mode), wait_timeout (bound of that WAIT,
+// default 1s), dial_timeout (5s), read_timeout (3s), write_timeout (=
+// read_timeout), pool_size, and for rediss:// tls_server_name and
+// tls_insecure_skip_verify. The path is the database number (not in
+// Cluster mode).
+//
+// # Semantics
+//
+// A lock is a hash PREFIX:{KEY}:lock holding the owner, a hold count and the
+// fencing token, with a TTL; the token comes from the counter
+// PREFIX:{KEY}:fence, which never expires; releases are announced on the
+// channel PREFIX:{KEY}:released. The braces are a hash tag, so the three
+// share one Cluster slot; '{', '}' and '%' in keys are percent-escaped, so
+// distinct keys never share Redis keys. Acquire, release and refresh are Lua
+// scripts (EVALSHA, falling back to EVAL when the server lost its script
+// cache) that check the owner; the TTL is set in the same script that takes
+// the lock, a refresh or re-entry never shortens it, and the same owner
+// re-enters from any process (the hold count balances). Waiters share one
+// pub/sub connection per driver (per node in Redlock mode) and are woken by
+// releases; renewals of many leases go out in one pipeline.
+//
+// Plain and Cluster mode trust one primary per key: Redis replicates
+// asynchronously, so a failover right after a grant can hand the same lock
+// to a second client. wait_replicas narrows that window; Redlock closes it
+// for crashes of a minority of nodes that keep their data. docs/redis.md
+// tells the whole story, with the fencing-token argument for Redlock.
+//
+// # Errors
+//
+// Network failures, timeouts, a closed client and a WAIT that too few
+// replicas acknowledged wrap distlock.ErrUnavailable together with the
+// go-redis error; a lock held by another owner is a
+// *backend.NotAcquiredError carrying the holder's remaining TTL; a release
+// or refresh of a lock the owner no longer holds wraps ErrNotHeld; bad URLs
+// wrap ErrInvalidConfig and never show the password. When an acquisition
+// fails after its script may have run, the driver releases what it may have
+// taken (owner-checked) before returning; if it cannot, the lock expires by
+// its TTL.
+package redislock

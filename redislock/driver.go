@@ -1,0 +1,265 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// MinTTL is the shortest lease TTL the driver accepts. Redis expires keys
+// with millisecond precision; shorter leases would be all drift margin.
+const MinTTL = 10 * time.Millisecond
+
+// cleanupTimeout bounds the owner-checked cleanup after an acquisition
+// whose outcome is unknown.
+const cleanupTimeout = time.Second
+
+var errClosed = fmt.Errorf("redislock: %w", backend.ErrClosed)
+
+// Options configures a Driver. The zero value is valid; the caller's struct
+// is never modified.
+type Options struct {
+	// Prefix starts every Redis key and channel the driver uses
+	// (DefaultPrefix if empty). It must not contain '{' or '}'.
+	Prefix string
+	// WaitReplicas, when > 0, makes a grant count only once that many
+	// replicas acknowledged it (Redis WAIT, on the connection that wrote
+	// the lock). If fewer acknowledge within WaitTimeout, the lock is
+	// released again and TryAcquire fails with ErrUnavailable. Not
+	// supported with Redis Cluster clients. See docs/redis.md: WAIT narrows
+	// the failover window, it does not close it.
+	WaitReplicas int
+	// WaitTimeout bounds the WAIT (default 1s).
+	WaitTimeout time.Duration
+}
+
+func (o *Options) normalize() (Options, error) {
+	var out Options
+	if o != nil {
+		out = *o
+	}
+	if out.Prefix == "" {
+		out.Prefix = DefaultPrefix
+	}
+	if err := checkPrefix(out.Prefix); err != nil {
+		return out, fmt.Errorf("redislock: %w: %v", backend.ErrInvalidConfig, err)
+	}
+	if out.WaitReplicas < 0 {
+		return out, fmt.Errorf("redislock: %w: WaitReplicas %d is negative", backend.ErrInvalidConfig, out.WaitReplicas)
+	}
+	if out.WaitTimeout < 0 {
+		return out, fmt.Errorf("redislock: %w: WaitTimeout %v is negative", backend.ErrInvalidConfig, out.WaitTimeout)
+	}
+	if out.WaitTimeout == 0 {
+		out.WaitTimeout = time.Second
+	}
+	return out, nil
+}
+
+// Driver is a backend.Driver over one Redis deployment reached through one
+// go-redis client: a single server (possibly with replicas) or a Redis
+// Cluster. It also implements backend.Notifier, backend.BatchRefresher and
+// backend.Inspector. It is safe for concurrent use.
+type Driver struct {
+	c      redis.UniversalClient
+	owned  bool // the driver opened c and closes it
+	opts   Options
+	caps   backend.Capabilities
+	notify *notifier
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var (
+	_ backend.Driver         = (*Driver)(nil)
+	_ backend.Notifier       = (*Driver)(nil)
+	_ backend.BatchRefresher = (*Driver)(nil)
+	_ backend.Inspector      = (*Driver)(nil)
+)
+
+// New returns a Driver using c, which may be a *redis.Client (one server)
+// or a *redis.ClusterClient. The driver never closes c; the caller does,
+// after closing the Driver (or the distlock.Locker that owns it). opts may
+// be nil.
+func New(c redis.UniversalClient, opts *Options) (*Driver, error) {
+	if c == nil {
+		return nil, fmt.Errorf("redislock: %w: nil client", backend.ErrInvalidConfig)
+	}
+	o, err := opts.normalize()
+	if err != nil {
+		return nil, err
+	}
+	_, cluster := c.(*redis.ClusterClient)
+	if cluster && o.WaitReplicas > 0 {
+		return nil, fmt.Errorf("redislock: %w: WaitReplicas (wait_replicas) is not supported with a Redis Cluster client", backend.ErrInvalidConfig)
+	}
+	d := &Driver{c: c, opts: o, notify: newNotifier(c)}
+	d.caps = backend.Capabilities{
+		Name:                "redis",
+		Wait:                backend.WaitNotify,
+		Lifetime:            backend.LifetimeTTL,
+		PerLockTTL:          true,
+		MinTTL:              MinTTL,
+		CrossProcessReentry: true,
+		Replication:         "single primary; asynchronous replication can lose a grant on failover",
+	}
+	if cluster {
+		d.caps.Name = "redis-cluster"
+		d.caps.Replication = "Redis Cluster: one primary per slot; asynchronous replication can lose a grant on failover"
+	}
+	if o.WaitReplicas > 0 {
+		d.caps.Replication = fmt.Sprintf("single primary; a grant waits for %d replica(s) to acknowledge (WAIT), which narrows but does not close the failover gap", o.WaitReplicas)
+	}
+	return d, nil
+}
+
+// Capabilities implements backend.Driver.
+func (d *Driver) Capabilities() backend.Capabilities { return d.caps }
+
+// Client returns the go-redis client the driver uses.
+func (d *Driver) Client() redis.UniversalClient { return d.c }
+
+// Close stops the driver's pub/sub connection and, if the driver opened its
+// client from a URL, closes it. Held locks are abandoned to expire by TTL.
+func (d *Driver) Close() error {
+	d.closeOnce.Do(func() {
+		err := d.notify.close()
+		if d.owned {
+			err = errors.Join(err, ignoreClosed(d.c.Close()))
+		}
+		d.closeErr = err
+	})
+	return d.closeErr
+}
+
+func ignoreClosed(err error) error {
+	if errors.Is(err, redis.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+func (d *Driver) keys(key string) keyset { return keysFor(d.opts.Prefix, key) }
+
+// TryAcquire implements backend.Driver: one run of the acquire script,
+// followed by WAIT when Options.WaitReplicas is set.
+func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	ks := d.keys(req.Key)
+	sent := time.Now()
+	res, err := d.acquire(ctx, ks, req.Owner, req.TTL)
+	if err != nil {
+		// The script may have run: remove what it may have left.
+		cerr := d.cleanup(ctx, ks, req.Owner)
+		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: %w", req.Key, backend.ErrUnavailable, errors.Join(err, cerr))
+	}
+	if !res.held {
+		return backend.Grant{}, backend.NotAcquired(req.Key, res.pttl)
+	}
+	l := &lock{d: d, key: req.Key, ks: ks, owner: req.Owner}
+	if d.opts.WaitReplicas > 0 && res.acked < d.opts.WaitReplicas {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		rerr := l.Release(rctx)
+		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: only %d of %d replica(s) acknowledged within %v (the grant was released again: %v)",
+			req.Key, backend.ErrUnavailable, res.acked, d.opts.WaitReplicas, d.opts.WaitTimeout, rerr)
+	}
+	return backend.Grant{Lock: l, Token: res.token, ValidFrom: sent}, nil
+}
+
+// cleanup removes a lock the owner may hold after a failed acquisition.
+func (d *Driver) cleanup(ctx context.Context, ks keyset, owner string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	err := releaseScript.Run(ctx, d.c, []string{ks.lock}, owner, ks.channel).Err()
+	if err != nil {
+		return fmt.Errorf("cleanup failed, the lock expires by its TTL: %w", err)
+	}
+	return nil
+}
+
+// acquireResult is the acquire script's reply.
+type acquireResult struct {
+	held    bool
+	token   uint64
+	pttl    time.Duration
+	counter uint64 // Redlock: the counter's value before a new hold
+	acked   int    // replicas that acknowledged (WAIT)
+}
+
+func parseAcquire(v []int64) (acquireResult, error) {
+	if len(v) != 4 {
+		return acquireResult{}, fmt.Errorf("unexpected reply %v from the acquire script", v)
+	}
+	r := acquireResult{held: v[0] == 1, token: uint64(v[1]), counter: uint64(v[3])}
+	if v[2] > 0 {
+		r.pttl = time.Duration(v[2]) * time.Millisecond
+	}
+	return r, nil
+}
+
+// acquire runs the acquire script, with WAIT on the same connection when
+// replicas must acknowledge.
+func (d *Driver) acquire(ctx context.Context, ks keyset, owner string, ttl time.Duration) (acquireResult, error) {
+	keys := []string{ks.lock, ks.fence}
+	args := []any{owner, millis(ttl), "0"}
+	if d.opts.WaitReplicas == 0 {
+		v, err := acquireScript.Run(ctx, d.c, keys, args...).Int64Slice()
+		if err != nil {
+			return acquireResult{}, err
+		}
+		return parseAcquire(v)
+	}
+	var acq *redis.Cmd
+	var wait *redis.Cmd
+	run := func(sha bool) error {
+		_, err := d.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			if sha {
+				acq = acquireScript.EvalSha(ctx, p, keys, args...)
+			} else {
+				acq = acquireScript.Eval(ctx, p, keys, args...)
+			}
+			wait = p.Do(ctx, "WAIT", d.opts.WaitReplicas, d.opts.WaitTimeout.Milliseconds())
+			return nil
+		})
+		return err
+	}
+	err := run(true)
+	if redis.HasErrorPrefix(acq.Err(), "NOSCRIPT") {
+		err = run(false)
+	}
+	if err != nil {
+		return acquireResult{}, err
+	}
+	v, err := acq.Int64Slice()
+	if err != nil {
+		return acquireResult{}, err
+	}
+	r, err := parseAcquire(v)
+	acked, _ := wait.Int64()
+	r.acked = int(acked)
+	return r, err
+}
+
+// millis is ttl in whole milliseconds, rounded up so the store never keeps
+// a lock for less than asked.
+func millis(ttl time.Duration) int64 {
+	return max(1, int64((ttl+time.Millisecond-1)/time.Millisecond))
+}
+
+// Subscribe implements backend.Notifier over the driver's one shared
+// pub/sub connection.
+func (d *Driver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	out := make(chan struct{}, 1)
+	cancel, err := d.notify.subscribe(ctx, d.keys(key).channel, out)
+	if err != nil {
+		return nil, nil, fmt.Errorf("redislock: subscribe %q: %w: %w", key, backend.ErrUnavailable, err)
+	}
+	return out, cancel, nil
+}

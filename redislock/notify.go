@@ -1,0 +1,229 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// notifier shares ONE pub/sub connection among every waiter of a Driver (of
+// one Redis node, in Redlock mode). Channels are subscribed on first use and
+// unsubscribed when their last waiter leaves. One goroutine reads the
+// connection; it starts with the first subscription and stops in close.
+type notifier struct {
+	client redis.UniversalClient
+
+	mu      sync.Mutex
+	ps      *redis.PubSub
+	chans   map[string]*channelState
+	closed  bool
+	stop    chan struct{}
+	stopped chan struct{}
+}
+
+// channelState tracks one subscribed channel.
+type channelState struct {
+	refs    int                        // waiters
+	pending int                        // SUBSCRIBE commands not yet confirmed
+	ready   chan struct{}              // closed once confirmed while refs > 0
+	outs    map[chan<- struct{}]int    // where to announce a release
+}
+
+func newNotifier(c redis.UniversalClient) *notifier {
+	return &notifier{client: c, chans: map[string]*channelState{}}
+}
+
+// subscribe starts announcing releases on channel to out (non-blocking
+// sends; out should have a buffer of 1) and returns once Redis confirmed the
+// subscription. The returned cancel must be called once.
+func (n *notifier) subscribe(ctx context.Context, channel string, out chan<- struct{}) (func(), error) {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil, errClosed
+	}
+	n.start()
+	st := n.chans[channel]
+	if st == nil {
+		st = &channelState{outs: map[chan<- struct{}]int{}}
+		n.chans[channel] = st
+	}
+	st.refs++
+	st.outs[out]++
+	if st.refs == 1 {
+		st.ready = make(chan struct{})
+		st.pending++
+		if err := n.ps.Subscribe(ctx, channel); err != nil {
+			st.pending--
+			n.leaveLocked(ctx, channel, st, out)
+			n.mu.Unlock()
+			return nil, err
+		}
+	}
+	ready := st.ready
+	n.mu.Unlock()
+	cancel := sync.OnceFunc(func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		n.leaveLocked(context.Background(), channel, st, out)
+	})
+	select {
+	case <-ready:
+		return cancel, nil
+	case <-ctx.Done():
+		cancel()
+		return nil, context.Cause(ctx)
+	}
+}
+
+// leaveLocked drops one waiter of channel. n.mu is held.
+func (n *notifier) leaveLocked(ctx context.Context, channel string, st *channelState, out chan<- struct{}) {
+	st.refs--
+	if st.outs[out]--; st.outs[out] <= 0 {
+		delete(st.outs, out)
+	}
+	if st.refs > 0 {
+		return
+	}
+	if !n.closed {
+		// Best effort: if this fails the connection is broken, and the
+		// reconnect will not resubscribe a channel go-redis forgot.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_ = n.ps.Unsubscribe(ctx, channel)
+		cancel()
+	}
+	if st.pending == 0 {
+		delete(n.chans, channel)
+	}
+}
+
+// start starts the reader on the first subscription. n.mu is held.
+func (n *notifier) start() {
+	if n.ps != nil {
+		return
+	}
+	n.ps = n.client.Subscribe(context.Background())
+	n.stop, n.stopped = make(chan struct{}), make(chan struct{})
+	go n.read(n.ps)
+}
+
+// read dispatches what the pub/sub connection receives until close.
+func (n *notifier) read(ps *redis.PubSub) {
+	defer close(n.stopped)
+	backoff := 10 * time.Millisecond
+	for {
+		msg, err := ps.Receive(context.Background())
+		if err != nil {
+			select {
+			case <-n.stop:
+				return
+			default:
+			}
+			// The connection broke: releases may have been missed, so every
+			// waiter re-checks. go-redis reconnects and resubscribes on the
+			// next Receive; back off while the server is unreachable.
+			n.broadcast()
+			select {
+			case <-n.stop:
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 10 * time.Millisecond
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				n.confirmed(m.Channel)
+			}
+		case *redis.Message:
+			n.announce(m.Channel)
+		}
+	}
+}
+
+// confirmed records Redis's reply to one SUBSCRIBE of channel.
+func (n *notifier) confirmed(channel string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	st := n.chans[channel]
+	if st == nil {
+		return
+	}
+	if st.pending > 0 {
+		st.pending--
+	}
+	if st.pending > 0 {
+		return
+	}
+	if st.refs > 0 {
+		select {
+		case <-st.ready:
+		default:
+			close(st.ready)
+		}
+		return
+	}
+	delete(n.chans, channel)
+}
+
+// announce wakes every waiter of channel.
+func (n *notifier) announce(channel string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if st := n.chans[channel]; st != nil {
+		for out := range st.outs {
+			wake(out)
+		}
+	}
+}
+
+// broadcast wakes every waiter.
+func (n *notifier) broadcast() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, st := range n.chans {
+		for out := range st.outs {
+			wake(out)
+		}
+	}
+}
+
+func wake(out chan<- struct{}) {
+	select {
+	case out <- struct{}{}:
+	default:
+	}
+}
+
+// close stops the reader and closes the pub/sub connection; waiters still
+// subscribed are woken and see errors on their next attempt.
+func (n *notifier) close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	ps, stop, stopped := n.ps, n.stop, n.stopped
+	for _, st := range n.chans {
+		for out := range st.outs {
+			wake(out)
+		}
+	}
+	n.mu.Unlock()
+	if ps == nil {
+		return nil
+	}
+	close(stop)
+	err := ps.Close()
+	<-stopped
+	if errors.Is(err, redis.ErrClosed) {
+		err = nil
+	}
+	return err
+}

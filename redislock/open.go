@@ -1,0 +1,169 @@
+package redislock
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock/backend"
+)
+
+func init() {
+	backend.Register("redis", open)
+	backend.Register("rediss", open)
+}
+
+// Modes selected by the mode URL parameter.
+const (
+	modeSingle  = "single"
+	modeCluster = "cluster"
+	modeRedlock = "redlock"
+)
+
+// clientConfig is what a URL says about the connections.
+type clientConfig struct {
+	mode     string
+	addrs    []string
+	db       int
+	username string
+	password string
+	tls      *tls.Config
+	dial     time.Duration
+	read     time.Duration
+	write    time.Duration
+	pool     int
+	opts     Options
+}
+
+// open is the backend.Opener for redis:// and rediss://. It dials nothing:
+// go-redis connects on first use.
+func open(_ context.Context, u *backend.URL) (backend.Driver, error) {
+	cfg, err := parseConfig(u)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.mode == modeRedlock {
+		clients := make([]redis.UniversalClient, len(cfg.addrs))
+		for i, addr := range cfg.addrs {
+			clients[i] = redis.NewClient(cfg.single(addr))
+		}
+		r, err := NewRedlock(clients, &cfg.opts)
+		if err != nil {
+			closeAll(clients)
+			return nil, err
+		}
+		r.owned = true
+		return r, nil
+	}
+	var c redis.UniversalClient
+	if cfg.mode == modeCluster {
+		c = redis.NewClusterClient(cfg.cluster())
+	} else {
+		c = redis.NewClient(cfg.single(cfg.addrs[0]))
+	}
+	d, err := New(c, &cfg.opts)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	d.owned = true
+	return d, nil
+}
+
+func closeAll(clients []redis.UniversalClient) {
+	for _, c := range clients {
+		_ = c.Close()
+	}
+}
+
+// parseConfig reads every part of u. Errors wrap ErrInvalidConfig and name
+// the bad part; they never contain the password.
+func parseConfig(u *backend.URL) (clientConfig, error) {
+	q := u.Query
+	cfg := clientConfig{addrs: u.HostsWithDefaultPort(6379), username: u.Username()}
+	cfg.password, _ = u.Password()
+	if len(cfg.addrs) == 0 {
+		q.Fail("no host: want e.g. %s://127.0.0.1:6379", u.Scheme)
+	}
+	defMode := modeSingle
+	if len(cfg.addrs) > 1 {
+		defMode = modeCluster
+	}
+	cfg.mode = q.Enum("mode", defMode, modeSingle, modeCluster, modeRedlock)
+	if cfg.mode == modeSingle && len(cfg.addrs) > 1 {
+		q.Fail("mode=single takes one host, got %d", len(cfg.addrs))
+	}
+	if db := strings.Trim(u.Path, "/"); db != "" {
+		n, err := strconv.Atoi(db)
+		switch {
+		case err != nil || n < 0:
+			q.Fail("path %q: want a database number such as /0", u.Path)
+		case n != 0 && cfg.mode == modeCluster:
+			q.Fail("path %q: Redis Cluster has only database 0", u.Path)
+		default:
+			cfg.db = n
+		}
+	}
+	cfg.dial = q.Duration("dial_timeout", 5*time.Second)
+	cfg.read = q.Duration("read_timeout", 3*time.Second)
+	cfg.write = q.Duration("write_timeout", cfg.read)
+	cfg.pool = q.Int("pool_size", 0, 1, 10000)
+	cfg.opts.Prefix = q.String("prefix", DefaultPrefix)
+	if err := checkPrefix(cfg.opts.Prefix); err != nil {
+		q.Fail("parameter prefix: %v", err)
+	}
+	cfg.opts.WaitReplicas = q.Int("wait_replicas", 0, 0, 100)
+	cfg.opts.WaitTimeout = q.Duration("wait_timeout", time.Second)
+	if cfg.opts.WaitReplicas > 0 && cfg.mode == modeCluster {
+		q.Fail("wait_replicas is not supported with mode=cluster")
+	}
+	if cfg.opts.WaitReplicas > 0 && cfg.opts.WaitTimeout >= cfg.read {
+		q.Fail("wait_timeout=%v must be shorter than read_timeout=%v", cfg.opts.WaitTimeout, cfg.read)
+	}
+	cfg.tls = parseTLS(u, q)
+	if err := q.Err(); err != nil {
+		return cfg, fmt.Errorf("redislock: %w", err)
+	}
+	return cfg, nil
+}
+
+// parseTLS returns the TLS config for rediss://, nil for redis://.
+func parseTLS(u *backend.URL, q *backend.Params) *tls.Config {
+	skip := q.Bool("tls_insecure_skip_verify", false)
+	name := q.String("tls_server_name", "")
+	if u.Scheme != "rediss" {
+		if skip || name != "" {
+			q.Fail("tls_* parameters need the rediss:// scheme")
+		}
+		return nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: skip, ServerName: name}
+	if name == "" && len(u.Hosts) > 0 {
+		if host, _, err := net.SplitHostPort(u.HostsWithDefaultPort(6379)[0]); err == nil {
+			c.ServerName = host
+		}
+	}
+	return c
+}
+
+func (cfg clientConfig) single(addr string) *redis.Options {
+	return &redis.Options{
+		Addr: addr, DB: cfg.db, Username: cfg.username, Password: cfg.password, TLSConfig: cfg.tls,
+		DialTimeout: cfg.dial, ReadTimeout: cfg.read, WriteTimeout: cfg.write, PoolSize: cfg.pool,
+		MaxRetries: -1, // one attempt per call: the portable layer retries
+	}
+}
+
+func (cfg clientConfig) cluster() *redis.ClusterOptions {
+	return &redis.ClusterOptions{
+		Addrs: cfg.addrs, Username: cfg.username, Password: cfg.password, TLSConfig: cfg.tls,
+		DialTimeout: cfg.dial, ReadTimeout: cfg.read, WriteTimeout: cfg.write, PoolSize: cfg.pool,
+		MaxRedirects: 3, // MOVED/ASK during resharding are not failures
+	}
+}

@@ -1,0 +1,252 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// Redlock is a backend.Driver over N independent Redis primaries (the
+// Redlock algorithm): a lock is held when a majority (N/2+1) of them granted
+// it within its TTL, and fencing tokens come from a majority too (see
+// docs/redis.md for the argument and its limits). It implements
+// backend.Notifier and backend.BatchRefresher. It is safe for concurrent
+// use.
+type Redlock struct {
+	nodes  []*node
+	quorum int
+	owned  bool
+	opts   Options
+	caps   backend.Capabilities
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// node is one Redis primary of a Redlock.
+type node struct {
+	c      redis.UniversalClient
+	notify *notifier
+}
+
+var (
+	_ backend.Driver         = (*Redlock)(nil)
+	_ backend.Notifier       = (*Redlock)(nil)
+	_ backend.BatchRefresher = (*Redlock)(nil)
+)
+
+// Redlock timing, as in the Redlock description: the clock-drift margin is
+// 1% of the TTL plus 2ms; each node gets a fraction of the TTL to answer, so
+// one unresponsive node cannot eat the whole validity.
+const (
+	driftFactor  = 0.01
+	driftFixed   = 2 * time.Millisecond
+	minNodeWait  = 50 * time.Millisecond
+	nodeWaitFrac = 3
+)
+
+// NewRedlock returns a Redlock driver over clients, one per independent
+// primary (at least 1; 3 or 5 in practice). The driver never closes them.
+// Options.WaitReplicas is not supported in Redlock mode.
+func NewRedlock(clients []redis.UniversalClient, opts *Options) (*Redlock, error) {
+	if len(clients) == 0 {
+		return nil, fmt.Errorf("redislock: %w: Redlock needs at least one client", backend.ErrInvalidConfig)
+	}
+	o, err := opts.normalize()
+	if err != nil {
+		return nil, err
+	}
+	if o.WaitReplicas > 0 {
+		return nil, fmt.Errorf("redislock: %w: wait_replicas is not supported with mode=redlock", backend.ErrInvalidConfig)
+	}
+	r := &Redlock{quorum: len(clients)/2 + 1, opts: o}
+	for _, c := range clients {
+		if c == nil {
+			return nil, fmt.Errorf("redislock: %w: nil client", backend.ErrInvalidConfig)
+		}
+		r.nodes = append(r.nodes, &node{c: c, notify: newNotifier(c)})
+	}
+	r.caps = backend.Capabilities{
+		Name:                "redlock",
+		Wait:                backend.WaitNotify,
+		Lifetime:            backend.LifetimeTTL,
+		PerLockTTL:          true,
+		MinTTL:              MinTTL,
+		CrossProcessReentry: true,
+		Replication:         fmt.Sprintf("Redlock: majority (%d of %d) of independent primaries", r.quorum, len(clients)),
+	}
+	return r, nil
+}
+
+// Capabilities implements backend.Driver.
+func (r *Redlock) Capabilities() backend.Capabilities { return r.caps }
+
+// Close stops the pub/sub connections and closes the clients if the driver
+// opened them from a URL.
+func (r *Redlock) Close() error {
+	r.closeOnce.Do(func() {
+		var errs []error
+		for _, n := range r.nodes {
+			errs = append(errs, n.notify.close())
+			if r.owned {
+				errs = append(errs, ignoreClosed(n.c.Close()))
+			}
+		}
+		r.closeErr = errors.Join(errs...)
+	})
+	return r.closeErr
+}
+
+func (r *Redlock) keys(key string) keyset { return keysFor(r.opts.Prefix, key) }
+
+// nodeTimeout is how long one node may take to answer for a lock of ttl.
+func nodeTimeout(ttl time.Duration) time.Duration {
+	return max(ttl/nodeWaitFrac, minNodeWait)
+}
+
+// each runs fn on every node concurrently, each bounded by timeout, and
+// waits for all.
+func (r *Redlock) each(ctx context.Context, timeout time.Duration, fn func(ctx context.Context, i int, n *node)) {
+	var wg sync.WaitGroup
+	for i, n := range r.nodes {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			fn(ctx, i, n)
+		})
+	}
+	wg.Wait()
+}
+
+// TryAcquire implements backend.Driver. Phase one takes the lock on every
+// node and reads each node's fencing counter; with a majority, the token is
+// the highest counter seen plus one (or the hold's token on a re-entry).
+// Phase two raises the counter to the token on the nodes that granted, and
+// the grant counts only if a majority confirmed it and the validity left
+// (TTL − elapsed since the first request − drift) is positive. Otherwise
+// the attempt is released on every node.
+func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	ks := r.keys(req.Key)
+	first := time.Now()
+	res := make([]acquireResult, len(r.nodes))
+	errs := make([]error, len(r.nodes))
+	r.each(ctx, nodeTimeout(req.TTL), func(ctx context.Context, i int, n *node) {
+		v, err := acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), "1").Int64Slice()
+		if err == nil {
+			res[i], err = parseAcquire(v)
+		}
+		errs[i] = err
+	})
+	held, refused, failed := 0, 0, 0
+	var token, counter uint64
+	var retry time.Duration
+	for i := range r.nodes {
+		switch {
+		case errs[i] != nil:
+			failed++
+		case res[i].held:
+			held++
+			token, counter = max(token, res[i].token), max(counter, res[i].counter)
+		default:
+			refused++
+			if retry == 0 || res[i].pttl < retry {
+				retry = res[i].pttl
+			}
+		}
+	}
+	fail := func(err error) (backend.Grant, error) {
+		r.cleanup(ctx, ks, req.Owner, res, errs)
+		return backend.Grant{}, err
+	}
+	if held < r.quorum {
+		if refused > len(r.nodes)-r.quorum || failed == 0 {
+			return fail(backend.NotAcquired(req.Key, retry))
+		}
+		return fail(fmt.Errorf("redislock: acquire %q: %w: %d of %d nodes granted, %d failed (need %d): %w",
+			req.Key, backend.ErrUnavailable, held, len(r.nodes), failed, r.quorum, errors.Join(errs...)))
+	}
+	if token == 0 {
+		token = counter + 1
+	}
+	if err := r.fence(ctx, ks, req, token, res); err != nil {
+		return fail(fmt.Errorf("redislock: acquire %q: %w", req.Key, err))
+	}
+	if elapsed := time.Since(first); elapsed >= req.TTL-drift(req.TTL) {
+		return fail(fmt.Errorf("redislock: acquire %q: %w: a majority granted, but only after %v of the %v TTL", req.Key, backend.ErrUnavailable, elapsed, req.TTL))
+	}
+	l := &rlock{r: r, key: req.Key, ks: ks, owner: req.Owner}
+	return backend.Grant{Lock: l, Token: token, ValidFrom: first}, nil
+}
+
+// fence writes token to the nodes that granted (phase two) and succeeds
+// when a majority confirmed that the lock is still held with it.
+func (r *Redlock) fence(ctx context.Context, ks keyset, req backend.Request, token uint64, res []acquireResult) error {
+	ok := make([]bool, len(r.nodes))
+	errs := make([]error, len(r.nodes))
+	r.each(ctx, nodeTimeout(req.TTL), func(ctx context.Context, i int, n *node) {
+		if !res[i].held {
+			return
+		}
+		v, err := fenceScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, token).Int64()
+		ok[i], errs[i] = err == nil && v == 1, err
+	})
+	confirmed := 0
+	for _, b := range ok {
+		if b {
+			confirmed++
+		}
+	}
+	if confirmed < r.quorum {
+		return fmt.Errorf("%w: fencing token %d confirmed by %d of %d nodes (need %d): %w",
+			backend.ErrUnavailable, token, confirmed, len(r.nodes), r.quorum, errors.Join(errs...))
+	}
+	return nil
+}
+
+// drift is the Redlock clock-drift margin for ttl.
+func drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*driftFactor) + driftFixed
+}
+
+// cleanup releases a failed attempt on every node that granted it or did
+// not answer (its outcome is unknown), with its own short timeout.
+func (r *Redlock) cleanup(ctx context.Context, ks keyset, owner string, res []acquireResult, errs []error) {
+	ctx = context.WithoutCancel(ctx)
+	r.each(ctx, cleanupTimeout, func(ctx context.Context, i int, n *node) {
+		if res[i].held || errs[i] != nil {
+			_ = releaseScript.Run(ctx, n.c, []string{ks.lock}, owner, ks.channel).Err()
+		}
+	})
+}
+
+// Subscribe implements backend.Notifier: it subscribes on every node (each
+// node's one shared pub/sub connection) and succeeds when at least one
+// confirmed; a release is announced on every node that freed the lock.
+func (r *Redlock) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	ch := r.keys(key).channel
+	out := make(chan struct{}, 1)
+	cancels := make([]func(), len(r.nodes))
+	errs := make([]error, len(r.nodes))
+	r.each(ctx, time.Second, func(ctx context.Context, i int, n *node) {
+		cancels[i], errs[i] = n.notify.subscribe(ctx, ch, out)
+	})
+	cancel := func() {
+		for _, c := range cancels {
+			if c != nil {
+				c()
+			}
+		}
+	}
+	for _, c := range cancels {
+		if c != nil {
+			return out, cancel, nil
+		}
+	}
+	return nil, nil, fmt.Errorf("redislock: subscribe %q: %w: no node confirmed: %w", key, backend.ErrUnavailable, errors.Join(errs...))
+}

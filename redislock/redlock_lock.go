@@ -1,0 +1,136 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// rlock is a lock held on a majority of a Redlock's nodes.
+type rlock struct {
+	r     *Redlock
+	key   string
+	ks    keyset
+	owner string
+}
+
+// Release implements backend.Lock: it releases on every node. It fails
+// with ErrNotHeld only if no node held the lock for its owner.
+func (l *rlock) Release(ctx context.Context) error {
+	n := len(l.r.nodes)
+	released := make([]bool, n)
+	errs := make([]error, n)
+	l.r.each(ctx, cleanupTimeout*5, func(ctx context.Context, i int, nd *node) {
+		v, err := releaseScript.Run(ctx, nd.c, []string{l.ks.lock}, l.owner, l.ks.channel).Int64()
+		released[i], errs[i] = err == nil && v >= 0, err
+	})
+	notHeld, failed := 0, 0
+	for i := range n {
+		switch {
+		case released[i]:
+			return nil
+		case errs[i] != nil:
+			failed++
+		default:
+			notHeld++
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("redislock: release %q: %w: %w", l.key, backend.ErrUnavailable, errors.Join(errs...))
+	}
+	return fmt.Errorf("redislock: release %q: %w", l.key, backend.ErrNotHeld)
+}
+
+// Refresh implements backend.Lock: the lock stays held if a majority of
+// nodes still held it for its owner and extended it.
+func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) error {
+	n := len(l.r.nodes)
+	vals := make([]int64, n)
+	errs := make([]error, n)
+	l.r.each(ctx, nodeTimeout(ttl), func(ctx context.Context, i int, nd *node) {
+		vals[i], errs[i] = refreshScript.Run(ctx, nd.c, []string{l.ks.lock}, l.owner, millis(ttl)).Int64()
+	})
+	return l.r.refreshVerdict(l.key, vals, errs)
+}
+
+// refreshVerdict decides a refresh from the nodes' replies: held on a
+// majority, lost if too many nodes no longer hold it, else unknown.
+func (r *Redlock) refreshVerdict(key string, vals []int64, errs []error) error {
+	ok, notHeld := 0, 0
+	for i := range vals {
+		switch {
+		case errs[i] != nil:
+		case vals[i] == 1:
+			ok++
+		default:
+			notHeld++
+		}
+	}
+	switch {
+	case ok >= r.quorum:
+		return nil
+	case notHeld > len(vals)-r.quorum:
+		return fmt.Errorf("redislock: refresh %q: %w: held on only %d of %d nodes", key, backend.ErrNotHeld, ok, len(vals))
+	default:
+		return fmt.Errorf("redislock: refresh %q: %w: held on %d of %d nodes, need %d: %w", key, backend.ErrUnavailable, ok, len(vals), r.quorum, errors.Join(errs...))
+	}
+}
+
+// RefreshAll implements backend.BatchRefresher: one pipeline per node, all
+// nodes at once.
+func (r *Redlock) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
+	out := make([]error, len(locks))
+	mine := make([]*rlock, len(locks))
+	for i, bl := range locks {
+		l, ok := bl.(*rlock)
+		if !ok || l.r != r {
+			out[i] = fmt.Errorf("redislock: refresh: %w: lock %T is not from this driver", backend.ErrInvalidConfig, bl)
+			continue
+		}
+		mine[i] = l
+	}
+	cmds := make([][]*redis.Cmd, len(r.nodes))
+	perr := make([]error, len(r.nodes))
+	r.each(ctx, nodeTimeout(minTTL(ttls)), func(ctx context.Context, k int, nd *node) {
+		cmds[k], perr[k] = pipelineScript(ctx, nd.c, refreshScript, len(locks), func(i int) ([]string, []any, bool) {
+			if mine[i] == nil {
+				return nil, nil, false
+			}
+			return []string{mine[i].ks.lock}, []any{mine[i].owner, millis(ttls[i])}, true
+		})
+	})
+	for i, l := range mine {
+		if l == nil {
+			continue
+		}
+		vals := make([]int64, len(r.nodes))
+		errs := make([]error, len(r.nodes))
+		for k := range r.nodes {
+			if c := cmds[k][i]; c != nil {
+				vals[k], errs[k] = c.Int64()
+			} else {
+				errs[k] = perr[k]
+			}
+			if errs[k] == nil && perr[k] != nil && vals[k] == 0 {
+				errs[k] = perr[k]
+			}
+		}
+		out[i] = r.refreshVerdict(l.key, vals, errs)
+	}
+	return out
+}
+
+func minTTL(ttls []time.Duration) time.Duration {
+	var m time.Duration
+	for _, t := range ttls {
+		if m == 0 || t < m {
+			m = t
+		}
+	}
+	return m
+}
