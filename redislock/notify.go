@@ -26,10 +26,10 @@ type notifier struct {
 
 // channelState tracks one subscribed channel.
 type channelState struct {
-	refs    int                        // waiters
-	pending int                        // SUBSCRIBE commands not yet confirmed
-	ready   chan struct{}              // closed once confirmed while refs > 0
-	outs    map[chan<- struct{}]int    // where to announce a release
+	refs    int                     // waiters
+	pending int                     // SUBSCRIBE commands not yet confirmed
+	ready   chan struct{}           // closed once confirmed while refs > 0
+	outs    map[chan<- struct{}]int // where to announce a release
 }
 
 func newNotifier(c redis.UniversalClient) *notifier {
