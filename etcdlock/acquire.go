@@ -14,7 +14,7 @@ import (
 )
 
 // cleanupTimeout bounds the deletion of a key left by a failed attempt.
-const cleanupTimeout = 5 * time.Second
+const cleanupTimeout = time.Second
 
 // TryAcquire takes req.Key if its range is empty (no holder, no waiter),
 // putting our key in the same transaction: one round trip once the lease
@@ -90,16 +90,55 @@ func (d *Driver) grant(s *session, req backend.Request, ekey string, rev int64) 
 }
 
 // failed deletes ekey, which a failed attempt may have left in the store,
-// and returns err. If the key cannot be deleted, the lease is given up
-// (reported lost and revoked) so the key dies with it instead of being kept
-// alive as a ghost holder or waiter.
+// and returns err. If the key cannot be deleted within cleanupTimeout, a
+// background goroutine keeps trying for as long as the lease lives, so the
+// key never outlives both the attempt and the lease as a ghost holder or
+// waiter; err then also wraps ErrUnavailable.
 func (d *Driver) failed(s *session, ekey string, err error) error {
 	ctx, cancel := context.WithTimeout(d.ctx, cleanupTimeout)
 	defer cancel()
-	if _, derr := d.c.Delete(ctx, ekey); derr != nil {
-		d.loseSession(s, fmt.Errorf("could not delete %s after a failed acquisition: %w", ekey, derr))
+	if _, derr := d.c.Delete(ctx, ekey); derr == nil {
+		return err
 	}
-	return err
+	d.orphan(s, ekey)
+	if errors.Is(err, backend.ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w (%w: key %s left to expire with its lease)", err, backend.ErrUnavailable, ekey)
+}
+
+// orphan deletes ekey in an owned goroutine, retrying until it succeeds,
+// the lease ends (taking the key with it) or the driver closes.
+func (d *Driver) orphan(s *session, ekey string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return
+	}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		delay := 50 * time.Millisecond
+		for {
+			ctx, cancel := context.WithTimeout(d.ctx, cleanupTimeout)
+			_, err := d.c.Delete(ctx, ekey)
+			cancel()
+			if err == nil {
+				return
+			}
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-s.done:
+				t.Stop()
+				return
+			case <-d.ctx.Done():
+				t.Stop()
+				return
+			}
+			delay = min(2*delay, time.Second)
+		}
+	}()
 }
 
 // acquireErr gives a failed put its kind. A put refused because the lease

@@ -94,18 +94,20 @@ func (d *Driver) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []ti
 		sessions[l.s] = nil
 	}
 	sent := time.Now()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
+	list := make([]*session, 0, len(sessions))
 	for s := range sessions {
-		wg.Go(func() {
-			err := d.refreshSession(ctx, s, sent)
-			mu.Lock()
-			sessions[s] = err
-			mu.Unlock()
-		})
+		list = append(list, s)
+	}
+	sessErrs := make([]error, len(list))
+	var wg sync.WaitGroup
+	for i, s := range list {
+		wg.Go(func() { sessErrs[i] = d.refreshSession(ctx, s, sent) })
 	}
 	keyErrs := d.checkKeys(ctx, ls)
 	wg.Wait()
+	for i, s := range list {
+		sessions[s] = sessErrs[i]
+	}
 	for i, l := range ls {
 		if l == nil {
 			continue

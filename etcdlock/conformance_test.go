@@ -1,0 +1,40 @@
+package etcdlock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/conformance"
+)
+
+func runConformance(t *testing.T, nodes int) {
+	c := startCluster(t, nodes)
+	t.Logf("etcd: %s", c.g)
+	prefix := "conformance/" + t.Name() + "/"
+	conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
+		return newHarness(c, prefix), nil
+	})
+	// Keys of dead or given-up clients expire with their lease.
+	var left []string
+	deadline := time.Now().Add(3 * testTTL)
+	for {
+		left = c.leftovers(t, prefix)
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(left) > 0 {
+		t.Errorf("after the suite %d keys remain: %q", len(left), left)
+	}
+}
+
+func TestConformanceSingle(t *testing.T) { runConformance(t, 1) }
+
+func TestConformanceCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-member cluster: skipped in -short mode")
+	}
+	runConformance(t, 3)
+}
