@@ -1,0 +1,21 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/distlock/distlock"
+	_ "github.com/distlock/distlock/redislock"
+)
+
+// Opening a URL dials nothing, and every mistake in it is reported at once,
+// naming the bad part but never the password.
+func Example_invalidURL() {
+	_, err := distlock.Open(context.Background(), "redis://app:secret@127.0.0.1:6379/0?ttl=10s&wait_replicas=1&colour=blue")
+	fmt.Println(errors.Is(err, distlock.ErrInvalidConfig))
+	fmt.Println(err)
+	// Output:
+	// true
+	// distlock: open redis://app:xxxxx@127.0.0.1:6379/0?colour=blue&ttl=10s&wait_replicas=1: redislock: distlock: invalid configuration: unknown parameter(s): colour
+}

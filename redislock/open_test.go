@@ -1,0 +1,107 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+)
+
+func parse(t *testing.T, raw string) (clientConfig, error) {
+	t.Helper()
+	u, err := backend.ParseURL(raw)
+	if err != nil {
+		t.Fatalf("ParseURL(%q): %v", raw, err)
+	}
+	return parseConfig(u)
+}
+
+func TestParseConfig(t *testing.T) {
+	cfg, err := parse(t, "rediss://app:s3cret@h1:7000/2?read_timeout=500ms&wait_replicas=1&wait_timeout=200ms&prefix=locks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.mode != modeSingle || cfg.db != 2 || cfg.username != "app" || cfg.password != "s3cret" ||
+		cfg.read != 500*time.Millisecond || cfg.opts.WaitReplicas != 1 || cfg.opts.Prefix != "locks" ||
+		cfg.tls == nil || cfg.tls.ServerName != "h1" || cfg.addrs[0] != "h1:7000" {
+		t.Errorf("unexpected config %+v", cfg)
+	}
+	cfg, err = parse(t, "redis://h1,h2,h3?mode=redlock")
+	if err != nil || cfg.mode != modeRedlock || len(cfg.addrs) != 3 || cfg.addrs[2] != "h3:6379" {
+		t.Errorf("redlock: %+v, %v", cfg, err)
+	}
+	cfg, err = parse(t, "redis://h1,h2,h3")
+	if err != nil || cfg.mode != modeCluster {
+		t.Errorf("several hosts default to cluster: %+v, %v", cfg.mode, err)
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	for raw, want := range map[string]string{
+		"redis://h1?colour=blue":                     "unknown parameter(s): colour",
+		"redis://h1/x":                               `path "/x"`,
+		"redis://h1,h2/1":                            "only database 0",
+		"redis://h1,h2?mode=single":                  "mode=single takes one host",
+		"redis://h1?mode=sentinel":                   "mode=",
+		"redis://h1,h2?wait_replicas=1":              "not supported with mode=cluster",
+		"redis://h1?wait_replicas=1&wait_timeout=5s": "must be shorter than read_timeout",
+		"redis://h1?tls_server_name=x":               "rediss://",
+		"redis://h1?prefix=a{b":                      "hash tag",
+		"redis://h1?dial_timeout=-1s":                "dial_timeout",
+		"redis://h1?mode=redlock&wait_replicas=1":    "not supported with mode=redlock",
+	} {
+		u, err := backend.ParseURL(raw)
+		if err != nil {
+			t.Fatalf("ParseURL(%q): %v", raw, err)
+		}
+		d, err := open(context.Background(), u)
+		if err == nil {
+			err = u.Query.Err()
+			_ = d.Close()
+		}
+		if err == nil || !errors.Is(err, backend.ErrInvalidConfig) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want ErrInvalidConfig mentioning %q", raw, err, want)
+		}
+	}
+}
+
+func TestPasswordNeverInErrors(t *testing.T) {
+	_, err := parse(t, "redis://u:hunter2@h1?bogus=1")
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("error %v", err)
+	}
+}
+
+func TestKeysInjectiveAndTagged(t *testing.T) {
+	keys := []string{"a", "a}", "{a}", "a%7D", "a%257D", "%", "{", "}", "x:{y}:lock", "ключ 🔒"}
+	seen := map[string]string{}
+	for _, k := range keys {
+		ks := keysFor(DefaultPrefix, k)
+		if prev, dup := seen[ks.lock]; dup {
+			t.Errorf("keys %q and %q share the Redis key %q", prev, k, ks.lock)
+		}
+		seen[ks.lock] = k
+		for _, name := range []string{ks.lock, ks.fence, ks.channel} {
+			if hashTag(name) != hashTag(ks.lock) || hashTag(name) == "" {
+				t.Errorf("%q: hash tag %q differs from the lock's %q", name, hashTag(name), hashTag(ks.lock))
+			}
+		}
+	}
+}
+
+// hashTag is what Redis Cluster hashes: the part between the first '{' and
+// the next '}', when non-empty.
+func hashTag(s string) string {
+	i := strings.IndexByte(s, '{')
+	if i < 0 {
+		return ""
+	}
+	j := strings.IndexByte(s[i+1:], '}')
+	if j <= 0 {
+		return ""
+	}
+	return s[i+1 : i+1+j]
+}
