@@ -26,6 +26,7 @@ type harness struct {
 
 	mu      sync.Mutex
 	clients map[backend.Driver][]redis.UniversalClient
+	paused  bool // the docker provider refuses to resume a running node
 }
 
 func newHarness(g *sandbox.Group, mode string) *harness {
@@ -133,6 +134,9 @@ func (h *harness) Delete(ctx context.Context, key string) error {
 
 // StopServer pauses every node: connections stay open, nothing answers.
 func (h *harness) StopServer(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.paused = true
 	var errs []error
 	for _, n := range h.g.Nodes() {
 		errs = append(errs, n.Pause(ctx))
@@ -141,6 +145,12 @@ func (h *harness) StopServer(ctx context.Context) error {
 }
 
 func (h *harness) StartServer(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.paused {
+		return nil
+	}
+	h.paused = false
 	var errs []error
 	for _, n := range h.g.Nodes() {
 		errs = append(errs, n.Resume(ctx))
