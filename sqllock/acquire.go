@@ -1,0 +1,138 @@
+package sqllock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// TryAcquire takes req.Key if no other session holds it: it pins a
+// connection, turns autocommit off with the session's idle timeout
+// (wait_timeout) set to the TTL, and locks the row with SELECT ... FOR
+// UPDATE NOWAIT. The transaction stays open until Release.
+func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	c, err := d.conn(ctx, "acquire", req.Key)
+	if err != nil {
+		return backend.Grant{}, err
+	}
+	p := &pinned{d: d, c: c}
+	ttl := seconds(req.TTL)
+	if _, err := c.ExecContext(ctx, d.q.beginTry, ttl); err != nil {
+		p.discard()
+		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w", req.Key, classify(err))
+	}
+	p.id, err = p.lockRow(ctx, ctx, req.Key, true)
+	if err != nil {
+		if isConflict(err) {
+			if gerr := p.giveBack(ctx); gerr != nil {
+				return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w", req.Key, classify(gerr))
+			}
+			return backend.Grant{}, backend.NotAcquired(req.Key, 0)
+		}
+		p.discard()
+		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w", req.Key, classify(err))
+	}
+	token, err := d.fence(ctx, req.Key, req.Owner, p.id)
+	if err != nil {
+		p.discard() // frees the row; the counter may have moved, which is harmless
+		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: fencing token: %w", req.Key, classify(err))
+	}
+	return d.grant(p, req, ttl, token, time.Time{})
+}
+
+// Wait waits in the server for req.Key: SELECT ... FOR UPDATE blocks on
+// the pinned connection until the holder's transaction ends. A lock-wait
+// timeout (error 1205) rolls back and waits again, within ctx. When ctx
+// ends the blocked statement is interrupted (KILL QUERY), so no ghost
+// waiter is left to take the lock later.
+func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	c, err := d.conn(ctx, "wait", req.Key)
+	if err != nil {
+		return backend.Grant{}, err
+	}
+	p := &pinned{d: d, c: c}
+	if d.lwt > 0 {
+		_, err = c.ExecContext(ctx, d.q.beginWaitT, d.lwt)
+	} else {
+		_, err = c.ExecContext(ctx, d.q.beginWait)
+	}
+	if err == nil {
+		err = c.QueryRowContext(ctx, d.q.connID).Scan(&p.id)
+	}
+	if err != nil {
+		p.discard()
+		return backend.Grant{}, fmt.Errorf("sqllock: wait %q: %w", req.Key, classify(err))
+	}
+	if err := p.waitRow(ctx, req.Key); err != nil {
+		return backend.Grant{}, err
+	}
+	// Granted. The idle timeout is set only now (a blocked statement is not
+	// idle), so the lock's lifetime counts from this statement, not from
+	// when the wait began; the fencing counter moves meanwhile on another
+	// connection.
+	ttl := seconds(req.TTL)
+	sent := time.Now()
+	var token uint64
+	var ferr error
+	var wg sync.WaitGroup
+	wg.Go(func() { token, ferr = d.fence(ctx, req.Key, req.Owner, p.id) })
+	_, serr := c.ExecContext(ctx, d.q.setIdle, ttl)
+	wg.Wait()
+	if err := errors.Join(serr, ferr); err != nil {
+		p.discard()
+		return backend.Grant{}, fmt.Errorf("sqllock: wait %q: %w", req.Key, classify(err))
+	}
+	return d.grant(p, req, ttl, token, sent)
+}
+
+// waitRow blocks until the row lock is granted or ctx ends. On error the
+// connection has been returned or discarded.
+func (p *pinned) waitRow(ctx context.Context, key string) error {
+	for {
+		_, err := p.blockingLock(ctx, key)
+		switch {
+		case err == nil && ctx.Err() == nil:
+			return nil
+		case err == nil: // won just as the caller gave up: let it go
+			_ = p.giveBack(context.WithoutCancel(ctx))
+			return fmt.Errorf("sqllock: wait %q: %w", key, context.Cause(ctx))
+		case ctx.Err() != nil:
+			p.end(err)
+			return fmt.Errorf("sqllock: wait %q: %w (%w)", key, context.Cause(ctx), classify(err))
+		case serverCode(err) == errLockWaitTimeout || serverCode(err) == errDeadlock:
+			if _, rerr := p.c.ExecContext(ctx, p.d.q.rollback); rerr != nil {
+				p.end(rerr)
+				return fmt.Errorf("sqllock: wait %q: %w", key, classify(rerr))
+			}
+		default:
+			p.end(err)
+			return fmt.Errorf("sqllock: wait %q: %w", key, classify(err))
+		}
+	}
+}
+
+// end returns the connection to the pool if err left it in a known state
+// (a statement the server refused or interrupted), else discards it.
+func (p *pinned) end(err error) {
+	if connGone(err) {
+		p.discard()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), killGrace)
+	defer cancel()
+	_ = p.giveBack(ctx)
+}
+
+// grant wraps a held row lock in a Lock.
+func (d *Driver) grant(p *pinned, req backend.Request, ttl int, token uint64, validFrom time.Time) (backend.Grant, error) {
+	l := &lock{p: p, key: req.Key, ttl: ttl, onLost: req.OnLost, sem: make(chan struct{}, 1)}
+	if !d.track(l) {
+		p.discard()
+		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w", req.Key, backend.ErrClosed)
+	}
+	return backend.Grant{Lock: l, Token: token, ValidFrom: validFrom}, nil
+}

@@ -1,0 +1,149 @@
+package sqllock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// Driver is a distlock backend over one MySQL or MariaDB server. Each held
+// lock pins one connection of the *sql.DB with an open transaction that
+// holds the lock row's exclusive row lock. It implements [backend.Driver],
+// [backend.Waiter] and [backend.Inspector]; it is safe for concurrent use.
+type Driver struct {
+	db    *sql.DB
+	ownDB bool // opened from a URL: Close closes it
+	q     *statements
+	lwt   int // session innodb_lock_wait_timeout in seconds, 0 = server's
+
+	mu     sync.Mutex
+	closed bool
+	locks  map[*lock]struct{} // held, not yet released
+}
+
+var (
+	_ backend.Driver    = (*Driver)(nil)
+	_ backend.Waiter    = (*Driver)(nil)
+	_ backend.Inspector = (*Driver)(nil)
+)
+
+// New returns a Driver over db, a *sql.DB of github.com/go-sql-driver/mysql.
+// It creates the lock tables if missing (unless opts.NoCreateTable), bounded
+// by ctx. The Driver never closes db: the caller does, after closing the
+// Driver. Each held lock and each waiter uses one of db's connections, and
+// every acquisition briefly needs one more: a db.SetMaxOpenConns below the
+// number of concurrent acquisitions plus one makes acquisitions wait for a
+// free connection.
+func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
+	if db == nil {
+		return nil, fmt.Errorf("sqllock: %w: nil *sql.DB", backend.ErrInvalidConfig)
+	}
+	if opts.Table == "" {
+		opts.Table = DefaultTable
+	}
+	if err := checkTable(opts.Table); err != nil {
+		return nil, fmt.Errorf("sqllock: %w", err)
+	}
+	if opts.LockWaitTimeout < 0 {
+		return nil, fmt.Errorf("sqllock: %w: negative LockWaitTimeout %v", backend.ErrInvalidConfig, opts.LockWaitTimeout)
+	}
+	d := &Driver{db: db, q: newStatements(opts.Table), locks: map[*lock]struct{}{}}
+	if opts.LockWaitTimeout > 0 {
+		d.lwt = seconds(opts.LockWaitTimeout)
+	}
+	if !opts.NoCreateTable {
+		if err := d.createTables(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// seconds rounds d up to whole seconds, at least 1: the unit of the
+// server's timeouts. Rounding up keeps the server's bound at or beyond the
+// client's, never before it.
+func seconds(d time.Duration) int {
+	s := int(math.Ceil(d.Seconds()))
+	return max(s, 1)
+}
+
+// Capabilities reports what the store offers.
+func (d *Driver) Capabilities() backend.Capabilities {
+	return backend.Capabilities{
+		Name:        "mysql",
+		Wait:        backend.WaitQueue,
+		Lifetime:    backend.LifetimeConnection,
+		PerLockTTL:  true,
+		MinTTL:      time.Second,
+		MaxKeyLen:   maxKeyLen,
+		Fair:        false,
+		Replication: "single server: row locks are not replicated, a failover to a replica loses every lock",
+	}
+}
+
+// Close abandons every lock still held by closing its connection (the
+// server rolls the transaction back and frees the row), and closes the
+// *sql.DB if the Driver opened it from a URL.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return fmt.Errorf("sqllock: close: %w", backend.ErrClosed)
+	}
+	d.closed = true
+	held := make([]*lock, 0, len(d.locks))
+	for l := range d.locks {
+		held = append(held, l)
+	}
+	clear(d.locks)
+	d.mu.Unlock()
+	for _, l := range held {
+		l.abandon()
+	}
+	if d.ownDB {
+		return d.db.Close()
+	}
+	return nil
+}
+
+// conn checks out a connection to pin for one acquisition.
+func (d *Driver) conn(ctx context.Context, op, key string) (*sql.Conn, error) {
+	d.mu.Lock()
+	closed := d.closed
+	d.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("sqllock: %s %q: %w", op, key, backend.ErrClosed)
+	}
+	c, err := d.db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sqllock: %s %q: %w", op, key, classify(err))
+	}
+	return c, nil
+}
+
+// track records a held lock so Close can abandon it; it fails if the
+// Driver closed meanwhile.
+func (d *Driver) track(l *lock) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return false
+	}
+	d.locks[l] = struct{}{}
+	return true
+}
+
+func (d *Driver) untrack(l *lock) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.locks, l)
+}
+
+// errNoRow reports that the lock row does not exist yet.
+var errNoRow = errors.New("sqllock: lock row missing")

@@ -1,0 +1,153 @@
+package sqllock_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/sandbox"
+	"github.com/distlock/distlock/sqllock"
+	"github.com/go-sql-driver/mysql"
+)
+
+const testTable = "distlock_test_locks"
+
+// server is one sandbox MariaDB shared by a test's cases.
+type server struct {
+	g     *sandbox.Group
+	admin *sql.DB
+}
+
+// startServer starts a MariaDB for one test, stopped when it ends.
+func startServer(t *testing.T) *server {
+	t.Helper()
+	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.MariaDB})
+	s := &server{g: g}
+	s.admin = s.newDB(nil)
+	t.Cleanup(func() { _ = s.admin.Close() })
+	return s
+}
+
+// addr is the server's current address (a container's port changes when it
+// is started again).
+func (s *server) addr() string { return s.g.Node(0).Addr() }
+
+// newDB opens a *sql.DB whose connections are dialled through track (when
+// not nil), always to the server's current address.
+func (s *server) newDB(track func(net.Conn)) *sql.DB {
+	cfg, err := mysql.ParseDSN(sandbox.MySQLDSN(s.addr()))
+	if err != nil {
+		panic(err)
+	}
+	cfg.InterpolateParams = true
+	cfg.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", s.addr())
+		if err == nil && track != nil {
+			track(c)
+		}
+		return c, err
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		panic(err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxIdleConns(16)
+	return db
+}
+
+// client is one Driver with its own *sql.DB and the raw connections it
+// dialled, so Kill can cut them as a dying process would.
+type client struct {
+	db    *sql.DB
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (c *client) kill() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, nc := range c.conns {
+		_ = nc.Close()
+	}
+	_ = c.db.Close() // reports the connections just cut
+	return nil
+}
+
+// harness implements conformance.Harness over the shared server.
+type harness struct {
+	s       *server
+	ttl     time.Duration
+	mu      sync.Mutex
+	clients map[backend.Driver]*client
+}
+
+func newHarness(s *server, ttl time.Duration) *harness {
+	return &harness{s: s, ttl: ttl, clients: map[backend.Driver]*client{}}
+}
+
+func (h *harness) NewDriver(ctx context.Context) (backend.Driver, error) {
+	c := &client{}
+	c.db = h.s.newDB(func(nc net.Conn) {
+		c.mu.Lock()
+		c.conns = append(c.conns, nc)
+		c.mu.Unlock()
+	})
+	d, err := sqllock.New(ctx, c.db, sqllock.Options{Table: testTable})
+	if err != nil {
+		_ = c.db.Close()
+		return nil, err
+	}
+	h.mu.Lock()
+	h.clients[d] = c
+	h.mu.Unlock()
+	return d, nil
+}
+
+func (h *harness) TTL() time.Duration { return h.ttl }
+
+// Kill closes every socket of d's connections: no rollback, no COM_QUIT,
+// exactly what the kernel does for a process that died.
+func (h *harness) Kill(_ context.Context, d backend.Driver) error {
+	h.mu.Lock()
+	c := h.clients[d]
+	h.mu.Unlock()
+	if c == nil {
+		return fmt.Errorf("unknown driver %T", d)
+	}
+	return c.kill()
+}
+
+// Delete kills the holder's session from an admin connection.
+func (h *harness) Delete(ctx context.Context, key string) error {
+	return h.s.killHolder(ctx, key)
+}
+
+func (s *server) killHolder(ctx context.Context, key string) error {
+	var id uint64
+	q := "SELECT holder_id FROM `" + testTable + sqllock.FenceSuffix + "` WHERE name = ?"
+	if err := s.admin.QueryRowContext(ctx, q, key).Scan(&id); err != nil {
+		return fmt.Errorf("holder of %q: %w", key, err)
+	}
+	_, err := s.admin.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id))
+	return err
+}
+
+func (h *harness) StopServer(ctx context.Context) error  { return h.s.g.Node(0).Stop(ctx) }
+func (h *harness) StartServer(ctx context.Context) error { return h.s.g.Node(0).Start(ctx) }
+
+func (h *harness) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.clients {
+		_ = c.db.Close()
+	}
+	clear(h.clients)
+	return nil
+}

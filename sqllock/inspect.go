@@ -1,0 +1,55 @@
+package sqllock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// Inspect reports key's state: whether a session holds the row lock (found
+// with a NOWAIT probe in a short transaction of its own, which can make a
+// concurrent TryAcquire fail for the probe's millisecond), and the last
+// holder's owner and fencing token from the counter table. The remaining
+// TTL and the number of waiters are not known (0 and -1).
+func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) {
+	info := backend.Info{Key: key, Waiters: -1}
+	var owner []byte
+	var holder uint64
+	err := d.db.QueryRowContext(ctx, d.q.fenceRow, key).Scan(&info.Token, &owner, &holder)
+	if errors.Is(err, sql.ErrNoRows) {
+		return info, nil // never locked
+	}
+	if err != nil {
+		return info, fmt.Errorf("sqllock: inspect %q: %w", key, classify(err))
+	}
+	held, err := d.probe(ctx, key)
+	if err != nil {
+		return info, fmt.Errorf("sqllock: inspect %q: %w", key, classify(err))
+	}
+	if held {
+		info.Held, info.Owner = true, string(owner)
+	}
+	return info, nil
+}
+
+// probe reports whether another session holds key's row lock.
+func (d *Driver) probe(ctx context.Context, key string) (bool, error) {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	var name []byte
+	err = tx.QueryRowContext(ctx, d.q.probe, key).Scan(&name)
+	switch {
+	case err == nil, errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case isConflict(err):
+		return true, nil
+	default:
+		return false, err
+	}
+}

@@ -1,0 +1,110 @@
+package sqllock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// lock is a held row lock: an open transaction on a pinned connection.
+type lock struct {
+	p      *pinned
+	key    string
+	onLost func(error)
+	lost   sync.Once
+	sem    chan struct{} // serialises statements on the connection; honours ctx
+
+	// Guarded by sem.
+	ttl   int  // the session's wait_timeout, seconds; only grows
+	ended bool // released, lost or abandoned: the connection is gone
+}
+
+func (l *lock) enter(ctx context.Context) error {
+	select {
+	case l.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (l *lock) leave() { <-l.sem }
+
+// Refresh is the liveness check: it pings the pinned connection (any
+// command restarts the server's idle timer), or raises the session's idle
+// timeout when ttl is longer than the current one. If the connection
+// fails, the lock is gone with it: the connection is closed, OnLost is
+// called, and the error wraps ErrNotHeld.
+func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	if err := l.enter(ctx); err != nil {
+		return fmt.Errorf("sqllock: refresh %q: %w: %w", l.key, backend.ErrUnavailable, err)
+	}
+	defer l.leave()
+	if l.ended {
+		return fmt.Errorf("sqllock: refresh %q: %w", l.key, backend.ErrNotHeld)
+	}
+	var err error
+	if s := seconds(ttl); s > l.ttl {
+		if _, err = l.p.c.ExecContext(ctx, l.p.d.q.setIdle, s); err == nil {
+			l.ttl = s
+		}
+	} else {
+		err = l.p.c.PingContext(ctx)
+	}
+	if err == nil {
+		return nil
+	}
+	// A failed or abandoned statement leaves the connection closed or in an
+	// unknown state: close it, which ends the session and frees the row.
+	l.finish()
+	err = fmt.Errorf("sqllock: refresh %q: %w: its connection failed: %w", l.key, backend.ErrNotHeld, err)
+	if l.onLost != nil {
+		l.lost.Do(func() { l.onLost(err) })
+	}
+	return err
+}
+
+// Release ends the transaction, freeing the row, and returns the
+// connection to the pool with autocommit on and the session's defaults
+// restored. If that fails the connection is closed instead.
+func (l *lock) Release(ctx context.Context) error {
+	if err := l.enter(ctx); err != nil {
+		return fmt.Errorf("sqllock: release %q: %w: %w", l.key, backend.ErrUnavailable, err)
+	}
+	defer l.leave()
+	if l.ended {
+		return fmt.Errorf("sqllock: release %q: %w", l.key, backend.ErrNotHeld)
+	}
+	l.ended = true
+	l.p.d.untrack(l)
+	err := l.p.giveBack(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("sqllock: release %q: %w: connection closed, the server frees the lock when it notices: %w",
+			l.key, backend.ErrUnavailable, err)
+	default:
+		return fmt.Errorf("sqllock: release %q: %w: its connection had failed: %w", l.key, backend.ErrNotHeld, err)
+	}
+}
+
+// finish closes the connection of a lock that has ended. sem is held.
+func (l *lock) finish() {
+	l.ended = true
+	l.p.d.untrack(l)
+	l.p.discard()
+}
+
+// abandon closes the connection of a lock the Driver gives up on (Close).
+func (l *lock) abandon() {
+	l.sem <- struct{}{}
+	defer l.leave()
+	if !l.ended {
+		l.ended = true
+		l.p.discard()
+	}
+}

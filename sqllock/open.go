@@ -1,0 +1,137 @@
+package sqllock
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"database/sql"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+	"github.com/go-sql-driver/mysql"
+)
+
+func init() {
+	backend.Register("mysql", open)
+}
+
+// Options configures a Driver. The zero value is valid.
+type Options struct {
+	// Table is the lock table's name (default [DefaultTable]); the fencing
+	// counters live in Table+[FenceSuffix]. Letters, digits and underscores
+	// only, at most 58 of them.
+	Table string
+	// NoCreateTable skips CREATE TABLE IF NOT EXISTS when the Driver is made
+	// (for a user without the CREATE privilege; see [DDL]).
+	NoCreateTable bool
+	// LockWaitTimeout, when positive, sets the session's
+	// innodb_lock_wait_timeout (whole seconds, at least 1) for blocking
+	// waits. A wait that hits it is retried within the caller's ctx; it only
+	// bounds how long one server-side wait lasts. Zero keeps the server's.
+	LockWaitTimeout time.Duration
+}
+
+// open is the backend.Opener for mysql:// URLs.
+func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
+	cfg, opts, err := configFromURL(u)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("sqllock: %w: %s: %v", backend.ErrInvalidConfig, u.Redacted(), err)
+	}
+	db := sql.OpenDB(conn)
+	// Each held lock pins a connection; keep enough idle ones that a busy
+	// Locker does not dial for every acquisition.
+	db.SetMaxIdleConns(64)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	d, err := New(ctx, db, opts)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	d.ownDB = true
+	return d, nil
+}
+
+// configFromURL turns mysql://user:pass@host:port/dbname?... into a driver
+// configuration. Its errors never contain the password.
+func configFromURL(u *backend.URL) (*mysql.Config, Options, error) {
+	var opts Options
+	q := u.Query
+	opts.Table = q.String("table", DefaultTable)
+	opts.NoCreateTable = !q.Bool("create_table", true)
+	opts.LockWaitTimeout = q.Duration("lock_wait_timeout", 0)
+	dial := q.Duration("dial_timeout", 10*time.Second)
+	tlsMode := q.String("tls", "false")
+	tlsCA := q.String("tls_ca", "")
+	if err := checkTable(opts.Table); err != nil {
+		q.Fail("parameter table=%q: want letters, digits or underscores (at most 58), not starting with a digit", opts.Table)
+	}
+	if len(u.Hosts) != 1 {
+		q.Fail("want exactly one host, got %d", len(u.Hosts))
+	}
+	dbname := strings.TrimPrefix(u.Path, "/")
+	if dbname == "" || strings.Contains(dbname, "/") {
+		q.Fail("path %q: want /DBNAME", u.Path)
+	}
+	cfg := mysql.NewConfig()
+	cfg.Net = "tcp"
+	if len(u.Hosts) == 1 {
+		cfg.Addr = u.HostsWithDefaultPort(3306)[0]
+	}
+	cfg.User = u.Username()
+	cfg.Passwd, _ = u.Password()
+	cfg.DBName = dbname
+	cfg.Timeout = dial
+	cfg.InterpolateParams = true // one round trip per statement; values are still bound, escaped by the driver
+	tlsName, err := tlsConfig(tlsMode, tlsCA, u.Hosts)
+	if err != nil {
+		q.Fail("%v", err)
+	}
+	cfg.TLSConfig = tlsName
+	if err := q.Err(); err != nil {
+		return nil, opts, fmt.Errorf("sqllock: %s: %w", u.Redacted(), err)
+	}
+	return cfg, opts, nil
+}
+
+// tlsSeq names the TLS configurations registered for tls_ca.
+var tlsSeq atomic.Uint64
+
+// tlsConfig returns the driver's TLS setting for tls=... and tls_ca=...
+func tlsConfig(mode, caFile string, hosts []string) (string, error) {
+	switch mode {
+	case "false", "true", "skip-verify", "preferred":
+	default:
+		return "", fmt.Errorf("parameter tls=%q: want true, false, skip-verify or preferred", mode)
+	}
+	if caFile == "" {
+		return mode, nil
+	}
+	if mode != "true" {
+		return "", fmt.Errorf("parameter tls_ca needs tls=true, not tls=%s", mode)
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return "", fmt.Errorf("parameter tls_ca=%q: %v", caFile, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return "", fmt.Errorf("parameter tls_ca=%q: no PEM certificate found", caFile)
+	}
+	c := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if len(hosts) == 1 {
+		c.ServerName, _, _ = strings.Cut(hosts[0], ":")
+	}
+	name := fmt.Sprintf("distlock-sqllock-%d", tlsSeq.Add(1))
+	if err := mysql.RegisterTLSConfig(name, c); err != nil {
+		return "", fmt.Errorf("parameter tls_ca: %v", err)
+	}
+	return name, nil
+}

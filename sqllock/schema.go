@@ -1,0 +1,117 @@
+package sqllock
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// DefaultTable is the lock table's name when none is given. The fencing
+// counters live in a second table named after it with the suffix
+// [FenceSuffix].
+const DefaultTable = "distlock_locks"
+
+// FenceSuffix is appended to the lock table's name to name the table of
+// fencing counters.
+const FenceSuffix = "_fence"
+
+// maxKeyLen is the width of the name columns: the portable layer's limit.
+const maxKeyLen = 1024
+
+// tableName accepts plain identifiers only, short enough that the fence
+// table's name stays within MySQL's 64-character limit. Anything else is
+// rejected rather than escaped, so no input reaches the SQL text.
+var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,57}$`)
+
+// checkTable reports why name cannot be the lock table's name.
+func checkTable(name string) error {
+	if !tableName.MatchString(name) {
+		return fmt.Errorf("%w: table name %q: want 1 to 58 letters, digits or underscores, not starting with a digit",
+			backend.ErrInvalidConfig, name)
+	}
+	return nil
+}
+
+// DDL returns the statements that create the lock table and its fencing
+// counter table, for DBAs who create them by hand (see docs/sql.md). The
+// table name must be valid (letters, digits, underscores; at most 58).
+func DDL(table string) ([]string, error) {
+	if err := checkTable(table); err != nil {
+		return nil, err
+	}
+	return newStatements(table).ddl, nil
+}
+
+// statements holds every SQL text the driver sends, built once from the
+// validated, backquoted table names. Every value is a bound parameter.
+type statements struct {
+	ddl []string
+	// On the pinned connection.
+	beginTry   string // autocommit off and the idle timeout, before a NOWAIT lock
+	beginWait  string // autocommit off, before a blocking lock
+	beginWaitT string // the same, with a session lock-wait timeout
+	connID     string
+	lockNowait string
+	lockWait   string
+	rollback   string
+	setIdle    string // the idle timeout (the lock's TTL) while held
+	reset      string // ends the transaction and restores the session's defaults
+	// On any pooled connection (autocommit).
+	exists    string
+	ensure    string
+	fence     string
+	fenceRow  string
+	probe     string
+	killQuery string
+}
+
+func newStatements(table string) *statements {
+	lt := "`" + table + "`"
+	ft := "`" + table + FenceSuffix + "`"
+	const lockCols = "SELECT CONNECTION_ID() FROM %s WHERE name = ? FOR UPDATE"
+	return &statements{
+		ddl: []string{
+			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
+				"  name VARBINARY(%d) NOT NULL,\n"+
+				"  PRIMARY KEY (name)\n"+
+				") ENGINE=InnoDB", lt, maxKeyLen),
+			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
+				"  name       VARBINARY(%d) NOT NULL,\n"+
+				"  token      BIGINT UNSIGNED NOT NULL,\n"+
+				"  owner      VARBINARY(128) NOT NULL,\n"+
+				"  holder_id  BIGINT UNSIGNED NOT NULL,\n"+
+				"  granted_at DATETIME(6) NOT NULL,\n"+
+				"  PRIMARY KEY (name)\n"+
+				") ENGINE=InnoDB", ft, maxKeyLen),
+		},
+		beginTry:   "SET SESSION autocommit = 0, wait_timeout = ?",
+		beginWait:  "SET SESSION autocommit = 0",
+		beginWaitT: "SET SESSION autocommit = 0, innodb_lock_wait_timeout = ?",
+		connID:     "SELECT CONNECTION_ID()",
+		lockNowait: fmt.Sprintf(lockCols+" NOWAIT", lt),
+		lockWait:   fmt.Sprintf(lockCols, lt),
+		rollback:   "ROLLBACK",
+		setIdle:    "SET SESSION wait_timeout = ?",
+		reset:      "SET SESSION autocommit = 1, wait_timeout = DEFAULT, innodb_lock_wait_timeout = DEFAULT",
+		exists:     fmt.Sprintf("SELECT 1 FROM %s WHERE name = ?", lt),
+		ensure:     fmt.Sprintf("INSERT IGNORE INTO %s (name) VALUES (?)", lt),
+		fence: fmt.Sprintf("INSERT INTO %s (name, token, owner, holder_id, granted_at) "+
+			"VALUES (?, LAST_INSERT_ID(1), ?, ?, NOW(6)) "+
+			"ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1), owner = ?, holder_id = ?, granted_at = NOW(6)", ft),
+		fenceRow:  fmt.Sprintf("SELECT token, owner, holder_id FROM %s WHERE name = ?", ft),
+		probe:     fmt.Sprintf("SELECT name FROM %s WHERE name = ? FOR UPDATE NOWAIT", lt),
+		killQuery: "KILL QUERY %d", // an id the server gave us, formatted as an integer
+	}
+}
+
+// createTables runs the DDL (idempotent: CREATE TABLE IF NOT EXISTS).
+func (d *Driver) createTables(ctx context.Context) error {
+	for _, q := range d.q.ddl {
+		if _, err := d.db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("sqllock: create table: %w", classify(err))
+		}
+	}
+	return nil
+}
