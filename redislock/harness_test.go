@@ -170,3 +170,5 @@ func (h *harness) Close() error {
 	clear(h.clients)
 	return nil
 }
+
+func distlockUnavailable(err error) bool { return errors.Is(err, backend.ErrUnavailable) }
