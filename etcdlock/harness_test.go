@@ -49,6 +49,7 @@ type harness struct {
 
 	mu      sync.Mutex
 	clients []*clientv3.Client
+	paused  bool
 }
 
 func newHarness(c *cluster, prefix string) *harness { return &harness{c: c, prefix: prefix} }
@@ -88,6 +89,9 @@ func (h *harness) Delete(ctx context.Context, key string) error {
 }
 
 func (h *harness) StopServer(ctx context.Context) error {
+	h.mu.Lock()
+	h.paused = true
+	h.mu.Unlock()
 	var errs []error
 	for _, n := range h.c.g.Nodes() {
 		errs = append(errs, n.Pause(ctx))
@@ -95,7 +99,16 @@ func (h *harness) StopServer(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// StartServer resumes the members paused by StopServer; it does nothing
+// if they are running (the suite calls it again in its cleanup).
 func (h *harness) StartServer(ctx context.Context) error {
+	h.mu.Lock()
+	paused := h.paused
+	h.paused = false
+	h.mu.Unlock()
+	if !paused {
+		return h.c.g.Wait(ctx)
+	}
 	var errs []error
 	for _, n := range h.c.g.Nodes() {
 		errs = append(errs, n.Resume(ctx))
