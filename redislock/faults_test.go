@@ -161,8 +161,8 @@ func TestServerRestartPersistent(t *testing.T) {
 	a, b := singleLocker(t, n, 5*time.Second), singleLocker(t, n, 5*time.Second)
 	le := mustHold(t, a, "restart-persistent")
 	type result struct {
-		le *distlock.Lease
-		at time.Time
+		le  *distlock.Lease
+		at  time.Time
 		err error
 	}
 	got := make(chan result, 1)
