@@ -48,7 +48,7 @@ func newDockerProvider(ctx context.Context, spec Spec) (*dockerProvider, error) 
 	defer cancel()
 	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%w: no docker engine reachable (%v): start one, or use %s=local", ErrUnavailable, err, EnvProvider)
+		return nil, fmt.Errorf("%w: no docker engine reachable (%v): start one (and `make images` if the server images are missing), or use %s=local", ErrUnavailable, err, EnvProvider)
 	}
 	p := &dockerProvider{cli: cli, host: "127.0.0.1", local: true}
 	if u, err := url.Parse(cli.DaemonHost()); err == nil && u.Scheme == "tcp" && u.Hostname() != "" && u.Hostname() != "localhost" && u.Hostname() != "127.0.0.1" {

@@ -118,15 +118,15 @@ func zookeeperEnv(spec Spec, i int) map[string]string {
 
 // etcdCommand is the full etcd command line of node i. Members reach each
 // other by their aliases on the group network; a single member uses
-// localhost.
+// 127.0.0.1 (a name that resolves would have to match its own address).
 func etcdCommand(spec Spec, i int, networked bool) []string {
-	self := "localhost"
+	self := "127.0.0.1"
 	if networked {
 		self = spec.nodeName(i)
 	}
 	peers := make([]string, spec.Nodes)
 	for j := range peers {
-		host := "localhost"
+		host := "127.0.0.1"
 		if networked {
 			host = spec.nodeName(j)
 		}

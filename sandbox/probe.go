@@ -109,7 +109,13 @@ func redisCommand(ctx context.Context, addr, cmd string) (string, error) {
 }
 
 // mysqlPing connects as root to the sandbox database and runs SELECT 1.
+// It first reads the server's greeting on a raw connection, so that the
+// driver (which logs every failed read) only talks to a listening server,
+// not to a port forwarder in front of a server still starting.
 func mysqlPing(ctx context.Context, addr string) error {
+	if err := mysqlGreeting(ctx, addr); err != nil {
+		return err
+	}
 	db, err := sql.Open("mysql", MySQLDSN(addr))
 	if err != nil {
 		return err
@@ -118,6 +124,24 @@ func mysqlPing(ctx context.Context, addr string) error {
 	var one int
 	if err := db.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
 		return fmt.Errorf("mysql SELECT 1: %w", err)
+	}
+	return nil
+}
+
+// mysqlGreeting reads the first packet a MySQL/MariaDB server sends and
+// checks that it is a protocol-10 handshake.
+func mysqlGreeting(ctx context.Context, addr string) error {
+	conn, err := dial(ctx, addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var head [5]byte // 3-byte length, sequence number, protocol version
+	if _, err := io.ReadFull(conn, head[:]); err != nil {
+		return fmt.Errorf("mysql greeting: %w", err)
+	}
+	if head[4] != 10 {
+		return fmt.Errorf("mysql greeting: protocol %d, want 10", head[4])
 	}
 	return nil
 }
