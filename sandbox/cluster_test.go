@@ -72,6 +72,28 @@ func TestZooKeeperEnsemble(t *testing.T) {
 	if want := "zk://" + strings.Join(addrs, ","); g.URL() != want {
 		t.Errorf("URL = %q, want %q", g.URL(), want)
 	}
+
+	// A killed member comes back and the ensemble serves on all three.
+	ctx := testCtx(t, 2*time.Minute)
+	if err := g.Node(0).Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Set("/ens", []byte("w"), -1); err != nil {
+		t.Fatalf("set with 2 of 3 members: %v", err)
+	}
+	if err := g.Node(0).Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	back := zkConn(t, []string{g.Node(0).Addr()})
+	if _, err := back.Sync("/ens"); err != nil {
+		t.Fatalf("sync via restarted member: %v", err)
+	}
+	if data, _, err := back.Get("/ens"); err != nil || string(data) != "w" {
+		t.Fatalf("get via restarted member = %q, %v", data, err)
+	}
 }
 
 func TestRedisCluster(t *testing.T) {

@@ -50,6 +50,18 @@ func TestMariaDBSmoke(t *testing.T) {
 	if want := "mysql://root:" + sandbox.RootPassword + "@" + g.Node(0).Addr() + "/" + sandbox.Database; g.URL() != want {
 		t.Errorf("URL = %q, want %q", g.URL(), want)
 	}
+
+	// The data survives a clean restart (the address may change).
+	if err := g.Node(0).Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Node(0).Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	db = mysqlDB(t, g.Node(0).Addr())
+	if err := db.QueryRowContext(ctx, "SELECT owner FROM locks WHERE name = 'a'").Scan(&owner); err != nil || owner != "me" {
+		t.Fatalf("SELECT owner after restart = %q, %v", owner, err)
+	}
 }
 
 func TestZooKeeperSmoke(t *testing.T) {
