@@ -43,7 +43,8 @@ cleanup() {
 		$SUDO rm -f "$POLICY"
 	fi
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 if [ ! -e "$POLICY" ]; then
 	printf '#!/bin/sh\n# created by distlock scripts/install-servers.sh\nexit 101\n' | $SUDO tee "$POLICY" >/dev/null
 	$SUDO chmod 755 "$POLICY"
