@@ -49,15 +49,30 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	return errs[0]
 }
 
+// releaseAttempt bounds one release request. A write caught by the death
+// of etcd's leader is only failed by the server after its request timeout
+// (5 s + 2 election timeouts); a release that takes longer than this gives
+// up and leaves the deletion to the background, which succeeds as soon as
+// a new leader is elected.
+const releaseAttempt = 2 * time.Second
+
 // Release deletes the lock's key if it still has the lock's create
-// revision, so a retried release never deletes a newer holder's key.
+// revision, so a retried release never deletes a newer holder's key. If
+// the request fails, the key is deleted in the background as soon as the
+// cluster answers again, and the error wraps ErrUnavailable.
 func (l *lock) Release(ctx context.Context) error {
 	d := l.d
-	resp, err := d.c.Txn(ctx).If(l.owns()).Then(clientv3.OpDelete(l.ekey)).Commit()
-	if err != nil {
-		return d.wrap(ctx, "release", l.key, err)
-	}
+	actx, cancel := context.WithTimeout(ctx, releaseAttempt)
+	defer cancel()
+	resp, err := d.c.Txn(actx).If(l.owns()).Then(clientv3.OpDelete(l.ekey)).Commit()
 	l.forget()
+	if err != nil {
+		// The key may still be there, kept alive by the driver's lease:
+		// keep deleting it in the background until it is gone or the
+		// lease ends, so it never stays a ghost holder.
+		d.orphan(l.s, l.ekey)
+		return d.wrap(ctx, "release", l.key, fmt.Errorf("%w (deletion continues in the background)", err))
+	}
 	if !resp.Succeeded {
 		return fmt.Errorf("etcdlock: release %q: %w: key %s with create revision %d is gone", l.key, backend.ErrNotHeld, l.ekey, l.rev)
 	}

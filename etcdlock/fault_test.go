@@ -1,0 +1,242 @@
+package etcdlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
+)
+
+// faultPrefix is the key prefix of the fault tests.
+const faultPrefix = "faults/"
+
+// locker returns a Locker over its own client of endpoints, closed with t.
+func locker(t *testing.T, endpoints ...string) (*distlock.Locker, *etcdlock.Driver) {
+	t.Helper()
+	return lockerTTL(t, testTTL, endpoints...)
+}
+
+// lockerTTL is locker with a lease TTL of ttl.
+func lockerTTL(t *testing.T, ttl time.Duration, endpoints ...string) (*distlock.Locker, *etcdlock.Driver) {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	d, err := etcdlock.New(cli, &etcdlock.Options{Prefix: faultPrefix, TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := distlock.New(d, distlock.WithDefaultTTL(ttl))
+	t.Cleanup(func() {
+		_ = l.Close()
+		_ = cli.Close()
+	})
+	return l, d
+}
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// queued waits until key's range holds n keys (holder and waiters).
+func queued(t *testing.T, d *etcdlock.Driver, key string, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := d.Client().Get(ctxT(t, 5*time.Second), d.KeyRange(key), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err == nil && resp.Count == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue of %q never reached %d keys (last: %v, %v)", key, n, resp, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestFaults runs the fault tests on one member; TestLeaderKilled needs
+// a cluster of its own.
+func TestFaults(t *testing.T) {
+	c := startCluster(t, 1)
+	t.Run("FIFO", func(t *testing.T) { testFIFO(t, c) })
+	t.Run("DeadWaiterInTheMiddle", func(t *testing.T) { testDeadWaiter(t, c) })
+	t.Run("PartitionedHolder", func(t *testing.T) { testPartitioned(t, c) })
+	t.Run("OwnerCmp", func(t *testing.T) { testOwnerCmp(t, c) })
+}
+
+// testFIFO: waiters get the lock in the order they queued.
+func testFIFO(t *testing.T, c *cluster) {
+	const n = 6
+	key := fmt.Sprintf("fifo-%d", time.Now().UnixNano())
+	holder, hd := locker(t, c.g.Addrs()...)
+	le, err := holder.Acquire(ctxT(t, 10*time.Second), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for i := range n {
+		l, _ := locker(t, c.g.Addrs()...)
+		wg.Go(func() {
+			w, err := l.Acquire(ctxT(t, 30*time.Second), key)
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			_ = w.Release(ctxT(t, 5*time.Second))
+		})
+		queued(t, hd, key, int64(i+2))
+	}
+	if err := le.Release(ctxT(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for i, got := range order {
+		if got != i {
+			t.Fatalf("waiters got the lock in order %v, want 0..%d", order, n-1)
+		}
+	}
+}
+
+// testDeadWaiter: a waiter between the holder and another waiter dies; its
+// key expires with its lease, and the waiter behind it must keep waiting
+// for the holder instead of taking the lock early.
+func testDeadWaiter(t *testing.T, c *cluster) {
+	key := fmt.Sprintf("deadwaiter-%d", time.Now().UnixNano())
+	a, ad := locker(t, c.g.Addrs()...)
+	b, bd := locker(t, c.g.Addrs()...)
+	cl, _ := locker(t, c.g.Addrs()...)
+	la, err := a.Acquire(ctxT(t, 10*time.Second), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bErr := make(chan error, 1)
+	go func() {
+		_, err := b.Acquire(ctxT(t, 30*time.Second), key)
+		bErr <- err
+	}()
+	queued(t, ad, key, 2)
+	var got atomic.Pointer[distlock.Lease]
+	cDone := make(chan error, 1)
+	go func() {
+		lc, err := cl.Acquire(ctxT(t, 30*time.Second), key)
+		got.Store(lc)
+		cDone <- err
+	}()
+	queued(t, ad, key, 3)
+	if err := bd.Client().Close(); err != nil { // b dies; its key lives until its lease expires
+		t.Fatal(err)
+	}
+	if err := <-bErr; err == nil {
+		t.Fatal("the dead waiter got the lock")
+	}
+	queued(t, ad, key, 2) // b's key expired
+	select {
+	case err := <-cDone:
+		t.Fatalf("the waiter behind a dead waiter took the lock while it was held (err %v)", err)
+	case <-time.After(testTTL):
+	}
+	released := time.Now()
+	if err := la.Release(ctxT(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-cDone:
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("hand-off after the release took %v", time.Since(released))
+		_ = got.Load().Release(ctxT(t, 5*time.Second))
+	case <-time.After(testTTL):
+		t.Fatal("the waiter did not get the lock after the holder released")
+	}
+}
+
+// testPartitioned: a holder cut off from etcd beyond its TTL reports the
+// loss before anyone else can hold the lock.
+func testPartitioned(t *testing.T, c *cluster) {
+	key := fmt.Sprintf("partition-%d", time.Now().UnixNano())
+	p := startProxy(t, c.g.Addrs()[0])
+	a, _ := locker(t, p.addr())
+	b, _ := locker(t, c.g.Addrs()...)
+	la, err := a.Acquire(ctxT(t, 10*time.Second), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lostAt atomic.Int64
+	go func() {
+		<-la.Done()
+		lostAt.Store(time.Now().UnixNano())
+	}()
+	p.partition()
+	lb, err := b.Acquire(ctxT(t, 4*testTTL+10*time.Second), key)
+	gotAt := time.Now()
+	if err != nil {
+		t.Fatalf("the partitioned holder's lock never became free: %v", err)
+	}
+	defer lb.Release(ctxT(t, 5*time.Second))
+	if !la.Deadline().Before(gotAt) {
+		t.Errorf("the partitioned holder was valid until %v, but another client held the lock at %v", la.Deadline(), gotAt)
+	}
+	at := lostAt.Load()
+	if at == 0 || time.Unix(0, at).After(gotAt) {
+		t.Errorf("the partitioned holder did not report the loss before another client held the lock")
+	}
+	if !errors.Is(la.Err(), distlock.ErrLost) {
+		t.Errorf("Err() = %v, want ErrLost", la.Err())
+	}
+	t.Logf("loss reported %v before the other client held the lock", gotAt.Sub(time.Unix(0, at)))
+}
+
+// testOwnerCmp: the exported comparison guards a write while the lock is
+// held, and fails it once the lock is gone.
+func testOwnerCmp(t *testing.T, c *cluster) {
+	key := fmt.Sprintf("cmp-%d", time.Now().UnixNano())
+	l, d := locker(t, c.g.Addrs()...)
+	le, err := l.Acquire(ctxT(t, 10*time.Second), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmp, err := etcdlock.OwnerCmp(l, le)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := "faults-data/" + key
+	put := func() bool {
+		resp, err := d.Client().Txn(ctxT(t, 5*time.Second)).If(cmp).Then(clientv3.OpPut(data, "x")).Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Succeeded
+	}
+	if !put() {
+		t.Fatal("a guarded write failed while the lock was held")
+	}
+	if _, err := d.Client().Delete(ctxT(t, 5*time.Second), d.KeyRange(key), clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	if put() {
+		t.Fatal("a guarded write succeeded after the lock was deleted")
+	}
+	_ = le.Release(ctxT(t, 5*time.Second))
+	if _, err := etcdlock.OwnerCmp(l, le); err == nil {
+		t.Error("OwnerCmp of a released lease succeeded")
+	}
+	_, _ = d.Client().Delete(ctxT(t, 5*time.Second), data)
+}
