@@ -145,9 +145,19 @@ func (d *Driver) isClosed() bool {
 // first, do returns its cause at once and f finishes on a goroutine the
 // driver owns (go-zookeeper bounds every call by its receive timeout). The
 // caller must not touch what f writes unless do returned nil.
+//
+// While the connection has no session, do fails at once with
+// errDisconnected instead of queueing the request: the outcome is the same
+// (the portable layer retries with backoff), and no request is in flight
+// when go-zookeeper re-establishes the session and re-registers its watches
+// (its Conn.lastZxid is read and written there without synchronisation;
+// go-zookeeper PR #35, unmerged as of v1.0.4).
 func (d *Driver) do(ctx context.Context, f func()) error {
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
+	}
+	if d.conn.State() != zk.StateHasSession {
+		return errDisconnected
 	}
 	if ctx.Done() == nil {
 		f()
@@ -169,6 +179,10 @@ func (d *Driver) do(ctx context.Context, f func()) error {
 		}
 	}
 }
+
+// errDisconnected reports a call not sent because the connection has no
+// session at the moment.
+var errDisconnected = errors.New("not connected to ZooKeeper (no session)")
 
 // kind returns the distlock error kind for a go-zookeeper error.
 func kind(err error) error {

@@ -118,7 +118,7 @@ func (d *Driver) reap() {
 // reapOne deletes one orphan; false if it must be retried.
 func (d *Driver) reapOne(x orphan) bool {
 	cur := d.conn.SessionID()
-	if cur == 0 {
+	if cur == 0 || d.conn.State() != zk.StateHasSession {
 		return false // between sessions: cannot tell yet
 	}
 	if x.session != 0 && cur != x.session {

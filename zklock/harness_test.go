@@ -1,0 +1,202 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/sandbox"
+)
+
+// testSession is the session timeout of the drivers under test: short, so
+// the suite runs fast (the sandbox's tickTime is 250 ms, so the server
+// grants anything from 500 ms).
+const testSession = 2 * time.Second
+
+// killSwitch is a dialer whose connections can be cut at once, as if the
+// process had died: no closeSession reaches the server, so the session
+// and its ephemeral nodes live on until the server expires it.
+type killSwitch struct {
+	mu    sync.Mutex
+	dead  bool
+	conns []net.Conn
+}
+
+var errKilled = errors.New("zklock test: client killed")
+
+func (k *killSwitch) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.dead {
+		return nil, errKilled
+	}
+	c, err := net.DialTimeout(network, addr, timeout)
+	if err == nil {
+		k.conns = append(k.conns, c)
+	}
+	return c, err
+}
+
+// cut closes every live connection; later ones succeed again (a network
+// blip), unless kill was called.
+func (k *killSwitch) cut(kill bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.dead = k.dead || kill
+	for _, c := range k.conns {
+		_ = c.Close()
+	}
+	k.conns = nil
+}
+
+// cluster is a sandbox ZooKeeper group with an admin session for
+// server-side faults.
+type cluster struct {
+	g     *sandbox.Group
+	admin *zk.Conn
+
+	mu     sync.Mutex
+	kills  map[backend.Driver]*killSwitch
+	paused map[int]bool // nodes paused by the harness
+}
+
+func startCluster(t *testing.T, nodes int) *cluster {
+	t.Helper()
+	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.ZooKeeper, Nodes: nodes})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, _, err := connect(ctx, g.Addrs(), dialConfig{timeout: 10 * time.Second, connectTimeout: 50 * time.Second})
+	if err != nil {
+		t.Fatalf("admin session: %v", err)
+	}
+	t.Cleanup(admin.Close)
+	return &cluster{g: g, admin: admin, kills: map[backend.Driver]*killSwitch{}, paused: map[int]bool{}}
+}
+
+// newDriver makes a driver with its own session through a kill switch.
+func (c *cluster) newDriver(ctx context.Context, session time.Duration) (*Driver, *killSwitch, error) {
+	k := &killSwitch{}
+	cfg := urlConfig{
+		hosts: c.g.Addrs(),
+		dial:  dialConfig{timeout: session, connectTimeout: 30 * time.Second, dialer: k.dial},
+		opts:  Options{Base: defaultBase},
+	}
+	d, err := dialDriver(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.mu.Lock()
+	c.kills[d] = k
+	c.mu.Unlock()
+	return d, k, nil
+}
+
+func (c *cluster) killSwitch(d backend.Driver) (*killSwitch, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k, ok := c.kills[d]
+	if !ok {
+		return nil, fmt.Errorf("driver %p was not made by this cluster", d)
+	}
+	return k, nil
+}
+
+// queue returns key's lock nodes in order, read by the admin session.
+func (c *cluster) queue(key string) ([]entry, error) {
+	children, _, err := c.admin.Children(defaultBase + "/" + encodeKey(key))
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	return queueOf(children), err
+}
+
+// deleteHolder deletes the first node of key's queue from the admin session.
+func (c *cluster) deleteHolder(key string) error {
+	q, err := c.queue(key)
+	if err != nil {
+		return err
+	}
+	if len(q) == 0 {
+		return fmt.Errorf("no lock node for %q", key)
+	}
+	return c.admin.Delete(defaultBase+"/"+encodeKey(key)+"/"+q[0].name, -1)
+}
+
+// harness adapts a cluster to conformance.Harness and ServerControl.
+type harness struct{ c *cluster }
+
+func (h harness) NewDriver(ctx context.Context) (backend.Driver, error) {
+	d, _, err := h.c.newDriver(ctx, testSession)
+	return d, err
+}
+
+func (h harness) TTL() time.Duration { return testSession }
+
+func (h harness) Kill(_ context.Context, d backend.Driver) error {
+	k, err := h.c.killSwitch(d)
+	if err != nil {
+		return err
+	}
+	k.cut(true)
+	return nil
+}
+
+func (h harness) Delete(_ context.Context, key string) error { return h.c.deleteHolder(key) }
+
+// StopServer pauses every server (SIGSTOP or docker pause): unlike a stop,
+// a pause keeps each server's address, which a container restart changes.
+func (h harness) StopServer(ctx context.Context) error {
+	for i := range h.c.g.Nodes() {
+		if err := h.c.pause(ctx, i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// StartServer resumes what StopServer paused; it may be called again.
+func (h harness) StartServer(ctx context.Context) error {
+	for i := range h.c.g.Nodes() {
+		if err := h.c.resume(ctx, i); err != nil {
+			return err
+		}
+	}
+	return h.c.g.Wait(ctx)
+}
+
+// pause freezes node i unless it is already paused.
+func (c *cluster) pause(ctx context.Context, i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.paused[i] {
+		return nil
+	}
+	if err := c.g.Node(i).Pause(ctx); err != nil {
+		return err
+	}
+	c.paused[i] = true
+	return nil
+}
+
+// resume unfreezes node i if the harness paused it.
+func (c *cluster) resume(ctx context.Context, i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.paused[i] {
+		return nil
+	}
+	if err := c.g.Node(i).Resume(ctx); err != nil {
+		return err
+	}
+	delete(c.paused, i)
+	return nil
+}
+
+func (h harness) Close() error { return nil }
