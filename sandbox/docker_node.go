@@ -208,7 +208,15 @@ func (n *containerNode) logTail() string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	rc, err := n.ctr.Logs(ctx)
+	return containerLogTail(ctx, n.ctr)
+}
+
+// containerLogTail returns the end of a container's output, on a new line,
+// or a note saying why it cannot.
+func containerLogTail(ctx context.Context, ctr interface {
+	Logs(context.Context) (io.ReadCloser, error)
+}) string {
+	rc, err := ctr.Logs(ctx)
 	if err != nil {
 		return "\n  (no log: " + err.Error() + ")"
 	}
