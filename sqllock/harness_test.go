@@ -3,6 +3,7 @@ package sqllock_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -23,14 +24,53 @@ type server struct {
 	admin *sql.DB
 }
 
-// startServer starts a MariaDB for one test, stopped when it ends.
+// The package's tests share one server, started by the first test that
+// needs it and stopped by TestMain.
+var shared struct {
+	mu  sync.Mutex
+	srv *server
+	err error
+}
+
+// startServer returns the shared MariaDB, starting it on first use. When no
+// provider can run it, the test is skipped in auto mode and fails when a
+// provider was asked for (DISTLOCK_SANDBOX=docker or local).
 func startServer(t *testing.T) *server {
 	t.Helper()
-	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.MariaDB})
-	s := &server{g: g}
-	s.admin = s.newDB(nil)
-	t.Cleanup(func() { _ = s.admin.Close() })
-	return s
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.srv == nil && shared.err == nil {
+		spec := sandbox.Spec{Kind: sandbox.MariaDB, Logf: func(string, ...any) {}}
+		ctx, cancel := context.WithTimeout(context.Background(), sandbox.DefaultStartTimeout+time.Minute)
+		defer cancel()
+		g, err := sandbox.Start(ctx, spec)
+		if err != nil {
+			shared.err = err
+		} else {
+			s := &server{g: g}
+			s.admin = s.newDB(nil)
+			shared.srv = s
+		}
+	}
+	if shared.err != nil {
+		setting, serr := sandbox.ProviderSetting(sandbox.Spec{Kind: sandbox.MariaDB})
+		if serr == nil && setting == sandbox.ProviderAuto && errors.Is(shared.err, sandbox.ErrUnavailable) {
+			t.Skipf("no MariaDB here: %v", shared.err)
+		}
+		t.Fatalf("starting MariaDB: %v", shared.err)
+	}
+	return shared.srv
+}
+
+// stopServer stops the shared server, if one was started.
+func stopServer() error {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.srv == nil {
+		return nil
+	}
+	_ = shared.srv.admin.Close()
+	return shared.srv.g.Close()
 }
 
 // addr is the server's current address (a container's port changes when it

@@ -1,17 +1,29 @@
 package sqllock_test
 
 import (
+	"fmt"
 	"io"
 	"log"
-
-	"github.com/go-sql-driver/mysql"
+	"os"
 	"testing"
 
+	"github.com/go-sql-driver/mysql"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
 	// The driver logs every connection it finds cut; the tests cut many.
 	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	if err := stopServer(); err != nil {
+		fmt.Fprintf(os.Stderr, "stopping the MariaDB sandbox: %v\n", err)
+		code = 1
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }

@@ -1,0 +1,226 @@
+package sqllock_test
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/sandbox"
+)
+
+// The holder process: TestHelperHolder re-run in a child process with
+// these variables set.
+const (
+	envURL = "SQLLOCK_HELPER_URL"
+	envDSN = "SQLLOCK_HELPER_DSN"
+	envKey = "SQLLOCK_HELPER_KEY"
+	envTTL = "SQLLOCK_HELPER_TTL"
+	envRes = "SQLLOCK_HELPER_RESOURCE"
+)
+
+const resourceTable = "distlock_test_resource"
+
+// TestHelperHolder is not a test: it is the body of the child process that
+// holds a lock for TestHolderSIGKILL and TestSilentHolder. It acquires the
+// key, prints "held TOKEN", and on each "write" line from stdin attempts a
+// fenced write with its token, printing "wrote N" (N rows changed).
+func TestHelperHolder(t *testing.T) {
+	url := os.Getenv(envURL)
+	if url == "" {
+		t.Skip("only run as a child process by the SIGKILL and SIGSTOP tests")
+	}
+	ttl, _ := time.ParseDuration(os.Getenv(envTTL))
+	resID, _ := strconv.Atoi(os.Getenv(envRes))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := distlock.Open(ctx, url, distlock.WithDefaultTTL(ttl))
+	if err != nil {
+		fmt.Printf("error %v\n", err)
+		return
+	}
+	defer l.Close()
+	db, err := sql.Open("mysql", os.Getenv(envDSN))
+	if err != nil {
+		fmt.Printf("error %v\n", err)
+		return
+	}
+	defer db.Close()
+	le, err := l.Acquire(ctx, os.Getenv(envKey))
+	if err != nil {
+		fmt.Printf("error %v\n", err)
+		return
+	}
+	fmt.Printf("held %d\n", le.Token())
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		if in.Text() == "write" {
+			n, err := fencedWrite(ctx, db, resID, le.Token(), "child")
+			fmt.Printf("wrote %d %v lease=%v\n", n, err, le.Err())
+		}
+	}
+}
+
+// fencedWrite is the protected resource's check: a write carrying a token
+// lower than one already seen changes nothing.
+func fencedWrite(ctx context.Context, db *sql.DB, id int, token uint64, val string) (int64, error) {
+	res, err := db.ExecContext(ctx, "UPDATE "+resourceTable+" SET val = ?, token = ? WHERE id = ? AND token < ?", val, token, id, token)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// child is a running holder process.
+type child struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Scanner
+}
+
+func startHolder(t *testing.T, s *server, key string, ttl time.Duration, resID int) (*child, uint64) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHolder$", "-test.count=1")
+	cmd.Env = append(os.Environ(),
+		envURL+"="+sandbox.MySQLURL(s.addr())+"?table="+testTable,
+		envDSN+"="+sandbox.MySQLDSN(s.addr()),
+		envKey+"="+key, envTTL+"="+ttl.String(), envRes+"="+strconv.Itoa(resID))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &child{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	line := c.line(t, "held ")
+	tok, err := strconv.ParseUint(strings.Fields(line)[1], 10, 64)
+	if err != nil {
+		t.Fatalf("holder said %q", line)
+	}
+	return c, tok
+}
+
+// line reads the child's output until a line starting with prefix.
+func (c *child) line(t *testing.T, prefix string) string {
+	t.Helper()
+	for c.out.Scan() {
+		l := c.out.Text()
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+		if strings.HasPrefix(l, "error ") {
+			t.Fatalf("holder process: %s", l)
+		}
+	}
+	t.Fatalf("holder process ended without printing %q", prefix)
+	return ""
+}
+
+// TestHolderSIGKILL: a holder process killed with SIGKILL frees the lock as
+// soon as the server sees its connection close, long before its TTL.
+func TestHolderSIGKILL(t *testing.T) {
+	s := startServer(t)
+	const ttl = 20 * time.Second
+	key := uniqueKey("sigkill")
+	c, tok := startHolder(t, s, key, ttl, 0)
+	l := newLocker(t, s, ttl)
+	if _, err := l.TryAcquire(ctxFor(t, 10*time.Second), key); err == nil {
+		t.Fatal("the key was free while the child process held it")
+	}
+	killed := time.Now()
+	if err := c.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	le, err := l.Acquire(ctxFor(t, 2*ttl), key)
+	took := time.Since(killed)
+	if err != nil {
+		t.Fatalf("Acquire after the holder was killed: %v", err)
+	}
+	defer release(t, le)
+	t.Logf("SIGKILL of the holder to the next grant: %v (TTL %v); tokens %d then %d", took, ttl, tok, le.Token())
+	if took >= ttl/2 {
+		t.Errorf("the next holder waited %v: the lock was freed by a timeout, not by the connection closing", took)
+	}
+	if le.Token() <= tok {
+		t.Errorf("token %d after the killed holder's %d", le.Token(), tok)
+	}
+}
+
+// TestSilentHolder: a holder process that is paused (SIGSTOP) keeps its TCP
+// connection open but stops refreshing; the server's idle timeout ends its
+// session within the TTL, the next holder gets the lock, and the paused
+// holder's fenced write, once it resumes, is rejected.
+func TestSilentHolder(t *testing.T) {
+	s := startServer(t)
+	const ttl = 2 * time.Second
+	resID := int(time.Now().UnixNano() % 1e9)
+	mustExec(t, s.admin, "CREATE TABLE IF NOT EXISTS "+resourceTable+" (id INT PRIMARY KEY, val VARCHAR(64) NOT NULL, token BIGINT UNSIGNED NOT NULL)")
+	mustExec(t, s.admin, "INSERT INTO "+resourceTable+" VALUES (?, '', 0)", resID)
+	key := uniqueKey("silent")
+	c, tok := startHolder(t, s, key, ttl, resID)
+	if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+	l := newLocker(t, s, ttl)
+	le, err := l.Acquire(ctxFor(t, 10*ttl), key)
+	took := time.Since(paused)
+	if err != nil {
+		t.Fatalf("Acquire while the holder is paused: %v", err)
+	}
+	defer release(t, le)
+	t.Logf("SIGSTOP of the holder to the next grant: %v (TTL %v)", took, ttl)
+	// The server's bound: the last refresh (at most TTL/3 before the pause)
+	// plus wait_timeout (the TTL in whole seconds); one second of slack for
+	// the server's timer and a busy machine.
+	if took > ttl+time.Second {
+		t.Errorf("a silent holder kept the lock %v after it went silent, beyond its TTL %v", took, ttl)
+	}
+	if le.Token() <= tok {
+		t.Fatalf("token %d after the silent holder's %d", le.Token(), tok)
+	}
+	if n, err := fencedWrite(ctxFor(t, 10*time.Second), s.admin, resID, le.Token(), "new holder"); err != nil || n != 1 {
+		t.Fatalf("the new holder's fenced write: %d rows, %v", n, err)
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(c.stdin, "write\n"); err != nil {
+		t.Fatal(err)
+	}
+	line := c.line(t, "wrote ")
+	t.Logf("the resumed holder: %s", line)
+	if !strings.HasPrefix(line, "wrote 0 ") {
+		t.Errorf("the stale holder's fenced write was accepted: %s", line)
+	}
+	if !strings.Contains(line, "lost") {
+		t.Logf("the resumed holder had not yet noticed the loss when it wrote (the fence caught it)")
+	}
+}
+
+func mustExec(t *testing.T, db *sql.DB, q string, args ...any) {
+	t.Helper()
+	if _, err := db.ExecContext(ctxFor(t, 30*time.Second), q, args...); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
