@@ -98,7 +98,7 @@ func (p *pinned) waitRow(ctx context.Context, key string) error {
 		case err == nil && ctx.Err() == nil:
 			return nil
 		case err == nil: // won just as the caller gave up: let it go
-			_ = p.giveBack(context.WithoutCancel(ctx))
+			p.end(nil)
 			return fmt.Errorf("sqllock: wait %q: %w", key, context.Cause(ctx))
 		case ctx.Err() != nil:
 			p.end(err)

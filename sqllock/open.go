@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"database/sql"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -96,7 +97,7 @@ func configFromURL(u *backend.URL) (*mysql.Config, Options, error) {
 	}
 	cfg.TLSConfig = tlsName
 	if err := q.Err(); err != nil {
-		return nil, opts, fmt.Errorf("sqllock: %s: %w", u.Redacted(), err)
+		return nil, opts, fmt.Errorf("sqllock: %w", err)
 	}
 	return cfg, opts, nil
 }
@@ -127,7 +128,10 @@ func tlsConfig(mode, caFile string, hosts []string) (string, error) {
 	}
 	c := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	if len(hosts) == 1 {
-		c.ServerName, _, _ = strings.Cut(hosts[0], ":")
+		c.ServerName = hosts[0]
+		if h, _, err := net.SplitHostPort(hosts[0]); err == nil {
+			c.ServerName = h
+		}
 	}
 	name := fmt.Sprintf("distlock-sqllock-%d", tlsSeq.Add(1))
 	if err := mysql.RegisterTLSConfig(name, c); err != nil {

@@ -1,0 +1,57 @@
+package sqllock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/sqllock"
+)
+
+// TestOpenURLErrors: bad URLs fail before dialling, name the bad part, and
+// never show the password.
+func TestOpenURLErrors(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"mysql://u:s3cret@127.0.0.1:1/app?table=a-b", "table"},
+		{"mysql://u:s3cret@127.0.0.1:1/app?table=a%60b", "table"},
+		{"mysql://u:s3cret@127.0.0.1:1/app?table=" + strings.Repeat("t", 59), "table"},
+		{"mysql://u:s3cret@127.0.0.1:1/app?bogus=1", "bogus"},
+		{"mysql://u:s3cret@127.0.0.1:1/", "DBNAME"},
+		{"mysql://u:s3cret@h1:1,h2:2/app", "one host"},
+		{"mysql://u:s3cret@127.0.0.1:1/app?tls=maybe", "tls"},
+		{"mysql://u:s3cret@127.0.0.1:1/app?tls_ca=/nonexistent.pem", "tls_ca"},
+		{"mysql://u:s3cret@127.0.0.1:1/app?lock_wait_timeout=-1s", "lock_wait_timeout"},
+	} {
+		_, err := distlock.Open(context.Background(), tc.url)
+		if !errors.Is(err, distlock.ErrInvalidConfig) {
+			t.Errorf("Open(%q) = %v, want ErrInvalidConfig", tc.url, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%q) error %q does not name %q", tc.url, err, tc.want)
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Open(%q) error shows the password: %v", tc.url, err)
+		}
+	}
+}
+
+func TestDDL(t *testing.T) {
+	ddl, err := sqllock.DDL("app_locks")
+	if err != nil || len(ddl) != 2 {
+		t.Fatalf("DDL = %q, %v", ddl, err)
+	}
+	for _, want := range []string{"CREATE TABLE IF NOT EXISTS `app_locks`", "PRIMARY KEY (name)"} {
+		if !strings.Contains(ddl[0], want) {
+			t.Errorf("lock table DDL lacks %q:\n%s", want, ddl[0])
+		}
+	}
+	if !strings.Contains(ddl[1], "`app_locks_fence`") {
+		t.Errorf("fence table DDL:\n%s", ddl[1])
+	}
+	if _, err := sqllock.DDL("x; DROP TABLE y"); !errors.Is(err, distlock.ErrInvalidConfig) {
+		t.Errorf("DDL of a bad name = %v", err)
+	}
+}
