@@ -103,6 +103,13 @@ func testFIFO(t *testing.T, c *cluster) {
 		})
 		queued(t, hd, key, int64(i+2))
 	}
+	info, err := hd.Inspect(ctxT(t, 5*time.Second), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Held || info.Owner != le.Owner() || info.Token != le.Token() || info.Waiters != n || info.TTL <= 0 {
+		t.Errorf("Inspect = %+v, want held by %s with token %d, %d waiters and a TTL", info, le.Owner(), le.Token(), n)
+	}
 	if err := le.Release(ctxT(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package etcdlock_test
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -14,11 +13,11 @@ type proxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
+	mu     sync.Mutex
 	cut    bool
 	closed bool
-	conns []net.Conn
-	wg    sync.WaitGroup
+	conns  []net.Conn
+	wg     sync.WaitGroup
 }
 
 func startProxy(t *testing.T, target string) *proxy {
@@ -75,8 +74,7 @@ func (p *proxy) pipe(dst, src net.Conn) {
 				return
 			}
 		}
-		if err != nil {
-			_ = io.EOF // any read error (EOF or closed) ends the pipe
+		if err != nil { // EOF, or the connection was closed
 			return
 		}
 	}

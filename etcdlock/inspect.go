@@ -1,0 +1,40 @@
+package etcdlock
+
+import (
+	"context"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// Inspect reports key's lock without taking it: the holder is the key with
+// the lowest create revision in the lock's range (its value is the owner,
+// its create revision the token, its lease's remaining TTL the TTL), and
+// every other key is a waiter. A free lock reports token 0: etcd keeps no
+// trace of past holders.
+func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) {
+	info := backend.Info{Key: key}
+	resp, err := d.c.Get(ctx, lockRange(d.prefix, key), clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return info, d.wrap(ctx, "inspect", key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return info, nil
+	}
+	holder := resp.Kvs[0]
+	info.Held = true
+	info.Owner = string(holder.Value)
+	info.Token = uint64(holder.CreateRevision)
+	info.Waiters = len(resp.Kvs) - 1
+	if holder.Lease != 0 {
+		ttl, err := d.c.TimeToLive(ctx, clientv3.LeaseID(holder.Lease))
+		if err != nil {
+			return info, d.wrap(ctx, "inspect", key, err)
+		}
+		info.TTL = time.Duration(max(ttl.TTL, 0)) * time.Second
+	}
+	return info, nil
+}
