@@ -15,72 +15,74 @@ import (
 // (wait_timeout) set to the TTL, and locks the row with SELECT ... FOR
 // UPDATE NOWAIT. The transaction stays open until Release.
 func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
-	c, err := d.conn(ctx, "acquire", req.Key)
+	return d.acquire(ctx, req, false)
+}
+
+// Wait is TryAcquire that, when the row is locked, waits in the server:
+// SELECT ... FOR UPDATE blocks on the pinned connection until the holder's
+// transaction ends. A lock-wait timeout (error 1205) rolls back and waits
+// again, within ctx. When ctx ends the blocked statement is interrupted
+// (KILL QUERY), so no ghost waiter is left to take the lock later.
+func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	return d.acquire(ctx, req, true)
+}
+
+func (d *Driver) acquire(ctx context.Context, req backend.Request, wait bool) (backend.Grant, error) {
+	op := "acquire"
+	if wait {
+		op = "wait"
+	}
+	c, err := d.conn(ctx, op, req.Key)
 	if err != nil {
 		return backend.Grant{}, err
 	}
 	p := &pinned{d: d, c: c}
 	ttl := seconds(req.TTL)
-	if _, err := c.ExecContext(ctx, d.q.beginTry, ttl); err != nil {
+	begin, args := d.q.beginTry, []any{ttl}
+	if wait && d.lwt > 0 {
+		begin, args = d.q.beginWait, []any{ttl, d.lwt}
+	}
+	if _, err := c.ExecContext(ctx, begin, args...); err != nil {
 		p.discard()
-		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w", req.Key, classify(err))
+		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, classify(err))
 	}
 	p.id, err = p.lockRow(ctx, ctx, req.Key, true)
-	if err != nil {
-		if isConflict(err) {
-			if gerr := p.giveBack(ctx); gerr != nil {
-				return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w", req.Key, classify(gerr))
-			}
-			return backend.Grant{}, backend.NotAcquired(req.Key, 0)
+	switch {
+	case err == nil:
+	case isConflict(err) && wait:
+		if err := p.waitRow(ctx, req.Key); err != nil {
+			return backend.Grant{}, err
 		}
+		return d.granted(ctx, p, req, ttl)
+	case isConflict(err):
+		if gerr := p.giveBack(ctx); gerr != nil {
+			return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, classify(gerr))
+		}
+		return backend.Grant{}, backend.NotAcquired(req.Key, 0)
+	default:
 		p.discard()
-		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w", req.Key, classify(err))
+		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, classify(err))
 	}
 	token, err := d.fence(ctx, req.Key, req.Owner, p.id)
 	if err != nil {
 		p.discard() // frees the row; the counter may have moved, which is harmless
-		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: fencing token: %w", req.Key, classify(err))
+		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: fencing token: %w", op, req.Key, classify(err))
 	}
 	return d.grant(p, req, ttl, token, time.Time{})
 }
 
-// Wait waits in the server for req.Key: SELECT ... FOR UPDATE blocks on
-// the pinned connection until the holder's transaction ends. A lock-wait
-// timeout (error 1205) rolls back and waits again, within ctx. When ctx
-// ends the blocked statement is interrupted (KILL QUERY), so no ghost
-// waiter is left to take the lock later.
-func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, error) {
-	c, err := d.conn(ctx, "wait", req.Key)
-	if err != nil {
-		return backend.Grant{}, err
-	}
-	p := &pinned{d: d, c: c}
-	if d.lwt > 0 {
-		_, err = c.ExecContext(ctx, d.q.beginWaitT, d.lwt)
-	} else {
-		_, err = c.ExecContext(ctx, d.q.beginWait)
-	}
-	if err == nil {
-		err = c.QueryRowContext(ctx, d.q.connID).Scan(&p.id)
-	}
-	if err != nil {
-		p.discard()
-		return backend.Grant{}, fmt.Errorf("sqllock: wait %q: %w", req.Key, classify(err))
-	}
-	if err := p.waitRow(ctx, req.Key); err != nil {
-		return backend.Grant{}, err
-	}
-	// Granted. The idle timeout is set only now (a blocked statement is not
-	// idle), so the lock's lifetime counts from this statement, not from
-	// when the wait began; the fencing counter moves meanwhile on another
-	// connection.
-	ttl := seconds(req.TTL)
+// granted finishes an acquisition that waited. A blocked statement is not
+// idle, so the server's idle timer starts when the grant is sent, which the
+// client cannot observe: a statement sent after the grant marks the start
+// of the lock's lifetime instead (Grant.ValidFrom), while the fencing
+// counter moves on another connection.
+func (d *Driver) granted(ctx context.Context, p *pinned, req backend.Request, ttl int) (backend.Grant, error) {
 	sent := time.Now()
 	var token uint64
 	var ferr error
 	var wg sync.WaitGroup
 	wg.Go(func() { token, ferr = d.fence(ctx, req.Key, req.Owner, p.id) })
-	_, serr := c.ExecContext(ctx, d.q.setIdle, ttl)
+	_, serr := p.c.ExecContext(ctx, d.q.setIdle, ttl)
 	wg.Wait()
 	if err := errors.Join(serr, ferr); err != nil {
 		p.discard()
@@ -92,6 +94,10 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 // waitRow blocks until the row lock is granted or ctx ends. On error the
 // connection has been returned or discarded.
 func (p *pinned) waitRow(ctx context.Context, key string) error {
+	if err := p.c.QueryRowContext(ctx, p.d.q.connID).Scan(&p.id); err != nil {
+		p.end(err)
+		return fmt.Errorf("sqllock: wait %q: %w", key, classify(err))
+	}
 	for {
 		_, err := p.blockingLock(ctx, key)
 		switch {

@@ -49,9 +49,8 @@ func DDL(table string) ([]string, error) {
 type statements struct {
 	ddl []string
 	// On the pinned connection.
-	beginTry   string // autocommit off and the idle timeout, before a NOWAIT lock
-	beginWait  string // autocommit off, before a blocking lock
-	beginWaitT string // the same, with a session lock-wait timeout
+	beginTry   string // autocommit off and the idle timeout
+	beginWait  string // the same, with a session lock-wait timeout for blocking waits
 	connID     string
 	lockNowait string
 	lockWait   string
@@ -87,8 +86,7 @@ func newStatements(table string) *statements {
 				") ENGINE=InnoDB", ft, maxKeyLen),
 		},
 		beginTry:   "SET SESSION autocommit = 0, wait_timeout = ?",
-		beginWait:  "SET SESSION autocommit = 0",
-		beginWaitT: "SET SESSION autocommit = 0, innodb_lock_wait_timeout = ?",
+		beginWait:  "SET SESSION autocommit = 0, wait_timeout = ?, innodb_lock_wait_timeout = ?",
 		connID:     "SELECT CONNECTION_ID()",
 		lockNowait: fmt.Sprintf(lockCols+" NOWAIT", lt),
 		lockWait:   fmt.Sprintf(lockCols, lt),
