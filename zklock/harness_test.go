@@ -2,10 +2,12 @@ package zklock
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,24 +26,89 @@ const testSession = 2 * time.Second
 // process had died: no closeSession reaches the server, so the session
 // and its ephemeral nodes live on until the server expires it.
 type killSwitch struct {
-	mu    sync.Mutex
-	dead  bool
-	conns []net.Conn
+	mu      sync.Mutex
+	dead    bool // killed for good
+	blocked bool // partitioned: no new connections until unblocked
+	conns   []net.Conn
+	dropOp  int32       // opcode whose reply is to be lost; 0 for none
+	didDrop atomic.Bool // a reply was lost
 }
+
+// opcodeCreate is ZooKeeper's create request opcode.
+const opcodeCreate = 1
 
 var errKilled = errors.New("zklock test: client killed")
 
 func (k *killSwitch) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.dead {
+	if k.dead || k.blocked {
 		return nil, errKilled
 	}
 	c, err := net.DialTimeout(network, addr, timeout)
-	if err == nil {
-		k.conns = append(k.conns, c)
+	if err != nil {
+		return nil, err
 	}
-	return c, err
+	fc := &faultConn{Conn: c, k: k}
+	k.conns = append(k.conns, fc)
+	return fc, nil
+}
+
+// block partitions the client (cutting its connections) or heals it.
+func (k *killSwitch) block(on bool) {
+	k.mu.Lock()
+	k.blocked = on
+	k.mu.Unlock()
+	if on {
+		k.cut(false)
+	}
+}
+
+// dropAfter makes the connection drop right after the next request with
+// opcode op reached the server, so its reply is lost.
+func (k *killSwitch) dropAfter(op int32) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.dropOp = op
+	k.didDrop.Store(false)
+}
+
+func (k *killSwitch) dropped() bool { return k.didDrop.Load() }
+
+// takeDrop reports whether a request with opcode op must lose its reply.
+func (k *killSwitch) takeDrop(op int32) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.dropOp == 0 || k.dropOp != op {
+		return false
+	}
+	k.dropOp = 0
+	return true
+}
+
+// faultConn loses every reply after a request chosen by dropAfter, then
+// fails: the server has applied the request, the client never learns.
+type faultConn struct {
+	net.Conn
+	k       *killSwitch
+	swallow atomic.Bool
+}
+
+func (c *faultConn) Write(p []byte) (int, error) {
+	if len(p) >= 12 && c.k.takeDrop(int32(binary.BigEndian.Uint32(p[8:12]))) {
+		c.swallow.Store(true)
+		c.k.didDrop.Store(true)
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *faultConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if c.swallow.Load() {
+		_ = c.Conn.Close()
+		return 0, errors.New("zklock test: reply lost")
+	}
+	return n, err
 }
 
 // cut closes every live connection; later ones succeed again (a network
