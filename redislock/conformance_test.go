@@ -27,3 +27,20 @@ func TestConformanceCluster(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Topology: sandbox.Cluster})
 	conformance.Run(t, newHarness(g, "cluster").maker())
 }
+
+func TestConformanceFair(t *testing.T) {
+	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
+	h := newHarness(g, "single")
+	h.opts = &Options{Fair: true}
+	conformance.Run(t, h.maker())
+}
+
+func TestConformanceClusterFair(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode")
+	}
+	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Topology: sandbox.Cluster})
+	h := newHarness(g, "cluster")
+	h.opts = &Options{Fair: true}
+	conformance.Run(t, h.maker())
+}

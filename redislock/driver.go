@@ -37,6 +37,11 @@ type Options struct {
 	WaitReplicas int
 	// WaitTimeout bounds the WAIT (default 1s).
 	WaitTimeout time.Duration
+	// Fair makes waiters queue in Redis in arrival order; a release hands
+	// the lock to the oldest live waiter (capability WaitQueue, Fair). A
+	// TryAcquire never jumps the queue. Every client of a key must use the
+	// same setting. Not combinable with WaitReplicas.
+	Fair bool
 }
 
 func (o *Options) normalize() (Options, error) {
@@ -56,6 +61,9 @@ func (o *Options) normalize() (Options, error) {
 	if out.WaitTimeout < 0 {
 		return out, fmt.Errorf("redislock: %w: WaitTimeout %v is negative", backend.ErrInvalidConfig, out.WaitTimeout)
 	}
+	if out.Fair && out.WaitReplicas > 0 {
+		return out, fmt.Errorf("redislock: %w: Fair (wait=queue) and WaitReplicas (wait_replicas) cannot be combined", backend.ErrInvalidConfig)
+	}
 	if out.WaitTimeout == 0 {
 		out.WaitTimeout = time.Second
 	}
@@ -65,7 +73,8 @@ func (o *Options) normalize() (Options, error) {
 // Driver is a backend.Driver over one Redis deployment reached through one
 // go-redis client: a single server (possibly with replicas) or a Redis
 // Cluster. It also implements backend.Notifier, backend.BatchRefresher and
-// backend.Inspector. It is safe for concurrent use.
+// backend.Inspector, and backend.Waiter in fair mode. It is safe for
+// concurrent use.
 type Driver struct {
 	c      redis.UniversalClient
 	owned  bool // the driver opened c and closes it
@@ -82,6 +91,7 @@ var (
 	_ backend.Notifier       = (*Driver)(nil)
 	_ backend.BatchRefresher = (*Driver)(nil)
 	_ backend.Inspector      = (*Driver)(nil)
+	_ backend.Waiter         = (*Driver)(nil)
 )
 
 // New returns a Driver using c, which may be a *redis.Client (one server)
@@ -109,6 +119,9 @@ func New(c redis.UniversalClient, opts *Options) (*Driver, error) {
 		MinTTL:              MinTTL,
 		CrossProcessReentry: true,
 		Replication:         "single primary; asynchronous replication can lose a grant on failover",
+	}
+	if o.Fair {
+		d.caps.Wait, d.caps.Fair = backend.WaitQueue, true
 	}
 	if cluster {
 		d.caps.Name = "redis-cluster"
@@ -177,7 +190,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.G
 func (d *Driver) cleanup(ctx context.Context, ks keyset, owner string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	err := releaseScript.Run(ctx, d.c, []string{ks.lock}, owner, ks.channel).Err()
+	err := releaseScript.Run(ctx, d.c, ks.releaseKeys(), owner, ks.channel, "release").Err()
 	if err != nil {
 		return fmt.Errorf("cleanup failed, the lock expires by its TTL: %w", err)
 	}
@@ -207,6 +220,9 @@ func parseAcquire(v []int64) (acquireResult, error) {
 // acquire runs the acquire script, with WAIT on the same connection when
 // replicas must acknowledge.
 func (d *Driver) acquire(ctx context.Context, ks keyset, owner string, ttl time.Duration) (acquireResult, error) {
+	if d.opts.Fair {
+		return d.fairAttempt(ctx, ks, owner, ttl, false, 0)
+	}
 	keys := []string{ks.lock, ks.fence}
 	args := []any{owner, millis(ttl), "0"}
 	if d.opts.WaitReplicas == 0 {
@@ -257,7 +273,7 @@ func millis(ttl time.Duration) int64 {
 // pub/sub connection.
 func (d *Driver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	out := make(chan struct{}, 1)
-	cancel, err := d.notify.subscribe(ctx, d.keys(key).channel, out)
+	cancel, err := d.notify.subscribe(ctx, d.keys(key).channel, out, "")
 	if err != nil {
 		return nil, nil, fmt.Errorf("redislock: subscribe %q: %w: %w", key, backend.ErrUnavailable, err)
 	}

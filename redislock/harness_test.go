@@ -22,6 +22,7 @@ import (
 type harness struct {
 	g    *sandbox.Group
 	mode string
+	opts *Options
 	ttl  time.Duration
 
 	mu      sync.Mutex
@@ -36,7 +37,9 @@ func newHarness(g *sandbox.Group, mode string) *harness {
 // maker returns a conformance.Maker sharing one group for every case.
 func (h *harness) maker() conformance.Maker {
 	return func(context.Context, *testing.T) (conformance.Harness, error) {
-		return newHarness(h.g, h.mode), nil
+		nh := newHarness(h.g, h.mode)
+		nh.opts = h.opts
+		return nh, nil
 	}
 }
 
@@ -83,9 +86,9 @@ func (h *harness) NewDriver(context.Context) (backend.Driver, error) {
 	var d backend.Driver
 	var err error
 	if h.mode == "redlock" {
-		d, err = NewRedlock(cs, nil)
+		d, err = NewRedlock(cs, h.opts)
 	} else {
-		d, err = New(cs[0], nil)
+		d, err = New(cs[0], h.opts)
 	}
 	if err != nil {
 		closeAll(cs)

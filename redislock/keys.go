@@ -8,14 +8,22 @@ import (
 // DefaultPrefix starts every Redis key and channel the driver uses.
 const DefaultPrefix = "distlock"
 
-// keyset holds the Redis names used for one lock. All three carry the same
+// keyset holds the Redis names used for one lock. All of them carry the same
 // hash tag, so they live in one Redis Cluster slot and one script may touch
 // the lock and its counter together.
 type keyset struct {
 	lock    string // hash: o=owner, n=hold count, t=fencing token; has the TTL
 	fence   string // counter of fencing tokens; never expires
-	channel string // pub/sub channel announcing releases
+	channel string // pub/sub channel announcing releases and hand-offs
+	queue   string // fair mode: sorted set of waiting owners, oldest first
+	alive   string // fair mode: hash owner -> "deadline_ms:ttl_ms:window_ms"
 }
+
+// releaseKeys are the KEYS of releaseScript.
+func (ks keyset) releaseKeys() []string { return []string{ks.lock, ks.queue, ks.alive, ks.fence} }
+
+// waitKeys are the KEYS of waitScript.
+func (ks keyset) waitKeys() []string { return []string{ks.lock, ks.fence, ks.queue, ks.alive} }
 
 // escaper makes user keys safe inside a hash tag: '{' and '}' would end the
 // tag early, and '%' is escaped so that the encoding stays injective
@@ -25,7 +33,8 @@ var escaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 // keysFor returns the Redis names for key under prefix.
 func keysFor(prefix, key string) keyset {
 	tag := prefix + ":{" + escaper.Replace(key) + "}"
-	return keyset{lock: tag + ":lock", fence: tag + ":fence", channel: tag + ":released"}
+	return keyset{lock: tag + ":lock", fence: tag + ":fence", channel: tag + ":released",
+		queue: tag + ":queue", alive: tag + ":alive"}
 }
 
 // checkPrefix reports why prefix cannot start Redis keys.

@@ -23,7 +23,7 @@ type lock struct {
 // Release implements backend.Lock: it lowers the owner's hold count and
 // deletes the lock (announcing it) when the count reaches zero.
 func (l *lock) Release(ctx context.Context) error {
-	n, err := releaseScript.Run(ctx, l.d.c, []string{l.ks.lock}, l.owner, l.ks.channel).Int64()
+	n, err := releaseScript.Run(ctx, l.d.c, l.ks.releaseKeys(), l.owner, l.ks.channel, "release").Int64()
 	if err != nil {
 		return fmt.Errorf("redislock: release %q: %w: %w", l.key, backend.ErrUnavailable, err)
 	}

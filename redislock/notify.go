@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,6 +20,8 @@ type notifier struct {
 	mu      sync.Mutex
 	ps      *redis.PubSub
 	chans   map[string]*channelState
+	idle    []idleEntry // channels kept subscribed with no waiter, oldest first
+	nidle   int         // how many channels are idle
 	closed  bool
 	stop    chan struct{}
 	stopped chan struct{}
@@ -26,11 +29,24 @@ type notifier struct {
 
 // channelState tracks one subscribed channel.
 type channelState struct {
-	refs    int                     // waiters
-	pending int                     // SUBSCRIBE commands not yet confirmed
-	ready   chan struct{}           // closed once confirmed while refs > 0
-	outs    map[chan<- struct{}]int // where to announce a release
+	refs    int                        // waiters
+	pending int                        // SUBSCRIBE commands not yet confirmed
+	ready   chan struct{}              // closed once the last SUBSCRIBE is confirmed
+	outs    map[chan<- struct{}]string // where to announce, with each one's filter
+	idle    bool                       // subscribed, no waiter, kept for reuse
+	gen     int                        // counts idle periods, to spot stale idle entries
 }
+
+// idleEntry is one idle period of a channel.
+type idleEntry struct {
+	channel string
+	gen     int
+}
+
+// maxIdle is how many channels stay subscribed without waiters, so that a
+// key waited for again and again (a contended lock) is not subscribed and
+// unsubscribed each time: its next waiter needs no round trip.
+const maxIdle = 256
 
 func newNotifier(c redis.UniversalClient) *notifier {
 	return &notifier{client: c, chans: map[string]*channelState{}}
@@ -38,8 +54,10 @@ func newNotifier(c redis.UniversalClient) *notifier {
 
 // subscribe starts announcing releases on channel to out (non-blocking
 // sends; out should have a buffer of 1) and returns once Redis confirmed the
-// subscription. The returned cancel must be called once.
-func (n *notifier) subscribe(ctx context.Context, channel string, out chan<- struct{}) (func(), error) {
+// subscription. With a non-empty only, out hears just the messages "only"
+// (a hand-off to that owner) and "released". Each out may be subscribed to
+// a channel once. The returned cancel must be called once.
+func (n *notifier) subscribe(ctx context.Context, channel string, out chan<- struct{}, only string) (func(), error) {
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -48,17 +66,21 @@ func (n *notifier) subscribe(ctx context.Context, channel string, out chan<- str
 	n.start()
 	st := n.chans[channel]
 	if st == nil {
-		st = &channelState{outs: map[chan<- struct{}]int{}}
+		st = &channelState{outs: map[chan<- struct{}]string{}}
 		n.chans[channel] = st
 	}
 	st.refs++
-	st.outs[out]++
-	if st.refs == 1 {
+	st.outs[out] = only
+	switch {
+	case st.idle:
+		st.idle = false
+		n.nidle--
+	case st.refs == 1:
 		st.ready = make(chan struct{})
 		st.pending++
 		if err := n.ps.Subscribe(ctx, channel); err != nil {
 			st.pending--
-			n.leaveLocked(ctx, channel, st, out)
+			n.leaveLocked(ctx, channel, st, out, false)
 			n.mu.Unlock()
 			return nil, err
 		}
@@ -68,7 +90,7 @@ func (n *notifier) subscribe(ctx context.Context, channel string, out chan<- str
 	cancel := sync.OnceFunc(func() {
 		n.mu.Lock()
 		defer n.mu.Unlock()
-		n.leaveLocked(context.Background(), channel, st, out)
+		n.leaveLocked(context.Background(), channel, st, out, true)
 	})
 	select {
 	case <-ready:
@@ -79,22 +101,47 @@ func (n *notifier) subscribe(ctx context.Context, channel string, out chan<- str
 	}
 }
 
-// leaveLocked drops one waiter of channel. n.mu is held.
-func (n *notifier) leaveLocked(ctx context.Context, channel string, st *channelState, out chan<- struct{}) {
+// leaveLocked drops one waiter of channel. n.mu is held. The last waiter
+// leaves the channel subscribed (idle) when keep is set, unsubscribing the
+// oldest idle channel beyond maxIdle instead.
+func (n *notifier) leaveLocked(ctx context.Context, channel string, st *channelState, out chan<- struct{}, keep bool) {
 	st.refs--
-	if st.outs[out]--; st.outs[out] <= 0 {
-		delete(st.outs, out)
-	}
-	if st.refs > 0 {
+	delete(st.outs, out)
+	if st.refs > 0 || n.closed {
 		return
 	}
-	if !n.closed {
-		// Best effort: if this fails the connection is broken, and the
-		// reconnect will not resubscribe a channel go-redis forgot.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		_ = n.ps.Unsubscribe(ctx, channel)
-		cancel()
+	if keep {
+		st.idle = true
+		st.gen++
+		n.nidle++
+		n.idle = append(n.idle, idleEntry{channel, st.gen})
+		if len(n.idle) > 4*maxIdle { // drop entries of channels in use again
+			n.idle = slices.DeleteFunc(n.idle, func(e idleEntry) bool {
+				cur := n.chans[e.channel]
+				return cur == nil || !cur.idle || cur.gen != e.gen
+			})
+		}
+		for n.nidle > maxIdle && len(n.idle) > 0 {
+			e := n.idle[0]
+			n.idle = n.idle[1:]
+			if old := n.chans[e.channel]; old != nil && old.idle && old.gen == e.gen {
+				old.idle = false
+				n.nidle--
+				n.unsubscribeLocked(ctx, e.channel, old)
+			}
+		}
+		return
 	}
+	n.unsubscribeLocked(ctx, channel, st)
+}
+
+// unsubscribeLocked unsubscribes a channel nobody waits on. n.mu is held.
+func (n *notifier) unsubscribeLocked(ctx context.Context, channel string, st *channelState) {
+	// Best effort: if this fails the connection is broken, and the
+	// reconnect will not resubscribe a channel go-redis forgot.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	_ = n.ps.Unsubscribe(ctx, channel)
+	cancel()
 	if st.pending == 0 {
 		delete(n.chans, channel)
 	}
@@ -141,7 +188,7 @@ func (n *notifier) read(ps *redis.PubSub) {
 				n.confirmed(m.Channel)
 			}
 		case *redis.Message:
-			n.announce(m.Channel)
+			n.announce(m.Channel, m.Payload)
 		}
 	}
 }
@@ -160,24 +207,25 @@ func (n *notifier) confirmed(channel string) {
 	if st.pending > 0 {
 		return
 	}
-	if st.refs > 0 {
-		select {
-		case <-st.ready:
-		default:
-			close(st.ready)
-		}
-		return
+	select {
+	case <-st.ready:
+	default:
+		close(st.ready)
 	}
-	delete(n.chans, channel)
+	if st.refs == 0 && !st.idle {
+		delete(n.chans, channel)
+	}
 }
 
-// announce wakes every waiter of channel.
-func (n *notifier) announce(channel string) {
+// announce wakes the waiters of channel that want payload.
+func (n *notifier) announce(channel, payload string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if st := n.chans[channel]; st != nil {
-		for out := range st.outs {
-			wake(out)
+		for out, only := range st.outs {
+			if only == "" || only == payload || payload == "released" {
+				wake(out)
+			}
 		}
 	}
 }

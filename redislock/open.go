@@ -118,6 +118,10 @@ func parseConfig(u *backend.URL) (clientConfig, error) {
 	if err := checkPrefix(cfg.opts.Prefix); err != nil {
 		q.Fail("parameter prefix: %v", err)
 	}
+	cfg.opts.Fair = q.Enum("wait", "notify", "notify", "queue") == "queue"
+	if cfg.opts.Fair && cfg.mode == modeRedlock {
+		q.Fail("wait=queue is not supported with mode=redlock")
+	}
 	cfg.opts.WaitReplicas = q.Int("wait_replicas", 0, 0, 100)
 	cfg.opts.WaitTimeout = q.Duration("wait_timeout", time.Second)
 	if cfg.opts.WaitReplicas > 0 && cfg.mode == modeCluster {

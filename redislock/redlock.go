@@ -62,8 +62,8 @@ func NewRedlock(clients []redis.UniversalClient, opts *Options) (*Redlock, error
 	if err != nil {
 		return nil, err
 	}
-	if o.WaitReplicas > 0 {
-		return nil, fmt.Errorf("redislock: %w: wait_replicas is not supported with mode=redlock", backend.ErrInvalidConfig)
+	if o.WaitReplicas > 0 || o.Fair {
+		return nil, fmt.Errorf("redislock: %w: wait_replicas and wait=queue are not supported with mode=redlock", backend.ErrInvalidConfig)
 	}
 	r := &Redlock{quorum: len(clients)/2 + 1, opts: o}
 	for _, c := range clients {
@@ -220,7 +220,7 @@ func (r *Redlock) cleanup(ctx context.Context, ks keyset, owner string, res []ac
 	ctx = context.WithoutCancel(ctx)
 	r.each(ctx, cleanupTimeout, func(ctx context.Context, i int, n *node) {
 		if res[i].held || errs[i] != nil {
-			_ = releaseScript.Run(ctx, n.c, []string{ks.lock}, owner, ks.channel).Err()
+			_ = releaseScript.Run(ctx, n.c, ks.releaseKeys(), owner, ks.channel, "release").Err()
 		}
 	})
 }
@@ -234,7 +234,7 @@ func (r *Redlock) Subscribe(ctx context.Context, key string) (<-chan struct{}, f
 	cancels := make([]func(), len(r.nodes))
 	errs := make([]error, len(r.nodes))
 	r.each(ctx, time.Second, func(ctx context.Context, i int, n *node) {
-		cancels[i], errs[i] = n.notify.subscribe(ctx, ch, out)
+		cancels[i], errs[i] = n.notify.subscribe(ctx, ch, out, "")
 	})
 	cancel := func() {
 		for _, c := range cancels {

@@ -26,7 +26,7 @@ func (l *rlock) Release(ctx context.Context) error {
 	released := make([]bool, n)
 	errs := make([]error, n)
 	l.r.each(ctx, cleanupTimeout*5, func(ctx context.Context, i int, nd *node) {
-		v, err := releaseScript.Run(ctx, nd.c, []string{l.ks.lock}, l.owner, l.ks.channel).Int64()
+		v, err := releaseScript.Run(ctx, nd.c, l.ks.releaseKeys(), l.owner, l.ks.channel, "release").Int64()
 		released[i], errs[i] = err == nil && v >= 0, err
 	})
 	notHeld, failed := 0, 0

@@ -42,11 +42,56 @@ end
 return {0, 0, redis.call('PTTL', KEYS[1]), 0}
 `)
 
-// releaseScript lowers ARGV[1]'s hold count and deletes the lock when it
-// reaches zero, announcing the release on channel ARGV[2].
+// handOff is shared Lua: it hands a freed lock (KEYS[1]) to the oldest
+// live waiter of the fair queue (KEYS[2], liveness in KEYS[3]), minting its
+// token from KEYS[4], with n=0 until the waiter claims it, and announces it
+// on ARGV[2] with the new owner as the message; with no live waiter it
+// announces "released". Dead waiters met on the way are dropped.
+const handOff = `
+local function handoff()
+  if redis.call('EXISTS', KEYS[2]) == 1 then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    while true do
+      local w = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+      if not w then break end
+      local a = redis.call('HGET', KEYS[3], w)
+      redis.call('ZREM', KEYS[2], w)
+      redis.call('HDEL', KEYS[3], w)
+      if a then
+        local dl, ttl, win = string.match(a, '^(%d+):(%d+):(%d+)$')
+        if tonumber(dl) > now then
+          local token = redis.call('INCR', KEYS[4])
+          redis.call('HSET', KEYS[1], 'o', w, 'n', 0, 't', token)
+          redis.call('PEXPIRE', KEYS[1], math.min(tonumber(ttl), tonumber(win)))
+          redis.call('PUBLISH', ARGV[2], w)
+          return
+        end
+      end
+    end
+  end
+  redis.call('PUBLISH', ARGV[2], 'released')
+end
+`
+
+// releaseScript lowers ARGV[1]'s hold count and, when it reaches zero,
+// frees the lock or hands it to the oldest live waiter (handOff). With
+// ARGV[3] = "abandon" it is a waiter giving up instead: it leaves the queue
+// and passes on a lock handed to it but not yet claimed (n=0).
 //
-// Reply: -1 if ARGV[1] does not hold the lock, else the remaining count.
-var releaseScript = redis.NewScript(`
+// KEYS: lock, queue, alive, fence. Reply: -1 if ARGV[1] does not hold the
+// lock, else the remaining count.
+var releaseScript = redis.NewScript(handOff + `
+if ARGV[3] == 'abandon' then
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  redis.call('HDEL', KEYS[3], ARGV[1])
+  if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] or redis.call('HGET', KEYS[1], 'n') ~= '0' then
+    return -1
+  end
+  redis.call('DEL', KEYS[1])
+  handoff()
+  return 0
+end
 if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] then
   return -1
 end
@@ -55,8 +100,66 @@ if n > 0 then
   return n
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[2], 'released')
+handoff()
 return 0
+`)
+
+// waitScript is the acquire of fair mode. The owner holding the lock
+// claims a hand-off (n 0 -> 1) or re-enters; a free lock goes to the
+// caller only if no live waiter is ahead of it. Otherwise, with ARGV[3] =
+// "1", the caller joins the queue (or stays in place) and renews its
+// liveness: ARGV[4] ms from now, with its TTL ARGV[2] for a hand-off.
+//
+// KEYS: lock, fence, queue, alive. Reply as acquireScript.
+var waitScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local me, ttl = ARGV[1], tonumber(ARGV[2])
+local function leave()
+  redis.call('ZREM', KEYS[3], me)
+  redis.call('HDEL', KEYS[4], me)
+end
+local owner = redis.call('HGET', KEYS[1], 'o')
+if owner == me then
+  redis.call('HINCRBY', KEYS[1], 'n', 1)
+  local pttl = redis.call('PTTL', KEYS[1])
+  if pttl < ttl then
+    redis.call('PEXPIRE', KEYS[1], ttl)
+    pttl = ttl
+  end
+  leave()
+  return {1, tonumber(redis.call('HGET', KEYS[1], 't')), pttl, 0}
+end
+if owner == false then
+  local head = nil
+  while true do
+    local w = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    if not w then break end
+    local a = redis.call('HGET', KEYS[4], w)
+    if a and tonumber(string.match(a, '^(%d+)')) > now then
+      head = w
+      break
+    end
+    redis.call('ZREM', KEYS[3], w)
+    redis.call('HDEL', KEYS[4], w)
+  end
+  if head == nil or head == me then
+    local token = redis.call('INCR', KEYS[2])
+    redis.call('HSET', KEYS[1], 'o', me, 'n', 1, 't', token)
+    redis.call('PEXPIRE', KEYS[1], ttl)
+    leave()
+    return {1, token, ttl, 0}
+  end
+end
+if ARGV[3] == '1' then
+  if redis.call('ZSCORE', KEYS[3], me) == false then
+    redis.call('ZADD', KEYS[3], now, me)
+  end
+  redis.call('HSET', KEYS[4], me, (now + tonumber(ARGV[4])) .. ':' .. ttl .. ':' .. ARGV[4])
+end
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl < 0 then pttl = 0 end
+return {0, 0, pttl, 0}
 `)
 
 // refreshScript extends ARGV[1]'s lock to live at least ARGV[2] ms, never
@@ -85,6 +188,3 @@ end
 redis.call('HSET', KEYS[1], 't', token)
 return 1
 `)
-
-// allScripts lists the scripts, for loading them before a pipeline.
-var allScripts = []*redis.Script{acquireScript, releaseScript, refreshScript, fenceScript}

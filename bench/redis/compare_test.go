@@ -42,7 +42,7 @@ func TestCompare(t *testing.T) {
 	}
 
 	p("\n%d workers (own client each) on one key for %v, nothing done inside or between:\n", contendWorkers, contendFor)
-	p("  %-14s %9s %8s %9s %9s %9s | %9s %9s %9s %7s %7s\n", "library", "acq/s", "ratio", "hand p50", "hand p99", "hand max", "wait p50", "wait p99", "wait max", "top%", "min%")
+	p("  %-14s %9s %8s %9s %9s %9s | %9s %9s %9s %7s %7s\n", "library", "acq/s", "dl/this", "hand p50", "hand p99", "hand max", "wait p50", "wait p99", "wait max", "top%", "min%")
 	for _, lib := range libraries {
 		c := contend(lib, contendWorkers, contendFor)
 		if c.overlaps != 0 {

@@ -39,6 +39,7 @@ type library struct {
 
 var libraries = []library{
 	{"distlock", newDistlock},
+	{"distlock-fair", newDistlockFair},
 	{"redsync", newRedsync},
 	{"bsm/redislock", newBSM},
 }
@@ -53,9 +54,15 @@ type distlockC struct {
 	l *distlock.Locker
 }
 
-func newDistlock(addr string) contender {
+func newDistlock(addr string) contender { return newDistlockOpts(addr, nil) }
+
+// newDistlockFair uses fair mode (wait=queue): waiters queue in Redis and
+// a release hands the lock to the oldest.
+func newDistlockFair(addr string) contender { return newDistlockOpts(addr, &dlredis.Options{Fair: true}) }
+
+func newDistlockOpts(addr string, opts *dlredis.Options) contender {
 	c := newClient(addr)
-	d, err := dlredis.New(c, nil)
+	d, err := dlredis.New(c, opts)
 	if err != nil {
 		panic(err)
 	}
