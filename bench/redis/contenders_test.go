@@ -58,7 +58,9 @@ func newDistlock(addr string) contender { return newDistlockOpts(addr, nil) }
 
 // newDistlockFair uses fair mode (wait=queue): waiters queue in Redis and
 // a release hands the lock to the oldest.
-func newDistlockFair(addr string) contender { return newDistlockOpts(addr, &dlredis.Options{Fair: true}) }
+func newDistlockFair(addr string) contender {
+	return newDistlockOpts(addr, &dlredis.Options{Fair: true})
+}
 
 func newDistlockOpts(addr string, opts *dlredis.Options) contender {
 	c := newClient(addr)
