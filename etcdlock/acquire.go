@@ -86,7 +86,7 @@ func (d *Driver) grant(s *session, req backend.Request, ekey string, rev int64) 
 	d.mu.Lock()
 	d.held[heldKey{req.Key, l.token}] = l
 	d.mu.Unlock()
-	if time.Since(s.confirmedAt()) > s.ttl/3 {
+	if time.Since(s.confirmedAt()) > s.ttl/2 {
 		// Renewals failed lately (a leader election, say): confirm the
 		// lease now rather than hand out a grant with little validity
 		// left. On failure the older confirmation stands.

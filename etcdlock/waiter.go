@@ -62,6 +62,14 @@ func (w *waiter) wait(ctx context.Context, pred *mvccpb.KeyValue) error {
 
 // waitFor waits until pred is deleted and returns the next older key, or
 // nil when ours is the oldest.
+//
+// When the re-read after the watch's creation shows pred is the holder
+// (no key is older), its deletion makes ours the oldest: no key created
+// later can be older. Our own key can then only be gone if our lease
+// expired, which cannot have happened while the lease's last confirmation
+// is less than a TTL old (the grant's validity starts there), or if someone
+// deleted it behind our back, which a holder's next refresh reports as it
+// would after the grant. So the hand-off needs no further round trip.
 func (w *waiter) waitFor(ctx context.Context, pred *mvccpb.KeyValue) (*mvccpb.KeyValue, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
@@ -73,7 +81,7 @@ func (w *waiter) waitFor(ctx context.Context, pred *mvccpb.KeyValue) (*mvccpb.Ke
 		}
 		created = wr.Created
 	}
-	cur, err := w.predecessor(ctx)
+	cur, predIsHolder, err := w.predecessor(ctx)
 	if err != nil || cur == nil || cur.CreateRevision != pred.CreateRevision {
 		return cur, err
 	}
@@ -83,9 +91,14 @@ func (w *waiter) waitFor(ctx context.Context, pred *mvccpb.KeyValue) (*mvccpb.Ke
 			return nil, err
 		}
 		for _, ev := range wr.Events {
-			if ev.Type == mvccpb.DELETE {
-				return w.predecessor(ctx)
+			if ev.Type != mvccpb.DELETE {
+				continue
 			}
+			if predIsHolder && time.Until(w.s.validUntil()) > w.s.ttl/3 {
+				return nil, nil
+			}
+			cur, _, err := w.predecessor(ctx)
+			return cur, err
 		}
 	}
 }
@@ -113,23 +126,28 @@ func (w *waiter) recv(ctx context.Context, wch clientv3.WatchChan) (clientv3.Wat
 }
 
 // predecessor checks that our key still exists and returns the key just
-// older than ours, or nil if there is none.
-func (w *waiter) predecessor(ctx context.Context) (*mvccpb.KeyValue, error) {
+// older than ours (nil if there is none), and whether that key is the
+// holder (the oldest of all).
+func (w *waiter) predecessor(ctx context.Context) (*mvccpb.KeyValue, bool, error) {
 	resp, err := w.d.c.Txn(ctx).Then(
 		clientv3.OpGet(w.ekey, clientv3.WithKeysOnly()),
 		clientv3.OpGet(w.rng, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(w.rev-1),
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1)),
+		clientv3.OpGet(w.rng, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1)),
 	).Commit()
 	if err != nil {
-		return nil, w.d.wrap(ctx, "wait for", w.key, err)
+		return nil, false, w.d.wrap(ctx, "wait for", w.key, err)
 	}
 	if own := resp.Responses[0].GetResponseRange().Kvs; len(own) == 0 || own[0].CreateRevision != w.rev {
-		return nil, fmt.Errorf("etcdlock: wait for %q: %w: our key %s disappeared while waiting", w.key, backend.ErrLost, w.ekey)
+		return nil, false, fmt.Errorf("etcdlock: wait for %q: %w: our key %s disappeared while waiting", w.key, backend.ErrLost, w.ekey)
 	}
-	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
-		return kvs[0], nil
+	pred := resp.Responses[1].GetResponseRange().Kvs
+	if len(pred) == 0 {
+		return nil, false, nil
 	}
-	return nil, nil
+	first := resp.Responses[2].GetResponseRange().Kvs
+	return pred[0], len(first) > 0 && first[0].CreateRevision == pred[0].CreateRevision, nil
 }
 
 func (w *waiter) lostErr() error {
