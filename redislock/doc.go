@@ -12,7 +12,9 @@
 //	redis://h1,h2,h3?mode=redlock              Redlock over independent primaries
 //
 // Parameters (unknown ones are errors): ttl (read by distlock.Open: the
-// default lease TTL), mode (single, cluster, redlock), prefix (of every Redis
+// default lease TTL), mode (single, cluster, redlock), wait (notify, the
+// default: waiters race when woken; queue: fair FIFO hand-off, single and
+// Cluster modes), prefix (of every Redis
 // key, default "distlock"), wait_replicas (a grant counts only once N
 // replicas acknowledged it, single mode), wait_timeout (bound of that WAIT,
 // default 1s), dial_timeout (5s), read_timeout (3s), write_timeout (=
@@ -33,7 +35,9 @@
 // the lock, a refresh or re-entry never shortens it, and the same owner
 // re-enters from any process (the hold count balances). Waiters share one
 // pub/sub connection per driver (per node in Redlock mode) and are woken by
-// releases; renewals of many leases go out in one pipeline.
+// releases; with wait=queue ([Options.Fair]) they queue in Redis and a
+// release hands the lock to the oldest live waiter. Renewals of many leases
+// go out in one pipeline.
 //
 // Plain and Cluster mode trust one primary per key: Redis replicates
 // asynchronously, so a failover right after a grant can hand the same lock

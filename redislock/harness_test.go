@@ -175,3 +175,7 @@ func (h *harness) Close() error {
 }
 
 func distlockUnavailable(err error) bool { return errors.Is(err, backend.ErrUnavailable) }
+
+func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}

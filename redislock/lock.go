@@ -136,16 +136,22 @@ func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) 
 	var h *redis.MapStringStringCmd
 	var pttl *redis.DurationCmd
 	var fence *redis.StringCmd
+	var queued *redis.IntCmd
 	_, err := d.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		h = p.HGetAll(ctx, ks.lock)
 		pttl = p.PTTL(ctx, ks.lock)
 		fence = p.Get(ctx, ks.fence)
+		queued = p.ZCard(ctx, ks.queue)
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return backend.Info{}, fmt.Errorf("redislock: inspect %q: %w: %w", key, backend.ErrUnavailable, err)
 	}
-	return infoFrom(key, h.Val(), pttl.Val(), fence.Val()), nil
+	info := infoFrom(key, h.Val(), pttl.Val(), fence.Val())
+	if d.opts.Fair {
+		info.Waiters = int(queued.Val()) // may count waiters that died within their liveness window
+	}
+	return info, nil
 }
 
 // infoFrom builds an Info from a lock hash, its PTTL and the counter.
