@@ -58,11 +58,11 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 			return backend.Grant{}, fmt.Errorf("zklock: acquire %q: %w: our node %s left the queue (deleted, or the session expired)", req.Key, backend.ErrLost, n.name)
 		}
 		if err := n.awaitGone(ctx, q[i-1].name); err != nil {
-			n.giveUp(ctx)
+			n.leave(ctx, err)
 			return backend.Grant{}, err
 		}
 		if q, sent, err = n.readQueue(ctx); err != nil {
-			n.giveUp(ctx)
+			n.leave(ctx, err)
 			return backend.Grant{}, err
 		}
 	}
@@ -115,6 +115,19 @@ func (n *lockNode) readQueue(ctx context.Context) ([]entry, time.Time, error) {
 		return nil, sent, failure("acquire", n.key, zerr)
 	}
 	return queueOf(children), sent, nil
+}
+
+// leave ends a wait that failed with err. If the server was only
+// unreachable, the node keeps its place in line for the portable layer's
+// retry of the same owner, which reuses it (the reaper deletes it if no
+// retry comes); otherwise the node is deleted.
+func (n *lockNode) leave(ctx context.Context, err error) {
+	if !errors.Is(err, backend.ErrUnavailable) || ctx.Err() != nil || n.lostReason() != nil {
+		n.giveUp(ctx)
+		return
+	}
+	n.released.Store(true)
+	n.d.orphans.add(orphan{key: n.key, owner: n.owner, parent: n.parent, guid: n.guid, name: n.name, session: n.session})
 }
 
 // giveUp deletes a node that will not be held, bounded by ctx or, if ctx

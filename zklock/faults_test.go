@@ -104,6 +104,47 @@ func TestFIFO(t *testing.T) {
 	}
 }
 
+// TestBlipKeepsPlace: a waiter whose connection drops briefly keeps its
+// place in line (the retried wait reuses its node).
+func TestBlipKeepsPlace(t *testing.T) {
+	c := startCluster(t, 1)
+	key := uniqueKey(t)
+	h, w1, w2 := newClient(t, c, 4*time.Second), newClient(t, c, 4*time.Second), newClient(t, c, 4*time.Second)
+	lh, err := h.Acquire(ctxFor(t, 10*time.Second), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := make(chan int, 2)
+	var wg sync.WaitGroup
+	for i, w := range []*client{w1, w2} {
+		wg.Go(func() {
+			l, err := w.Acquire(ctxFor(t, 60*time.Second), key)
+			if err != nil {
+				t.Errorf("waiter %d: %v", i+1, err)
+				return
+			}
+			order <- i + 1
+			time.Sleep(20 * time.Millisecond)
+			_ = l.Release(ctxFor(t, 10*time.Second))
+		})
+		waitQueue(t, c, key, i+2)
+	}
+	time.Sleep(300 * time.Millisecond) // both watch their predecessor
+	w1.k.cut(false)                    // w1's connection drops; it redials
+	time.Sleep(1500 * time.Millisecond)
+	if q, _ := c.queue(key); len(q) != 3 {
+		t.Errorf("queue after the blip has %d nodes, want 3 (no duplicate, no lost place)", len(q))
+	}
+	if err := lh.Release(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(order)
+	if first := <-order; first != 1 {
+		t.Errorf("waiter %d got the lock first; the blip cost waiter 1 its place", first)
+	}
+}
+
 // TestDeadWaiterInMiddle: a waiter whose process died, queued between two
 // live ones, neither takes the lock nor hands it on early: the waiter
 // behind it gets the lock only after the one before it released.
@@ -446,4 +487,45 @@ func eventually(d time.Duration, cond func() bool) bool {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestWaiterSessionExpires: a waiter cut off until its session expired gets
+// ErrLost when it reconnects, never the lock, and its place is gone.
+func TestWaiterSessionExpires(t *testing.T) {
+	c := startCluster(t, 1)
+	key := uniqueKey(t)
+	h, w := newClient(t, c, testSession), newClient(t, c, testSession)
+	lh, err := h.Acquire(ctxFor(t, 10*time.Second), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	result := make(chan error, 1)
+	go func() {
+		l, err := w.Acquire(ctxFor(t, 60*time.Second), key)
+		if err == nil {
+			_ = l.Release(ctxFor(t, 10*time.Second))
+		}
+		result <- err
+	}()
+	waitQueue(t, c, key, 2)
+	// Let the waiter set its watch on the holder's node: a partition before
+	// that fails the wait with ErrUnavailable, which the portable layer
+	// retries in a new session once the partition heals.
+	time.Sleep(500 * time.Millisecond)
+	w.k.block(true)
+	waitQueue(t, c, key, 1) // the server expired the waiter's session
+	if err := lh.Release(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	w.k.block(false)
+	select {
+	case err := <-result:
+		if !errors.Is(err, distlock.ErrLost) {
+			t.Fatalf("waiter whose session expired: %v, want ErrLost", err)
+		}
+		t.Logf("waiter: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("waiter whose session expired never returned")
+	}
+	waitQueue(t, c, key, 0)
 }
