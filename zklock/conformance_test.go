@@ -8,9 +8,6 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs a ZooKeeper server")
-	}
 	c := startCluster(t, 1)
 	conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
 		return harness{c: c}, nil
@@ -18,9 +15,6 @@ func TestConformance(t *testing.T) {
 }
 
 func TestConformanceEnsemble(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs a ZooKeeper ensemble")
-	}
 	c := startCluster(t, 3)
 	conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
 		return harness{c: c}, nil

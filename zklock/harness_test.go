@@ -136,6 +136,9 @@ type cluster struct {
 
 func startCluster(t *testing.T, nodes int) *cluster {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs ZooKeeper servers (sandbox); skipped with -short")
+	}
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.ZooKeeper, Nodes: nodes})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
