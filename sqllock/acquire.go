@@ -18,9 +18,8 @@ func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.G
 	return d.acquire(ctx, req, false)
 }
 
-// Wait is TryAcquire that, when the row is locked, waits in the server:
-// SELECT ... FOR UPDATE blocks on the pinned connection until the holder's
-// transaction ends. A lock-wait timeout (error 1205) rolls back and waits
+// Wait is TryAcquire without NOWAIT: SELECT ... FOR UPDATE blocks on the
+// pinned connection until the holder's transaction ends. A lock-wait timeout (error 1205) rolls back and waits
 // again, within ctx. When ctx ends the blocked statement is interrupted
 // (KILL QUERY), so no ghost waiter is left to take the lock later.
 func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, error) {
@@ -36,7 +35,7 @@ func (d *Driver) acquire(ctx context.Context, req backend.Request, wait bool) (b
 	if err != nil {
 		return backend.Grant{}, err
 	}
-	p := &pinned{d: d, c: c}
+	p := &pinned{d: d, c: c, raw: rawConn(c)}
 	ttl := seconds(req.TTL)
 	begin, args := d.q.beginTry, []any{ttl}
 	if wait && d.lwt > 0 {
@@ -46,14 +45,17 @@ func (d *Driver) acquire(ctx context.Context, req backend.Request, wait bool) (b
 		p.discard()
 		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, classify(err))
 	}
+	if wait {
+		sent, err := p.waitRow(ctx, req.Key)
+		if err != nil {
+			return backend.Grant{}, err
+		}
+		return d.granted(ctx, p, req, ttl, sent)
+	}
 	p.id, err = p.lockRow(ctx, ctx, req.Key, true)
 	switch {
 	case err == nil:
-	case isConflict(err) && wait:
-		if err := p.waitRow(ctx, req.Key); err != nil {
-			return backend.Grant{}, err
-		}
-		return d.granted(ctx, p, req, ttl)
+		d.ids.put(p.raw, p.id)
 	case isConflict(err):
 		if gerr := p.giveBack(ctx); gerr != nil {
 			return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, classify(gerr))
@@ -71,19 +73,24 @@ func (d *Driver) acquire(ctx context.Context, req backend.Request, wait bool) (b
 	return d.grant(p, req, ttl, token, time.Time{})
 }
 
-// granted finishes an acquisition that waited. A blocked statement is not
-// idle, so the server's idle timer starts when the grant is sent, which the
-// client cannot observe: a statement sent after the grant marks the start
-// of the lock's lifetime instead (Grant.ValidFrom), while the fencing
-// counter moves on another connection.
-func (d *Driver) granted(ctx context.Context, p *pinned, req backend.Request, ttl int) (backend.Grant, error) {
-	sent := time.Now()
+// granted finishes an acquisition that waited. The lock's lifetime starts
+// when the server sent the grant, which the client cannot observe; the
+// locking statement's send time (sent) is a safe lower bound, and used as
+// Grant.ValidFrom when the wait was short. After a long wait that would cut
+// the lease short, a statement sent now marks the start instead, while the
+// fencing counter moves on another connection.
+func (d *Driver) granted(ctx context.Context, p *pinned, req backend.Request, ttl int, sent time.Time) (backend.Grant, error) {
 	var token uint64
-	var ferr error
-	var wg sync.WaitGroup
-	wg.Go(func() { token, ferr = d.fence(ctx, req.Key, req.Owner, p.id) })
-	_, serr := p.c.ExecContext(ctx, d.q.setIdle, ttl)
-	wg.Wait()
+	var ferr, serr error
+	if time.Since(sent) < req.TTL/freshWait {
+		token, ferr = d.fence(ctx, req.Key, req.Owner, p.id)
+	} else {
+		sent = time.Now()
+		var wg sync.WaitGroup
+		wg.Go(func() { token, ferr = d.fence(ctx, req.Key, req.Owner, p.id) })
+		_, serr = p.c.ExecContext(ctx, d.q.setIdle, ttl)
+		wg.Wait()
+	}
 	if err := errors.Join(serr, ferr); err != nil {
 		p.discard()
 		return backend.Grant{}, fmt.Errorf("sqllock: wait %q: %w", req.Key, classify(err))
@@ -91,32 +98,38 @@ func (d *Driver) granted(ctx context.Context, p *pinned, req backend.Request, tt
 	return d.grant(p, req, ttl, token, sent)
 }
 
-// waitRow blocks until the row lock is granted or ctx ends. On error the
-// connection has been returned or discarded.
-func (p *pinned) waitRow(ctx context.Context, key string) error {
-	if err := p.c.QueryRowContext(ctx, p.d.q.connID).Scan(&p.id); err != nil {
+// freshWait: a wait shorter than TTL/freshWait costs the lease at most that
+// fraction of its validity, so it needs no extra statement to restart it.
+const freshWait = 10
+
+// waitRow blocks until the row lock is granted or ctx ends, and returns
+// when the statement that won it was sent. On error the connection has been
+// returned or discarded.
+func (p *pinned) waitRow(ctx context.Context, key string) (time.Time, error) {
+	if err := p.loadID(ctx); err != nil {
 		p.end(err)
-		return fmt.Errorf("sqllock: wait %q: %w", key, classify(err))
+		return time.Time{}, fmt.Errorf("sqllock: wait %q: %w", key, classify(err))
 	}
 	for {
+		sent := time.Now()
 		_, err := p.blockingLock(ctx, key)
 		switch {
 		case err == nil && ctx.Err() == nil:
-			return nil
+			return sent, nil
 		case err == nil: // won just as the caller gave up: let it go
 			p.end(nil)
-			return fmt.Errorf("sqllock: wait %q: %w", key, context.Cause(ctx))
+			return time.Time{}, fmt.Errorf("sqllock: wait %q: %w", key, context.Cause(ctx))
 		case ctx.Err() != nil:
 			p.end(err)
-			return fmt.Errorf("sqllock: wait %q: %w (%w)", key, context.Cause(ctx), classify(err))
+			return time.Time{}, fmt.Errorf("sqllock: wait %q: %w (%w)", key, context.Cause(ctx), classify(err))
 		case serverCode(err) == errLockWaitTimeout || serverCode(err) == errDeadlock:
 			if _, rerr := p.c.ExecContext(ctx, p.d.q.rollback); rerr != nil {
 				p.end(rerr)
-				return fmt.Errorf("sqllock: wait %q: %w", key, classify(rerr))
+				return time.Time{}, fmt.Errorf("sqllock: wait %q: %w", key, classify(rerr))
 			}
 		default:
 			p.end(err)
-			return fmt.Errorf("sqllock: wait %q: %w", key, classify(err))
+			return time.Time{}, fmt.Errorf("sqllock: wait %q: %w", key, classify(err))
 		}
 	}
 }

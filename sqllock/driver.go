@@ -22,6 +22,8 @@ type Driver struct {
 	q     *statements
 	lwt   int // session innodb_lock_wait_timeout in seconds, 0 = server's
 
+	ids connIDs
+
 	mu     sync.Mutex
 	closed bool
 	locks  map[*lock]struct{} // held, not yet released
@@ -143,6 +145,44 @@ func (d *Driver) untrack(l *lock) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.locks, l)
+}
+
+// connIDs remembers the server ids of pooled connections (keyed by the
+// driver's connection), so a blocking wait need not ask each time. It is
+// bounded: when full it starts over.
+type connIDs struct {
+	mu sync.Mutex
+	m  map[any]uint64
+}
+
+const maxConnIDs = 1024
+
+func (c *connIDs) get(k any) (uint64, bool) {
+	if k == nil {
+		return 0, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, ok := c.m[k]
+	return id, ok
+}
+
+func (c *connIDs) put(k any, id uint64) {
+	if k == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxConnIDs {
+		c.m = make(map[any]uint64)
+	}
+	c.m[k] = id
+}
+
+func (c *connIDs) forget(k any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, k)
 }
 
 // errNoRow reports that the lock row does not exist yet.

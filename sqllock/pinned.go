@@ -12,15 +12,38 @@ import (
 // pinned is a connection checked out of the pool for one acquisition and,
 // once granted, for the life of the lock.
 type pinned struct {
-	d  *Driver
-	c  *sql.Conn
-	id uint64 // the server's CONNECTION_ID(), once known
+	d   *Driver
+	c   *sql.Conn
+	raw any    // the driver's connection, to remember id across checkouts
+	id  uint64 // the server's CONNECTION_ID(), once known
+}
+
+// rawConn returns c's driver connection (nil if c is already closed).
+func rawConn(c *sql.Conn) any {
+	var raw any
+	_ = c.Raw(func(dc any) error { raw = dc; return nil })
+	return raw
+}
+
+// loadID learns the connection's server id, needed to interrupt a blocked
+// wait, from the Driver's memory or by asking.
+func (p *pinned) loadID(ctx context.Context) error {
+	if id, ok := p.d.ids.get(p.raw); ok {
+		p.id = id
+		return nil
+	}
+	if err := p.c.QueryRowContext(ctx, p.d.q.connID).Scan(&p.id); err != nil {
+		return err
+	}
+	p.d.ids.put(p.raw, p.id)
+	return nil
 }
 
 // discard closes the connection instead of returning it to the pool: its
 // state (transaction, session variables) is unknown or unwanted. Closing
 // it ends the session, so the server rolls back and frees the row.
 func (p *pinned) discard() {
+	p.d.ids.forget(p.raw)
 	_ = p.c.Raw(func(any) error { return driver.ErrBadConn })
 	_ = p.c.Close()
 }
