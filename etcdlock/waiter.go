@@ -34,12 +34,12 @@ type waiter struct {
 // wait returns nil once no key older than ours remains. Transient failures
 // (no leader, connection lost) keep our place in line and are retried with
 // backoff while our lease lives.
-func (w *waiter) wait(ctx context.Context, pred *mvccpb.KeyValue) error {
+func (w *waiter) wait(ctx context.Context, sg sighting) error {
 	delay := 5 * time.Millisecond
-	for pred != nil {
-		next, err := w.waitFor(ctx, pred)
+	for sg.pred != nil {
+		next, err := w.waitFor(ctx, sg)
 		if err == nil {
-			pred, delay = next, 5*time.Millisecond
+			sg, delay = next, 5*time.Millisecond
 			continue
 		}
 		if !errors.Is(err, backend.ErrUnavailable) {
@@ -60,45 +60,61 @@ func (w *waiter) wait(ctx context.Context, pred *mvccpb.KeyValue) error {
 	return nil
 }
 
-// waitFor waits until pred is deleted and returns the next older key, or
-// nil when ours is the oldest.
+// A sighting is what a read of the queue showed at revision rev: the key
+// just older than ours (nil if none), and whether it was the holder.
+type sighting struct {
+	pred   *mvccpb.KeyValue
+	holder bool
+	rev    int64
+}
+
+// waitFor waits until sg.pred is deleted and returns what the queue looks
+// like then.
 //
-// When the re-read after the watch's creation shows pred is the holder
-// (no key is older), its deletion makes ours the oldest: no key created
-// later can be older. Our own key can then only be gone if our lease
-// expired, which cannot have happened while the lease's last confirmation
-// is less than a TTL old (the grant's validity starts there), or if someone
-// deleted it behind our back, which a holder's next refresh reports as it
-// would after the grant. So the hand-off needs no further round trip.
-func (w *waiter) waitFor(ctx context.Context, pred *mvccpb.KeyValue) (*mvccpb.KeyValue, error) {
+// The watch starts at the current revision, so etcd registers it as synced
+// (see the type's comment); its creation notice carries the revision it
+// starts after. If nothing was written since sg was read, no deletion can
+// have been missed; otherwise the queue is read again first.
+//
+// When pred was the holder (no key older), its deletion makes ours the
+// oldest: no key created later can be older. Our own key can then only be
+// gone if our lease expired, which cannot have happened while the lease's
+// last confirmation is less than a TTL old (the grant's validity starts
+// there), or if someone deleted it behind our back, which a holder's next
+// refresh reports as it would after the grant. So that hand-off needs no
+// further round trip.
+func (w *waiter) waitFor(ctx context.Context, sg sighting) (sighting, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	wch := w.d.c.Watch(wctx, string(pred.Key), clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
-	for created := false; !created; {
+	wch := w.d.c.Watch(wctx, string(sg.pred.Key), clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
+	var created clientv3.WatchResponse
+	for !created.Created {
 		wr, err := w.recv(ctx, wch)
 		if err != nil {
-			return nil, err
+			return sighting{}, err
 		}
-		created = wr.Created
+		created = wr
 	}
-	cur, predIsHolder, err := w.predecessor(ctx)
-	if err != nil || cur == nil || cur.CreateRevision != pred.CreateRevision {
-		return cur, err
+	if created.Header.Revision != sg.rev {
+		cur, err := w.predecessor(ctx)
+		if err != nil || cur.pred == nil || cur.pred.CreateRevision != sg.pred.CreateRevision {
+			return cur, err
+		}
+		sg = cur
 	}
 	for {
 		wr, err := w.recv(ctx, wch)
 		if err != nil {
-			return nil, err
+			return sighting{}, err
 		}
 		for _, ev := range wr.Events {
 			if ev.Type != mvccpb.DELETE {
 				continue
 			}
-			if predIsHolder && time.Until(w.s.validUntil()) > w.s.ttl/3 {
-				return nil, nil
+			if sg.holder && time.Until(w.s.validUntil()) > w.s.ttl/3 {
+				return sighting{}, nil
 			}
-			cur, _, err := w.predecessor(ctx)
-			return cur, err
+			return w.predecessor(ctx)
 		}
 	}
 }
@@ -125,10 +141,9 @@ func (w *waiter) recv(ctx context.Context, wch clientv3.WatchChan) (clientv3.Wat
 	}
 }
 
-// predecessor checks that our key still exists and returns the key just
-// older than ours (nil if there is none), and whether that key is the
-// holder (the oldest of all).
-func (w *waiter) predecessor(ctx context.Context) (*mvccpb.KeyValue, bool, error) {
+// predecessor checks that our key still exists and reads the key just
+// older than ours and the holder.
+func (w *waiter) predecessor(ctx context.Context) (sighting, error) {
 	resp, err := w.d.c.Txn(ctx).Then(
 		clientv3.OpGet(w.ekey, clientv3.WithKeysOnly()),
 		clientv3.OpGet(w.rng, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(w.rev-1),
@@ -137,17 +152,17 @@ func (w *waiter) predecessor(ctx context.Context) (*mvccpb.KeyValue, bool, error
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1)),
 	).Commit()
 	if err != nil {
-		return nil, false, w.d.wrap(ctx, "wait for", w.key, err)
+		return sighting{}, w.d.wrap(ctx, "wait for", w.key, err)
 	}
 	if own := resp.Responses[0].GetResponseRange().Kvs; len(own) == 0 || own[0].CreateRevision != w.rev {
-		return nil, false, fmt.Errorf("etcdlock: wait for %q: %w: our key %s disappeared while waiting", w.key, backend.ErrLost, w.ekey)
+		return sighting{}, fmt.Errorf("etcdlock: wait for %q: %w: our key %s disappeared while waiting", w.key, backend.ErrLost, w.ekey)
 	}
-	pred := resp.Responses[1].GetResponseRange().Kvs
-	if len(pred) == 0 {
-		return nil, false, nil
+	sg := sighting{rev: resp.Header.Revision}
+	if pred := resp.Responses[1].GetResponseRange().Kvs; len(pred) > 0 {
+		first := resp.Responses[2].GetResponseRange().Kvs
+		sg.pred, sg.holder = pred[0], len(first) > 0 && first[0].CreateRevision == pred[0].CreateRevision
 	}
-	first := resp.Responses[2].GetResponseRange().Kvs
-	return pred[0], len(first) > 0 && first[0].CreateRevision == pred[0].CreateRevision, nil
+	return sg, nil
 }
 
 func (w *waiter) lostErr() error {
