@@ -40,7 +40,9 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 		sent := time.Now()
 		res, err := d.fairAttempt(ctx, ks, req.Owner, req.TTL, true, 3*beat)
 		if err != nil {
-			aerr := d.abandon(ctx, ks, req.Owner)
+			// The script may have taken or claimed the lock: give back
+			// both a hand-off and a hold.
+			aerr := errors.Join(d.abandon(ctx, ks, req.Owner), d.cleanup(ctx, ks, req.Owner))
 			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w", req.Key, backend.ErrUnavailable, errors.Join(err, aerr))
 		}
 		if res.held {
