@@ -1,0 +1,159 @@
+package sqlbench
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/sqllock"
+)
+
+// A contender is one way to take and free a lock on one key. Each worker
+// (as a separate process would) makes its own with newClient.
+type contender struct {
+	name      string
+	newClient func(ctx context.Context) (client, error)
+}
+
+type client interface {
+	// lock waits for key; unlock frees it.
+	lock(ctx context.Context, key string) (unlock func(ctx context.Context) error, err error)
+	close()
+}
+
+const table = "bench_locks"
+
+var contenders = []contender{
+	{"distlock", newDistlock},
+	{"FOR UPDATE", newForUpdate},
+	{"FOR UPDATE+fence", newForUpdateFence},
+	{"GET_LOCK", newGetLock},
+}
+
+// distlock: the sqllock driver under the portable Locker (watchdog,
+// fencing counter, session timeouts, pool hygiene).
+type distlockClient struct {
+	db *sql.DB
+	l  *distlock.Locker
+}
+
+func newDistlock(ctx context.Context) (client, error) {
+	db := openDB()
+	d, err := sqllock.New(ctx, db, sqllock.Options{Table: table})
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return &distlockClient{db: db, l: distlock.New(d, distlock.WithDefaultTTL(30*time.Second))}, nil
+}
+
+func (c *distlockClient) lock(ctx context.Context, key string) (func(context.Context) error, error) {
+	le, err := c.l.Acquire(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return le.Release, nil
+}
+
+func (c *distlockClient) close() { _ = c.l.Close(); _ = c.db.Close() }
+
+// FOR UPDATE: the bare protocol, BEGIN; SELECT ... FOR UPDATE; COMMIT on
+// the same table, with the row created beforehand.
+type forUpdateClient struct {
+	db   *sql.DB
+	rows map[string]bool // keys whose row this client made sure of
+}
+
+func newForUpdate(ctx context.Context) (client, error) {
+	db := openDB()
+	// distlock has created the table; make sure of it for a run without it.
+	_, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+table+" (name VARBINARY(1024) NOT NULL PRIMARY KEY) ENGINE=InnoDB")
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return &forUpdateClient{db: db, rows: map[string]bool{}}, nil
+}
+
+func (c *forUpdateClient) lock(ctx context.Context, key string) (func(context.Context) error, error) {
+	if !c.rows[key] { // once per key, outside the measured protocol's steady state
+		if _, err := c.db.ExecContext(ctx, "INSERT IGNORE INTO "+table+" (name) VALUES (?)", key); err != nil {
+			return nil, err
+		}
+		c.rows[key] = true
+	}
+	tx, err := c.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	var name []byte
+	if err := tx.QueryRowContext(ctx, "SELECT name FROM "+table+" WHERE name = ? FOR UPDATE", key).Scan(&name); err != nil {
+		_ = tx.Rollback()
+		return nil, err
+	}
+	return func(context.Context) error { return tx.Commit() }, nil
+}
+
+func (c *forUpdateClient) close() { _ = c.db.Close() }
+
+// FOR UPDATE+fence: the bare protocol plus the one thing a safe lock cannot
+// skip, a fencing counter committed (autocommit, another connection) while
+// the row lock is held. The floor for any FOR UPDATE lock with tokens.
+func newForUpdateFence(ctx context.Context) (client, error) {
+	c, err := newForUpdate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	fc := c.(*forUpdateClient)
+	_, err = fc.db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+table+"_benchfence (name VARBINARY(1024) NOT NULL PRIMARY KEY, token BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB")
+	if err != nil {
+		fc.close()
+		return nil, err
+	}
+	return &forUpdateFenceClient{fc}, nil
+}
+
+type forUpdateFenceClient struct{ *forUpdateClient }
+
+func (c *forUpdateFenceClient) lock(ctx context.Context, key string) (func(context.Context) error, error) {
+	unlock, err := c.forUpdateClient.lock(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.db.ExecContext(ctx, "INSERT INTO "+table+"_benchfence (name, token) VALUES (?, LAST_INSERT_ID(1)) "+
+		"ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1)", key)
+	if err == nil {
+		_, err = res.LastInsertId()
+	}
+	if err != nil {
+		_ = unlock(ctx)
+		return nil, err
+	}
+	return unlock, nil
+}
+
+// GET_LOCK: MySQL's named user-level locks on a pinned connection.
+type getLockClient struct{ db *sql.DB }
+
+func newGetLock(context.Context) (client, error) { return &getLockClient{db: openDB()}, nil }
+
+func (c *getLockClient) lock(ctx context.Context, key string) (func(context.Context) error, error) {
+	conn, err := c.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 60)", key).Scan(&got); err != nil || got.Int64 != 1 {
+		_ = conn.Close()
+		return nil, fmt.Errorf("GET_LOCK: %v %v", got, err)
+	}
+	return func(ctx context.Context) error {
+		defer conn.Close()
+		_, err := conn.ExecContext(ctx, "DO RELEASE_LOCK(?)", key)
+		return err
+	}, nil
+}
+
+func (c *getLockClient) close() { _ = c.db.Close() }
