@@ -1,0 +1,122 @@
+package zkbench
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Settings of the comparison. The libraries are measured in alternating
+// rounds and the median round is reported, so that load from other
+// processes (a ZooKeeper write is an fsync) hits both alike.
+const (
+	rounds         = 5
+	contendRounds  = 3
+	contendWorkers = 8
+	contendFor     = 3 * time.Second
+)
+
+// TestCompare runs every scenario for both libraries in one run and prints
+// a side-by-side report with ratios (go test -v -run TestCompare). It
+// asserts only that the locks were exclusive.
+func TestCompare(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode")
+	}
+	var out strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&out, format, args...) }
+
+	var rts []time.Duration
+	unc := map[string][]time.Duration{}
+	for r := range rounds {
+		rts = append(rts, nsPerOp(testing.Benchmark(benchExists)))
+		for _, lib := range alternate(r) {
+			unc[lib.name] = append(unc[lib.name], nsPerOp(testing.Benchmark(func(b *testing.B) { benchUncontended(b, lib) })))
+		}
+	}
+	rt := median(rts)
+	p("bare Exists round trip: %v (median of %d rounds)\n\n", rt, rounds)
+	p("uncontended acquire+release (one session, one free key), median of %d alternating rounds:\n", rounds)
+	for _, lib := range libraries {
+		m := median(unc[lib.name])
+		p("  %-9s %10v = %5.2f round trips   distlock/this = %.2f   rounds %v\n", lib.name, m,
+			float64(m)/float64(rt), float64(median(unc["distlock"]))/float64(m), unc[lib.name])
+	}
+
+	p("\n%d workers (own session each) on one key, %d alternating rounds of %v, nothing done inside or between:\n",
+		contendWorkers, contendRounds, contendFor)
+	p("  %-9s %8s %9s %9s %9s | %9s %9s %9s %6s %6s %9s\n", "library", "acq/s",
+		"hand p50", "hand p99", "hand max", "wait p50", "wait p99", "wait max", "top%", "min%", "overtakes")
+	rates := map[string][]float64{}
+	pooled := map[string]*contention{}
+	for r := range contendRounds {
+		for _, lib := range alternate(r) {
+			c, err := contend(lib, contendWorkers, contendFor)
+			if err != nil {
+				t.Fatalf("%s: %v", lib.name, err)
+			}
+			if c.overlaps != 0 {
+				t.Errorf("%s: two workers held the lock at once %d times", lib.name, c.overlaps)
+			}
+			rates[lib.name] = append(rates[lib.name], float64(c.acquisitions)/c.duration.Seconds())
+			pooled[lib.name] = merge(pooled[lib.name], c)
+		}
+	}
+	for _, lib := range libraries {
+		c := pooled[lib.name]
+		all := slices.Concat(c.waits...)
+		shares := make([]float64, len(c.counts))
+		for i, n := range c.counts {
+			shares[i] = 100 * float64(n) / float64(max(1, c.acquisitions))
+		}
+		p("  %-9s %8.0f %9v %9v %9v | %9v %9v %9v %5.1f%% %5.1f%% %9d\n", lib.name, medianF(rates[lib.name]),
+			pct(c.handoffs, 50), pct(c.handoffs, 99), pct(c.handoffs, 100), pct(all, 50), pct(all, 99), pct(all, 100),
+			slices.Max(shares), slices.Min(shares), c.overtakes)
+	}
+	p("  throughput distlock / zk.Lock = %.2f× (median rates; rounds: distlock %.0f, zk.Lock %.0f acq/s)\n",
+		medianF(rates["distlock"])/max(medianF(rates["zk.Lock"]), 1e-9), rates["distlock"], rates["zk.Lock"])
+	fmt.Fprint(os.Stdout, out.String())
+	t.Log("\n" + out.String())
+}
+
+// alternate returns the libraries in round r's order: reversed every other
+// round, so neither always runs first.
+func alternate(r int) []library {
+	libs := slices.Clone(libraries)
+	if r%2 == 1 {
+		slices.Reverse(libs)
+	}
+	return libs
+}
+
+// merge pools the samples of two contention runs (workers by index).
+func merge(a *contention, b contention) *contention {
+	if a == nil {
+		return &b
+	}
+	a.acquisitions += b.acquisitions
+	a.duration += b.duration
+	a.handoffs = append(a.handoffs, b.handoffs...)
+	for i := range a.waits {
+		a.waits[i] = append(a.waits[i], b.waits[i]...)
+		a.counts[i] += b.counts[i]
+	}
+	a.overlaps += b.overlaps
+	a.overtakes += b.overtakes
+	return a
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func medianF(fs []float64) float64 {
+	s := slices.Clone(fs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
