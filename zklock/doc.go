@@ -63,6 +63,11 @@
 // Errors wrap a distlock kind and the go-zookeeper error: connection loss,
 // no server and timeouts match ErrUnavailable; a lock held elsewhere
 // matches ErrNotAcquired; a node gone from under its holder matches
-// ErrNotHeld; a session that expired while waiting matches ErrLost; bad URLs
-// match ErrInvalidConfig and name the bad part.
+// ErrNotHeld; a session that expired while waiting matches ErrLost; a
+// request the ACLs forbid (zk: not authenticated) matches ErrInvalidConfig,
+// as do bad URLs, whose errors name the bad part. While the connection has
+// no session, calls fail at once with ErrUnavailable.
+//
+// The driver implements backend.Inspector: Inspect reports a key's holder,
+// token and number of waiters.
 package zklock

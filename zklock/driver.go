@@ -55,10 +55,15 @@ type Driver struct {
 	wg      sync.WaitGroup // every goroutine the driver started
 }
 
-// New returns a Driver over conn, an established go-zookeeper connection.
-// The driver never closes conn: Close stops only the driver's own
-// goroutines, and the locks it still holds live on until conn's session
-// ends. opts.SessionTimeout is required.
+// New returns a Driver over conn, a go-zookeeper connection. The driver
+// never closes conn: Close stops only the driver's own goroutines, and the
+// locks it still holds live on until conn's session ends.
+// opts.SessionTimeout is required.
+//
+// While conn has no session (still connecting, or reconnecting), the
+// driver's calls fail at once with ErrUnavailable rather than queue: wait
+// for zk.StateHasSession on conn's event channel before the first
+// TryAcquire (Acquire retries by itself).
 func New(conn *zk.Conn, opts *Options) (*Driver, error) {
 	if conn == nil {
 		return nil, fmt.Errorf("zklock: New: %w: nil *zk.Conn", backend.ErrInvalidConfig)

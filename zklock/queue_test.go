@@ -198,3 +198,38 @@ func TestLostCreateReplyReused(t *testing.T) {
 	}
 	waitQueue(t, c, key2, 0)
 }
+
+// TestInspect: Inspect reports the holder, its token and the waiters.
+func TestInspect(t *testing.T) {
+	c := startCluster(t, 1)
+	key := uniqueKey(t)
+	h, w := newClient(t, c, testSession), newClient(t, c, testSession)
+	info, err := h.d.Inspect(ctxFor(t, 10*time.Second), key)
+	if err != nil || info.Held {
+		t.Fatalf("Inspect of a free key = %+v, %v", info, err)
+	}
+	le, err := h.Acquire(ctxFor(t, 10*time.Second), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan struct{})
+	go func() {
+		defer close(waiting)
+		lw, err := w.Acquire(ctxFor(t, 30*time.Second), key)
+		if err == nil {
+			_ = lw.Release(ctxFor(t, 10*time.Second))
+		}
+	}()
+	waitQueue(t, c, key, 2)
+	info, err = w.d.Inspect(ctxFor(t, 10*time.Second), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Held || info.Owner != le.Owner() || info.Token != le.Token() || info.Waiters != 1 {
+		t.Errorf("Inspect = %+v, want held by %q with token %d and 1 waiter", info, le.Owner(), le.Token())
+	}
+	if err := le.Release(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	<-waiting
+}

@@ -1,0 +1,53 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// Inspect reports key's lock without taking it: whether it is held, the
+// holder's owner id and fencing token (its node's data and czxid), and how
+// many waiters are queued. TTL is the driver's session timeout while held
+// (the holder's own session may differ; ZooKeeper does not tell).
+func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) {
+	info := backend.Info{Key: key}
+	parent := d.base + "/" + encodeKey(key)
+	for attempt := 0; attempt < 3; attempt++ {
+		var children []string
+		var zerr error
+		if err := d.do(ctx, func() { children, _, zerr = d.conn.Children(parent) }); err != nil {
+			return info, failure("inspect", key, err)
+		}
+		if errors.Is(zerr, zk.ErrNoNode) {
+			return info, nil
+		}
+		if zerr != nil {
+			return info, failure("inspect", key, zerr)
+		}
+		q := queueOf(children)
+		if len(q) == 0 {
+			return info, nil
+		}
+		var data []byte
+		var stat *zk.Stat
+		if err := d.do(ctx, func() { data, stat, zerr = d.conn.Get(parent + "/" + q[0].name) }); err != nil {
+			return info, failure("inspect", key, err)
+		}
+		if errors.Is(zerr, zk.ErrNoNode) {
+			continue // the holder left meanwhile: look again
+		}
+		if zerr != nil {
+			return info, failure("inspect", key, zerr)
+		}
+		info.Held, info.Owner, info.Token = true, string(data), uint64(stat.Czxid)
+		info.Waiters, info.TTL = len(q)-1, d.timeout()
+		return info, nil
+	}
+	return info, nil
+}
+
+var _ backend.Inspector = (*Driver)(nil)
