@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/go-sql-driver/mysql"
 )
 
 // Driver is a distlock backend over one MySQL or MariaDB server. Each held
@@ -17,10 +18,11 @@ import (
 // holds the lock row's exclusive row lock. It implements [backend.Driver],
 // [backend.Waiter] and [backend.Inspector]; it is safe for concurrent use.
 type Driver struct {
-	db    *sql.DB
-	ownDB bool // opened from a URL: Close closes it
-	q     *statements
-	lwt   int // session innodb_lock_wait_timeout in seconds, 0 = server's
+	db      *sql.DB
+	ownDB   bool   // opened from a URL: Close closes it
+	tlsName string // a TLS configuration registered for the URL, deregistered by Close
+	q       *statements
+	lwt     int // session innodb_lock_wait_timeout in seconds, 0 = server's
 
 	ids connIDs
 
@@ -107,6 +109,9 @@ func (d *Driver) Close() error {
 	d.mu.Unlock()
 	for _, l := range held {
 		l.abandon()
+	}
+	if d.tlsName != "" {
+		mysql.DeregisterTLSConfig(d.tlsName)
 	}
 	if d.ownDB {
 		return d.db.Close()

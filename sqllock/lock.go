@@ -87,8 +87,10 @@ func (l *lock) Release(ctx context.Context) error {
 	case ctx.Err() != nil:
 		return fmt.Errorf("sqllock: release %q: %w: connection closed, the server frees the lock when it notices: %w",
 			l.key, backend.ErrUnavailable, err)
-	default:
+	case connGone(err):
 		return fmt.Errorf("sqllock: release %q: %w: its connection had failed: %w", l.key, backend.ErrNotHeld, err)
+	default:
+		return nil // the server refused the reset; closing the session released the row
 	}
 }
 

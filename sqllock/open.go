@@ -42,21 +42,34 @@ func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	dropTLS := func() {
+		if strings.HasPrefix(cfg.TLSConfig, tlsPrefix) {
+			mysql.DeregisterTLSConfig(cfg.TLSConfig)
+		}
+	}
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("sqllock: %w: %s: %v", backend.ErrInvalidConfig, u.Redacted(), err)
+		dropTLS()
+		return nil, fmt.Errorf("sqllock: %w: %v", backend.ErrInvalidConfig, err)
 	}
 	db := sql.OpenDB(conn)
+	fail := func(err error) (backend.Driver, error) {
+		_ = db.Close()
+		dropTLS()
+		return nil, err
+	}
 	// Each held lock pins a connection; keep enough idle ones that a busy
 	// Locker does not dial for every acquisition.
 	db.SetMaxIdleConns(64)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	d, err := New(ctx, db, opts)
 	if err != nil {
-		_ = db.Close()
-		return nil, err
+		return fail(err)
 	}
 	d.ownDB = true
+	if strings.HasPrefix(cfg.TLSConfig, tlsPrefix) {
+		d.tlsName = cfg.TLSConfig
+	}
 	return d, nil
 }
 
@@ -97,13 +110,19 @@ func configFromURL(u *backend.URL) (*mysql.Config, Options, error) {
 	}
 	cfg.TLSConfig = tlsName
 	if err := q.Err(); err != nil {
+		if strings.HasPrefix(tlsName, tlsPrefix) {
+			mysql.DeregisterTLSConfig(tlsName)
+		}
 		return nil, opts, fmt.Errorf("sqllock: %w", err)
 	}
 	return cfg, opts, nil
 }
 
-// tlsSeq names the TLS configurations registered for tls_ca.
+// tlsSeq numbers the TLS configurations registered for tls_ca, named
+// tlsPrefix+N and deregistered when their Driver closes.
 var tlsSeq atomic.Uint64
+
+const tlsPrefix = "distlock-sqllock-"
 
 // tlsConfig returns the driver's TLS setting for tls=... and tls_ca=...
 func tlsConfig(mode, caFile string, hosts []string) (string, error) {
@@ -133,7 +152,7 @@ func tlsConfig(mode, caFile string, hosts []string) (string, error) {
 			c.ServerName = h
 		}
 	}
-	name := fmt.Sprintf("distlock-sqllock-%d", tlsSeq.Add(1))
+	name := fmt.Sprintf("%s%d", tlsPrefix, tlsSeq.Add(1))
 	if err := mysql.RegisterTLSConfig(name, c); err != nil {
 		return "", fmt.Errorf("parameter tls_ca: %v", err)
 	}
