@@ -68,6 +68,7 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 	w := &waiter{d: d, s: s, key: req.Key, rng: rng, ekey: ekey, rev: resp.Header.Revision}
 	sg := sighting{rev: resp.Header.Revision}
 	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 2 {
+		d.startAnchor() // this acquisition will watch
 		first := resp.Responses[2].GetResponseRange().Kvs
 		sg.pred, sg.holder = kvs[1], len(first) > 0 && first[0].CreateRevision == kvs[1].CreateRevision
 	}

@@ -50,10 +50,11 @@ type Driver struct {
 	grantSem chan struct{} // serialises lease grants
 	seq      atomic.Uint64
 
-	mu     sync.Mutex
-	sess   *session
-	held   map[heldKey]*lock
-	closed bool
+	mu       sync.Mutex
+	sess     *session
+	anchored bool // the anchor watch runs (see anchor.go)
+	held     map[heldKey]*lock
+	closed   bool
 }
 
 type heldKey struct {

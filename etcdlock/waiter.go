@@ -89,7 +89,7 @@ func (w *waiter) waitFor(ctx context.Context, sg sighting) (sighting, error) {
 	wch := w.d.c.Watch(wctx, string(sg.pred.Key), clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
 	var created clientv3.WatchResponse
 	for !created.Created {
-		wr, err := w.recv(ctx, wch)
+		wr, err := w.recv(ctx, wch, nil)
 		if err != nil {
 			return sighting{}, err
 		}
@@ -102,8 +102,21 @@ func (w *waiter) waitFor(ctx context.Context, sg sighting) (sighting, error) {
 		}
 		sg = cur
 	}
+	poll := time.NewTimer(recheckEvery)
+	defer poll.Stop()
+	rechecks := 0
 	for {
-		wr, err := w.recv(ctx, wch)
+		wr, err := w.recv(ctx, wch, poll.C)
+		if errors.Is(err, errRecheck) {
+			cur, err := w.predecessor(ctx)
+			if err != nil || cur.pred == nil || cur.pred.CreateRevision != sg.pred.CreateRevision {
+				return cur, err
+			}
+			if rechecks++; rechecks < maxRechecks {
+				poll.Reset(recheckEvery)
+			}
+			continue
+		}
 		if err != nil {
 			return sighting{}, err
 		}
@@ -119,8 +132,22 @@ func (w *waiter) waitFor(ctx context.Context, sg sighting) (sighting, error) {
 	}
 }
 
-// recv returns the next watch response, or why there is none.
-func (w *waiter) recv(ctx context.Context, wch clientv3.WatchChan) (clientv3.WatchResponse, error) {
+// A watch created while etcd commits a write can land in etcd's
+// "unsynced" group, whose events are delivered only at the next resync,
+// up to 100 ms later (etcd 3.4 reads the start revision before it takes
+// the store's lock). Watches are synced after that, so a waiter re-reads
+// the queue every recheckEvery during its watch's first 100 ms.
+const (
+	recheckEvery = 25 * time.Millisecond
+	maxRechecks  = 4
+)
+
+// errRecheck is recv's answer when the recheck timer fired.
+var errRecheck = errors.New("etcdlock: recheck")
+
+// recv returns the next watch response, or why there is none (errRecheck
+// when recheck fires first).
+func (w *waiter) recv(ctx context.Context, wch clientv3.WatchChan, recheck <-chan time.Time) (clientv3.WatchResponse, error) {
 	select {
 	case wr, ok := <-wch:
 		switch {
@@ -134,6 +161,8 @@ func (w *waiter) recv(ctx context.Context, wch clientv3.WatchChan) (clientv3.Wat
 			return wr, w.d.wrap(ctx, "wait for", w.key, errors.New("watch canceled"))
 		}
 		return wr, nil
+	case <-recheck:
+		return clientv3.WatchResponse{}, errRecheck
 	case <-w.s.done:
 		return clientv3.WatchResponse{}, w.lostErr()
 	case <-ctx.Done():
