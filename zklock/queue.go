@@ -118,18 +118,32 @@ func (d *Driver) create(ctx context.Context, req backend.Request, guid, parent s
 	for attempt := 0; ; attempt++ {
 		var path string
 		var cerr error
-		var handed atomic.Bool // true once the caller gave up: f reports to the reaper
+		// Who handles the outcome: the caller (delivered), or f itself once
+		// the caller gave up (abandoned), in which case f hands a node that
+		// may exist to the reaper.
+		const (
+			running int32 = iota
+			delivered
+			abandoned
+		)
+		var state atomic.Int32
 		err := d.do(ctx, func() {
 			path, cerr = d.conn.Create(prefix, []byte(req.Owner), zk.FlagEphemeralSequential, d.acl)
-			if handed.Load() && (cerr == nil || ambiguous(cerr)) {
+			if !state.CompareAndSwap(running, delivered) && (cerr == nil || ambiguous(cerr)) {
+				o := pending
 				if cerr == nil {
-					pending.name = path[len(parent)+1:]
+					o.name = path[len(parent)+1:]
 				}
-				d.orphans.add(pending)
+				d.orphans.add(o)
 			}
 		})
-		if err != nil {
-			handed.Store(true)
+		if err != nil && state.CompareAndSwap(running, abandoned) {
+			return "", failure("acquire", req.Key, err)
+		}
+		if err != nil && cerr == nil {
+			// ctx ended just as the create succeeded: the node is ours to remove.
+			pending.name = path[len(parent)+1:]
+			d.orphans.add(pending)
 			return "", failure("acquire", req.Key, err)
 		}
 		switch {
