@@ -160,7 +160,8 @@ func (cfg clientConfig) single(addr string) *redis.Options {
 	return &redis.Options{
 		Addr: addr, DB: cfg.db, Username: cfg.username, Password: cfg.password, TLSConfig: cfg.tls,
 		DialTimeout: cfg.dial, ReadTimeout: cfg.read, WriteTimeout: cfg.write, PoolSize: cfg.pool,
-		MaxRetries: -1, // one attempt per call: the portable layer retries
+		MaxRetries:            -1, // one attempt per call: the portable layer retries
+		ContextTimeoutEnabled: true,
 	}
 }
 
@@ -168,6 +169,7 @@ func (cfg clientConfig) cluster() *redis.ClusterOptions {
 	return &redis.ClusterOptions{
 		Addrs: cfg.addrs, Username: cfg.username, Password: cfg.password, TLSConfig: cfg.tls,
 		DialTimeout: cfg.dial, ReadTimeout: cfg.read, WriteTimeout: cfg.write, PoolSize: cfg.pool,
-		MaxRedirects: 3, // MOVED/ASK during resharding are not failures
+		MaxRedirects:          3, // MOVED/ASK during resharding are not failures
+		ContextTimeoutEnabled: true,
 	}
 }

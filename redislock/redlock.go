@@ -25,6 +25,8 @@ type Redlock struct {
 	opts   Options
 	caps   backend.Capabilities
 
+	bg sync.WaitGroup // node calls still running after their caller gave up
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -98,6 +100,7 @@ func (r *Redlock) Close() error {
 				errs = append(errs, ignoreClosed(n.c.Close()))
 			}
 		}
+		r.bg.Wait()
 		r.closeErr = errors.Join(errs...)
 	})
 	return r.closeErr
@@ -110,18 +113,45 @@ func nodeTimeout(ttl time.Duration) time.Duration {
 	return max(ttl/nodeWaitFrac, minNodeWait)
 }
 
-// each runs fn on every node concurrently, each bounded by timeout, and
-// waits for all.
-func (r *Redlock) each(ctx context.Context, timeout time.Duration, fn func(ctx context.Context, i int, n *node)) {
-	var wg sync.WaitGroup
+// eachNode runs fn on every node concurrently and returns each node's
+// result, waiting at most timeout: a go-redis client without
+// ContextTimeoutEnabled ignores ctx deadlines and waits its ReadTimeout, and
+// one slow node must not hold up the quorum. A node that has not answered
+// by then gets an error; its call finishes in the background (Close waits
+// for it) and its result is dropped.
+func eachNode[T any](r *Redlock, ctx context.Context, timeout time.Duration, fn func(ctx context.Context, i int, n *node) (T, error)) ([]T, []error) {
+	type result struct {
+		i   int
+		v   T
+		err error
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ch := make(chan result, len(r.nodes))
 	for i, n := range r.nodes {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			fn(ctx, i, n)
+		r.bg.Go(func() {
+			v, err := fn(ctx, i, n)
+			ch <- result{i, v, err}
 		})
 	}
-	wg.Wait()
+	vals := make([]T, len(r.nodes))
+	errs := make([]error, len(r.nodes))
+	answered := make([]bool, len(r.nodes))
+	for range r.nodes {
+		select {
+		case res := <-ch:
+			vals[res.i], errs[res.i], answered[res.i] = res.v, res.err, true
+			continue
+		case <-ctx.Done():
+		}
+		break
+	}
+	for i, ok := range answered {
+		if !ok {
+			errs[i] = fmt.Errorf("node %d: no answer within %v: %w", i, timeout, context.Cause(ctx))
+		}
+	}
+	return vals, errs
 }
 
 // TryAcquire implements backend.Driver. Phase one takes the lock on every
@@ -134,14 +164,12 @@ func (r *Redlock) each(ctx context.Context, timeout time.Duration, fn func(ctx c
 func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	ks := r.keys(req.Key)
 	first := time.Now()
-	res := make([]acquireResult, len(r.nodes))
-	errs := make([]error, len(r.nodes))
-	r.each(ctx, nodeTimeout(req.TTL), func(ctx context.Context, i int, n *node) {
+	res, errs := eachNode(r, ctx, nodeTimeout(req.TTL), func(ctx context.Context, _ int, n *node) (acquireResult, error) {
 		v, err := acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), "1").Int64Slice()
-		if err == nil {
-			res[i], err = parseAcquire(v)
+		if err != nil {
+			return acquireResult{}, err
 		}
-		errs[i] = err
+		return parseAcquire(v)
 	})
 	held, refused, failed := 0, 0, 0
 	var token, counter uint64
@@ -187,14 +215,12 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 // fence writes token to the nodes that granted (phase two) and succeeds
 // when a majority confirmed that the lock is still held with it.
 func (r *Redlock) fence(ctx context.Context, ks keyset, req backend.Request, token uint64, res []acquireResult) error {
-	ok := make([]bool, len(r.nodes))
-	errs := make([]error, len(r.nodes))
-	r.each(ctx, nodeTimeout(req.TTL), func(ctx context.Context, i int, n *node) {
+	ok, errs := eachNode(r, ctx, nodeTimeout(req.TTL), func(ctx context.Context, i int, n *node) (bool, error) {
 		if !res[i].held {
-			return
+			return false, nil
 		}
 		v, err := fenceScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, token).Int64()
-		ok[i], errs[i] = err == nil && v == 1, err
+		return err == nil && v == 1, err
 	})
 	confirmed := 0
 	for _, b := range ok {
@@ -203,7 +229,7 @@ func (r *Redlock) fence(ctx context.Context, ks keyset, req backend.Request, tok
 		}
 	}
 	if confirmed < r.quorum {
-		return fmt.Errorf("%w: fencing token %d confirmed by %d of %d nodes (need %d): %w",
+		return fmt.Errorf("%w: fencing token %d confirmed by %d of %d nodes (need %d; the others lost the lock or failed: %v)",
 			backend.ErrUnavailable, token, confirmed, len(r.nodes), r.quorum, errors.Join(errs...))
 	}
 	return nil
@@ -218,10 +244,11 @@ func drift(ttl time.Duration) time.Duration {
 // not answer (its outcome is unknown), with its own short timeout.
 func (r *Redlock) cleanup(ctx context.Context, ks keyset, owner string, res []acquireResult, errs []error) {
 	ctx = context.WithoutCancel(ctx)
-	r.each(ctx, cleanupTimeout, func(ctx context.Context, i int, n *node) {
+	eachNode(r, ctx, cleanupTimeout, func(ctx context.Context, i int, n *node) (struct{}, error) {
 		if res[i].held || errs[i] != nil {
-			_ = releaseScript.Run(ctx, n.c, ks.releaseKeys(), owner, ks.channel, "release").Err()
+			return struct{}{}, releaseScript.Run(ctx, n.c, ks.releaseKeys(), owner, ks.channel, "release").Err()
 		}
+		return struct{}{}, nil
 	})
 }
 
@@ -231,10 +258,9 @@ func (r *Redlock) cleanup(ctx context.Context, ks keyset, owner string, res []ac
 func (r *Redlock) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	ch := r.keys(key).channel
 	out := make(chan struct{}, 1)
-	cancels := make([]func(), len(r.nodes))
-	errs := make([]error, len(r.nodes))
-	r.each(ctx, time.Second, func(ctx context.Context, i int, n *node) {
-		cancels[i], errs[i] = n.notify.subscribe(ctx, ch, out, "")
+	// notifier.subscribe honours ctx, so every call returns in time.
+	cancels, errs := eachNode(r, ctx, time.Second, func(ctx context.Context, _ int, n *node) (func(), error) {
+		return n.notify.subscribe(ctx, ch, out, "")
 	})
 	cancel := func() {
 		for _, c := range cancels {

@@ -23,11 +23,9 @@ type rlock struct {
 // with ErrNotHeld only if no node held the lock for its owner.
 func (l *rlock) Release(ctx context.Context) error {
 	n := len(l.r.nodes)
-	released := make([]bool, n)
-	errs := make([]error, n)
-	l.r.each(ctx, cleanupTimeout*5, func(ctx context.Context, i int, nd *node) {
+	released, errs := eachNode(l.r, ctx, releaseTimeout, func(ctx context.Context, _ int, nd *node) (bool, error) {
 		v, err := releaseScript.Run(ctx, nd.c, l.ks.releaseKeys(), l.owner, l.ks.channel, "release").Int64()
-		released[i], errs[i] = err == nil && v >= 0, err
+		return err == nil && v >= 0, err
 	})
 	notHeld, failed := 0, 0
 	for i := range n {
@@ -49,11 +47,8 @@ func (l *rlock) Release(ctx context.Context) error {
 // Refresh implements backend.Lock: the lock stays held if a majority of
 // nodes still held it for its owner and extended it.
 func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) error {
-	n := len(l.r.nodes)
-	vals := make([]int64, n)
-	errs := make([]error, n)
-	l.r.each(ctx, nodeTimeout(ttl), func(ctx context.Context, i int, nd *node) {
-		vals[i], errs[i] = refreshScript.Run(ctx, nd.c, []string{l.ks.lock}, l.owner, millis(ttl)).Int64()
+	vals, errs := eachNode(l.r, ctx, nodeTimeout(ttl), func(ctx context.Context, _ int, nd *node) (int64, error) {
+		return refreshScript.Run(ctx, nd.c, []string{l.ks.lock}, l.owner, millis(ttl)).Int64()
 	})
 	return l.r.refreshVerdict(l.key, vals, errs)
 }
@@ -94,10 +89,8 @@ func (r *Redlock) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []t
 		}
 		mine[i] = l
 	}
-	cmds := make([][]*redis.Cmd, len(r.nodes))
-	perr := make([]error, len(r.nodes))
-	r.each(ctx, nodeTimeout(minTTL(ttls)), func(ctx context.Context, k int, nd *node) {
-		cmds[k], perr[k] = pipelineScript(ctx, nd.c, refreshScript, len(locks), func(i int) ([]string, []any, bool) {
+	cmds, perr := eachNode(r, ctx, nodeTimeout(minTTL(ttls)), func(ctx context.Context, _ int, nd *node) ([]*redis.Cmd, error) {
+		return pipelineScript(ctx, nd.c, refreshScript, len(locks), func(i int) ([]string, []any, bool) {
 			if mine[i] == nil {
 				return nil, nil, false
 			}
@@ -111,14 +104,11 @@ func (r *Redlock) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []t
 		vals := make([]int64, len(r.nodes))
 		errs := make([]error, len(r.nodes))
 		for k := range r.nodes {
-			if c := cmds[k][i]; c != nil {
-				vals[k], errs[k] = c.Int64()
-			} else {
-				errs[k] = perr[k]
+			if perr[k] != nil || cmds[k] == nil || cmds[k][i] == nil {
+				errs[k] = fmt.Errorf("node %d: %w", k, perr[k])
+				continue
 			}
-			if errs[k] == nil && perr[k] != nil && vals[k] == 0 {
-				errs[k] = perr[k]
-			}
+			vals[k], errs[k] = cmds[k][i].Int64()
 		}
 		out[i] = r.refreshVerdict(l.key, vals, errs)
 	}
@@ -134,3 +124,6 @@ func minTTL(ttls []time.Duration) time.Duration {
 	}
 	return m
 }
+
+// releaseTimeout bounds each node's part of a Redlock release.
+const releaseTimeout = 5 * time.Second
