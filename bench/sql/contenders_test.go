@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/sqllock"
 )
 
@@ -27,6 +28,7 @@ const table = "bench_locks"
 
 var contenders = []contender{
 	{"distlock", newDistlock},
+	{"sqllock driver", newDriverOnly},
 	{"FOR UPDATE", newForUpdate},
 	{"FOR UPDATE+fence", newForUpdateFence},
 	{"GET_LOCK", newGetLock},
@@ -58,6 +60,36 @@ func (c *distlockClient) lock(ctx context.Context, key string) (func(context.Con
 }
 
 func (c *distlockClient) close() { _ = c.l.Close(); _ = c.db.Close() }
+
+// sqllock driver: the backend alone, without the portable Locker (no
+// watchdog, no reentrancy bookkeeping): how much of distlock's cost is the
+// store protocol.
+type driverClient struct {
+	db *sql.DB
+	d  *sqllock.Driver
+	n  int
+}
+
+func newDriverOnly(ctx context.Context) (client, error) {
+	db := openDB()
+	d, err := sqllock.New(ctx, db, sqllock.Options{Table: table})
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return &driverClient{db: db, d: d}, nil
+}
+
+func (c *driverClient) lock(ctx context.Context, key string) (func(context.Context) error, error) {
+	c.n++
+	g, err := c.d.Wait(ctx, backend.Request{Key: key, Owner: fmt.Sprintf("bench-owner-%p-%d", c, c.n), TTL: 30 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	return g.Lock.Release, nil
+}
+
+func (c *driverClient) close() { _ = c.d.Close(); _ = c.db.Close() }
 
 // FOR UPDATE: the bare protocol, BEGIN; SELECT ... FOR UPDATE; COMMIT on
 // the same table, with the row created beforehand.
