@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -128,7 +131,11 @@ func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 	c.client.DialTimeout = min(c.client.DialTimeout, untilDeadline(ctx))
 	cli, err := clientv3.New(c.client)
 	if err != nil {
-		return nil, fmt.Errorf("etcdlock: open %s: %w: %w", u.Redacted(), backend.ErrUnavailable, err)
+		kind := backend.ErrUnavailable
+		if errors.Is(err, rpctypes.ErrAuthFailed) {
+			kind = backend.ErrInvalidConfig // wrong user name or password
+		}
+		return nil, fmt.Errorf("etcdlock: connect to %s: %w: %w", strings.Join(u.Hosts, ","), kind, err)
 	}
 	d, err := newDriver(cli, true, c.options)
 	if err != nil {
