@@ -17,11 +17,12 @@ import (
 // rev, waiting for every older key in rng to go.
 //
 // Each wait watches only the key just before ours, from the current
-// revision (without a start revision), and re-reads the queue once the
-// watch is registered, so no deletion is missed. A watch with an older
-// start revision would be "unsynced" in etcd's watchable store, which
-// catches such watchers up only every 100 ms: that delay, paid at every
-// hand-off, is what limits etcd's concurrency.Mutex under contention.
+// revision (without a start revision), and re-reads the queue if anything
+// was written before the watch started, so no deletion is missed. A watch
+// with an older start revision would be "unsynced" in etcd's watchable
+// store, which catches such watchers up only every 100 ms: that delay, paid
+// at nearly every hand-off, is what limits etcd's concurrency.Mutex under
+// contention (see docs/etcd.md).
 type waiter struct {
 	d    *Driver
 	s    *session
