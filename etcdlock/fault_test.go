@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/etcdlock"
 )
 
@@ -74,6 +75,7 @@ func TestFaults(t *testing.T) {
 	t.Run("DeadWaiterInTheMiddle", func(t *testing.T) { testDeadWaiter(t, c) })
 	t.Run("PartitionedHolder", func(t *testing.T) { testPartitioned(t, c) })
 	t.Run("OwnerCmp", func(t *testing.T) { testOwnerCmp(t, c) })
+	t.Run("RefreshAll", func(t *testing.T) { testRefreshAll(t, c) })
 }
 
 // testFIFO: waiters get the lock in the order they queued.
@@ -246,4 +248,40 @@ func testOwnerCmp(t *testing.T, c *cluster) {
 		t.Error("OwnerCmp of a released lease succeeded")
 	}
 	_, _ = d.Client().Delete(ctxT(t, 5*time.Second), data)
+}
+
+// testRefreshAll: a batch refresh renews every lock of the driver and
+// reports ErrNotHeld only for the lock whose key is gone.
+func testRefreshAll(t *testing.T, c *cluster) {
+	_, d := locker(t, c.g.Addrs()...)
+	ctx := ctxT(t, 30*time.Second)
+	var locks []backend.Lock
+	var ttls []time.Duration
+	var keys []string
+	for i := range 3 {
+		key := fmt.Sprintf("batch-%d-%d", time.Now().UnixNano(), i)
+		g, err := d.TryAcquire(ctx, backend.Request{Key: key, Owner: "o", TTL: testTTL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks, ttls, keys = append(locks, g.Lock), append(ttls, testTTL), append(keys, key)
+	}
+	for i, err := range d.RefreshAll(ctx, locks, ttls) {
+		if err != nil {
+			t.Errorf("lock %d: %v", i, err)
+		}
+	}
+	if _, err := d.Client().Delete(ctx, d.KeyRange(keys[1]), clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	errs := d.RefreshAll(ctx, locks, ttls)
+	if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], backend.ErrNotHeld) {
+		t.Errorf("after deleting lock 1, RefreshAll = %v, want [nil ErrNotHeld nil]", errs)
+	}
+	for i, l := range locks {
+		err := l.Release(ctx)
+		if (i == 1) != errors.Is(err, backend.ErrNotHeld) {
+			t.Errorf("release of lock %d: %v", i, err)
+		}
+	}
 }
