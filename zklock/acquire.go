@@ -73,17 +73,31 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 func (n *lockNode) awaitGone(ctx context.Context, pred string) error {
 	var watch <-chan zk.Event
 	var zerr error
-	if err := n.d.do(ctx, func() { _, _, watch, zerr = n.d.conn.GetW(n.parent + "/" + pred) }); err != nil {
+	var h handoff
+	err := n.d.do(ctx, func() {
+		n.d.watchSet()
+		_, _, watch, zerr = n.d.conn.GetW(n.parent + "/" + pred)
+		if !h.done() {
+			n.d.settleWatch(watch, zerr)
+		}
+	})
+	if err != nil && h.abandon() {
 		return failure("acquire", n.key, err)
 	}
-	if errors.Is(zerr, zk.ErrNoNode) {
-		return nil
+	if err != nil || zerr != nil {
+		n.d.settleWatch(watch, zerr) // GetW sets no watch on a missing node
 	}
-	if zerr != nil {
+	switch {
+	case err != nil:
+		return failure("acquire", n.key, err)
+	case errors.Is(zerr, zk.ErrNoNode):
+		return nil
+	case zerr != nil:
 		return failure("acquire", n.key, zerr)
 	}
 	select {
 	case ev := <-watch:
+		n.d.watchGone()
 		if ev.Type == zk.EventNotWatching {
 			if errors.Is(ev.Err, zk.ErrSessionExpired) {
 				return fmt.Errorf("zklock: acquire %q: %w: session expired while waiting: %w", n.key, backend.ErrLost, ev.Err)
@@ -92,11 +106,13 @@ func (n *lockNode) awaitGone(ctx context.Context, pred string) error {
 		}
 		return nil // deleted or changed: read the queue again
 	case <-n.lost:
+		n.d.drainWatch(watch)
 		if errors.Is(n.lostErr, backend.ErrLost) {
 			return n.lostErr
 		}
 		return fmt.Errorf("zklock: acquire %q: %w: %w", n.key, backend.ErrLost, n.lostErr)
 	case <-ctx.Done():
+		n.d.drainWatch(watch)
 		return fmt.Errorf("zklock: acquire %q: %w", n.key, context.Cause(ctx))
 	case <-n.d.closing:
 		return fmt.Errorf("zklock: acquire %q: %w", n.key, backend.ErrClosed)

@@ -45,6 +45,7 @@ type Driver struct {
 	base    string
 	acl     []zk.ACL
 	timeout func() time.Duration // the granted session timeout
+	sess    *session             // nil for a connection passed to New
 
 	noContainers atomic.Bool // the server rejected container nodes
 	orphans      orphans
@@ -75,11 +76,11 @@ func New(conn *zk.Conn, opts *Options) (*Driver, error) {
 	if o.SessionTimeout <= 0 {
 		return nil, fmt.Errorf("zklock: New: %w: Options.SessionTimeout is required (the session timeout the server granted)", backend.ErrInvalidConfig)
 	}
-	timeout := o.SessionTimeout
-	return newDriver(conn, o, false, func() time.Duration { return timeout })
+	return newDriver(conn, o, false, &session{asked: o.SessionTimeout})
 }
 
-func newDriver(conn *zk.Conn, o Options, owned bool, timeout func() time.Duration) (*Driver, error) {
+// newDriver makes a driver; owned drivers opened conn with s's dialer.
+func newDriver(conn *zk.Conn, o Options, owned bool, s *session) (*Driver, error) {
 	base, err := cleanBase(o.Base)
 	if err != nil {
 		return nil, fmt.Errorf("zklock: %w: %w", backend.ErrInvalidConfig, err)
@@ -88,7 +89,7 @@ func newDriver(conn *zk.Conn, o Options, owned bool, timeout func() time.Duratio
 	if len(acl) == 0 {
 		acl = zk.WorldACL(zk.PermAll)
 	}
-	d := &Driver{conn: conn, owned: owned, base: base, acl: acl, timeout: timeout, closing: make(chan struct{})}
+	d := &Driver{conn: conn, owned: owned, base: base, acl: acl, timeout: s.timeout, sess: s, closing: make(chan struct{})}
 	d.orphans.init()
 	d.goTracked(d.reap)
 	return d, nil
@@ -124,6 +125,36 @@ func (d *Driver) Close() error {
 	}
 	d.wg.Wait()
 	return nil
+}
+
+// watchSet counts a watch about to be set (before the request that sets
+// it); watchGone counts one that fired or was never set. See session.
+func (d *Driver) watchSet()  { d.sess.watches.Add(1) }
+func (d *Driver) watchGone() { d.sess.watches.Add(-1) }
+
+// drainWatch waits, on a driver goroutine, for a watch nobody listens to
+// any more, so that the count stays exact.
+func (d *Driver) drainWatch(w <-chan zk.Event) {
+	if w == nil {
+		return
+	}
+	d.goTracked(func() {
+		select {
+		case <-w:
+			d.watchGone()
+		case <-d.closing:
+		}
+	})
+}
+
+// settleWatch accounts for a watch the driver will not listen to: one never
+// set (err != nil) or one to drain.
+func (d *Driver) settleWatch(w <-chan zk.Event, err error) {
+	if err != nil || w == nil {
+		d.watchGone()
+		return
+	}
+	d.drainWatch(w)
 }
 
 // goTracked runs f on a goroutine Close waits for; false once closed.
@@ -188,6 +219,19 @@ func (d *Driver) do(ctx context.Context, f func()) error {
 // errDisconnected reports a call not sent because the connection has no
 // session at the moment.
 var errDisconnected = errors.New("not connected to ZooKeeper (no session)")
+
+// handoff decides who handles the outcome of a call run by do: the caller,
+// or (once the caller gave up on ctx) the call itself.
+type handoff struct{ state atomic.Int32 }
+
+// done is called by the call when it finished: true if the caller takes
+// the outcome, false if the caller gave up and the call must clean up.
+func (h *handoff) done() bool { return h.state.CompareAndSwap(0, 1) }
+
+// abandon is called by the caller when do failed: true if the call has not
+// finished (it will clean up), false if it finished and the caller must
+// use its outcome after all.
+func (h *handoff) abandon() bool { return h.state.CompareAndSwap(0, 2) }
 
 // kind returns the distlock error kind for a go-zookeeper error.
 func kind(err error) error {

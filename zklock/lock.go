@@ -44,6 +44,7 @@ func (n *lockNode) monitor(watch <-chan zk.Event) {
 		var ev zk.Event
 		select {
 		case ev = <-watch:
+			n.d.watchGone()
 		case <-n.d.closing:
 			return
 		}
@@ -59,11 +60,14 @@ func (n *lockNode) monitor(watch <-chan zk.Event) {
 			return
 		}
 		// Someone changed the node's data: watch again.
+		n.d.watchSet()
 		exists, _, w, err := n.d.conn.ExistsW(n.path)
 		switch {
 		case err != nil:
+			n.d.watchGone()
 			return // no watch any more; Refresh still checks the node
 		case !exists:
+			n.d.drainWatch(w)
 			n.gone(fmt.Errorf("zklock: lock %q: node %s deleted: %w", n.key, n.name, backend.ErrNotHeld))
 			return
 		}

@@ -95,11 +95,11 @@ func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 
 // dialDriver connects as c says and returns a Driver owning the connection.
 func dialDriver(ctx context.Context, c urlConfig) (*Driver, error) {
-	conn, timeout, err := connect(ctx, c.hosts, c.dial)
+	conn, sess, err := connect(ctx, c.hosts, c.dial)
 	if err != nil {
 		return nil, err
 	}
-	d, err := newDriver(conn, c.opts, true, timeout)
+	d, err := newDriver(conn, c.opts, true, sess)
 	if err != nil {
 		conn.Close()
 		return nil, err

@@ -250,12 +250,23 @@ func (d *Driver) adopt(ctx context.Context, n *lockNode) ([]entry, time.Time, er
 		eerr     error
 	)
 	sent := time.Now()
+	var h handoff
 	err := d.do(ctx, func() {
 		var wg sync.WaitGroup
+		d.watchSet()
 		wg.Go(func() { exists, stat, watch, eerr = d.conn.ExistsW(n.path) })
 		children, _, cerr = d.conn.Children(n.parent)
 		wg.Wait()
+		if !h.done() {
+			d.settleWatch(watch, eerr) // the caller gave up: the reaper removes the node
+		}
 	})
+	if err != nil && h.abandon() {
+		return nil, sent, failure("acquire", n.key, err)
+	}
+	if err != nil || cerr != nil || eerr != nil || !exists {
+		d.settleWatch(watch, eerr)
+	}
 	if err != nil {
 		return nil, sent, failure("acquire", n.key, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,57 +15,103 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// grantedTimeout learns the session timeout the server granted by reading
-// it from the connect response at the start of every connection: the
-// go-zookeeper client does not expose it, and a server may grant less than
-// was asked.
-type grantedTimeout struct {
-	asked time.Duration
-	ms    atomic.Int64 // last granted timeout in ms; 0 until known
+// session is what the driver learns about a connection it opened itself,
+// through a wrapper around each of its TCP connections:
+//
+//   - the session timeout the server granted, read from the connect
+//     response: go-zookeeper does not expose it, and a server may grant
+//     less than was asked;
+//   - a gate that works around a data race in go-zookeeper v1.0.4: after
+//     a reconnect its loop goroutine reads Conn.lastZxid to re-register the
+//     watches (sendSetWatches) while the new receive goroutine may already
+//     write it for a reply (go-zookeeper PR #35, unmerged). While the driver
+//     has watches, the wrapper holds back replies on a new connection until
+//     the setWatches request has been written, which orders the read before
+//     every write.
+type session struct {
+	asked   time.Duration
+	ms      atomic.Int64 // last granted timeout in ms; 0 until known
+	watches atomic.Int64 // watches the driver has set and not seen fire
 }
 
-// get returns the granted timeout, or the asked one until a server answered.
-func (g *grantedTimeout) get() time.Duration {
-	if ms := g.ms.Load(); ms > 0 {
+// gateTimeout bounds how long replies wait for the setWatches request when
+// the driver's watch count is stale (its watches fired meanwhile).
+const gateTimeout = time.Second
+
+// opSetWatches is the opcode of ZooKeeper's setWatches request.
+const opSetWatches = 101
+
+// timeout returns the granted timeout, or the asked one until known.
+func (s *session) timeout() time.Duration {
+	if ms := s.ms.Load(); ms > 0 {
 		return time.Duration(ms) * time.Millisecond
 	}
-	return g.asked
+	return s.asked
 }
 
-// wrap returns a dialer that records the granted timeout of every
-// connection next makes.
-func (g *grantedTimeout) wrap(next zk.Dialer) zk.Dialer {
+// wrap returns a dialer whose connections report to s.
+func (s *session) wrap(next zk.Dialer) zk.Dialer {
 	return func(network, addr string, timeout time.Duration) (net.Conn, error) {
 		c, err := next(network, addr, timeout)
 		if err != nil {
 			return nil, err
 		}
-		return &sniffConn{Conn: c, g: g}, nil
+		return &sessionConn{Conn: c, s: s, gate: make(chan struct{})}, nil
 	}
 }
 
-// sniffConn copies the first 12 bytes read from the server: the frame
-// length, protocol version and session timeout of the connect response.
-// go-zookeeper reads a connection from one goroutine at a time, the
-// handshake before the receive loop starts, so no locking is needed.
-type sniffConn struct {
+// sessionConn watches one TCP connection of a session. go-zookeeper reads
+// a connection from one goroutine at a time (the handshake, then the
+// receive loop), so the read-side fields need no lock.
+type sessionConn struct {
 	net.Conn
-	g    *grantedTimeout
-	head [12]byte
-	got  int
+	s *session
+
+	head   [12]byte // frame length, protocol version, timeout of the connect response
+	got    int      // handshake bytes read so far
+	hsLen  int      // length of the connect response with its frame; 0 until known
+	passed bool     // the receive loop passed the gate
+
+	gate     chan struct{} // closed once setWatches was written
+	gateOnce sync.Once
 }
 
-func (c *sniffConn) Read(p []byte) (int, error) {
+func (c *sessionConn) Read(p []byte) (int, error) {
+	if c.hsLen > 0 && c.got >= c.hsLen && !c.passed {
+		c.passed = true
+		if c.s.watches.Load() > 0 {
+			t := time.NewTimer(gateTimeout)
+			select {
+			case <-c.gate:
+			case <-t.C:
+			}
+			t.Stop()
+		}
+	}
 	n, err := c.Conn.Read(p)
-	if c.got < len(c.head) && n > 0 {
-		c.got += copy(c.head[c.got:], p[:n])
-		if c.got == len(c.head) {
+	if (c.hsLen == 0 || c.got < c.hsLen) && n > 0 {
+		if c.got < len(c.head) {
+			copy(c.head[c.got:], p[:n])
+		}
+		before := c.got
+		c.got += n
+		if before < 4 && c.got >= 4 {
+			c.hsLen = 4 + int(binary.BigEndian.Uint32(c.head[0:4]))
+		}
+		if before < len(c.head) && c.got >= len(c.head) {
 			if ms := int64(int32(binary.BigEndian.Uint32(c.head[8:12]))); ms > 0 {
-				c.g.ms.Store(ms)
+				c.s.ms.Store(ms)
 			}
 		}
 	}
 	return n, err
+}
+
+func (c *sessionConn) Write(p []byte) (int, error) {
+	if len(p) >= 12 && int32(binary.BigEndian.Uint32(p[8:12])) == opSetWatches {
+		c.gateOnce.Do(func() { close(c.gate) })
+	}
+	return c.Conn.Write(p)
 }
 
 // dialConfig is what connect needs besides the hosts.
@@ -76,10 +123,9 @@ type dialConfig struct {
 }
 
 // connect opens a session and waits until the server granted it (bounded by
-// ctx and cfg.connectTimeout). It returns the connection and a function
-// reporting the granted session timeout.
-func connect(ctx context.Context, hosts []string, cfg dialConfig) (*zk.Conn, func() time.Duration, error) {
-	g := &grantedTimeout{asked: cfg.timeout}
+// ctx and cfg.connectTimeout).
+func connect(ctx context.Context, hosts []string, cfg dialConfig) (*zk.Conn, *session, error) {
+	g := &session{asked: cfg.timeout}
 	dial := cfg.dialer
 	if dial == nil {
 		dial = net.DialTimeout
@@ -101,7 +147,7 @@ func connect(ctx context.Context, hosts []string, cfg dialConfig) (*zk.Conn, fun
 			return nil, nil, fmt.Errorf("zklock: digest auth as %q: %w: %w", cfg.user, kind(err), err)
 		}
 	}
-	return conn, g.get, nil
+	return conn, g, nil
 }
 
 // awaitSession reads session events until the session is established.
