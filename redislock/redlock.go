@@ -108,9 +108,10 @@ func (r *Redlock) Close() error {
 
 func (r *Redlock) keys(key string) keyset { return keysFor(r.opts.Prefix, key) }
 
-// nodeTimeout is how long one node may take to answer for a lock of ttl.
-func nodeTimeout(ttl time.Duration) time.Duration {
-	return max(ttl/nodeWaitFrac, minNodeWait)
+// nodeTimeout is how long one of n nodes may take to answer for a lock of
+// ttl: together they may use a third of it.
+func nodeTimeout(ttl time.Duration, n int) time.Duration {
+	return max(ttl/time.Duration(nodeWaitFrac*n), minNodeWait)
 }
 
 // eachNode runs fn on every node concurrently and returns each node's
@@ -118,8 +119,14 @@ func nodeTimeout(ttl time.Duration) time.Duration {
 // ContextTimeoutEnabled ignores ctx deadlines and waits its ReadTimeout, and
 // one slow node must not hold up the quorum. A node that has not answered
 // by then gets an error; its call finishes in the background (Close waits
-// for it) and its result is dropped.
-func eachNode[T any](r *Redlock, ctx context.Context, timeout time.Duration, fn func(ctx context.Context, i int, n *node) (T, error)) ([]T, []error) {
+// for it) and its result goes to late, if not nil, else is dropped.
+func eachNode[T any](r *Redlock, ctx context.Context, timeout time.Duration, fn func(ctx context.Context, i int, n *node) (T, error), late ...func(T)) ([]T, []error) {
+	return someNodes(r, ctx, timeout, nil, fn, late...)
+}
+
+// someNodes is eachNode on the nodes whose index is in only (every node if
+// only is nil); the others get zero results.
+func someNodes[T any](r *Redlock, ctx context.Context, timeout time.Duration, only []int, fn func(ctx context.Context, i int, n *node) (T, error), late ...func(T)) ([]T, []error) {
 	type result struct {
 		i   int
 		v   T
@@ -127,27 +134,50 @@ func eachNode[T any](r *Redlock, ctx context.Context, timeout time.Duration, fn 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	ch := make(chan result, len(r.nodes))
-	for i, n := range r.nodes {
+	var mu sync.Mutex
+	gaveUp := false
+	if only == nil {
+		for i := range r.nodes {
+			only = append(only, i)
+		}
+	}
+	ch := make(chan result, len(only))
+	for _, i := range only {
+		n := r.nodes[i]
 		r.bg.Go(func() {
 			v, err := fn(ctx, i, n)
-			ch <- result{i, v, err}
+			mu.Lock()
+			defer mu.Unlock()
+			if !gaveUp {
+				ch <- result{i, v, err}
+				return
+			}
+			for _, f := range late {
+				f(v)
+			}
 		})
 	}
 	vals := make([]T, len(r.nodes))
 	errs := make([]error, len(r.nodes))
 	answered := make([]bool, len(r.nodes))
-	for range r.nodes {
+	record := func(res result) { vals[res.i], errs[res.i], answered[res.i] = res.v, res.err, true }
+	for range only {
 		select {
 		case res := <-ch:
-			vals[res.i], errs[res.i], answered[res.i] = res.v, res.err, true
+			record(res)
 			continue
 		case <-ctx.Done():
 		}
+		mu.Lock()
+		gaveUp = true
+		mu.Unlock()
+		for len(ch) > 0 {
+			record(<-ch)
+		}
 		break
 	}
-	for i, ok := range answered {
-		if !ok {
+	for _, i := range only {
+		if !answered[i] {
 			errs[i] = fmt.Errorf("node %d: no answer within %v: %w", i, timeout, context.Cause(ctx))
 		}
 	}
@@ -164,17 +194,27 @@ func eachNode[T any](r *Redlock, ctx context.Context, timeout time.Duration, fn 
 func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	ks := r.keys(req.Key)
 	first := time.Now()
-	res, errs := eachNode(r, ctx, nodeTimeout(req.TTL), func(ctx context.Context, _ int, n *node) (acquireResult, error) {
-		v, err := acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), "1").Int64Slice()
-		if err != nil {
-			return acquireResult{}, err
-		}
-		return parseAcquire(v)
-	})
+	res := make([]acquireResult, len(r.nodes))
+	errs := make([]error, len(r.nodes))
 	held, refused, failed := 0, 0, 0
 	var token, counter uint64
 	var retry time.Duration
+	// Nodes are asked one after another, in the same order by every client,
+	// stopping once a quorum is out of reach: concurrent contenders then
+	// meet on node 0 first, and one of them wins instead of all splitting
+	// the votes (which asking every node at once allows).
 	for i := range r.nodes {
+		if held+len(r.nodes)-i < r.quorum {
+			break
+		}
+		rs, es := someNodes(r, ctx, nodeTimeout(req.TTL, len(r.nodes)), []int{i}, func(ctx context.Context, _ int, n *node) (acquireResult, error) {
+			v, err := acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), "1").Int64Slice()
+			if err != nil {
+				return acquireResult{}, err
+			}
+			return parseAcquire(v)
+		})
+		res[i], errs[i] = rs[i], es[i]
 		switch {
 		case errs[i] != nil:
 			failed++
@@ -215,7 +255,7 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 // fence writes token to the nodes that granted (phase two) and succeeds
 // when a majority confirmed that the lock is still held with it.
 func (r *Redlock) fence(ctx context.Context, ks keyset, req backend.Request, token uint64, res []acquireResult) error {
-	ok, errs := eachNode(r, ctx, nodeTimeout(req.TTL), func(ctx context.Context, i int, n *node) (bool, error) {
+	ok, errs := eachNode(r, ctx, nodeTimeout(req.TTL, 1), func(ctx context.Context, i int, n *node) (bool, error) {
 		if !res[i].held {
 			return false, nil
 		}
@@ -258,9 +298,12 @@ func (r *Redlock) cleanup(ctx context.Context, ks keyset, owner string, res []ac
 func (r *Redlock) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	ch := r.keys(key).channel
 	out := make(chan struct{}, 1)
-	// notifier.subscribe honours ctx, so every call returns in time.
 	cancels, errs := eachNode(r, ctx, time.Second, func(ctx context.Context, _ int, n *node) (func(), error) {
 		return n.notify.subscribe(ctx, ch, out, "")
+	}, func(cancel func()) {
+		if cancel != nil {
+			cancel() // confirmed too late to be counted
+		}
 	})
 	cancel := func() {
 		for _, c := range cancels {

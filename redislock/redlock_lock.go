@@ -47,7 +47,7 @@ func (l *rlock) Release(ctx context.Context) error {
 // Refresh implements backend.Lock: the lock stays held if a majority of
 // nodes still held it for its owner and extended it.
 func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) error {
-	vals, errs := eachNode(l.r, ctx, nodeTimeout(ttl), func(ctx context.Context, _ int, nd *node) (int64, error) {
+	vals, errs := eachNode(l.r, ctx, nodeTimeout(ttl, 1), func(ctx context.Context, _ int, nd *node) (int64, error) {
 		return refreshScript.Run(ctx, nd.c, []string{l.ks.lock}, l.owner, millis(ttl)).Int64()
 	})
 	return l.r.refreshVerdict(l.key, vals, errs)
@@ -89,7 +89,7 @@ func (r *Redlock) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []t
 		}
 		mine[i] = l
 	}
-	cmds, perr := eachNode(r, ctx, nodeTimeout(minTTL(ttls)), func(ctx context.Context, _ int, nd *node) ([]*redis.Cmd, error) {
+	cmds, perr := eachNode(r, ctx, nodeTimeout(minTTL(ttls), 1), func(ctx context.Context, _ int, nd *node) ([]*redis.Cmd, error) {
 		return pipelineScript(ctx, nd.c, refreshScript, len(locks), func(i int) ([]string, []any, bool) {
 			if mine[i] == nil {
 				return nil, nil, false
