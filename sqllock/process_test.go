@@ -89,6 +89,18 @@ type child struct {
 
 func startHolder(t *testing.T, s *server, key string, ttl time.Duration, resID int) (*child, uint64) {
 	t.Helper()
+	c := startChild(t, s, key, ttl, resID)
+	line := c.line(t, "held ")
+	tok, err := strconv.ParseUint(strings.Fields(line)[1], 10, 64)
+	if err != nil {
+		t.Fatalf("holder said %q", line)
+	}
+	return c, tok
+}
+
+// startChild starts a child process that acquires key (waiting if needed).
+func startChild(t *testing.T, s *server, key string, ttl time.Duration, resID int) *child {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHolder$", "-test.count=1")
 	cmd.Env = append(os.Environ(),
 		envURL+"="+sandbox.MySQLURL(s.addr())+"?table="+testTable,
@@ -112,12 +124,7 @@ func startHolder(t *testing.T, s *server, key string, ttl time.Duration, resID i
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	line := c.line(t, "held ")
-	tok, err := strconv.ParseUint(strings.Fields(line)[1], 10, 64)
-	if err != nil {
-		t.Fatalf("holder said %q", line)
-	}
-	return c, tok
+	return c
 }
 
 // line reads the child's output until a line starting with prefix.
@@ -216,6 +223,49 @@ func TestSilentHolder(t *testing.T) {
 	if !strings.Contains(line, "lost") {
 		t.Logf("the resumed holder had not yet noticed the loss when it wrote (the fence caught it)")
 	}
+}
+
+// TestWaiterSIGKILL: a process killed while it waits in the server leaves
+// no waiter behind that could take the lock once it is released.
+func TestWaiterSIGKILL(t *testing.T) {
+	s := startServer(t)
+	key := uniqueKey("deadwaiter")
+	holder, third := newLocker(t, s, 5*time.Second), newLocker(t, s, 5*time.Second)
+	le := mustAcquire(t, holder, key)
+	c := startChild(t, s, key, 5*time.Second, 0)
+	// Wait until the child is blocked in the server (its FOR UPDATE waits).
+	var waiting int
+	for deadline := time.Now().Add(20 * time.Second); waiting == 0 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		err := s.admin.QueryRowContext(ctxFor(t, 10*time.Second),
+			"SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND = 'Query' AND INFO LIKE 'SELECT CONNECTION_ID() FROM%FOR UPDATE'").Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if waiting == 0 {
+		t.Fatal("the child process never waited for the lock in the server")
+	}
+	if err := c.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.cmd.Wait()
+	release(t, le)
+	t0 := time.Now()
+	var took time.Duration
+	for time.Since(t0) < 10*time.Second {
+		l2, err := third.TryAcquire(ctxFor(t, 10*time.Second), key)
+		if err == nil {
+			took = time.Since(t0)
+			release(t, l2)
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if took == 0 {
+		t.Fatal("after the holder released, the killed waiter's session kept the lock for 10s")
+	}
+	t.Logf("the killed waiter's session held the released lock for at most %v", took)
 }
 
 func mustExec(t *testing.T, db *sql.DB, q string, args ...any) {
