@@ -31,6 +31,10 @@ func (d *Driver) acquire(ctx context.Context, req backend.Request, wait bool) (b
 	if wait {
 		op = "wait"
 	}
+	if req.TTL > maxTTL {
+		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w: TTL %v is beyond the server's longest idle timeout (%v)",
+			op, req.Key, backend.ErrInvalidConfig, req.TTL, maxTTL)
+	}
 	c, err := d.conn(ctx, op, req.Key)
 	if err != nil {
 		return backend.Grant{}, err
@@ -97,6 +101,11 @@ func (d *Driver) granted(ctx context.Context, p *pinned, req backend.Request, tt
 	}
 	return d.grant(p, req, ttl, token, sent)
 }
+
+// maxTTL is the largest wait_timeout MySQL and MariaDB accept (one year);
+// a larger value would be silently truncated, ending locks before their
+// client-side validity.
+const maxTTL = 31536000 * time.Second
 
 // freshWait: a wait shorter than TTL/freshWait costs the lease at most that
 // fraction of its validity, so it needs no extra statement to restart it.

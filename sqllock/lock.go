@@ -47,6 +47,10 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		return fmt.Errorf("sqllock: refresh %q: %w", l.key, backend.ErrNotHeld)
 	}
 	var err error
+	if ttl > maxTTL {
+		return fmt.Errorf("sqllock: refresh %q: %w: TTL %v is beyond the server's longest idle timeout (%v)",
+			l.key, backend.ErrInvalidConfig, ttl, maxTTL)
+	}
 	if s := seconds(ttl); s > l.ttl {
 		if _, err = l.p.c.ExecContext(ctx, l.p.d.q.setIdle, s); err == nil {
 			l.ttl = s
