@@ -6,6 +6,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/distlock/distlock"
 )
 
 // connectResponse is a connect response frame granting timeoutMs.
@@ -70,5 +72,36 @@ func TestSessionConn(t *testing.T) {
 		}
 	case <-time.After(gateTimeout / 2):
 		t.Fatal("the reply was not delivered after setWatches was written")
+	}
+}
+
+// TestGrantedTimeout: the lease TTL is the session timeout the server
+// granted, not the one asked for (the sandbox grants 500ms to 60s).
+func TestGrantedTimeout(t *testing.T) {
+	c := startCluster(t, 1)
+	addr := c.g.Addrs()[0]
+	for _, tc := range []struct {
+		ask  string
+		want time.Duration
+	}{{"100ms", 500 * time.Millisecond}, {"90s", 60 * time.Second}, {"3s", 3 * time.Second}} {
+		l, err := distlock.Open(ctxFor(t, 30*time.Second), "zk://"+addr+"/granted?session_timeout="+tc.ask)
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		d := l.Driver().(*Driver)
+		if got := d.timeout(); got != tc.want {
+			t.Errorf("asked %s: driver TTL %v, want the granted %v", tc.ask, got, tc.want)
+		}
+		if tc.want > time.Second {
+			le, err := l.Acquire(ctxFor(t, 10*time.Second), uniqueKey(t), distlock.WithTTL(time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if left := time.Until(le.Deadline()); left < tc.want/2 || left > tc.want {
+				t.Errorf("asked %s: lease valid for %v more, want about %v", tc.ask, left, tc.want)
+			}
+			_ = le.Release(ctxFor(t, 10*time.Second))
+		}
+		_ = l.Close()
 	}
 }
