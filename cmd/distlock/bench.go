@@ -54,7 +54,7 @@ runs on any machine with nothing installed.`,
 	f.IntVar(&o.cfg.Iterations, "iterations", 200, "acquire+release pairs in the uncontended workload")
 	f.DurationVar(&o.cfg.Duration, "duration", 5*time.Second, "length of the contended and many-keys runs")
 	f.DurationVar(&o.cfg.TTL, "ttl", 3*time.Second, "lease TTL (bounds crash recovery)")
-	f.BoolVar(&o.noProgress, "no-progress", false, "no progress bar")
+	f.BoolVar(&o.noProgress, "no-progress", false, "no progress bar: one line per finished step instead")
 	return cmd
 }
 
@@ -106,12 +106,9 @@ func names(ts []compare.Target) string {
 }
 
 // progress returns a step callback drawing a bar on a terminal, or printing
-// one line per step otherwise.
+// one line per step otherwise (or with --no-progress).
 func progress(off bool, steps int) func(compare.Result) {
-	if off {
-		return nil
-	}
-	if !term.IsTerminal(int(os.Stderr.Fd())) {
+	if off || !term.IsTerminal(int(os.Stderr.Fd())) {
 		return func(r compare.Result) {
 			status := "ok"
 			if r.Error != "" {

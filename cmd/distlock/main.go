@@ -20,7 +20,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/distlock/distlock"
+	_ "github.com/distlock/distlock/etcdlock"
 	_ "github.com/distlock/distlock/memlock"
+	_ "github.com/distlock/distlock/redislock"
+	_ "github.com/distlock/distlock/sqllock"
+	_ "github.com/distlock/distlock/zklock"
 )
 
 // Exit codes of distlock itself. When CMD ran, `distlock run` exits with

@@ -27,7 +27,7 @@ func crashRecovery(ctx context.Context, t Target, c Config, r *Result) error {
 			return errors.New("crash-recovery needs the distlock binary to run a holder process")
 		}
 		kill = func(ctx context.Context, key string, ttl time.Duration) (time.Time, error) {
-			return killHolderProcess(ctx, c.Exe, t.URL, key, ttl)
+			return killHolderProcess(ctx, c.Exe, t.urlWithTTL(ttl), key, ttl)
 		}
 	}
 	type got struct {
@@ -63,9 +63,13 @@ func crashRecovery(ctx context.Context, t Target, c Config, r *Result) error {
 // killHolderProcess starts `distlock run` holding key, waits until it holds
 // the lock, and kills its whole process group with SIGKILL.
 func killHolderProcess(ctx context.Context, exe, url, key string, ttl time.Duration) (time.Time, error) {
-	cmd := exec.Command(exe, "run", "--url", url, "--key", key, "--ttl", ttl.String(), "--",
-		"sh", "-c", "echo distlock-holder-ready; exec sleep 600")
+	// The held command reports in, lets go of our pipes, and exits soon
+	// after its distlock parent dies (it runs in its own process group, so
+	// the SIGKILL below does not reach it).
+	script := `echo distlock-holder-ready; exec >/dev/null 2>&1; while kill -0 "$PPID"; do sleep 0.1; done`
+	cmd := exec.Command(exe, "run", "--url", url, "--key", key, "--ttl", ttl.String(), "--", "sh", "-c", script)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return time.Time{}, err

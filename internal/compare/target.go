@@ -3,6 +3,7 @@ package compare
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -30,10 +31,25 @@ func (t Target) Display() string {
 	return u.Redacted()
 }
 
+// urlWithTTL returns the URL with a ttl parameter (unless it has one), so
+// that backends whose locks live as long as a session (etcd, ZooKeeper)
+// size their session by the workload's TTL too.
+func (t Target) urlWithTTL(ttl time.Duration) string {
+	u, err := backend.ParseURL(t.URL)
+	if err != nil || u.Query.Has("ttl") {
+		return t.URL
+	}
+	sep := "?"
+	if strings.Contains(t.URL, "?") {
+		sep = "&"
+	}
+	return t.URL + sep + "ttl=" + ttl.String()
+}
+
 func (t Target) open(ctx context.Context, ttl time.Duration) (*distlock.Locker, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	l, err := distlock.Open(ctx, t.URL, distlock.WithDefaultTTL(ttl))
+	l, err := distlock.Open(ctx, t.urlWithTTL(ttl), distlock.WithDefaultTTL(ttl))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", t.Name, err)
 	}
