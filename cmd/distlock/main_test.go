@@ -112,7 +112,7 @@ func TestStatusJSON(t *testing.T) {
 func TestBenchWritesReport(t *testing.T) {
 	dir := t.TempDir()
 	out, code := runCLI(t, nil, "bench", "--embedded", "--duration", "300ms", "--iterations", "20",
-		"--workers", "3", "--ttl", "500ms", "--out", dir, "--no-progress")
+		"--workers", "3", "--ttl", "2s", "--out", dir, "--no-progress")
 	if code != 0 {
 		t.Fatalf("bench exit %d:\n%s", code, out)
 	}
@@ -137,8 +137,8 @@ func TestBenchWritesReport(t *testing.T) {
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatalf("report.json: %v", err)
 	}
-	if len(rep.Results) != 4 {
-		t.Errorf("report.json has %d results, want 4 (mem × 4 workloads)", len(rep.Results))
+	if len(rep.Results) != 8 {
+		t.Errorf("report.json has %d results, want 8 (mem and embedded etcd × 4 workloads)", len(rep.Results))
 	}
 	for _, r := range rep.Results {
 		if r.Error != "" {
