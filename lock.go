@@ -239,6 +239,9 @@ func (l *Locker) ttlFor(c acquireConfig) (time.Duration, error) {
 	if ttl < l.caps.MinTTL {
 		return 0, fmt.Errorf("%w: TTL %v is below the %s backend's minimum of %v", ErrInvalidConfig, ttl, l.caps.Name, l.caps.MinTTL)
 	}
+	if l.caps.MaxTTL > 0 && ttl > l.caps.MaxTTL {
+		return 0, fmt.Errorf("%w: TTL %v is above the %s backend's maximum of %v", ErrInvalidConfig, ttl, l.caps.Name, l.caps.MaxTTL)
+	}
 	if l.cfg.drift(ttl) >= ttl/2 {
 		return 0, fmt.Errorf("%w: TTL %v leaves no validity after the clock-drift margin %v", ErrInvalidConfig, ttl, l.cfg.drift(ttl))
 	}

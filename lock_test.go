@@ -252,3 +252,21 @@ func TestCanceledAcquireLeavesNothing(t *testing.T) {
 		})
 	}
 }
+
+func TestMaxTTL(t *testing.T) {
+	inner, _ := memlock.NewStore().NewDriver(nil)
+	l := distlock.New(maxTTLDriver{inner})
+	defer l.Close()
+	_, err := l.TryAcquire(context.Background(), "k", distlock.WithTTL(2*time.Hour))
+	if !errors.Is(err, distlock.ErrInvalidConfig) || !strings.Contains(err.Error(), "above the mem backend's maximum of 1h0m0s") {
+		t.Errorf("TryAcquire with a TTL above MaxTTL = %v", err)
+	}
+}
+
+type maxTTLDriver struct{ *memlock.Driver }
+
+func (d maxTTLDriver) Capabilities() backend.Capabilities {
+	c := d.Driver.Capabilities()
+	c.MaxTTL = time.Hour
+	return c
+}

@@ -51,6 +51,10 @@ type Capabilities struct {
 	// MinTTL is the shortest TTL the store can honour; shorter requests are
 	// rejected by the portable layer.
 	MinTTL time.Duration `json:"min_ttl"`
+	// MaxTTL is the longest TTL the store can honour (0: no limit); longer
+	// requests are rejected by the portable layer instead of being cut
+	// short silently.
+	MaxTTL time.Duration `json:"max_ttl,omitempty"`
 	// MaxKeyLen is the longest key in bytes the store accepts, 0 for the
 	// portable default.
 	MaxKeyLen int `json:"max_key_len,omitempty"`
@@ -87,8 +91,11 @@ func (c Capabilities) Check(d Driver) error {
 	default:
 		return fmt.Errorf("backend: %s: unknown lifetime kind %q", c.Name, c.Lifetime)
 	}
-	if c.MinTTL < 0 || c.MaxKeyLen < 0 {
-		return fmt.Errorf("backend: %s: negative MinTTL or MaxKeyLen", c.Name)
+	if c.MinTTL < 0 || c.MaxTTL < 0 || c.MaxKeyLen < 0 {
+		return fmt.Errorf("backend: %s: negative MinTTL, MaxTTL or MaxKeyLen", c.Name)
+	}
+	if c.MaxTTL > 0 && c.MaxTTL < c.MinTTL {
+		return fmt.Errorf("backend: %s: MaxTTL %v below MinTTL %v", c.Name, c.MaxTTL, c.MinTTL)
 	}
 	return nil
 }

@@ -12,6 +12,14 @@ type Waiter interface {
 	// returns an error, nothing of this attempt is left queued or held in
 	// the store. If the driver's own session or lease ends while it waits,
 	// Wait returns an error wrapping ErrLost: never a grant.
+	//
+	// A driver may ride out transient failures itself (a dropped watch, a
+	// leader election) to keep its place in line while its session lives.
+	// When it gives up on one, it returns an error wrapping ErrUnavailable
+	// and the portable layer calls Wait again after a backoff, at the back
+	// of the line. For LifetimeConnection stores a connection lost while
+	// waiting is such a transient failure (the next Wait uses a new
+	// connection), not ErrLost.
 	Wait(ctx context.Context, req Request) (Grant, error)
 }
 
