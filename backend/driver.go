@@ -90,5 +90,9 @@ type Lock interface {
 	// compare-and-delete), or lowers the store's hold count for drivers with
 	// cross-process reentrancy. It returns an error wrapping ErrNotHeld if
 	// the lock was no longer held by its owner; the store is then unchanged.
+	// If the store cannot be reached, Release returns an error wrapping
+	// ErrUnavailable; the driver may keep trying in the background (until
+	// its Close) so that the lock is freed sooner than its TTL, as long as
+	// every attempt is owner-checked.
 	Release(ctx context.Context) error
 }
