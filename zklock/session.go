@@ -24,18 +24,26 @@ import (
 //   - a gate that works around a data race in go-zookeeper v1.0.4: after
 //     a reconnect its loop goroutine reads Conn.lastZxid to re-register the
 //     watches (sendSetWatches) while the new receive goroutine may already
-//     write it for a reply (go-zookeeper PR #35, unmerged). While the driver
+//     write it for a reply (go-zookeeper PR #35, unmerged). When the driver
 //     has watches, the wrapper holds back replies on a new connection until
-//     the setWatches request has been written, which orders the read before
-//     every write.
+//     that connection's setWatches request has been written, which orders
+//     the read before every write. A setWatches request made for an earlier
+//     connection that died before sending it is sent first on the next one
+//     and does not open the gate: requests are sent in the order they are
+//     made, so connection k's is the made-th written.
 type session struct {
 	asked   time.Duration
 	ms      atomic.Int64 // last granted timeout in ms; 0 until known
 	watches atomic.Int64 // watches the driver has set and not seen fire
+
+	mu   sync.Mutex
+	made int // setWatches requests go-zookeeper made (one per armed connection)
+	sent int // setWatches requests written
 }
 
 // gateTimeout bounds how long replies wait for the setWatches request when
-// the driver's watch count is stale (its watches fired meanwhile).
+// the driver's counts are stale (its watches fired meanwhile, or a pending
+// setWatches request was dropped unsent).
 const gateTimeout = time.Second
 
 // opSetWatches is the opcode of ZooKeeper's setWatches request.
@@ -49,7 +57,8 @@ func (s *session) timeout() time.Duration {
 	return s.asked
 }
 
-// wrap returns a dialer whose connections report to s.
+// wrap returns a dialer whose connections report to s. go-zookeeper dials
+// a new connection only after the previous one ended.
 func (s *session) wrap(next zk.Dialer) zk.Dialer {
 	return func(network, addr string, timeout time.Duration) (net.Conn, error) {
 		c, err := next(network, addr, timeout)
@@ -72,44 +81,81 @@ type sessionConn struct {
 	hsLen  int      // length of the connect response with its frame; 0 until known
 	passed bool     // the receive loop passed the gate
 
-	gate     chan struct{} // closed once setWatches was written
-	gateOnce sync.Once
+	// Guarded by s.mu.
+	armed    bool // the driver had watches when the handshake completed
+	target   int  // s.sent at which this connection's setWatches is out
+	gate     chan struct{}
+	gateOpen bool
 }
 
 func (c *sessionConn) Read(p []byte) (int, error) {
 	if c.hsLen > 0 && c.got >= c.hsLen && !c.passed {
 		c.passed = true
-		if c.s.watches.Load() > 0 {
-			t := time.NewTimer(gateTimeout)
-			select {
-			case <-c.gate:
-			case <-t.C:
-			}
-			t.Stop()
+		c.s.mu.Lock()
+		armed := c.armed
+		c.s.mu.Unlock()
+		if armed {
+			c.awaitGate()
 		}
 	}
 	n, err := c.Conn.Read(p)
 	if (c.hsLen == 0 || c.got < c.hsLen) && n > 0 {
-		if c.got < len(c.head) {
-			copy(c.head[c.got:], p[:n])
-		}
-		before := c.got
-		c.got += n
-		if before < 4 && c.got >= 4 {
-			c.hsLen = 4 + int(binary.BigEndian.Uint32(c.head[0:4]))
-		}
-		if before < len(c.head) && c.got >= len(c.head) {
-			if ms := int64(int32(binary.BigEndian.Uint32(c.head[8:12]))); ms > 0 {
-				c.s.ms.Store(ms)
-			}
-		}
+		c.handshakeRead(p[:n])
 	}
 	return n, err
 }
 
+// handshakeRead follows the connect response as go-zookeeper reads it.
+func (c *sessionConn) handshakeRead(p []byte) {
+	if c.got < len(c.head) {
+		copy(c.head[c.got:], p)
+	}
+	before := c.got
+	c.got += len(p)
+	if before < 4 && c.got >= 4 {
+		c.hsLen = 4 + int(binary.BigEndian.Uint32(c.head[0:4]))
+	}
+	if before < len(c.head) && c.got >= len(c.head) {
+		if ms := int64(int32(binary.BigEndian.Uint32(c.head[8:12]))); ms > 0 {
+			c.s.ms.Store(ms)
+		}
+	}
+	if c.hsLen > 0 && c.got >= c.hsLen {
+		// Before go-zookeeper looks at its watches: the driver's count is
+		// never below go-zookeeper's.
+		c.s.mu.Lock()
+		if c.s.watches.Load() > 0 {
+			c.s.made++
+			c.armed, c.target = true, c.s.made
+		}
+		c.s.mu.Unlock()
+	}
+}
+
+// awaitGate waits until this connection's setWatches request is written.
+// After gateTimeout it gives up and resynchronises the counts (a request
+// was dropped unsent, or none was made because the watches had fired).
+func (c *sessionConn) awaitGate() {
+	t := time.NewTimer(gateTimeout)
+	defer t.Stop()
+	select {
+	case <-c.gate:
+	case <-t.C:
+		c.s.mu.Lock()
+		c.s.sent = max(c.s.sent, c.target)
+		c.s.mu.Unlock()
+	}
+}
+
 func (c *sessionConn) Write(p []byte) (int, error) {
 	if len(p) >= 12 && int32(binary.BigEndian.Uint32(p[8:12])) == opSetWatches {
-		c.gateOnce.Do(func() { close(c.gate) })
+		c.s.mu.Lock()
+		c.s.sent++
+		if c.armed && c.s.sent >= c.target && !c.gateOpen {
+			c.gateOpen = true
+			close(c.gate)
+		}
+		c.s.mu.Unlock()
 	}
 	return c.Conn.Write(p)
 }

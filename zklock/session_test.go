@@ -75,6 +75,50 @@ func TestSessionConn(t *testing.T) {
 	}
 }
 
+// TestSessionConnStaleSetWatches: a setWatches request made for a
+// connection that died unsent goes out first on the next connection; it must
+// not open that connection's gate.
+func TestSessionConnStaleSetWatches(t *testing.T) {
+	s := &session{asked: 10 * time.Second}
+	s.watches.Add(1)
+	handshake := func() (*sessionConn, net.Conn) {
+		client, server := net.Pipe()
+		c, _ := s.wrap(func(string, string, time.Duration) (net.Conn, error) { return client, nil })("tcp", "x", time.Second)
+		go func() { _, _ = server.Write(connectResponse(4000)) }()
+		buf := make([]byte, 64)
+		_, _ = io.ReadFull(c, buf[:4])
+		_, _ = io.ReadFull(c, buf[:int(binary.BigEndian.Uint32(buf[:4]))])
+		go func() { _, _ = io.Copy(io.Discard, server) }()
+		return c.(*sessionConn), server
+	}
+	c1, s1 := handshake() // armed; dies before its setWatches is written
+	_ = c1.Close()
+	_ = s1.Close()
+	c2, s2 := handshake()
+	defer c2.Close()
+	defer s2.Close()
+	isOpen := func() bool {
+		select {
+		case <-c2.gate:
+			return true
+		default:
+			return false
+		}
+	}
+	if _, err := c2.Write(request(opSetWatches)); err != nil { // the stale one
+		t.Fatal(err)
+	}
+	if isOpen() {
+		t.Fatal("the stale setWatches request opened the new connection's gate")
+	}
+	if _, err := c2.Write(request(opSetWatches)); err != nil { // its own
+		t.Fatal(err)
+	}
+	if !isOpen() {
+		t.Fatal("the connection's own setWatches request did not open its gate")
+	}
+}
+
 // TestGrantedTimeout: the lease TTL is the session timeout the server
 // granted, not the one asked for (the sandbox grants 500ms to 60s).
 func TestGrantedTimeout(t *testing.T) {
