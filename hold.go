@@ -74,7 +74,7 @@ func (l *Locker) acquire(ctx context.Context, key string, opts []Option, wait bo
 	if h == nil {
 		return le, err
 	}
-	req := backend.Request{Key: key, Owner: owner, TTL: ttl, OnLost: func(err error) { l.driverLost(h, err) }}
+	req := backend.Request{Key: key, Owner: owner, TTL: ttl, Drift: l.cfg.drift(ttl), OnLost: func(err error) { l.driverLost(h, err) }}
 	g, err := l.obtain(ctx, req, wait)
 	return l.settle(ctx, h, g, err, ttl, !c.noRenew)
 }

@@ -54,6 +54,11 @@ type Request struct {
 	// lifetime is not a per-lock TTL report the TTL they apply in
 	// Grant.TTL.
 	TTL time.Duration
+	// Drift is the clock-drift margin the portable layer subtracts from
+	// TTL when it computes the lease's validity. A driver that must judge
+	// validity itself before granting (Redlock: TTL − elapsed − drift > 0)
+	// uses it, so both layers agree.
+	Drift time.Duration
 	// OnLost, when not nil, must be called by the driver at most once if the
 	// store tells it the lock is gone before Release (session expired,
 	// connection closed, lease revoked). It never blocks.

@@ -245,7 +245,7 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 	if err := r.fence(ctx, ks, req, token, res); err != nil {
 		return fail(fmt.Errorf("redislock: acquire %q: %w", req.Key, err))
 	}
-	if elapsed := time.Since(first); elapsed >= req.TTL-drift(req.TTL) {
+	if elapsed := time.Since(first); elapsed >= req.TTL-driftOf(req) {
 		return fail(fmt.Errorf("redislock: acquire %q: %w: a majority granted, but only after %v of the %v TTL", req.Key, backend.ErrUnavailable, elapsed, req.TTL))
 	}
 	l := &rlock{r: r, key: req.Key, ks: ks, owner: req.Owner}
@@ -273,6 +273,15 @@ func (r *Redlock) fence(ctx context.Context, ks keyset, req backend.Request, tok
 			backend.ErrUnavailable, token, confirmed, len(r.nodes), r.quorum, errors.Join(errs...))
 	}
 	return nil
+}
+
+// driftOf is the margin the portable layer uses for req (it passes it in
+// the request), else Redlock's default.
+func driftOf(req backend.Request) time.Duration {
+	if req.Drift > 0 {
+		return req.Drift
+	}
+	return drift(req.TTL)
 }
 
 // drift is the Redlock clock-drift margin for ttl.
