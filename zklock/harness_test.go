@@ -178,9 +178,14 @@ func (c *cluster) killSwitch(d backend.Driver) (*killSwitch, error) {
 	return k, nil
 }
 
-// queue returns key's lock nodes in order, read by the admin session.
+// queue returns key's lock nodes in order, read by the admin session after
+// a sync, so that a follower serving it has caught up with the leader.
 func (c *cluster) queue(key string) ([]entry, error) {
-	children, _, err := c.admin.Children(defaultBase + "/" + encodeKey(key))
+	parent := defaultBase + "/" + encodeKey(key)
+	if _, err := c.admin.Sync(parent); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return nil, err
+	}
+	children, _, err := c.admin.Children(parent)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, nil
 	}

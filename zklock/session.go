@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,8 +38,33 @@ type session struct {
 	watches atomic.Int64 // watches the driver has set and not seen fire
 
 	mu   sync.Mutex
-	made int // setWatches requests go-zookeeper made (one per armed connection)
-	sent int // setWatches requests written
+	made int          // setWatches requests go-zookeeper made (one per armed connection)
+	sent int          // setWatches requests resolved: written, or failed unsent
+	cur  *sessionConn // the armed connection waiting at its gate, if any
+}
+
+// Printf receives go-zookeeper's log messages (it is the connection's
+// zk.Logger). "Failed to set previous watches" comes from the goroutine that
+// tried to send a setWatches request and could not (the connection closed
+// first): that request is resolved without a write.
+func (s *session) Printf(format string, args ...any) {
+	slog.Debug("zklock: go-zookeeper: " + fmt.Sprintf(format, args...))
+	if strings.HasPrefix(format, "Failed to set previous watches") {
+		s.mu.Lock()
+		s.resolvedLocked()
+		s.mu.Unlock()
+	}
+}
+
+// resolvedLocked counts one setWatches request resolved and opens the gate
+// of the connection it was for. s.mu is held.
+func (s *session) resolvedLocked() {
+	s.sent++
+	if c := s.cur; c != nil && s.sent >= c.target && !c.gateOpen {
+		c.gateOpen = true
+		close(c.gate)
+		s.cur = nil
+	}
 }
 
 // gateTimeout bounds how long replies wait for the setWatches request when
@@ -127,6 +153,7 @@ func (c *sessionConn) handshakeRead(p []byte) {
 		if c.s.watches.Load() > 0 {
 			c.s.made++
 			c.armed, c.target = true, c.s.made
+			c.s.cur = c
 		}
 		c.s.mu.Unlock()
 	}
@@ -143,6 +170,9 @@ func (c *sessionConn) awaitGate() {
 	case <-t.C:
 		c.s.mu.Lock()
 		c.s.sent = max(c.s.sent, c.target)
+		if c.s.cur == c {
+			c.s.cur = nil
+		}
 		c.s.mu.Unlock()
 	}
 }
@@ -150,11 +180,7 @@ func (c *sessionConn) awaitGate() {
 func (c *sessionConn) Write(p []byte) (int, error) {
 	if len(p) >= 12 && int32(binary.BigEndian.Uint32(p[8:12])) == opSetWatches {
 		c.s.mu.Lock()
-		c.s.sent++
-		if c.armed && c.s.sent >= c.target && !c.gateOpen {
-			c.gateOpen = true
-			close(c.gate)
-		}
+		c.s.resolvedLocked()
 		c.s.mu.Unlock()
 	}
 	return c.Conn.Write(p)
@@ -177,7 +203,7 @@ func connect(ctx context.Context, hosts []string, cfg dialConfig) (*zk.Conn, *se
 		dial = net.DialTimeout
 	}
 	conn, events, err := zk.Connect(hosts, cfg.timeout,
-		zk.WithDialer(g.wrap(dial)), zk.WithLogger(debugLogger{}), zk.WithLogInfo(false))
+		zk.WithDialer(g.wrap(dial)), zk.WithLogger(g), zk.WithLogInfo(false))
 	if err != nil {
 		return nil, nil, fmt.Errorf("zklock: connect: %w: %w", backend.ErrInvalidConfig, err)
 	}
@@ -211,11 +237,4 @@ func awaitSession(ctx context.Context, events <-chan zk.Event) error {
 			return fmt.Errorf("no session established: %w", context.Cause(ctx))
 		}
 	}
-}
-
-// debugLogger sends go-zookeeper's messages to slog at debug level.
-type debugLogger struct{}
-
-func (debugLogger) Printf(format string, args ...any) {
-	slog.Debug("zklock: go-zookeeper: " + fmt.Sprintf(format, args...))
 }

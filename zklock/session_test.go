@@ -117,6 +117,18 @@ func TestSessionConnStaleSetWatches(t *testing.T) {
 	if !isOpen() {
 		t.Fatal("the connection's own setWatches request did not open its gate")
 	}
+
+	// A setWatches request that fails unsent (the connection is closing)
+	// is reported through the logger and opens the gate too.
+	c3, s3 := handshake()
+	defer c3.Close()
+	defer s3.Close()
+	s.Printf("Failed to set previous watches: %v", "zk: connection closed")
+	select {
+	case <-c3.gate:
+	default:
+		t.Fatal("a failed setWatches request did not open the gate")
+	}
 }
 
 // TestGrantedTimeout: the lease TTL is the session timeout the server
