@@ -106,15 +106,18 @@ func acquireForRun(ctx context.Context, locker *distlock.Locker, o runOpts) (*di
 	if o.ttl > 0 {
 		opts = append(opts, distlock.WithTTL(o.ttl))
 	}
-	if o.noWait {
-		return locker.TryAcquire(ctx, o.key, opts...)
+	// One attempt first: an unreachable backend fails at once (exit 69)
+	// instead of being waited out.
+	lease, err := locker.TryAcquire(ctx, o.key, opts...)
+	if o.noWait || !errors.Is(err, distlock.ErrNotAcquired) {
+		return lease, err
 	}
 	if o.wait > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.wait)
 		defer cancel()
 	}
-	lease, err := locker.Acquire(ctx, o.key, opts...)
+	lease, err = locker.Acquire(ctx, o.key, opts...)
 	if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, distlock.ErrUnavailable) {
 		return nil, exitWith(ExitNotAcquired, fmt.Errorf("run: lock %q still held elsewhere after waiting %v", o.key, o.wait))
 	}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/sandbox"
+)
+
+// These tests drive the binary against a real Redis server.
+func TestRunAgainstRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis server")
+	}
+	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
+	url := g.URL()
+
+	// A holder process, waiting on its stdin so the test decides when it ends.
+	holder := exec.Command(binary, "run", "--url", url, "--key", "job", "--ttl", "1s", "--grace", "2s", "--",
+		"sh", "-c", `echo "ready $DISTLOCK_TOKEN"; trap 'echo got-term; exit 3' TERM; while :; do sleep 0.05; done`)
+	out, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder.Stderr = os.Stderr
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
+	lines := make(chan string, 16) // the holder's stdout, read before Wait closes it
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	first := <-lines
+	if !strings.HasPrefix(first, "ready ") {
+		t.Fatalf("holder did not report the lock: %q", first)
+	}
+	token := strings.TrimPrefix(first, "ready ")
+
+	// Another process cannot take it.
+	if o, code := runCLI(t, nil, "run", "--url", url, "--key", "job", "--no-wait", "--", "true"); code != ExitNotAcquired {
+		t.Errorf("--no-wait on a held lock: exit %d, want %d\n%s", code, ExitNotAcquired, o)
+	}
+	if o, code := runCLI(t, nil, "run", "--url", url, "--key", "job", "--wait", "300ms", "--", "true"); code != ExitNotAcquired {
+		t.Errorf("--wait 300ms on a held lock: exit %d, want %d\n%s", code, ExitNotAcquired, o)
+	}
+
+	// status sees the holder.
+	o, code := runCLI(t, nil, "status", "--url", url, "--key", "job", "--json")
+	var st statusJSON
+	if code != 0 || json.Unmarshal([]byte(o), &st) != nil {
+		t.Fatalf("status: exit %d: %s", code, o)
+	}
+	if !st.Held || st.Owner == "" || st.Backend == "" || st.TTL <= 0 || strings.TrimSpace(token) != jsonNumber(st.Token) {
+		t.Errorf("status = %+v, want held with the holder's token %s", st, token)
+	}
+
+	// Freeze the server beyond the TTL: the holder loses the lease, its
+	// command gets SIGTERM, and distlock exits 70.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := g.Node(0).Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var rest []string
+	timeout := time.After(30 * time.Second)
+collect:
+	for { // until the holder's command exits
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				break collect
+			}
+			rest = append(rest, l)
+		case <-timeout:
+			t.Fatal("the holder's command did not end after its lease was lost")
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- holder.Wait() }()
+	var exit error
+	select {
+	case exit = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the holder did not end after its lease was lost")
+	}
+	if err := g.Node(0).Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ee, ok := exit.(*exec.ExitError); !ok || ee.ExitCode() != ExitLost {
+		t.Errorf("holder exit %v, want %d (lock lost)", exit, ExitLost)
+	}
+	if len(rest) != 1 || rest[0] != "got-term" {
+		t.Errorf("the command was not sent SIGTERM (it printed %q)", rest)
+	}
+
+	// Once the server is back the lock is free again.
+	if o, code := runCLI(t, nil, "run", "--url", url, "--key", "job", "--wait", "10s", "--", "true"); code != 0 {
+		t.Errorf("after the holder's loss: exit %d\n%s", code, o)
+	}
+}
+
+func jsonNumber(n uint64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+func TestRunBackendUnreachable(t *testing.T) {
+	o, code := runCLI(t, nil, "run", "--url", "redis://127.0.0.1:1?dial_timeout=500ms", "--key", "k", "--", "true")
+	if code != ExitUnavailable {
+		t.Errorf("unreachable backend: exit %d, want %d\n%s", code, ExitUnavailable, o)
+	}
+}
