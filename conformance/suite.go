@@ -8,7 +8,6 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -99,8 +98,6 @@ type env struct {
 	h      Harness
 	ttl    time.Duration
 	prefix string
-	mu     sync.Mutex
-	n      int
 }
 
 // key returns a key unique to this case.
@@ -126,9 +123,6 @@ func (e *env) locker(t *testing.T, opts ...distlock.LockerOption) *client {
 	t.Cleanup(func() { _ = l.Close() })
 	return &client{Locker: l, d: d}
 }
-
-// caps returns the store's capabilities.
-func (e *env) caps(t *testing.T, c *client) backend.Capabilities { return c.Capabilities() }
 
 // ctx returns a context that ends after d, canceled when the case ends.
 func ctxFor(t *testing.T, d time.Duration) context.Context {

@@ -12,12 +12,10 @@ import (
 // separate processes would for a server's. The zero Store is not usable:
 // call NewStore.
 type Store struct {
-	mu        sync.Mutex
-	locks     map[string]*entry
-	seq       uint64 // last fencing token granted, for every key
-	down      bool
-	closed    bool
-	nextTimer int
+	mu    sync.Mutex
+	locks map[string]*entry
+	seq   uint64 // last fencing token granted, for every key
+	down  bool
 }
 
 // entry is one key's state. An entry exists while the key is held or has
