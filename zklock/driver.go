@@ -168,15 +168,6 @@ func (d *Driver) goTracked(f func()) bool {
 	return true
 }
 
-func (d *Driver) isClosed() bool {
-	select {
-	case <-d.closing:
-		return true
-	default:
-		return false
-	}
-}
-
 // do runs f, a blocking go-zookeeper call, honouring ctx: if ctx ends
 // first, do returns its cause at once and f finishes on a goroutine the
 // driver owns (go-zookeeper bounds every call by its receive timeout). The

@@ -47,7 +47,9 @@ func parseURL(u *backend.URL) (urlConfig, error) {
 		u.Query.Fail("%v", err)
 	}
 	c.opts.Base = base
-	c.dial.timeout = u.Query.Duration("session_timeout", defaultSessionTimeout)
+	// The session timeout is every lock's TTL here, so the portable ttl
+	// parameter sizes it unless session_timeout says otherwise.
+	c.dial.timeout = u.Query.Duration("session_timeout", u.Query.Duration("ttl", defaultSessionTimeout))
 	c.dial.connectTimeout = u.Query.Duration("connect_timeout", defaultConnectTimeout)
 	if c.dial.timeout < 100*time.Millisecond || c.dial.timeout > 24*time.Hour {
 		u.Query.Fail("parameter session_timeout=%v: want from 100ms to 24h", c.dial.timeout)

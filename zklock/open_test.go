@@ -35,6 +35,17 @@ func TestParseURL(t *testing.T) {
 		t.Errorf("default ACL without credentials = %v, want world:anyone", c.opts.ACL)
 	}
 
+	for raw, want := range map[string]time.Duration{
+		"zk://h1":                           defaultSessionTimeout,
+		"zk://h1?ttl=4s":                    4 * time.Second,
+		"zk://h1?ttl=4s&session_timeout=6s": 6 * time.Second,
+		"zk://h1?session_timeout=5s":        5 * time.Second,
+	} {
+		if c, err := parse(t, raw); err != nil || c.dial.timeout != want {
+			t.Errorf("%s: session timeout %v (%v), want %v", raw, c.dial.timeout, err, want)
+		}
+	}
+
 	c, err = parse(t, "zk://alice:s3cret@h1")
 	if err != nil {
 		t.Fatal(err)

@@ -79,13 +79,6 @@ func (o *orphans) due(now time.Time) (due []orphan, more bool) {
 	return due, len(keep) > 0
 }
 
-// len reports how many orphans wait.
-func (o *orphans) len() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return len(o.list)
-}
-
 // reap is the driver's reaper goroutine.
 func (d *Driver) reap() {
 	timer := time.NewTimer(time.Hour)
