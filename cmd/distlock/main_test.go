@@ -168,3 +168,23 @@ func TestBenchWritesReport(t *testing.T) {
 		}
 	}
 }
+
+func TestBenchConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("backends:\n  - url: mem://\nworkerz: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := runCLI(t, nil, "bench", "--config", bad); code != 64 || !strings.Contains(out, "field workerz not found") {
+		t.Errorf("config with an unknown field: exit %d, %q", code, out)
+	}
+	good := filepath.Join(dir, "good.yaml")
+	cfg := "backends:\n  - name: memory\n    url: mem://cfg\nworkers: 2\nduration: 200ms\niterations: 10\nttl: 300ms\nworkloads: [uncontended, contended]\n"
+	if err := os.WriteFile(good, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runCLI(t, nil, "bench", "--config", good, "--out", filepath.Join(dir, "out"))
+	if code != 0 || !strings.Contains(out, "memory") || strings.Contains(out, "== many-keys") {
+		t.Errorf("bench --config: exit %d:\n%s", code, out)
+	}
+}
