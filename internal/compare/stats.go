@@ -37,8 +37,8 @@ type Result struct {
 	Backend  string   `json:"backend"`
 	Workload string   `json:"workload"`
 	Metrics  []Metric `json:"metrics"`
-	// Samples are the latencies behind the metrics, in milliseconds, for
-	// the charts.
+	// Samples are the latencies behind the metrics, in milliseconds,
+	// sorted and thinned to at most 1000 quantiles, for the charts.
 	Samples []float64 `json:"samples_ms,omitempty"`
 	// Shares is each client's share of acquisitions (contended only).
 	Shares []float64 `json:"shares,omitempty"`
@@ -59,10 +59,22 @@ func (r *Result) add(name, unit string, v float64) {
 	r.Metrics = append(r.Metrics, Metric{Name: name, Unit: unit, Value: v})
 }
 
+// maxSamples bounds the samples a result keeps for its charts.
+const maxSamples = 1000
+
+// toMS returns the distribution of ds in milliseconds: sorted, and thinned
+// to at most maxSamples evenly spaced quantiles so reports stay small.
 func toMS(ds []time.Duration) []float64 {
-	out := make([]float64, len(ds))
-	for i, d := range ds {
-		out[i] = ms(d)
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	n := min(len(s), maxSamples)
+	out := make([]float64, n)
+	for i := range out {
+		j := i
+		if len(s) > maxSamples {
+			j = i * (len(s) - 1) / (maxSamples - 1)
+		}
+		out[i] = ms(s[j])
 	}
 	return out
 }
