@@ -53,6 +53,14 @@ func (rep *Report) writeCharts(dir string) ([]chart, error) {
 }
 
 func barChart(title string, rows []Result, metrics []string) ([]byte, error) {
+	p, err := barChartPlot(title, rows, metrics)
+	if err != nil {
+		return nil, err
+	}
+	return render(p, 6*vg.Inch, 3.5*vg.Inch)
+}
+
+func barChartPlot(title string, rows []Result, metrics []string) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = title
 	var names []string
@@ -85,7 +93,7 @@ func barChart(title string, rows []Result, metrics []string) ([]byte, error) {
 	p.Y.Label.Text = unit
 	p.Legend.Top = true
 	p.NominalX(names...)
-	return render(p, 6*vg.Inch, 3.5*vg.Inch)
+	return p, nil
 }
 
 // handoffChart plots each backend's hand-off latency percentiles.
