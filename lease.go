@@ -51,6 +51,9 @@ func (s State) String() string {
 	return fmt.Sprintf("State(%d)", int(s))
 }
 
+// Locker returns the Locker that holds the lease.
+func (le *Lease) Locker() *Locker { return le.l }
+
 // Key returns the lock's key.
 func (le *Lease) Key() string { return le.h.key }
 

@@ -133,7 +133,9 @@ func (l *Locker) Driver() backend.Driver { return l.d }
 //
 // When ctx ends first, the error wraps ctx's error (and the store's last
 // error if it was unreachable), and nothing of this attempt stays queued or
-// held in the store.
+// held in the store. If this client's own session or lease ends while it
+// waits (ZooKeeper, etcd), the error matches ErrLost: the place in line was
+// lost, and no lease was granted.
 func (l *Locker) Acquire(ctx context.Context, key string, opts ...Option) (*Lease, error) {
 	return l.acquire(ctx, key, opts, true)
 }
