@@ -2,9 +2,9 @@ package etcdbench
 
 import (
 	"context"
-	"fmt"
-	"sync/atomic"
 	"time"
+
+	"github.com/distlock/distlock/bench/internal/lockbench"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -18,33 +18,13 @@ import (
 // expires during a measurement.
 const leaseTTL = 10 * time.Second
 
-// contender is one lock library as a process would use it: its own client
-// and its own lease (session).
-type contender interface {
-	// acquire blocks until key is held or ctx ends.
-	acquire(ctx context.Context, key string) (release func(context.Context) error, err error)
-	close()
-}
-
-// library makes contenders of one library.
-type library struct {
-	name string
-	make func() (contender, error)
-}
-
-var libraries = []library{
-	{"distlock", newDistlock},
-	{"etcd-mutex", newMutex},
+var libraries = []lockbench.Library{
+	{Name: "distlock", Make: newDistlock},
+	{Name: "etcd-mutex", Make: newMutex},
 }
 
 func newClient() (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
-}
-
-var keySeq atomic.Int64
-
-func uniqueKey(prefix string) string {
-	return fmt.Sprintf("bench-%s-%d-%d", prefix, time.Now().UnixNano(), keySeq.Add(1))
 }
 
 // distlockContender is a distlock Locker over an etcdlock Driver.
@@ -53,7 +33,7 @@ type distlockContender struct {
 	l   *distlock.Locker
 }
 
-func newDistlock() (contender, error) {
+func newDistlock() (lockbench.Contender, error) {
 	cli, err := newClient()
 	if err != nil {
 		return nil, err
@@ -66,7 +46,7 @@ func newDistlock() (contender, error) {
 	return &distlockContender{cli: cli, l: distlock.New(d, distlock.WithDefaultTTL(leaseTTL))}, nil
 }
 
-func (c *distlockContender) acquire(ctx context.Context, key string) (func(context.Context) error, error) {
+func (c *distlockContender) Acquire(ctx context.Context, key string) (func(context.Context) error, error) {
 	le, err := c.l.Acquire(ctx, key)
 	if err != nil {
 		return nil, err
@@ -74,7 +54,7 @@ func (c *distlockContender) acquire(ctx context.Context, key string) (func(conte
 	return le.Release, nil
 }
 
-func (c *distlockContender) close() {
+func (c *distlockContender) Close() {
 	_ = c.l.Close()
 	_ = c.cli.Close()
 }
@@ -85,7 +65,7 @@ type mutexContender struct {
 	s   *concurrency.Session
 }
 
-func newMutex() (contender, error) {
+func newMutex() (lockbench.Contender, error) {
 	cli, err := newClient()
 	if err != nil {
 		return nil, err
@@ -98,7 +78,7 @@ func newMutex() (contender, error) {
 	return &mutexContender{cli: cli, s: s}, nil
 }
 
-func (c *mutexContender) acquire(ctx context.Context, key string) (func(context.Context) error, error) {
+func (c *mutexContender) Acquire(ctx context.Context, key string) (func(context.Context) error, error) {
 	m := concurrency.NewMutex(c.s, "bench/mutex/"+key)
 	if err := m.Lock(ctx); err != nil {
 		return nil, err
@@ -106,7 +86,7 @@ func (c *mutexContender) acquire(ctx context.Context, key string) (func(context.
 	return m.Unlock, nil
 }
 
-func (c *mutexContender) close() {
+func (c *mutexContender) Close() {
 	_ = c.s.Close()
 	_ = c.cli.Close()
 }

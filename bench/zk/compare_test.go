@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/distlock/distlock/bench/internal/lockbench"
 )
 
 // Settings of the comparison. The libraries are measured in alternating
@@ -32,18 +34,18 @@ func TestCompare(t *testing.T) {
 	var rts []time.Duration
 	unc := map[string][]time.Duration{}
 	for r := range rounds {
-		rts = append(rts, nsPerOp(testing.Benchmark(benchExists)))
+		rts = append(rts, lockbench.NsPerOp(testing.Benchmark(benchExists)))
 		for _, lib := range alternate(r) {
-			unc[lib.name] = append(unc[lib.name], nsPerOp(testing.Benchmark(func(b *testing.B) { benchUncontended(b, lib) })))
+			unc[lib.Name] = append(unc[lib.Name], lockbench.NsPerOp(testing.Benchmark(func(b *testing.B) { lockbench.Uncontended(b, lib) })))
 		}
 	}
 	rt := median(rts)
 	p("bare Exists round trip: %v (median of %d rounds)\n\n", rt, rounds)
 	p("uncontended acquire+release (one session, one free key), median of %d alternating rounds:\n", rounds)
 	for _, lib := range libraries {
-		m := median(unc[lib.name])
-		p("  %-9s %10v = %5.2f round trips   distlock/this = %.2f   rounds %v\n", lib.name, m,
-			float64(m)/float64(rt), float64(median(unc["distlock"]))/float64(m), unc[lib.name])
+		m := median(unc[lib.Name])
+		p("  %-9s %10v = %5.2f round trips   distlock/this = %.2f   rounds %v\n", lib.Name, m,
+			float64(m)/float64(rt), float64(median(unc["distlock"]))/float64(m), unc[lib.Name])
 	}
 
 	p("\n%d workers (own session each) on one key, %d alternating rounds of %v, nothing done inside or between:\n",
@@ -51,30 +53,30 @@ func TestCompare(t *testing.T) {
 	p("  %-9s %8s %9s %9s %9s | %9s %9s %9s %6s %6s %9s\n", "library", "acq/s",
 		"hand p50", "hand p99", "hand max", "wait p50", "wait p99", "wait max", "top%", "min%", "overtakes")
 	rates := map[string][]float64{}
-	pooled := map[string]*contention{}
+	pooled := map[string]*lockbench.Contention{}
 	for r := range contendRounds {
 		for _, lib := range alternate(r) {
-			c, err := contend(lib, contendWorkers, contendFor)
+			c, err := lockbench.Contend(lib, contendWorkers, contendFor)
 			if err != nil {
-				t.Fatalf("%s: %v", lib.name, err)
+				t.Fatalf("%s: %v", lib.Name, err)
 			}
-			if c.overlaps != 0 {
-				t.Errorf("%s: two workers held the lock at once %d times", lib.name, c.overlaps)
+			if c.Overlaps != 0 {
+				t.Errorf("%s: two workers held the lock at once %d times", lib.Name, c.Overlaps)
 			}
-			rates[lib.name] = append(rates[lib.name], float64(c.acquisitions)/c.duration.Seconds())
-			pooled[lib.name] = merge(pooled[lib.name], c)
+			rates[lib.Name] = append(rates[lib.Name], float64(c.Acquisitions)/c.Duration.Seconds())
+			pooled[lib.Name] = pooled[lib.Name].Merge(c)
 		}
 	}
 	for _, lib := range libraries {
-		c := pooled[lib.name]
-		all := slices.Concat(c.waits...)
-		shares := make([]float64, len(c.counts))
-		for i, n := range c.counts {
-			shares[i] = 100 * float64(n) / float64(max(1, c.acquisitions))
+		c := pooled[lib.Name]
+		all := slices.Concat(c.Waits...)
+		shares := make([]float64, len(c.Counts))
+		for i, n := range c.Counts {
+			shares[i] = 100 * float64(n) / float64(max(1, c.Acquisitions))
 		}
-		p("  %-9s %8.0f %9v %9v %9v | %9v %9v %9v %5.1f%% %5.1f%% %9d\n", lib.name, medianF(rates[lib.name]),
-			pct(c.handoffs, 50), pct(c.handoffs, 99), pct(c.handoffs, 100), pct(all, 50), pct(all, 99), pct(all, 100),
-			slices.Max(shares), slices.Min(shares), c.overtakes)
+		p("  %-9s %8.0f %9v %9v %9v | %9v %9v %9v %5.1f%% %5.1f%% %9d\n", lib.Name, medianF(rates[lib.Name]),
+			lockbench.Pct(c.Handoffs, 50), lockbench.Pct(c.Handoffs, 99), lockbench.Pct(c.Handoffs, 100), lockbench.Pct(all, 50), lockbench.Pct(all, 99), lockbench.Pct(all, 100),
+			slices.Max(shares), slices.Min(shares), c.Overtakes)
 	}
 	p("  throughput distlock / zk.Lock = %.2f× (median rates; rounds: distlock %.0f, zk.Lock %.0f acq/s)\n",
 		medianF(rates["distlock"])/max(medianF(rates["zk.Lock"]), 1e-9), rates["distlock"], rates["zk.Lock"])
@@ -84,29 +86,12 @@ func TestCompare(t *testing.T) {
 
 // alternate returns the libraries in round r's order: reversed every other
 // round, so neither always runs first.
-func alternate(r int) []library {
+func alternate(r int) []lockbench.Library {
 	libs := slices.Clone(libraries)
 	if r%2 == 1 {
 		slices.Reverse(libs)
 	}
 	return libs
-}
-
-// merge pools the samples of two contention runs (workers by index).
-func merge(a *contention, b contention) *contention {
-	if a == nil {
-		return &b
-	}
-	a.acquisitions += b.acquisitions
-	a.duration += b.duration
-	a.handoffs = append(a.handoffs, b.handoffs...)
-	for i := range a.waits {
-		a.waits[i] = append(a.waits[i], b.waits[i]...)
-		a.counts[i] += b.counts[i]
-	}
-	a.overlaps += b.overlaps
-	a.overtakes += b.overtakes
-	return a
 }
 
 func median(ds []time.Duration) time.Duration {

@@ -3,9 +3,9 @@ package zkbench
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync/atomic"
 	"time"
+
+	"github.com/distlock/distlock/bench/internal/lockbench"
 
 	"github.com/go-zookeeper/zk"
 
@@ -17,23 +17,9 @@ import (
 // nothing expires during a measurement.
 const sessionTimeout = 10 * time.Second
 
-// contender is one lock library as a process would use it: its own
-// connection and session.
-type contender interface {
-	// acquire blocks until key is held or ctx ends (zk.Lock ignores ctx).
-	acquire(ctx context.Context, key string) (release func(context.Context) error, err error)
-	close()
-}
-
-// library makes contenders of one library.
-type library struct {
-	name string
-	make func() (contender, error)
-}
-
-var libraries = []library{
-	{"distlock", newDistlock},
-	{"zk.Lock", newZKLock},
+var libraries = []lockbench.Library{
+	{Name: "distlock", Make: newDistlock},
+	{Name: "zk.Lock", Make: newZKLock},
 }
 
 type quiet struct{}
@@ -60,19 +46,13 @@ func newConn() (*zk.Conn, error) {
 	}
 }
 
-var keySeq atomic.Int64
-
-func uniqueKey(prefix string) string {
-	return fmt.Sprintf("bench-%s-%d-%d", prefix, time.Now().UnixNano(), keySeq.Add(1))
-}
-
 // distlockContender is a distlock Locker over a zklock Driver.
 type distlockContender struct {
 	conn *zk.Conn
 	l    *distlock.Locker
 }
 
-func newDistlock() (contender, error) {
+func newDistlock() (lockbench.Contender, error) {
 	conn, err := newConn()
 	if err != nil {
 		return nil, err
@@ -85,7 +65,7 @@ func newDistlock() (contender, error) {
 	return &distlockContender{conn: conn, l: distlock.New(d, distlock.WithDefaultTTL(sessionTimeout))}, nil
 }
 
-func (c *distlockContender) acquire(ctx context.Context, key string) (func(context.Context) error, error) {
+func (c *distlockContender) Acquire(ctx context.Context, key string) (func(context.Context) error, error) {
 	le, err := c.l.Acquire(ctx, key)
 	if err != nil {
 		return nil, err
@@ -93,7 +73,7 @@ func (c *distlockContender) acquire(ctx context.Context, key string) (func(conte
 	return le.Release, nil
 }
 
-func (c *distlockContender) close() {
+func (c *distlockContender) Close() {
 	_ = c.l.Close()
 	c.conn.Close()
 }
@@ -101,7 +81,7 @@ func (c *distlockContender) close() {
 // zkLockContender is go-zookeeper's zk.Lock on one session.
 type zkLockContender struct{ conn *zk.Conn }
 
-func newZKLock() (contender, error) {
+func newZKLock() (lockbench.Contender, error) {
 	conn, err := newConn()
 	if err != nil {
 		return nil, err
@@ -109,7 +89,7 @@ func newZKLock() (contender, error) {
 	return &zkLockContender{conn: conn}, nil
 }
 
-func (c *zkLockContender) acquire(_ context.Context, key string) (func(context.Context) error, error) {
+func (c *zkLockContender) Acquire(_ context.Context, key string) (func(context.Context) error, error) {
 	l := zk.NewLock(c.conn, "/bench/zklock/"+key, zk.WorldACL(zk.PermAll))
 	if err := l.Lock(); err != nil {
 		return nil, err
@@ -117,4 +97,4 @@ func (c *zkLockContender) acquire(_ context.Context, key string) (func(context.C
 	return func(context.Context) error { return l.Unlock() }, nil
 }
 
-func (c *zkLockContender) close() { c.conn.Close() }
+func (c *zkLockContender) Close() { c.conn.Close() }
