@@ -1,0 +1,60 @@
+// Package distlock is a distributed lock with one API over Redis,
+// MySQL/MariaDB, ZooKeeper and etcd (and an in-process store for tests).
+//
+//	locker, err := distlock.Open(ctx, "redis://127.0.0.1:6379/0?ttl=30s")
+//	...
+//	defer locker.Close()
+//	err = locker.Do(ctx, "reports/daily", func(ctx context.Context) error {
+//		return build(ctx) // ctx is canceled the moment the lock is lost
+//	})
+//
+// A [Locker] takes locks through one backend; [Locker.Acquire] waits,
+// [Locker.TryAcquire] makes one attempt, [Locker.Do] wraps a function. Each
+// returns or uses a [Lease]: the held lock, with its fencing token
+// ([Lease.Token]), a channel closed when it ends ([Lease.Done]) and the
+// reason ([Lease.Err]).
+//
+// # URLs
+//
+// [Open] picks the backend by the URL's scheme; import the backend package
+// to register it:
+//
+//	mem://[name]                                  github.com/distlock/distlock/memlock
+//	redis://[user:pass@]host:6379[,host...]/db    github.com/distlock/distlock/redislock
+//	rediss://...                                  (TLS)
+//	mysql://user:pass@host:3306/db?table=...      github.com/distlock/distlock/sqllock
+//	zk://host:2181[,host...]/base                 github.com/distlock/distlock/zklock
+//	etcd://host:2379[,host...]/prefix             github.com/distlock/distlock/etcdlock
+//
+// The parameter ttl sets the default lease TTL on every backend; the rest
+// are the backend's own (docs/configuration.md). Unknown parameters are
+// errors, and no error shows a password. [New] takes a driver made
+// directly, e.g. redislock.New(client, nil).
+//
+// # Semantics
+//
+//   - Mutual exclusion per key, and a fencing token per grant that is
+//     strictly greater than every earlier token for that key, on every
+//     backend. Pass it to the resource you protect.
+//   - While held, a lease is renewed every TTL/3 by one watchdog goroutine
+//     per Locker. It is valid until (send time of its last successful
+//     renewal) + TTL − drift; when that passes without a renewal it is
+//     lost, before the store can grant the lock to anyone else. Between a
+//     failed renewal and then, [Lease.State] is [StateInDoubt].
+//   - Reentrancy by owner: [Lease.Context] (or [ContextWithOwner], or
+//     [WithOwner]) makes Acquire re-enter a lock its owner holds; the lock is
+//     freed when every re-entry is released. A re-entry never shortens the
+//     lease.
+//   - Waits honour their ctx; a wait that gives up leaves nothing queued in
+//     the store. [Locker.Close] ends every lease and goroutine.
+//
+// What each store can promise under crashes and failover differs; see
+// docs/safety.md and the backend's package documentation.
+//
+// # Errors
+//
+// Errors match the sentinels with errors.Is: [ErrNotAcquired],
+// [ErrNotHeld], [ErrLost], [ErrReleased], [ErrClosed], [ErrInvalidKey],
+// [ErrInvalidConfig], [ErrUnavailable], [ErrUnsupported]. The store's own
+// error is wrapped too, for errors.As.
+package distlock
