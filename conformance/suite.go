@@ -31,6 +31,7 @@ var cases = []testCase{
 	{"TryAcquireOneWinner", "of N concurrent TryAcquires exactly one wins; the rest fail at once with ErrNotAcquired and leave nothing behind", testTryAcquireOneWinner},
 	{"WaitDeadline", "a wait that hits its ctx deadline returns promptly, leaves no queued waiter, and never wins later", testWaitDeadline},
 	{"WaitCancel", "a wait whose ctx is canceled returns promptly, leaves no queued waiter, and never wins later", testWaitCancel},
+	{"FairOrder", "a store that declares itself fair grants waiters in the order they started waiting", testFairOrder},
 	{"WaitThenAcquire", "a waiter gets the lock after the holder releases, well before the holder's TTL", testWaitThenAcquire},
 	{"OwnerCheckedRelease", "a release after the lock expired and passed to another holder fails with ErrNotHeld and leaves the new holder's lock alone", testOwnerCheckedRelease},
 	{"OwnerCheckedRefresh", "a refresh after the lock expired and passed to another holder fails with ErrNotHeld and leaves the new holder's lock alone", testOwnerCheckedRefresh},
