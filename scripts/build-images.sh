@@ -154,7 +154,8 @@ release_chroot() {
 # derive REPO makes REPO:SUITE from the base image with docker commit,
 # applying the Dockerfile-style lines in $CHANGES, and tags it REPO:latest.
 derive() {
-	name="$1:$SUITE"
+	repo="$1" # "set --" below replaces the positional parameters
+	name="$repo:$SUITE"
 	if image_exists "$name" && [ "$FORCE" = 0 ]; then
 		echo "build-images: $name exists (use --force to rebuild)"
 	else
@@ -172,7 +173,7 @@ CHANGES
 		docker rm "$ctr" >/dev/null
 		echo "build-images: built $name"
 	fi
-	docker tag "$name" "$1:latest"
+	docker tag "$name" "$repo:latest"
 }
 
 start=$(date +%s)
