@@ -221,7 +221,7 @@ func parseAcquire(v []int64) (acquireResult, error) {
 // replicas must acknowledge.
 func (d *Driver) acquire(ctx context.Context, ks keyset, owner string, ttl time.Duration) (acquireResult, error) {
 	if d.opts.Fair {
-		return d.fairAttempt(ctx, ks, owner, ttl, false, 0)
+		return d.fairAttempt(ctx, ks, owner, ttl, false, 0, "", 0)
 	}
 	keys := []string{ks.lock, ks.fence}
 	args := []any{owner, millis(ttl), "0"}
@@ -273,7 +273,7 @@ func millis(ttl time.Duration) int64 {
 // pub/sub connection.
 func (d *Driver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	out := make(chan struct{}, 1)
-	cancel, err := d.notify.subscribe(ctx, d.keys(key).channel, out, "")
+	cancel, err := d.notify.subscribe(ctx, d.keys(key).channel, out, filter{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("redislock: subscribe %q: %w: %w", key, backend.ErrUnavailable, err)
 	}

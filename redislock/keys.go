@@ -12,11 +12,11 @@ const DefaultPrefix = "distlock"
 // hash tag, so they live in one Redis Cluster slot and one script may touch
 // the lock and its counter together.
 type keyset struct {
-	lock    string // hash: o=owner, n=hold count, t=fencing token; has the TTL
+	lock    string // hash: o=owner, n=hold count, t=fencing token, h=wait handed to; has the TTL
 	fence   string // counter of fencing tokens; never expires
 	channel string // pub/sub channel announcing releases and hand-offs
 	queue   string // fair mode: sorted set of waiting owners, oldest first
-	alive   string // fair mode: hash owner -> "deadline_ms:ttl_ms:window_ms"
+	alive   string // fair mode: hash owner -> "deadline_ms:ttl_ms:window_ms:wait:attempt"
 }
 
 // releaseKeys are the KEYS of releaseScript.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,9 +33,17 @@ type channelState struct {
 	refs    int                        // waiters
 	pending int                        // SUBSCRIBE commands not yet confirmed
 	ready   chan struct{}              // closed once the last SUBSCRIBE is confirmed
-	outs    map[chan<- struct{}]string // where to announce, with each one's filter
+	outs    map[chan<- struct{}]filter // where to announce, with each one's filter
 	idle    bool                       // subscribed, no waiter, kept for reuse
 	gen     int                        // counts idle periods, to spot stale idle entries
+}
+
+// filter selects the messages a subscriber hears: every message when only
+// is empty; else "released" and the messages starting with only, which are
+// also passed to got (called with notifier.mu held: it must not block).
+type filter struct {
+	only string
+	got  func(payload string)
 }
 
 // idleEntry is one idle period of a channel.
@@ -54,10 +63,11 @@ func newNotifier(c redis.UniversalClient) *notifier {
 
 // subscribe starts announcing releases on channel to out (non-blocking
 // sends; out should have a buffer of 1) and returns once Redis confirmed the
-// subscription. With a non-empty only, out hears just the messages "only"
-// (a hand-off to that owner) and "released". Each out may be subscribed to
-// a channel once. The returned cancel must be called once.
-func (n *notifier) subscribe(ctx context.Context, channel string, out chan<- struct{}, only string) (func(), error) {
+// subscription. With a non-empty f.only, out hears just the messages
+// starting with f.only (a hand-off to one wait, also passed to f.got) and
+// "released". Each out may be subscribed to a channel once. The returned
+// cancel must be called once.
+func (n *notifier) subscribe(ctx context.Context, channel string, out chan<- struct{}, f filter) (func(), error) {
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -66,11 +76,11 @@ func (n *notifier) subscribe(ctx context.Context, channel string, out chan<- str
 	n.start()
 	st := n.chans[channel]
 	if st == nil {
-		st = &channelState{outs: map[chan<- struct{}]string{}}
+		st = &channelState{outs: map[chan<- struct{}]filter{}}
 		n.chans[channel] = st
 	}
 	st.refs++
-	st.outs[out] = only
+	st.outs[out] = f
 	switch {
 	case st.idle:
 		st.idle = false
@@ -222,8 +232,14 @@ func (n *notifier) announce(channel, payload string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if st := n.chans[channel]; st != nil {
-		for out, only := range st.outs {
-			if only == "" || only == payload || payload == "released" {
+		for out, f := range st.outs {
+			switch {
+			case f.only == "" || payload == "released":
+				wake(out)
+			case strings.HasPrefix(payload, f.only):
+				if f.got != nil {
+					f.got(payload)
+				}
 				wake(out)
 			}
 		}

@@ -308,7 +308,7 @@ func (r *Redlock) Subscribe(ctx context.Context, key string) (<-chan struct{}, f
 	ch := r.keys(key).channel
 	out := make(chan struct{}, 1)
 	cancels, errs := eachNode(r, ctx, time.Second, func(ctx context.Context, _ int, n *node) (func(), error) {
-		return n.notify.subscribe(ctx, ch, out, "")
+		return n.notify.subscribe(ctx, ch, out, filter{})
 	}, func(cancel func()) {
 		if cancel != nil {
 			cancel() // confirmed too late to be counted

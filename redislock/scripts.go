@@ -44,8 +44,11 @@ return {0, 0, redis.call('PTTL', KEYS[1]), 0}
 
 // handOff is shared Lua: it hands a freed lock (KEYS[1]) to the oldest
 // live waiter of the fair queue (KEYS[2], liveness in KEYS[3]), minting its
-// token from KEYS[4], with n=0 until the waiter claims it, and announces it
-// on ARGV[2] with the new owner as the message; with no live waiter it
+// token from KEYS[4]. The waiter holds it from this moment (n=1), with the
+// field h naming the wait it was handed to, and its TTL no longer than the
+// waiter's liveness window, so a lock handed to a waiter that died is freed
+// soon. The message on ARGV[2], "h:<wait>:<attempt>:<token>", is the grant
+// itself: the waiter needs no further round trip. With no live waiter it
 // announces "released". Dead waiters met on the way are dropped.
 const handOff = `
 local function handoff()
@@ -59,12 +62,12 @@ local function handoff()
       redis.call('ZREM', KEYS[2], w)
       redis.call('HDEL', KEYS[3], w)
       if a then
-        local dl, ttl, win = string.match(a, '^(%d+):(%d+):(%d+)$')
-        if tonumber(dl) > now then
+        local dl, ttl, win, wait, attempt = string.match(a, '^(%d+):(%d+):(%d+):([%w]+):(%d+)$')
+        if dl and tonumber(dl) > now then
           local token = redis.call('INCR', KEYS[4])
-          redis.call('HSET', KEYS[1], 'o', w, 'n', 0, 't', token)
+          redis.call('HSET', KEYS[1], 'o', w, 'n', 1, 't', token, 'h', wait)
           redis.call('PEXPIRE', KEYS[1], math.min(tonumber(ttl), tonumber(win)))
-          redis.call('PUBLISH', ARGV[2], w)
+          redis.call('PUBLISH', ARGV[2], 'h:' .. wait .. ':' .. attempt .. ':' .. token)
           return
         end
       end
@@ -76,8 +79,8 @@ end
 
 // releaseScript lowers ARGV[1]'s hold count and, when it reaches zero,
 // frees the lock or hands it to the oldest live waiter (handOff). With
-// ARGV[3] = "abandon" it is a waiter giving up instead: it leaves the queue
-// and passes on a lock handed to it but not yet claimed (n=0).
+// ARGV[3] = "abandon" it is a waiter (wait ARGV[4]) giving up instead: it
+// leaves the queue and gives back the hold of a lock handed to that wait.
 //
 // KEYS: lock, queue, alive, fence. Reply: -1 if ARGV[1] does not hold the
 // lock, else the remaining count.
@@ -85,12 +88,10 @@ var releaseScript = redis.NewScript(handOff + `
 if ARGV[3] == 'abandon' then
   redis.call('ZREM', KEYS[2], ARGV[1])
   redis.call('HDEL', KEYS[3], ARGV[1])
-  if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] or redis.call('HGET', KEYS[1], 'n') ~= '0' then
+  if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] or redis.call('HGET', KEYS[1], 'h') ~= ARGV[4] then
     return -1
   end
-  redis.call('DEL', KEYS[1])
-  handoff()
-  return 0
+  redis.call('HDEL', KEYS[1], 'h')
 end
 if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] then
   return -1
@@ -104,11 +105,13 @@ handoff()
 return 0
 `)
 
-// waitScript is the acquire of fair mode. The owner holding the lock
-// claims a hand-off (n 0 -> 1) or re-enters; a free lock goes to the
-// caller only if no live waiter is ahead of it. Otherwise, with ARGV[3] =
-// "1", the caller joins the queue (or stays in place) and renews its
-// liveness: ARGV[4] ms from now, with its TTL ARGV[2] for a hand-off.
+// waitScript is the acquire of fair mode. A lock handed to this wait
+// (ARGV[5]) is confirmed (a hand-off whose message was missed), a lock the
+// owner holds otherwise is re-entered; a free lock goes to the caller only
+// if no live waiter is ahead of it. Otherwise, with ARGV[3] = "1", the
+// caller joins the queue (or stays in place) and renews its liveness:
+// ARGV[4] ms from now, with its TTL ARGV[2] for a hand-off and its attempt
+// number ARGV[6] for the hand-off message.
 //
 // KEYS: lock, fence, queue, alive. Reply as acquireScript.
 var waitScript = redis.NewScript(`
@@ -121,7 +124,11 @@ local function leave()
 end
 local owner = redis.call('HGET', KEYS[1], 'o')
 if owner == me then
-  redis.call('HINCRBY', KEYS[1], 'n', 1)
+  if ARGV[5] ~= '' and redis.call('HGET', KEYS[1], 'h') == ARGV[5] then
+    redis.call('HDEL', KEYS[1], 'h')
+  else
+    redis.call('HINCRBY', KEYS[1], 'n', 1)
+  end
   local pttl = redis.call('PTTL', KEYS[1])
   if pttl < ttl then
     redis.call('PEXPIRE', KEYS[1], ttl)
@@ -155,7 +162,7 @@ if ARGV[3] == '1' then
   if redis.call('ZSCORE', KEYS[3], me) == false then
     redis.call('ZADD', KEYS[3], now, me)
   end
-  redis.call('HSET', KEYS[4], me, (now + tonumber(ARGV[4])) .. ':' .. ttl .. ':' .. ARGV[4])
+  redis.call('HSET', KEYS[4], me, (now + tonumber(ARGV[4])) .. ':' .. ttl .. ':' .. ARGV[4] .. ':' .. ARGV[5] .. ':' .. ARGV[6])
 end
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl < 0 then pttl = 0 end
