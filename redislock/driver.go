@@ -81,6 +81,7 @@ type Driver struct {
 	opts   Options
 	caps   backend.Capabilities
 	notify *notifier
+	inbox  string // fair mode: the channel hand-offs to this driver's waiters go to
 
 	closeOnce sync.Once
 	closeErr  error
@@ -110,7 +111,7 @@ func New(c redis.UniversalClient, opts *Options) (*Driver, error) {
 	if cluster && o.WaitReplicas > 0 {
 		return nil, fmt.Errorf("redislock: %w: WaitReplicas (wait_replicas) is not supported with a Redis Cluster client", backend.ErrInvalidConfig)
 	}
-	d := &Driver{c: c, opts: o, notify: newNotifier(c)}
+	d := &Driver{c: c, opts: o, notify: newNotifier(c), inbox: o.Prefix + ":inbox:" + newWaitID()}
 	d.caps = backend.Capabilities{
 		Name:                "redis",
 		Wait:                backend.WaitNotify,

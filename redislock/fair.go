@@ -18,7 +18,9 @@ import (
 // (releaseScript's handOff). The hand-off message names the wait it was
 // handed to and carries the token: it is the grant, so a hand-off costs the
 // releaser's one round trip and one pub/sub push, and the new holder none.
-// A waiter proves it is alive by re-running waitScript every heartbeat; one
+// Hand-offs go to the waiter's driver's own inbox channel, subscribed
+// once per driver, so a release wakes one connection, not every waiter of
+// the key. A waiter proves it is alive by re-running waitScript every heartbeat; one
 // that stops (its process died) is skipped after its liveness window, and a
 // lock handed to it expires after that window. A waiter that misses the
 // message finds the lock handed to it at its next attempt (woken early when
@@ -48,7 +50,7 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 	wait := newWaitID()
 	out := make(chan struct{}, 1)
 	handed := make(chan string, 4)
-	unsubscribe, err := d.notify.subscribe(ctx, ks.channel, out, filter{
+	unsubscribe, err := d.notify.subscribe(ctx, d.inbox, out, filter{
 		only: "h:" + wait + ":",
 		got: func(payload string) {
 			select {
@@ -146,7 +148,7 @@ func (d *Driver) fairAttempt(ctx context.Context, ks keyset, owner string, ttl t
 	if enqueue {
 		flag = "1"
 	}
-	v, err := waitScript.Run(ctx, d.c, ks.waitKeys(), owner, millis(ttl), flag, millis(window), wait, attempt).Int64Slice()
+	v, err := waitScript.Run(ctx, d.c, ks.waitKeys(), owner, millis(ttl), flag, millis(window), wait, attempt, d.inbox).Int64Slice()
 	if err != nil {
 		return acquireResult{}, err
 	}

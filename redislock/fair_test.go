@@ -27,7 +27,8 @@ func TestFairHandOffProtocol(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	const ttl, window = 10 * time.Second, 3 * time.Second
 
-	ps := c.Subscribe(ctx)
+	// Hand-offs go to the driver's inbox, "released" to the key's channel.
+	ps := c.Subscribe(ctx, d.inbox)
 	defer ps.Close()
 	hold := func(key, owner string) acquireResult {
 		t.Helper()
@@ -107,7 +108,7 @@ func TestFairHandOffProtocol(t *testing.T) {
 		if n := release(key, "waiter"); n != 0 {
 			t.Fatalf("one release must free the confirmed hand-off, count left %d", n)
 		}
-		message("released")
+		message("released") // on the key's channel
 	})
 
 	t.Run("abandoned hand-off passes on", func(t *testing.T) {

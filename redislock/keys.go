@@ -16,7 +16,7 @@ type keyset struct {
 	fence   string // counter of fencing tokens; never expires
 	channel string // pub/sub channel announcing releases and hand-offs
 	queue   string // fair mode: sorted set of waiting owners, oldest first
-	alive   string // fair mode: hash owner -> "deadline_ms:ttl_ms:window_ms:wait:attempt"
+	alive   string // fair mode: hash owner -> "deadline_ms:ttl_ms:window_ms:wait:attempt:inbox"
 }
 
 // releaseKeys are the KEYS of releaseScript.

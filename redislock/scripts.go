@@ -47,9 +47,11 @@ return {0, 0, redis.call('PTTL', KEYS[1]), 0}
 // token from KEYS[4]. The waiter holds it from this moment (n=1), with the
 // field h naming the wait it was handed to, and its TTL no longer than the
 // waiter's liveness window, so a lock handed to a waiter that died is freed
-// soon. The message on ARGV[2], "h:<wait>:<attempt>:<token>", is the grant
-// itself: the waiter needs no further round trip. With no live waiter it
-// announces "released". Dead waiters met on the way are dropped.
+// soon. The message "h:<wait>:<attempt>:<token>", sent to the waiter's own
+// inbox channel (one connection hears it, not every waiter of the key), is
+// the grant itself: the waiter needs no further round trip. With no live
+// waiter it announces "released" on ARGV[2]. Dead waiters met on the way
+// are dropped.
 const handOff = `
 local function handoff()
   if redis.call('EXISTS', KEYS[2]) == 1 then
@@ -62,12 +64,12 @@ local function handoff()
       redis.call('ZREM', KEYS[2], w)
       redis.call('HDEL', KEYS[3], w)
       if a then
-        local dl, ttl, win, wait, attempt = string.match(a, '^(%d+):(%d+):(%d+):([%w]+):(%d+)$')
+        local dl, ttl, win, wait, attempt, inbox = string.match(a, '^(%d+):(%d+):(%d+):(%w+):(%d+):(.+)$')
         if dl and tonumber(dl) > now then
           local token = redis.call('INCR', KEYS[4])
           redis.call('HSET', KEYS[1], 'o', w, 'n', 1, 't', token, 'h', wait)
           redis.call('PEXPIRE', KEYS[1], math.min(tonumber(ttl), tonumber(win)))
-          redis.call('PUBLISH', ARGV[2], 'h:' .. wait .. ':' .. attempt .. ':' .. token)
+          redis.call('PUBLISH', inbox, 'h:' .. wait .. ':' .. attempt .. ':' .. token)
           return
         end
       end
@@ -110,8 +112,8 @@ return 0
 // owner holds otherwise is re-entered; a free lock goes to the caller only
 // if no live waiter is ahead of it. Otherwise, with ARGV[3] = "1", the
 // caller joins the queue (or stays in place) and renews its liveness:
-// ARGV[4] ms from now, with its TTL ARGV[2] for a hand-off and its attempt
-// number ARGV[6] for the hand-off message.
+// ARGV[4] ms from now, with its TTL ARGV[2] for a hand-off, and its attempt
+// number ARGV[6] and inbox channel ARGV[7] for the hand-off message.
 //
 // KEYS: lock, fence, queue, alive. Reply as acquireScript.
 var waitScript = redis.NewScript(`
@@ -162,7 +164,7 @@ if ARGV[3] == '1' then
   if redis.call('ZSCORE', KEYS[3], me) == false then
     redis.call('ZADD', KEYS[3], now, me)
   end
-  redis.call('HSET', KEYS[4], me, (now + tonumber(ARGV[4])) .. ':' .. ttl .. ':' .. ARGV[4] .. ':' .. ARGV[5] .. ':' .. ARGV[6])
+  redis.call('HSET', KEYS[4], me, (now + tonumber(ARGV[4])) .. ':' .. ttl .. ':' .. ARGV[4] .. ':' .. ARGV[5] .. ':' .. ARGV[6] .. ':' .. ARGV[7])
 end
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl < 0 then pttl = 0 end
