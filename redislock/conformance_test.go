@@ -28,19 +28,22 @@ func TestConformanceCluster(t *testing.T) {
 	conformance.Run(t, newHarness(g, "cluster").maker())
 }
 
-func TestConformanceFair(t *testing.T) {
+// TestConformanceSingle and TestConformanceCluster run the default wait
+// mode (queue); these run the other one.
+
+func TestConformanceNotify(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
 	h := newHarness(g, "single")
-	h.opts = &Options{Fair: true}
+	h.opts = &Options{Wait: WaitNotify}
 	conformance.Run(t, h.maker())
 }
 
-func TestConformanceClusterFair(t *testing.T) {
+func TestConformanceClusterNotify(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short mode")
 	}
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Topology: sandbox.Cluster})
 	h := newHarness(g, "cluster")
-	h.opts = &Options{Fair: true}
+	h.opts = &Options{Wait: WaitNotify}
 	conformance.Run(t, h.maker())
 }

@@ -12,9 +12,10 @@
 //	redis://h1,h2,h3?mode=redlock              Redlock over independent primaries
 //
 // Parameters (unknown ones are errors): ttl (read by distlock.Open: the
-// default lease TTL), mode (single, cluster, redlock), wait (notify, the
-// default: waiters race when woken; queue: fair FIFO hand-off, single and
-// Cluster modes), prefix (of every Redis
+// default lease TTL), mode (single, cluster, redlock), wait (queue, the
+// default for single and Cluster modes: fair FIFO hand-off; notify, the
+// only mode of Redlock and wait_replicas: waiters race when woken), prefix
+// (of every Redis
 // key, default "distlock"), wait_replicas (a grant counts only once N
 // replicas acknowledged it, single mode), wait_timeout (bound of that WAIT,
 // default 1s), dial_timeout (5s), read_timeout (3s), write_timeout (=
@@ -33,11 +34,12 @@
 // scripts (EVALSHA, falling back to EVAL when the server lost its script
 // cache) that check the owner; the TTL is set in the same script that takes
 // the lock, a refresh or re-entry never shortens it, and the same owner
-// re-enters from any process (the hold count balances). Waiters share one
-// pub/sub connection per driver (per node in Redlock mode) and are woken by
-// releases; with wait=queue ([Options.Fair]) they queue in Redis and a
-// release hands the lock to the oldest live waiter. Renewals of many leases
-// go out in one pipeline.
+// re-enters from any process (the hold count balances). In queue mode
+// ([WaitQueue]) waiters queue in Redis and a release hands the lock to the
+// oldest live waiter, whose grant is the hand-off message on its driver's
+// own channel; in notify mode ([WaitNotify]) waiters share one pub/sub
+// connection per driver (per node in Redlock mode), are woken by releases
+// and race. Renewals of many leases go out in one pipeline.
 //
 // Plain and Cluster mode trust one primary per key: Redis replicates
 // asynchronously, so a failover right after a grant can hand the same lock

@@ -37,11 +37,43 @@ type Options struct {
 	WaitReplicas int
 	// WaitTimeout bounds the WAIT (default 1s).
 	WaitTimeout time.Duration
-	// Fair makes waiters queue in Redis in arrival order; a release hands
-	// the lock to the oldest live waiter (capability WaitQueue, Fair). A
-	// TryAcquire never jumps the queue. Every client of a key must use the
-	// same setting. Not combinable with WaitReplicas.
-	Fair bool
+	// Wait chooses how waiters wait (see WaitMode). The default is
+	// WaitQueue where it is supported (a single server or a Cluster,
+	// without WaitReplicas), else WaitNotify. Every client of a key must
+	// use the same mode.
+	Wait WaitMode
+}
+
+// WaitMode is how waiters of a held lock wait for it.
+type WaitMode uint8
+
+const (
+	// WaitDefault picks WaitQueue where supported, else WaitNotify.
+	WaitDefault WaitMode = iota
+	// WaitQueue (URL wait=queue): waiters queue in Redis in arrival order
+	// and a release hands the lock to the oldest live waiter, whose grant
+	// is the hand-off message itself (capabilities WaitQueue, Fair). A
+	// TryAcquire never jumps the queue. Not supported in Redlock mode or
+	// with WaitReplicas.
+	WaitQueue
+	// WaitNotify (URL wait=notify): a release is announced on the key's
+	// channel and every waiter retries; the first to arrive wins, which may
+	// be the releaser itself (no fairness, more round trips under
+	// contention).
+	WaitNotify
+)
+
+// String returns the URL spelling of m.
+func (m WaitMode) String() string {
+	switch m {
+	case WaitDefault:
+		return "default"
+	case WaitQueue:
+		return "queue"
+	case WaitNotify:
+		return "notify"
+	}
+	return fmt.Sprintf("WaitMode(%d)", uint8(m))
 }
 
 func (o *Options) normalize() (Options, error) {
@@ -61,8 +93,17 @@ func (o *Options) normalize() (Options, error) {
 	if out.WaitTimeout < 0 {
 		return out, fmt.Errorf("redislock: %w: WaitTimeout %v is negative", backend.ErrInvalidConfig, out.WaitTimeout)
 	}
-	if out.Fair && out.WaitReplicas > 0 {
-		return out, fmt.Errorf("redislock: %w: Fair (wait=queue) and WaitReplicas (wait_replicas) cannot be combined", backend.ErrInvalidConfig)
+	if out.Wait > WaitNotify {
+		return out, fmt.Errorf("redislock: %w: unknown Wait mode %v", backend.ErrInvalidConfig, out.Wait)
+	}
+	if out.Wait == WaitQueue && out.WaitReplicas > 0 {
+		return out, fmt.Errorf("redislock: %w: Wait=WaitQueue (wait=queue) and WaitReplicas (wait_replicas) cannot be combined", backend.ErrInvalidConfig)
+	}
+	if out.Wait == WaitDefault {
+		out.Wait = WaitQueue
+		if out.WaitReplicas > 0 {
+			out.Wait = WaitNotify
+		}
 	}
 	if out.WaitTimeout == 0 {
 		out.WaitTimeout = time.Second
@@ -73,7 +114,7 @@ func (o *Options) normalize() (Options, error) {
 // Driver is a backend.Driver over one Redis deployment reached through one
 // go-redis client: a single server (possibly with replicas) or a Redis
 // Cluster. It also implements backend.Notifier, backend.BatchRefresher and
-// backend.Inspector, and backend.Waiter in fair mode. It is safe for
+// backend.Inspector, and backend.Waiter in queue mode. It is safe for
 // concurrent use.
 type Driver struct {
 	c      redis.UniversalClient
@@ -81,7 +122,7 @@ type Driver struct {
 	opts   Options
 	caps   backend.Capabilities
 	notify *notifier
-	inbox  string // fair mode: the channel hand-offs to this driver's waiters go to
+	inbox  string // queue mode: the channel hand-offs to this driver's waiters go to
 
 	closeOnce sync.Once
 	closeErr  error
@@ -121,7 +162,7 @@ func New(c redis.UniversalClient, opts *Options) (*Driver, error) {
 		CrossProcessReentry: true,
 		Replication:         "single primary; asynchronous replication can lose a grant on failover",
 	}
-	if o.Fair {
+	if o.Wait == WaitQueue {
 		d.caps.Wait, d.caps.Fair = backend.WaitQueue, true
 	}
 	if cluster {
@@ -221,7 +262,7 @@ func parseAcquire(v []int64) (acquireResult, error) {
 // acquire runs the acquire script, with WAIT on the same connection when
 // replicas must acknowledge.
 func (d *Driver) acquire(ctx context.Context, ks keyset, owner string, ttl time.Duration) (acquireResult, error) {
-	if d.opts.Fair {
+	if d.opts.Wait == WaitQueue {
 		return d.fairAttempt(ctx, ks, owner, ttl, false, 0, "", 0)
 	}
 	keys := []string{ks.lock, ks.fence}

@@ -13,7 +13,8 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// Fair mode (Options.Fair, URL wait=queue): waiters queue in Redis, oldest
+// Queue mode (WaitQueue, URL wait=queue, the default where supported):
+// waiters queue in Redis, oldest
 // first, and a release hands the lock straight to the oldest live waiter
 // (releaseScript's handOff). The hand-off message names the wait it was
 // handed to and carries the token: it is the grant, so a hand-off costs the
@@ -44,7 +45,7 @@ func heartbeat(ttl time.Duration) time.Duration {
 // round trip instead.
 const recentAttempts = 16
 
-// Wait implements backend.Waiter in fair mode.
+// Wait implements backend.Waiter in queue mode.
 func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	ks := d.keys(req.Key)
 	wait := newWaitID()

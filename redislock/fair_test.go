@@ -19,7 +19,7 @@ func TestFairHandOffProtocol(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
 	c := nodeClient(g.Node(0))
 	defer c.Close()
-	d, err := New(c, &Options{Fair: true})
+	d, err := New(c, &Options{Wait: WaitQueue})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestFairWaitGrantsByMessage(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
 	c := nodeClient(g.Node(0))
 	defer c.Close()
-	d, err := New(c, &Options{Fair: true})
+	d, err := New(c, &Options{Wait: WaitQueue})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ func TestInspect(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
 	c := nodeClient(g.Node(0))
 	defer c.Close()
-	d, err := New(c, &Options{Fair: true})
+	d, err := New(c, &Options{Wait: WaitQueue})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,8 @@ type keyset struct {
 	lock    string // hash: o=owner, n=hold count, t=fencing token, h=wait handed to; has the TTL
 	fence   string // counter of fencing tokens; never expires
 	channel string // pub/sub channel announcing releases and hand-offs
-	queue   string // fair mode: sorted set of waiting owners, oldest first
-	alive   string // fair mode: hash owner -> "deadline_ms:ttl_ms:window_ms:wait:attempt:inbox"
+	queue   string // queue mode: sorted set of waiting owners, oldest first
+	alive   string // queue mode: hash owner -> "deadline_ms:ttl_ms:window_ms:wait:attempt:inbox"
 }
 
 // releaseKeys are the KEYS of releaseScript.

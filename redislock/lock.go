@@ -148,7 +148,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) 
 		return backend.Info{}, fmt.Errorf("redislock: inspect %q: %w: %w", key, backend.ErrUnavailable, err)
 	}
 	info := infoFrom(key, h.Val(), pttl.Val(), fence.Val())
-	if d.opts.Fair {
+	if d.opts.Wait == WaitQueue {
 		info.Waiters = int(queued.Val()) // may count waiters that died within their liveness window
 	}
 	return info, nil

@@ -118,12 +118,20 @@ func parseConfig(u *backend.URL) (clientConfig, error) {
 	if err := checkPrefix(cfg.opts.Prefix); err != nil {
 		q.Fail("parameter prefix: %v", err)
 	}
-	cfg.opts.Fair = q.Enum("wait", "notify", "notify", "queue") == "queue"
-	if cfg.opts.Fair && cfg.mode == modeRedlock {
-		q.Fail("wait=queue is not supported with mode=redlock")
+	switch q.Enum("wait", "default", "queue", "notify") {
+	case "queue":
+		cfg.opts.Wait = WaitQueue
+		if cfg.mode == modeRedlock {
+			q.Fail("wait=queue is not supported with mode=redlock")
+		}
+	case "notify":
+		cfg.opts.Wait = WaitNotify
 	}
 	cfg.opts.WaitReplicas = q.Int("wait_replicas", 0, 0, 100)
 	cfg.opts.WaitTimeout = q.Duration("wait_timeout", time.Second)
+	if cfg.opts.WaitReplicas > 0 && cfg.opts.Wait == WaitQueue {
+		q.Fail("wait=queue and wait_replicas cannot be combined")
+	}
 	if cfg.opts.WaitReplicas > 0 && cfg.mode == modeCluster {
 		q.Fail("wait_replicas is not supported with mode=cluster")
 	}

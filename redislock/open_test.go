@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/distlock/distlock/backend"
 )
 
@@ -37,6 +39,48 @@ func TestParseConfig(t *testing.T) {
 	if err != nil || cfg.mode != modeCluster {
 		t.Errorf("several hosts default to cluster: %+v, %v", cfg.mode, err)
 	}
+	for raw, want := range map[string]WaitMode{"redis://h1": WaitDefault, "redis://h1?wait=queue": WaitQueue, "redis://h1?wait=notify": WaitNotify} {
+		if cfg, err := parse(t, raw); err != nil || cfg.opts.Wait != want {
+			t.Errorf("%s: wait mode %v, %v; want %v", raw, cfg.opts.Wait, err, want)
+		}
+	}
+}
+
+// TestWaitModeDefaults checks which wait mode each constructor settles on.
+func TestWaitModeDefaults(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	for _, tc := range []struct {
+		opts *Options
+		want WaitMode
+		caps backend.WaitKind
+	}{
+		{nil, WaitQueue, backend.WaitQueue},
+		{&Options{Wait: WaitNotify}, WaitNotify, backend.WaitNotify},
+		{&Options{WaitReplicas: 1}, WaitNotify, backend.WaitNotify},
+	} {
+		d, err := New(c, tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.opts.Wait != tc.want || d.caps.Wait != tc.caps || d.caps.Fair != (tc.want == WaitQueue) {
+			t.Errorf("New(%+v): mode %v, caps %v fair %v", tc.opts, d.opts.Wait, d.caps.Wait, d.caps.Fair)
+		}
+		d.Close()
+	}
+	if _, err := New(c, &Options{Wait: WaitQueue, WaitReplicas: 1}); err == nil || !strings.Contains(err.Error(), "cannot be combined") {
+		t.Errorf("queue + WaitReplicas: %v", err)
+	}
+	if _, err := New(c, &Options{Wait: 7}); err == nil || !strings.Contains(err.Error(), "unknown Wait mode") {
+		t.Errorf("bad mode: %v", err)
+	}
+	r, err := NewRedlock([]redis.UniversalClient{c}, nil)
+	if err != nil || r.opts.Wait != WaitNotify || r.caps.Wait != backend.WaitNotify {
+		t.Errorf("NewRedlock: %v", err)
+	}
+	if _, err := NewRedlock([]redis.UniversalClient{c}, &Options{Wait: WaitQueue}); err == nil || !strings.Contains(err.Error(), "not supported with mode=redlock") {
+		t.Errorf("Redlock + queue: %v", err)
+	}
 }
 
 func TestParseConfigErrors(t *testing.T) {
@@ -52,6 +96,9 @@ func TestParseConfigErrors(t *testing.T) {
 		"redis://h1?prefix=a{b":                      "hash tag",
 		"redis://h1?dial_timeout=-1s":                "dial_timeout",
 		"redis://h1?mode=redlock&wait_replicas=1":    "not supported with mode=redlock",
+		"redis://h1,h2,h3?mode=redlock&wait=queue":   "wait=queue is not supported with mode=redlock",
+		"redis://h1?wait=queue&wait_replicas=1":      "cannot be combined",
+		"redis://h1?wait=fifo":                       "parameter wait=\"fifo\": want one of",
 	} {
 		u, err := backend.ParseURL(raw)
 		if err != nil {

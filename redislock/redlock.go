@@ -60,12 +60,16 @@ func NewRedlock(clients []redis.UniversalClient, opts *Options) (*Redlock, error
 	if len(clients) == 0 {
 		return nil, fmt.Errorf("redislock: %w: Redlock needs at least one client", backend.ErrInvalidConfig)
 	}
+	if opts != nil && opts.Wait == WaitQueue {
+		return nil, fmt.Errorf("redislock: %w: wait=queue (WaitQueue) is not supported with mode=redlock", backend.ErrInvalidConfig)
+	}
 	o, err := opts.normalize()
 	if err != nil {
 		return nil, err
 	}
-	if o.WaitReplicas > 0 || o.Fair {
-		return nil, fmt.Errorf("redislock: %w: wait_replicas and wait=queue are not supported with mode=redlock", backend.ErrInvalidConfig)
+	o.Wait = WaitNotify
+	if o.WaitReplicas > 0 {
+		return nil, fmt.Errorf("redislock: %w: wait_replicas is not supported with mode=redlock", backend.ErrInvalidConfig)
 	}
 	r := &Redlock{quorum: len(clients)/2 + 1, opts: o}
 	for _, c := range clients {

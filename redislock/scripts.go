@@ -107,7 +107,7 @@ handoff()
 return 0
 `)
 
-// waitScript is the acquire of fair mode. A lock handed to this wait
+// waitScript is the acquire of queue mode. A lock handed to this wait
 // (ARGV[5]) is confirmed (a hand-off whose message was missed), a lock the
 // owner holds otherwise is re-entered; a free lock goes to the caller only
 // if no live waiter is ahead of it. Otherwise, with ARGV[3] = "1", the

@@ -39,7 +39,7 @@ type library struct {
 
 var libraries = []library{
 	{"distlock", newDistlock},
-	{"distlock-fair", newDistlockFair},
+	{"distlock-notify", newDistlockNotify},
 	{"redsync", newRedsync},
 	{"bsm/redislock", newBSM},
 }
@@ -48,7 +48,7 @@ func newClient(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
 }
 
-// distlock: a Locker over the redislock driver (pub/sub wake-ups).
+// distlock: a Locker over the redislock driver (default: wait=queue, fair hand-off).
 type distlockC struct {
 	c *redis.Client
 	l *distlock.Locker
@@ -56,10 +56,10 @@ type distlockC struct {
 
 func newDistlock(addr string) contender { return newDistlockOpts(addr, nil) }
 
-// newDistlockFair uses fair mode (wait=queue): waiters queue in Redis and
-// a release hands the lock to the oldest.
-func newDistlockFair(addr string) contender {
-	return newDistlockOpts(addr, &dlredis.Options{Fair: true})
+// newDistlockNotify uses wait=notify instead of the default queue: a
+// release wakes every waiter and the first to retry wins.
+func newDistlockNotify(addr string) contender {
+	return newDistlockOpts(addr, &dlredis.Options{Wait: dlredis.WaitNotify})
 }
 
 func newDistlockOpts(addr string, opts *dlredis.Options) contender {

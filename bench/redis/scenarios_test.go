@@ -148,8 +148,8 @@ func renewAll(lib library, n, rounds int) (renewal, error) {
 	c := newClient(addr)
 	defer c.Close()
 	switch lib.name {
-	case "distlock", "distlock-fair":
-		d, err := dlredis.New(c, &dlredis.Options{Fair: lib.name == "distlock-fair"})
+	case "distlock", "distlock-notify":
+		d, err := dlredis.New(c, nil)
 		if err != nil {
 			return renewal{}, err
 		}
