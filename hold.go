@@ -161,12 +161,16 @@ func (l *Locker) settle(ctx context.Context, h *hold, g backend.Grant, err error
 		delete(l.holds, holdKey{h.key, h.owner})
 		return nil, fmt.Errorf("distlock: acquire %q: %w", h.key, err)
 	}
+	life := ttl // what the store applied, which validity counts
 	if g.TTL > 0 {
-		ttl = g.TTL
+		life = g.TTL
+		if !l.caps.PerLockTTL {
+			ttl = g.TTL // what renewals ask for
+		}
 	}
 	h.state, h.grant, h.ttl, h.autoRenew = holdHeld, g, ttl, autoRenew
-	h.deadline = g.ValidFrom.Add(ttl - l.cfg.drift(ttl))
-	h.nextRenew = g.ValidFrom.Add(ttl / 3)
+	h.deadline = g.ValidFrom.Add(life - l.cfg.drift(life))
+	h.nextRenew = g.ValidFrom.Add(life / 3)
 	l.wd.reschedule(h)
 	l.startWatchdog()
 	return l.newLease(ctx, h), nil

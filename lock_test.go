@@ -270,3 +270,73 @@ func (d maxTTLDriver) Capabilities() backend.Capabilities {
 	c.MaxTTL = time.Hour
 	return c
 }
+
+// A PerLockTTL store that applies a shorter first life (Grant.TTL < the
+// requested TTL): validity counts that life, the first renewal comes within
+// it, and renewals ask for the requested TTL, so the lease then lives its
+// full TTL.
+func TestShortFirstLife(t *testing.T) {
+	ctx := context.Background()
+	inner, _ := memlock.NewStore().NewDriver(nil)
+	d := &shortLifeDriver{Driver: inner, life: 600 * time.Millisecond}
+	l := distlock.New(d)
+	defer l.Close()
+	const ttl = 5 * time.Second
+	start := time.Now()
+	le, err := l.Acquire(ctx, "k", distlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer le.Release(ctx)
+	if dl := le.Deadline(); dl.After(start.Add(d.life)) || dl.Before(start.Add(d.life/2)) {
+		t.Fatalf("deadline %v after acquire, want within the first life %v", dl.Sub(start), d.life)
+	}
+	// The first renewal is due after a third of the first life.
+	for deadline := time.Now().Add(3 * time.Second); d.renewals.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("no renewal within the short first life")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := time.Duration(d.asked.Load()); got != ttl {
+		t.Errorf("renewal asked for %v, want the requested TTL %v", got, ttl)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if dl := le.Deadline(); time.Until(dl) < ttl/2 {
+		t.Errorf("after a renewal the lease is valid for %v more, want about %v", time.Until(dl), ttl)
+	}
+	if le.Err() != nil {
+		t.Fatal(le.Err())
+	}
+}
+
+type shortLifeDriver struct {
+	backend.Driver
+	life     time.Duration
+	renewals atomic.Int64
+	asked    atomic.Int64
+}
+
+func (d *shortLifeDriver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+}
+
+func (d *shortLifeDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	g, err := d.Driver.TryAcquire(ctx, req)
+	if err == nil {
+		g.TTL = d.life
+		g.Lock = &countingLock{Lock: g.Lock, d: d}
+	}
+	return g, err
+}
+
+type countingLock struct {
+	backend.Lock
+	d *shortLifeDriver
+}
+
+func (c *countingLock) Refresh(ctx context.Context, ttl time.Duration) error {
+	c.d.asked.Store(int64(ttl))
+	c.d.renewals.Add(1)
+	return c.Lock.Refresh(ctx, ttl)
+}

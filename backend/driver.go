@@ -72,7 +72,11 @@ type Grant struct {
 	// Token is the fencing token: strictly greater than every token granted
 	// before for the same key, by this store, to any holder.
 	Token uint64
-	// TTL is the lifetime the store applied; zero means Request.TTL.
+	// TTL is the lifetime the store applied; zero means Request.TTL. A
+	// PerLockTTL store may apply a shorter first life (Redis bounds a lock
+	// handed to a queued waiter by the waiter's liveness window): the
+	// lease's validity then counts TTL, and renewals still ask for
+	// Request.TTL. For other stores renewals keep TTL.
 	TTL time.Duration
 	// ValidFrom is when the request that set the TTL was sent. Zero means
 	// the moment the acquiring call started, which is always safe; a queue

@@ -31,8 +31,9 @@ import (
 // attempt that the message names (that attempt wrote the queue entry the
 // hand-off read) and set the lock's TTL to min(TTL, window). So the lock
 // lives at least until that attempt's send time + min(TTL, window), in the
-// waiter's clock, minus drift; the Grant states exactly that, and the first
-// renewal, due at once, extends it to the full TTL.
+// waiter's clock, minus drift; the Grant states exactly that (TTL = the
+// handed life), and renewals, the first due after a third of that life,
+// extend it to the full TTL.
 
 // heartbeat is how often a fair waiter renews its place for a lease of
 // ttl; its liveness window is three heartbeats.
@@ -113,8 +114,7 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 				continue // a late message: confirm with a round trip
 			}
 			l := &lock{d: d, key: req.Key, ks: ks, owner: req.Owner}
-			// ValidFrom is set back so that ValidFrom + TTL is from + life.
-			return backend.Grant{Lock: l, Token: token, ValidFrom: from.Add(life - req.TTL)}, nil
+			return backend.Grant{Lock: l, Token: token, TTL: life, ValidFrom: from}, nil
 		default:
 		}
 	}

@@ -232,9 +232,11 @@ func TestFairWaitGrantsByMessage(t *testing.T) {
 	if h := c.HGet(ctx, d.keys(key).lock, "h").Val(); h == "" {
 		t.Errorf("the waiter confirmed the hand-off with a round trip instead of taking the message as the grant")
 	}
-	// Its validity ends no later than the handed lock's life allows.
-	if end := r.g.ValidFrom.Add(ttl); end.After(r.done.Add(window)) || r.g.ValidFrom.After(r.done) || end.Before(asked) {
-		t.Errorf("grant valid until %v from %v; handed lock lives %v from at most %v", end, r.g.ValidFrom, window, r.done)
+	// Its validity ends no later than the handed lock's life allows: the
+	// grant states that life, from a moment before the hand-off.
+	if r.g.TTL != window || r.g.ValidFrom.Before(asked) || r.g.ValidFrom.After(r.done) {
+		t.Errorf("grant: TTL %v from %v after asking; want the handed life %v from a moment within the wait (%v)",
+			r.g.TTL, r.g.ValidFrom.Sub(asked), window, r.done.Sub(asked))
 	}
 	if pttl := c.PTTL(ctx, d.keys(key).lock).Val(); pttl > window {
 		t.Errorf("handed lock lives %v, more than the window %v", pttl, window)
