@@ -6,9 +6,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/sandbox"
 )
+
+// queueDriver starts a Redis server and returns a client of it and a
+// queue-mode driver over that client, both closed when t ends.
+func queueDriver(t *testing.T) (*redis.Client, *Driver) {
+	t.Helper()
+	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
+	c := nodeClient(g.Node(0))
+	t.Cleanup(func() { c.Close() })
+	d, err := New(c, &Options{Wait: WaitQueue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return c, d
+}
 
 // TestFairHandOffProtocol drives the fair-mode scripts step by step: a
 // release hands the lock to the oldest live waiter, who holds it at once
@@ -16,14 +33,7 @@ import (
 // message confirms the hand-off without counting a second hold; a waiter
 // that gives up passes the lock on; a dead waiter is skipped.
 func TestFairHandOffProtocol(t *testing.T) {
-	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
-	c := nodeClient(g.Node(0))
-	defer c.Close()
-	d, err := New(c, &Options{Wait: WaitQueue})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	c, d := queueDriver(t)
 	ctx := testCtx(t, 30*time.Second)
 	const ttl, window = 10 * time.Second, 3 * time.Second
 
@@ -180,14 +190,7 @@ func TestFairHandOffProtocol(t *testing.T) {
 // grant's validity is no longer than the handed lock's life, and that the
 // first renewal extends it.
 func TestFairWaitGrantsByMessage(t *testing.T) {
-	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
-	c := nodeClient(g.Node(0))
-	defer c.Close()
-	d, err := New(c, &Options{Wait: WaitQueue})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	c, d := queueDriver(t)
 	ctx := testCtx(t, 30*time.Second)
 	const ttl = 30 * time.Second
 	window := 3 * heartbeat(ttl)
