@@ -247,6 +247,20 @@ func (l *Locker) refreshFailed(h *hold, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if h.state == holdHeld {
+		l.failedLocked(h, err)
+	}
+}
+
+// failedLocked puts h in doubt after a refresh that could not reach the
+// store. A doubt the driver pushed keeps its cause (the refreshes fail
+// because of it); otherwise the latest error is the cause. Locker.mu is
+// held.
+func (l *Locker) failedLocked(h *hold, err error) {
+	switch {
+	case h.doubt == nil:
+		h.doubtAt = time.Time{} // in doubt by a failed refresh, not a push
+		h.doubt = err
+	case h.doubtAt.IsZero():
 		h.doubt = err
 	}
 }

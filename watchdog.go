@@ -183,10 +183,7 @@ func (l *Locker) renewed(h *hold, sent time.Time, ttl time.Duration, err error) 
 		if h.state != holdHeld {
 			return
 		}
-		if h.doubt == nil {
-			h.doubtAt = time.Time{} // in doubt by a failed renewal, not a push
-		}
-		h.doubt = err
+		l.failedLocked(h, err)
 		if h.autoRenew || h.checking {
 			h.nextRenew = l.recheckAt(h, sent)
 		}

@@ -28,6 +28,9 @@ type lockNode struct {
 	czxid   int64 // zxid of the create: the fencing token
 	onLost  func(error)
 
+	onDoubt    func(error, time.Time)
+	onRestored func()
+
 	held     atomic.Bool // granted to the caller
 	released atomic.Bool // Release was called (or the node given up)
 
@@ -79,6 +82,7 @@ func (n *lockNode) monitor(watch <-chan zk.Event) {
 // reports the loss to the portable layer.
 func (n *lockNode) gone(err error) {
 	n.lostOnce.Do(func() {
+		n.d.untrack(n)
 		n.lostErr = err
 		close(n.lost)
 		if n.held.Load() && !n.released.Load() && n.onLost != nil && !errors.Is(err, backend.ErrClosed) {
@@ -130,6 +134,7 @@ func (n *lockNode) Release(ctx context.Context) error {
 	if !n.released.CompareAndSwap(false, true) {
 		return fmt.Errorf("zklock: release %q: %w: already released", n.key, backend.ErrNotHeld)
 	}
+	n.d.untrack(n)
 	err := n.remove(ctx)
 	switch {
 	case err == nil:
@@ -169,5 +174,6 @@ func (n *lockNode) grant(sent time.Time) (backend.Grant, error) {
 		n.held.Store(false)
 		return backend.Grant{}, fmt.Errorf("zklock: acquire %q: %w", n.key, err)
 	}
+	n.d.track(n)
 	return backend.Grant{Lock: n, Token: uint64(n.czxid), TTL: n.d.timeout(), ValidFrom: sent}, nil
 }

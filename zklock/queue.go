@@ -79,7 +79,7 @@ func newGUID() string {
 // was created, read by a request sent at sent.
 func (d *Driver) enqueue(ctx context.Context, req backend.Request) (n *lockNode, q []entry, sent time.Time, err error) {
 	parent := d.base + "/" + encodeKey(req.Key)
-	n = &lockNode{d: d, key: req.Key, owner: req.Owner, parent: parent, onLost: req.OnLost, lost: make(chan struct{})}
+	n = &lockNode{d: d, key: req.Key, owner: req.Owner, parent: parent, onLost: req.OnLost, onDoubt: req.OnDoubt, onRestored: req.OnRestored, lost: make(chan struct{})}
 	reused := false
 	if o, ok := d.orphans.take(req.Key, req.Owner, d.conn.SessionID()); ok {
 		n.guid, n.name, reused = o.guid, o.name, true
