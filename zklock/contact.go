@@ -22,8 +22,10 @@ const trustedNum, trustedDen = 2, 3
 // when it drops, every held lock is reported in doubt at once
 // (backend.Request.OnDoubt), vouched for until the last contact plus two
 // thirds of the session timeout; when the session is back, they are told
-// (OnRestored) so that the portable layer checks them at once. Session
-// expiry is reported by each lock's own watch (OnLost).
+// (OnRestored) so that the portable layer checks them at once; when the
+// server reports the session expired, every held lock is lost (OnLost).
+// Locks set no watch of their own: a node deleted behind its holder's
+// back is found by the next renewal.
 type contact struct {
 	mu    sync.Mutex
 	held  map[*lockNode]struct{}
@@ -68,24 +70,13 @@ func (c *contact) snapshot() []*lockNode {
 func (d *Driver) stateChanged(state zk.State) {
 	switch state {
 	case zk.StateDisconnected, zk.StateConnecting:
-		var until time.Time
-		if last := d.sess.lastContact(); !last.IsZero() {
-			until = last.Add(d.timeout() * trustedNum / trustedDen)
-		}
+		d.lostContact(state, false)
+	case zk.StateExpired:
 		d.contact.mu.Lock()
-		if d.contact.lost {
-			d.contact.mu.Unlock()
-			return
-		}
-		d.contact.lost = true
-		d.contact.cause = fmt.Errorf("zklock: %w: connection to ZooKeeper lost (%v); the session lives on until the server expires it", backend.ErrUnavailable, state)
-		d.contact.until = until
-		nodes, cause := d.contact.snapshot(), d.contact.cause
+		nodes := d.contact.snapshot()
 		d.contact.mu.Unlock()
 		for _, n := range nodes {
-			if n.onDoubt != nil {
-				n.onDoubt(cause, until)
-			}
+			n.gone(fmt.Errorf("zklock: lock %q: %w: session %#x expired", n.key, backend.ErrLost, n.session))
 		}
 	case zk.StateHasSession:
 		d.contact.mu.Lock()
@@ -104,16 +95,42 @@ func (d *Driver) stateChanged(state zk.State) {
 	}
 }
 
+// lostContact reports every held lock in doubt, unless that was done
+// since the last session (or again is set).
+func (d *Driver) lostContact(state zk.State, again bool) {
+	var until time.Time
+	if last := d.sess.lastContact(); !last.IsZero() {
+		until = last.Add(d.timeout() * trustedNum / trustedDen)
+	}
+	d.contact.mu.Lock()
+	if d.contact.lost && !again {
+		d.contact.mu.Unlock()
+		return
+	}
+	d.contact.lost = true
+	d.contact.cause = fmt.Errorf("zklock: %w: connection to ZooKeeper lost (%v); the session lives on until the server expires it", backend.ErrUnavailable, state)
+	d.contact.until = until
+	nodes, cause := d.contact.snapshot(), d.contact.cause
+	d.contact.mu.Unlock()
+	for _, n := range nodes {
+		if n.onDoubt != nil {
+			n.onDoubt(cause, until)
+		}
+	}
+}
+
 // pollState follows the state of a connection passed to New, whose events
-// go to its owner: it checks conn.State() a twentieth of the session
-// timeout apart (at least 50 ms). The last contact is unknown there, so
-// doubt is reported without an until: the portable layer keeps the
-// validity its last successful renewal gave.
+// go to its owner: it looks at conn.State() and SessionID() a twentieth of
+// the session timeout apart (at least 50 ms); a new session id means the
+// old session expired. The last contact is unknown there, so doubt is
+// reported without an until: the portable layer keeps the validity its
+// last successful renewal gave. A short reconnect between two looks may go
+// unseen, so doubt is reported again at every look without a session.
 func (d *Driver) pollState() {
 	every := max(d.timeout()/20, 50*time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()
-	last := zk.StateHasSession
+	last, session := zk.StateHasSession, d.conn.SessionID()
 	for {
 		select {
 		case <-d.closing:
@@ -121,8 +138,14 @@ func (d *Driver) pollState() {
 		case <-t.C:
 		}
 		s := d.conn.State()
+		if id := d.conn.SessionID(); id != session && s == zk.StateHasSession {
+			session = id
+			d.stateChanged(zk.StateExpired)
+		}
 		if s != zk.StateHasSession {
-			s = zk.StateDisconnected
+			d.lostContact(s, true)
+			last = zk.StateDisconnected
+			continue
 		}
 		if s != last {
 			last = s

@@ -83,6 +83,9 @@ func checkPushedDoubt(t *testing.T, c *cluster, a *distlock.Locker, k *killSwitc
 	waitQueue(t, c, key, 2)
 	cut = time.Now()
 	k.block(true)
+	if took, ok := waitState(le, distlock.StateInDoubt, 2*time.Second); !ok || took > bound {
+		t.Errorf("partitioned again: State() = %v %v after the cut, want in doubt within %v", le.State(), took, bound)
+	}
 	select {
 	case <-le.Done():
 	case <-time.After(2 * contactSession):

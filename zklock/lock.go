@@ -39,45 +39,6 @@ type lockNode struct {
 	lostErr  error         // why; set before lost is closed
 }
 
-// monitor waits for the node's watch to fire: the node deleted (by anyone
-// but its holder) or the session expired means the lock is lost; a closed
-// connection only ends the monitor.
-func (n *lockNode) monitor(watch <-chan zk.Event) {
-	for {
-		var ev zk.Event
-		select {
-		case ev = <-watch:
-			n.d.watchGone()
-		case <-n.d.closing:
-			return
-		}
-		switch {
-		case ev.Type == zk.EventNodeDeleted:
-			n.gone(fmt.Errorf("zklock: lock %q: node %s deleted: %w", n.key, n.name, backend.ErrNotHeld))
-			return
-		case ev.Type == zk.EventNotWatching && errors.Is(ev.Err, zk.ErrSessionExpired):
-			n.gone(fmt.Errorf("zklock: lock %q: %w: session expired: %w", n.key, backend.ErrLost, ev.Err))
-			return
-		case ev.Type == zk.EventNotWatching:
-			n.gone(fmt.Errorf("zklock: lock %q: %w: connection closed: %w", n.key, backend.ErrClosed, ev.Err))
-			return
-		}
-		// Someone changed the node's data: watch again.
-		n.d.watchSet()
-		exists, _, w, err := n.d.conn.ExistsW(n.path)
-		switch {
-		case err != nil:
-			n.d.watchGone()
-			return // no watch any more; Refresh still checks the node
-		case !exists:
-			n.d.drainWatch(w)
-			n.gone(fmt.Errorf("zklock: lock %q: node %s deleted: %w", n.key, n.name, backend.ErrNotHeld))
-			return
-		}
-		watch = w
-	}
-}
-
 // gone records that the node is gone and, if it was held and not released,
 // reports the loss to the portable layer.
 func (n *lockNode) gone(err error) {
