@@ -25,9 +25,16 @@ type hold struct {
 	deadline  time.Time // client-side validity: reported lost at this instant
 	nextRenew time.Time
 	renewing  bool  // a renewal is in flight (the hold is off the heap)
-	doubt     error // last renewal error, while still inside validity
+	doubt     error // last renewal error or pushed doubt, while still inside validity
 	early     error // loss reported by the driver before the grant was recorded
 	heapIndex int
+
+	// Doubt pushed by the driver (backend.Request.OnDoubt): a refresh sent
+	// before doubtAt proves nothing about the store after it.
+	doubtAt    time.Time
+	doubtUntil time.Time // the driver's until, kept for a pending hold
+	restoredAt time.Time // the driver's last OnRestored
+	checking   bool      // in doubt: the watchdog refreshes it even without auto-renewal
 }
 
 type holdKey struct{ key, owner string }
@@ -74,7 +81,12 @@ func (l *Locker) acquire(ctx context.Context, key string, opts []Option, wait bo
 	if h == nil {
 		return le, err
 	}
-	req := backend.Request{Key: key, Owner: owner, TTL: ttl, Drift: l.cfg.drift(ttl), OnLost: func(err error) { l.driverLost(h, err) }}
+	req := backend.Request{
+		Key: key, Owner: owner, TTL: ttl, Drift: l.cfg.drift(ttl),
+		OnLost:     func(err error) { l.driverLost(h, err) },
+		OnDoubt:    func(cause error, until time.Time) { l.driverDoubt(h, cause, until) },
+		OnRestored: func() { l.driverRestored(h) },
+	}
 	g, err := l.obtain(ctx, req, wait)
 	return l.settle(ctx, h, g, err, ttl, !c.noRenew)
 }
@@ -171,6 +183,18 @@ func (l *Locker) settle(ctx context.Context, h *hold, g backend.Grant, err error
 	h.state, h.grant, h.ttl, h.autoRenew = holdHeld, g, ttl, autoRenew
 	h.deadline = g.ValidFrom.Add(life - l.cfg.drift(life))
 	h.nextRenew = g.ValidFrom.Add(life / 3)
+	if h.doubt != nil {
+		// The driver lost contact while the acquisition was finishing.
+		if g.ValidFrom.After(h.doubtAt) {
+			h.doubt = nil // the grant itself was confirmed after that
+		} else {
+			if !h.doubtUntil.IsZero() {
+				h.deadline = earliest(h.deadline, h.doubtUntil.Add(-l.cfg.drift(life)))
+			}
+			h.checking = l.mayRecheck(h)
+			h.nextRenew = l.recheckAt(h, time.Now())
+		}
+	}
 	l.wd.reschedule(h)
 	l.startWatchdog()
 	return l.newLease(ctx, h), nil
@@ -185,12 +209,19 @@ func (l *Locker) newLease(ctx context.Context, h *hold) *Lease {
 	return le
 }
 
-// extended records a successful refresh sent at sent for ttl.
-func (l *Locker) extended(h *hold, sent time.Time, ttl time.Duration) {
+// extended records a successful refresh sent at sent for ttl. It returns
+// false, changing nothing but the next renewal, if the driver reported
+// doubt after the refresh was sent: its success proves nothing since.
+func (l *Locker) extended(h *hold, sent time.Time, ttl time.Duration) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if h.state != holdHeld {
-		return
+		return true
+	}
+	if h.doubt != nil && !sent.After(h.doubtAt) {
+		h.nextRenew = l.recheckAt(h, sent)
+		l.wd.reschedule(h)
+		return false
 	}
 	if ttl > h.ttl && l.caps.PerLockTTL {
 		h.ttl = ttl
@@ -202,8 +233,12 @@ func (l *Locker) extended(h *hold, sent time.Time, ttl time.Duration) {
 		h.deadline = d
 	}
 	h.nextRenew = sent.Add(h.ttl / 3)
-	h.doubt = nil
+	if h.doubt != nil {
+		l.cfg.logger.Info("distlock: lease confirmed again", "key", h.key)
+	}
+	h.doubt, h.checking = nil, false
 	l.wd.reschedule(h)
+	return true
 }
 
 // refreshFailed records a failed refresh: the store said the lock is gone
@@ -216,8 +251,118 @@ func (l *Locker) refreshFailed(h *hold, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if h.state == holdHeld {
+		l.failedLocked(h, err)
+	}
+}
+
+// failedLocked puts h in doubt after a refresh that could not reach the
+// store. A doubt the driver pushed keeps its cause (the refreshes fail
+// because of it); otherwise the latest error is the cause. Locker.mu is
+// held.
+func (l *Locker) failedLocked(h *hold, err error) {
+	switch {
+	case h.doubt == nil:
+		h.doubtAt = time.Time{} // in doubt by a failed refresh, not a push
+		h.doubt = err
+	case h.doubtAt.IsZero():
 		h.doubt = err
 	}
+}
+
+// driverDoubt is the OnDoubt callback given to drivers: the lease is in
+// doubt at once, its validity ends no later than until (minus the drift
+// margin), and it is checked again soon.
+func (l *Locker) driverDoubt(h *hold, cause error, until time.Time) {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h.state == holdEnded {
+		return
+	}
+	if cause == nil {
+		cause = errors.New("driver lost contact with the store")
+	}
+	h.doubt = fmt.Errorf("store out of contact: %w", cause)
+	h.doubtAt = now
+	if h.state == holdPending {
+		if h.doubtUntil.IsZero() {
+			h.doubtUntil = until
+		} else if !until.IsZero() {
+			h.doubtUntil = earliest(h.doubtUntil, until)
+		}
+		return
+	}
+	l.cfg.logger.Info("distlock: store out of contact; lease in doubt", "key", h.key, "cause", cause, "until", until)
+	if !until.IsZero() {
+		h.deadline = earliest(h.deadline, until.Add(-l.cfg.drift(h.ttl)))
+	}
+	h.checking = l.mayRecheck(h)
+	h.nextRenew = earliest(h.nextRenew, l.recheckAt(h, now))
+	if h.renewing {
+		// Off the heap until its renewal returns: end it at its deadline
+		// even if the renewal hangs until then.
+		time.AfterFunc(time.Until(h.deadline), func() { l.expire(h) })
+		return
+	}
+	l.wd.reschedule(h)
+}
+
+// driverRestored is the OnRestored callback given to drivers: a lease in
+// doubt is checked again at once.
+func (l *Locker) driverRestored(h *hold) {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h.restoredAt = now
+	if h.state != holdHeld || h.doubt == nil || !l.mayRecheck(h) {
+		return
+	}
+	h.nextRenew = now
+	l.wd.reschedule(h)
+}
+
+// mayRecheck reports whether the watchdog may Refresh h on its own while
+// it is in doubt: always if it auto-renews; otherwise only where a Refresh
+// confirms without extending (a refresh would lengthen a lease the user
+// asked not to renew).
+func (l *Locker) mayRecheck(h *hold) bool { return h.autoRenew || !l.caps.PerLockTTL }
+
+// recheckAt returns when a hold in doubt is checked next, after a check
+// sent at sent failed or proved nothing: at once if the driver reported
+// contact restored since, else after a short jittered retry interval.
+// Holds the watchdog may not refresh keep their schedule. Locker.mu is held.
+func (l *Locker) recheckAt(h *hold, sent time.Time) time.Time {
+	now := time.Now()
+	switch {
+	case !l.mayRecheck(h):
+		return h.nextRenew
+	case h.restoredAt.After(sent) && h.restoredAt.After(h.doubtAt):
+		return now
+	}
+	return now.Add(retryInterval(h.ttl))
+}
+
+// expire ends h if its validity has run out (for holds off the watchdog's
+// heap while a renewal is in flight).
+func (l *Locker) expire(h *hold) {
+	l.mu.Lock()
+	if h.state != holdHeld || time.Now().Before(h.deadline) {
+		l.mu.Unlock()
+		return
+	}
+	cause := errors.New("validity ran out: not confirmed in time")
+	if h.doubt != nil {
+		cause = fmt.Errorf("validity ran out while in doubt: %w", h.doubt)
+	}
+	l.mu.Unlock()
+	l.lose(h, cause)
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // driverLost is the OnLost callback given to drivers.

@@ -28,8 +28,11 @@ const (
 	// StateHeld: the last renewal (or the acquisition) succeeded.
 	StateHeld State = iota + 1
 	// StateInDoubt: the last renewal failed because the store could not be
-	// reached; the lease is still within its validity and may yet be kept.
-	// Work that must not run without the lock should pause.
+	// reached, or the backend reported it lost contact with the store (a
+	// ZooKeeper connection dropped); the lease is still within its validity
+	// (see Deadline, which such a report may bring forward) and may yet be
+	// kept: it is held again once a renewal sent after the loss of contact
+	// succeeds. Work that must not run without the lock should pause.
 	StateInDoubt
 	// StateLost: the lease ended without Release.
 	StateLost
@@ -139,7 +142,9 @@ func (le *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 		}
 		return fmt.Errorf("distlock: refresh %q: %w", le.h.key, err)
 	}
-	le.l.extended(le.h, sent, ttl)
+	if !le.l.extended(le.h, sent, ttl) {
+		return fmt.Errorf("distlock: refresh %q: %w: the store went out of contact while the refresh was in flight; the lease stays in doubt", le.h.key, ErrUnavailable)
+	}
 	return nil
 }
 

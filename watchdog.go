@@ -32,7 +32,7 @@ func (w *watchdog) init() { w.kick = make(chan struct{}, 1) }
 
 // next returns when h needs attention: its renewal, or its deadline.
 func (h *hold) next() time.Time {
-	if h.autoRenew && h.nextRenew.Before(h.deadline) {
+	if (h.autoRenew || h.checking) && h.nextRenew.Before(h.deadline) {
 		return h.nextRenew
 	}
 	return h.deadline
@@ -114,7 +114,7 @@ func (l *Locker) collect(now time.Time) (due, lost []*hold, causes []error, wait
 		if !now.Before(h.deadline) {
 			cause := errors.New("validity ran out: not renewed in time")
 			if h.doubt != nil {
-				cause = fmt.Errorf("validity ran out while renewals failed: %w", h.doubt)
+				cause = fmt.Errorf("validity ran out while in doubt: %w", h.doubt)
 			}
 			lost, causes = append(lost, h), append(causes, cause)
 			continue
@@ -183,8 +183,10 @@ func (l *Locker) renewed(h *hold, sent time.Time, ttl time.Duration, err error) 
 		if h.state != holdHeld {
 			return
 		}
-		h.doubt = err
-		h.nextRenew = time.Now().Add(retryInterval(h.ttl))
+		l.failedLocked(h, err)
+		if h.autoRenew || h.checking {
+			h.nextRenew = l.recheckAt(h, sent)
+		}
 		l.wd.reschedule(h)
 	}
 }

@@ -63,6 +63,27 @@ type Request struct {
 	// store tells it the lock is gone before Release (session expired,
 	// connection closed, lease revoked). It never blocks.
 	OnLost func(err error)
+	// OnDoubt, when not nil, may be called by the driver as soon as it
+	// loses contact with the store while the lock may still be held (a
+	// connection dropped, keepalives failing), instead of letting the
+	// portable layer find out at the next Refresh. until is the last
+	// instant the driver can vouch for the lock: the store cannot have
+	// handed it to anyone else before then (e.g. last contact plus what is
+	// left of a session); zero means the driver cannot tell and the
+	// validity the portable layer computed stands.
+	//
+	// The portable layer reports the lease in doubt at once, ends its
+	// validity at until minus the drift margin if that is sooner (never
+	// later), and checks the lock with Refresh until one sent after the
+	// last OnDoubt succeeds (back to held) or the validity runs out
+	// (ErrLost). The driver may call it again; it must not block.
+	OnDoubt func(cause error, until time.Time)
+	// OnRestored, when not nil, may be called by the driver after OnDoubt
+	// when contact with the store is back, so that the portable layer
+	// checks the lock with a Refresh at once rather than at its next
+	// retry. It only hastens the check: the lease is held again only once
+	// that Refresh succeeds. It must not block.
+	OnRestored func()
 }
 
 // Grant is the outcome of a successful acquisition.

@@ -25,11 +25,13 @@ type Driver struct {
 	s    *Store
 	wait backend.WaitKind
 
-	mu     sync.Mutex
-	killed bool
-	closed bool
-	subs   map[*subscription]struct{}
-	queued map[*waiter]struct{}
+	mu          sync.Mutex
+	killed      bool
+	closed      bool
+	partitioned bool
+	subs        map[*subscription]struct{}
+	queued      map[*waiter]struct{}
+	held        map[*lock]struct{} // locks granted through d and not released
 }
 
 type waiter struct {
@@ -37,6 +39,7 @@ type waiter struct {
 	e       *entry
 	owner   string
 	ttl     time.Duration
+	hooks   hooks
 	granted chan backend.Grant // buffered: the store never blocks on it
 	gone    chan error         // buffered: the driver was killed or closed
 }
@@ -59,7 +62,7 @@ func (s *Store) NewDriver(opts *Options) (*Driver, error) {
 	default:
 		return nil, fmt.Errorf("memlock: %w: unknown wait kind %q (want poll, notify or queue)", backend.ErrInvalidConfig, o.Wait)
 	}
-	return &Driver{s: s, wait: o.Wait, subs: map[*subscription]struct{}{}, queued: map[*waiter]struct{}{}}, nil
+	return &Driver{s: s, wait: o.Wait, subs: map[*subscription]struct{}{}, queued: map[*waiter]struct{}{}, held: map[*lock]struct{}{}}, nil
 }
 
 // Capabilities implements backend.Driver.
@@ -84,6 +87,79 @@ func (d *Driver) Kill() {
 	d.killed = true
 	d.mu.Unlock()
 	d.dropWaiters(fmt.Errorf("memlock: %w: client killed", backend.ErrUnavailable))
+}
+
+// Partition cuts the driver off from its store as a network partition
+// would, reversibly: its calls fail with an error matching
+// distlock.ErrUnavailable while its locks keep expiring in the store, and
+// it reports every lock it holds in doubt at once (backend.Request.OnDoubt),
+// vouching for each until the expiry the store last confirmed to it, or
+// for trustFor from now if that is sooner and trustFor > 0 (a store whose
+// clients stop trusting a session early, as ZooKeeper's do). Heal ends the
+// partition. Use them to test how code behaves while a lease is in doubt.
+func (d *Driver) Partition(trustFor time.Duration) {
+	now := time.Now()
+	type push struct {
+		l     *lock
+		until time.Time
+	}
+	var pushes []push
+	d.s.mu.Lock()
+	d.mu.Lock()
+	d.partitioned = true
+	for l := range d.held {
+		until := l.known
+		if trustFor > 0 {
+			if t := now.Add(trustFor); t.Before(until) {
+				until = t
+			}
+		}
+		pushes = append(pushes, push{l, until})
+	}
+	d.mu.Unlock()
+	d.s.mu.Unlock()
+	cause := fmt.Errorf("memlock: %w: client partitioned from its store", backend.ErrUnavailable)
+	for _, p := range pushes {
+		if p.l.hooks.onDoubt != nil {
+			p.l.hooks.onDoubt(cause, p.until)
+		}
+	}
+}
+
+// Heal ends a Partition and reports contact restored
+// (backend.Request.OnRestored) for every lock the driver holds.
+func (d *Driver) Heal() {
+	d.mu.Lock()
+	d.partitioned = false
+	var locks []*lock
+	for l := range d.held {
+		locks = append(locks, l)
+	}
+	d.mu.Unlock()
+	for _, l := range locks {
+		if l.hooks.onRestored != nil {
+			l.hooks.onRestored()
+		}
+	}
+}
+
+// hooks are the callbacks of the request a lock was granted for.
+type hooks struct {
+	onDoubt    func(error, time.Time)
+	onRestored func()
+}
+
+func hooksOf(req backend.Request) hooks {
+	return hooks{onDoubt: req.OnDoubt, onRestored: req.OnRestored}
+}
+
+// grantLocked makes the lock of a grant to d and tracks it. d.s.mu is held.
+func (d *Driver) grantLocked(g *backend.Grant, key, owner string, h hooks, expires time.Time) {
+	l := &lock{d: d, key: key, owner: owner, token: g.Token, hooks: h, known: expires}
+	g.Lock = l
+	d.mu.Lock()
+	d.held[l] = struct{}{}
+	d.mu.Unlock()
 }
 
 // Close implements backend.Driver: waits of this driver end with ErrClosed.
@@ -123,13 +199,15 @@ func (d *Driver) enter(ctx context.Context, op string) error {
 		return fmt.Errorf("memlock: %s: %w", op, err)
 	}
 	d.mu.Lock()
-	killed, closed := d.killed, d.closed
+	killed, closed, partitioned := d.killed, d.closed, d.partitioned
 	d.mu.Unlock()
 	switch {
 	case closed:
 		return fmt.Errorf("memlock: %s: %w", op, backend.ErrClosed)
 	case killed:
 		return fmt.Errorf("memlock: %s: %w: client killed", op, backend.ErrUnavailable)
+	case partitioned:
+		return fmt.Errorf("memlock: %s: %w: client partitioned from its store", op, backend.ErrUnavailable)
 	}
 	d.s.mu.Lock()
 	if d.s.down {
@@ -151,7 +229,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.G
 	if !ok {
 		return backend.Grant{}, backend.NotAcquired(req.Key, e.expires.Sub(now))
 	}
-	g.Lock = &lock{d: d, key: req.Key, owner: req.Owner, token: g.Token}
+	d.grantLocked(&g, req.Key, req.Owner, hooksOf(req), e.expires)
 	return g, nil
 }
 
@@ -167,12 +245,12 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 	e := d.s.lookup(req.Key, now, true)
 	if len(e.waiters) == 0 {
 		if g, ok := d.s.take(e, req.Owner, req.TTL, now); ok {
+			d.grantLocked(&g, req.Key, req.Owner, hooksOf(req), e.expires)
 			d.s.mu.Unlock()
-			g.Lock = &lock{d: d, key: req.Key, owner: req.Owner, token: g.Token}
 			return g, nil
 		}
 	}
-	w := &waiter{d: d, e: e, owner: req.Owner, ttl: req.TTL, granted: make(chan backend.Grant, 1), gone: make(chan error, 1)}
+	w := &waiter{d: d, e: e, owner: req.Owner, ttl: req.TTL, hooks: hooksOf(req), granted: make(chan backend.Grant, 1), gone: make(chan error, 1)}
 	e.waiters = append(e.waiters, w)
 	d.s.armTimer(e)
 	d.mu.Lock()

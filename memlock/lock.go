@@ -14,6 +14,8 @@ type lock struct {
 	key   string
 	owner string
 	token uint64
+	hooks hooks
+	known time.Time // the expiry the store last confirmed to d; guarded by d.s.mu
 }
 
 // mine returns key's entry if it is still held under this lock's owner and
@@ -40,12 +42,16 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if exp := now.Add(ttl); exp.After(e.expires) {
 		e.expires = exp
 	}
+	l.known = e.expires
 	l.d.s.armTimer(e)
 	return nil
 }
 
 // Release implements backend.Lock.
 func (l *lock) Release(ctx context.Context) error {
+	l.d.mu.Lock()
+	delete(l.d.held, l) // the portable layer releases once, even if this fails
+	l.d.mu.Unlock()
 	if err := l.d.enter(ctx, "release"); err != nil {
 		return err
 	}

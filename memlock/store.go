@@ -113,7 +113,7 @@ func (s *Store) freeLocked(e *entry, now time.Time) {
 		w := e.waiters[0]
 		e.waiters = e.waiters[1:]
 		if g, ok := s.take(e, w.owner, w.ttl, now); ok {
-			g.Lock = &lock{d: w.d, key: e.key, owner: w.owner, token: g.Token}
+			w.d.grantLocked(&g, e.key, w.owner, w.hooks, e.expires)
 			w.granted <- g
 			return
 		}

@@ -151,6 +151,7 @@ func (n *lockNode) leave(ctx context.Context, err error) {
 func (n *lockNode) giveUp(ctx context.Context) {
 	n.released.Store(true)
 	n.held.Store(false)
+	n.d.untrack(n)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveUpTimeout)
 	defer cancel()
 	_ = n.remove(ctx)

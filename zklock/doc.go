@@ -45,18 +45,28 @@
 // Locks live as long as the driver's session. The TTL of every lease is the
 // session timeout the server granted (Capabilities.PerLockTTL is false); a
 // Refresh is one Exists round trip proving the session is alive and the node
-// still ours. When the connection drops the lease is in doubt: refreshes
-// fail with ErrUnavailable and the portable layer declares the lease lost
-// when its validity (last confirmed contact plus the session timeout, minus
-// a drift margin) runs out, before the server can expire the session and
-// hand the lock on. A reconnect within the session keeps every lock. When
-// the server reports the session expired, every held lock is reported lost
-// at once and waiters fail with ErrLost.
+// still ours. When the connection drops, the driver reports every lease of
+// the session in doubt at once (backend.Request.OnDoubt), vouched for until
+// the last contact with the server plus two thirds of the session timeout;
+// the portable layer declares a lease lost at that instant (minus a drift
+// margin) unless the session comes back first, so before the server can
+// expire the session and hand the lock on. A reconnect within the session
+// keeps every lock: the driver reports contact restored and the lease is
+// held again after one refresh. When the server reports the session
+// expired, every held lock is reported lost at once and waiters fail with
+// ErrLost. On a connection passed to New, whose events belong to its
+// owner, the driver polls the connection's state instead (a twentieth of
+// the session timeout apart) and keeps the deadline of the last renewal.
+// A lock node deleted behind its holder's back is found by the next
+// renewal (a third of the session timeout).
 //
 // The fencing token is the lock node's czxid: the zxid of the transaction
 // that created it, global to the ensemble and increasing across parent
 // cleanup, leader changes and restarts (unlike the sequence suffix, which
-// is per parent and restarts when the parent is removed).
+// is per parent and restarts when the parent is removed). The create is a
+// multi that also sets the parent's data, whose reply carries that zxid,
+// so an uncontended acquire+release is three requests, as with zk.Lock:
+// create, list the queue, delete.
 //
 // # Errors
 //

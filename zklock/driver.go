@@ -49,6 +49,7 @@ type Driver struct {
 
 	noContainers atomic.Bool // the server rejected container nodes
 	orphans      orphans
+	contact      contact
 
 	closing chan struct{}
 	mu      sync.Mutex // guards closed and the Add side of wg
@@ -91,7 +92,14 @@ func newDriver(conn *zk.Conn, o Options, owned bool, s *session) (*Driver, error
 	}
 	d := &Driver{conn: conn, owned: owned, base: base, acl: acl, timeout: s.timeout, sess: s, closing: make(chan struct{})}
 	d.orphans.init()
+	d.contact.init()
 	d.goTracked(d.reap)
+	if owned {
+		f := d.stateChanged
+		s.onState.Store(&f)
+	} else {
+		d.goTracked(d.pollState)
+	}
 	return d, nil
 }
 

@@ -205,6 +205,13 @@ func TestTokensAcrossCleanupAndRestart(t *testing.T) {
 		if le.Token() <= last {
 			t.Errorf("%s: token %d, not greater than %d", what, le.Token(), last)
 		}
+		// The token comes from the create's multi reply (the parent's
+		// mzxid); it must be the node's czxid, which Inspect reads.
+		if info, err := cl.d.Inspect(ctxFor(t, 10*time.Second), key); err != nil {
+			t.Errorf("%s: inspect: %v", what, err)
+		} else if info.Token != le.Token() {
+			t.Errorf("%s: lease token %#x, but the holder's node has czxid %#x", what, le.Token(), info.Token)
+		}
 		if q, err := c.queue(key); err == nil && len(q) == 1 {
 			t.Logf("%s: token (czxid) %#x, sequence suffix %d", what, le.Token(), q[0].seq)
 		}

@@ -34,8 +34,9 @@ type killSwitch struct {
 	didDrop atomic.Bool // a reply was lost
 }
 
-// opcodeCreate is ZooKeeper's create request opcode.
-const opcodeCreate = 1
+// opcodeLockCreate is the opcode of the request that creates a lock node:
+// a multi (create + setData on the parent, for the token).
+const opcodeLockCreate = 14
 
 var errKilled = errors.New("zklock test: client killed")
 

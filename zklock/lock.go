@@ -28,6 +28,9 @@ type lockNode struct {
 	czxid   int64 // zxid of the create: the fencing token
 	onLost  func(error)
 
+	onDoubt    func(error, time.Time)
+	onRestored func()
+
 	held     atomic.Bool // granted to the caller
 	released atomic.Bool // Release was called (or the node given up)
 
@@ -36,49 +39,11 @@ type lockNode struct {
 	lostErr  error         // why; set before lost is closed
 }
 
-// monitor waits for the node's watch to fire: the node deleted (by anyone
-// but its holder) or the session expired means the lock is lost; a closed
-// connection only ends the monitor.
-func (n *lockNode) monitor(watch <-chan zk.Event) {
-	for {
-		var ev zk.Event
-		select {
-		case ev = <-watch:
-			n.d.watchGone()
-		case <-n.d.closing:
-			return
-		}
-		switch {
-		case ev.Type == zk.EventNodeDeleted:
-			n.gone(fmt.Errorf("zklock: lock %q: node %s deleted: %w", n.key, n.name, backend.ErrNotHeld))
-			return
-		case ev.Type == zk.EventNotWatching && errors.Is(ev.Err, zk.ErrSessionExpired):
-			n.gone(fmt.Errorf("zklock: lock %q: %w: session expired: %w", n.key, backend.ErrLost, ev.Err))
-			return
-		case ev.Type == zk.EventNotWatching:
-			n.gone(fmt.Errorf("zklock: lock %q: %w: connection closed: %w", n.key, backend.ErrClosed, ev.Err))
-			return
-		}
-		// Someone changed the node's data: watch again.
-		n.d.watchSet()
-		exists, _, w, err := n.d.conn.ExistsW(n.path)
-		switch {
-		case err != nil:
-			n.d.watchGone()
-			return // no watch any more; Refresh still checks the node
-		case !exists:
-			n.d.drainWatch(w)
-			n.gone(fmt.Errorf("zklock: lock %q: node %s deleted: %w", n.key, n.name, backend.ErrNotHeld))
-			return
-		}
-		watch = w
-	}
-}
-
 // gone records that the node is gone and, if it was held and not released,
 // reports the loss to the portable layer.
 func (n *lockNode) gone(err error) {
 	n.lostOnce.Do(func() {
+		n.d.untrack(n)
 		n.lostErr = err
 		close(n.lost)
 		if n.held.Load() && !n.released.Load() && n.onLost != nil && !errors.Is(err, backend.ErrClosed) {
@@ -130,6 +95,7 @@ func (n *lockNode) Release(ctx context.Context) error {
 	if !n.released.CompareAndSwap(false, true) {
 		return fmt.Errorf("zklock: release %q: %w: already released", n.key, backend.ErrNotHeld)
 	}
+	n.d.untrack(n)
 	err := n.remove(ctx)
 	switch {
 	case err == nil:
@@ -169,5 +135,6 @@ func (n *lockNode) grant(sent time.Time) (backend.Grant, error) {
 		n.held.Store(false)
 		return backend.Grant{}, fmt.Errorf("zklock: acquire %q: %w", n.key, err)
 	}
+	n.d.track(n)
 	return backend.Grant{Lock: n, Token: uint64(n.czxid), TTL: n.d.timeout(), ValidFrom: sent}, nil
 }

@@ -79,7 +79,7 @@ func newGUID() string {
 // was created, read by a request sent at sent.
 func (d *Driver) enqueue(ctx context.Context, req backend.Request) (n *lockNode, q []entry, sent time.Time, err error) {
 	parent := d.base + "/" + encodeKey(req.Key)
-	n = &lockNode{d: d, key: req.Key, owner: req.Owner, parent: parent, onLost: req.OnLost, lost: make(chan struct{})}
+	n = &lockNode{d: d, key: req.Key, owner: req.Owner, parent: parent, onLost: req.OnLost, onDoubt: req.OnDoubt, onRestored: req.OnRestored, lost: make(chan struct{})}
 	reused := false
 	if o, ok := d.orphans.take(req.Key, req.Owner, d.conn.SessionID()); ok {
 		n.guid, n.name, reused = o.guid, o.name, true
@@ -92,14 +92,15 @@ func (d *Driver) enqueue(ctx context.Context, req backend.Request) (n *lockNode,
 			return nil, nil, time.Time{}, err
 		}
 	}
-	if n.name == "" {
-		n.name, err = d.create(ctx, req, n.guid, parent)
+	fresh := n.name == ""
+	if fresh {
+		n.name, n.session, n.czxid, err = d.create(ctx, req, n.guid, parent)
 		if err != nil {
 			return nil, nil, time.Time{}, err
 		}
 	}
 	n.path = parent + "/" + n.name
-	q, sent, err = d.adopt(ctx, n)
+	q, sent, err = d.adopt(ctx, n, fresh)
 	if err != nil {
 		d.orphans.add(orphan{key: req.Key, owner: req.Owner, parent: parent, guid: n.guid, name: n.name, session: n.session})
 		return nil, nil, time.Time{}, err
@@ -112,12 +113,14 @@ func (d *Driver) enqueue(ctx context.Context, req backend.Request) (n *lockNode,
 // outcome is unknown (connection lost after sending, or ctx ended first),
 // the node is handed to the orphan reaper (or to the next attempt by the
 // same owner) before create returns.
-func (d *Driver) create(ctx context.Context, req backend.Request, guid, parent string) (string, error) {
+func (d *Driver) create(ctx context.Context, req backend.Request, guid, parent string) (name string, session, czxid int64, err error) {
 	prefix := parent + "/" + protectedPrefix + guid + nameMarker
 	pending := orphan{key: req.Key, owner: req.Owner, parent: parent, guid: guid, session: d.conn.SessionID()}
 	for attempt := 0; ; attempt++ {
 		var path string
+		var czxid int64
 		var cerr error
+		session := d.conn.SessionID()
 		// Who handles the outcome: the caller (delivered), or f itself once
 		// the caller gave up (abandoned), in which case f hands a node that
 		// may exist to the reaper.
@@ -128,7 +131,7 @@ func (d *Driver) create(ctx context.Context, req backend.Request, guid, parent s
 		)
 		var state atomic.Int32
 		err := d.do(ctx, func() {
-			path, cerr = d.conn.Create(prefix, []byte(req.Owner), zk.FlagEphemeralSequential, d.acl)
+			path, czxid, cerr = d.createNode(prefix, parent, []byte(req.Owner), session)
 			if !state.CompareAndSwap(running, delivered) && (cerr == nil || ambiguous(cerr)) {
 				o := pending
 				if cerr == nil {
@@ -138,28 +141,63 @@ func (d *Driver) create(ctx context.Context, req backend.Request, guid, parent s
 			}
 		})
 		if err != nil && state.CompareAndSwap(running, abandoned) {
-			return "", failure("acquire", req.Key, err)
+			return "", 0, 0, failure("acquire", req.Key, err)
 		}
 		if err != nil && cerr == nil {
 			// ctx ended just as the create succeeded: the node is ours to remove.
 			pending.name = path[len(parent)+1:]
 			d.orphans.add(pending)
-			return "", failure("acquire", req.Key, err)
+			return "", 0, 0, failure("acquire", req.Key, err)
 		}
 		switch {
 		case cerr == nil:
-			return path[len(parent)+1:], nil
+			return path[len(parent)+1:], session, czxid, nil
 		case errors.Is(cerr, zk.ErrNoNode) && attempt < 3:
 			if err := d.ensureParent(ctx, parent); err != nil {
-				return "", failure("acquire", req.Key, err)
+				return "", 0, 0, failure("acquire", req.Key, err)
 			}
 		case ambiguous(cerr):
 			d.orphans.add(pending)
-			return "", failure("acquire", req.Key, cerr)
+			return "", 0, 0, failure("acquire", req.Key, cerr)
 		default:
-			return "", failure("acquire", req.Key, cerr)
+			return "", 0, 0, failure("acquire", req.Key, cerr)
 		}
 	}
+}
+
+// createNode creates the lock node under parent and, in the same
+// transaction (a multi), touches parent's data: every operation of a multi
+// carries the transaction's zxid, so parent's mzxid in the reply is the new
+// node's czxid, the fencing token, with no read after the create. session
+// is the session the request was sent in; the node lives in it unless the
+// session changed meanwhile, which is reported as a lost connection (the
+// node, if made, is then an orphan).
+func (d *Driver) createNode(prefix, parent string, data []byte, session int64) (path string, czxid int64, err error) {
+	res, err := d.conn.Multi(
+		&zk.CreateRequest{Path: prefix, Data: data, Acl: d.acl, Flags: zk.FlagEphemeralSequential},
+		&zk.SetDataRequest{Path: parent, Version: -1},
+	)
+	if err == nil && len(res) != 2 {
+		err = fmt.Errorf("zklock: multi returned %d results, want 2", len(res))
+	}
+	if err == nil {
+		err = errors.Join(res[0].Error, res[1].Error)
+	}
+	if err == nil && res[1].Stat == nil {
+		err = errors.New("zklock: multi returned no stat for the parent")
+	}
+	if err != nil {
+		// The create comes first: its error says why (a missing parent,
+		// ACLs); the set's can only follow from it.
+		if len(res) > 0 && res[0].Error != nil {
+			return "", 0, res[0].Error
+		}
+		return "", 0, err
+	}
+	if d.conn.SessionID() != session {
+		return res[0].String, 0, zk.ErrConnectionClosed
+	}
+	return res[0].String, res[1].Stat.Mzxid, nil
 }
 
 // findGUID looks for the node a lost create with guid may have made; "" if
@@ -237,48 +275,40 @@ func (d *Driver) ensureBase(ctx context.Context) error {
 	return nil
 }
 
-// adopt reads the queue and, in the same round trip (pipelined), the
-// node's stat with a watch: the czxid is the fencing token, the ephemeral
-// owner the session the node lives in. The watch starts n's monitor.
-func (d *Driver) adopt(ctx context.Context, n *lockNode) ([]entry, time.Time, error) {
+// adopt reads the queue for a node just made (whose session and czxid
+// the create returned) or, in the same round trip (pipelined), the queue
+// and the stat of a node reused from an earlier attempt: its czxid is the
+// fencing token, its ephemeral owner the session it lives in.
+func (d *Driver) adopt(ctx context.Context, n *lockNode, fresh bool) ([]entry, time.Time, error) {
 	var (
 		children []string
 		cerr     error
 		exists   bool
 		stat     *zk.Stat
-		watch    <-chan zk.Event
 		eerr     error
 	)
 	sent := time.Now()
-	var h handoff
 	err := d.do(ctx, func() {
+		if fresh {
+			children, _, cerr = d.conn.Children(n.parent)
+			return
+		}
 		var wg sync.WaitGroup
-		d.watchSet()
-		wg.Go(func() { exists, stat, watch, eerr = d.conn.ExistsW(n.path) })
+		wg.Go(func() { exists, stat, eerr = d.conn.Exists(n.path) })
 		children, _, cerr = d.conn.Children(n.parent)
 		wg.Wait()
-		if !h.done() {
-			d.settleWatch(watch, eerr) // the caller gave up: the reaper removes the node
-		}
 	})
-	if err != nil && h.abandon() {
-		return nil, sent, failure("acquire", n.key, err)
-	}
-	if err != nil || cerr != nil || eerr != nil || !exists {
-		d.settleWatch(watch, eerr)
-	}
 	if err != nil {
 		return nil, sent, failure("acquire", n.key, err)
 	}
 	if err := errors.Join(cerr, eerr); err != nil {
 		return nil, sent, failure("acquire", n.key, err)
 	}
-	if !exists {
-		return nil, sent, fmt.Errorf("zklock: acquire %q: %w: our node vanished at once (session expired?)", n.key, backend.ErrLost)
-	}
-	n.session, n.czxid = stat.EphemeralOwner, stat.Czxid
-	if !d.goTracked(func() { n.monitor(watch) }) {
-		return nil, sent, fmt.Errorf("zklock: acquire %q: %w", n.key, backend.ErrClosed)
+	if !fresh {
+		if !exists {
+			return nil, sent, fmt.Errorf("zklock: acquire %q: %w: our node vanished (session expired?)", n.key, backend.ErrLost)
+		}
+		n.session, n.czxid = stat.EphemeralOwner, stat.Czxid
 	}
 	return queueOf(children), sent, nil
 }

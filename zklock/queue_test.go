@@ -173,7 +173,7 @@ func TestLostCreateReplyReused(t *testing.T) {
 	c := startCluster(t, 1)
 	key := uniqueKey(t)
 	a := newClient(t, c, 4*time.Second)
-	a.k.dropAfter(opcodeCreate)
+	a.k.dropAfter(opcodeLockCreate)
 	la, err := a.Acquire(ctxFor(t, 30*time.Second), key)
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +192,7 @@ func TestLostCreateReplyReused(t *testing.T) {
 
 	// TryAcquire is not retried: the reaper deletes the orphan instead.
 	key2 := key + "-try"
-	a.k.dropAfter(opcodeCreate)
+	a.k.dropAfter(opcodeLockCreate)
 	if _, err := a.TryAcquire(ctxFor(t, 30*time.Second), key2); !errors.Is(err, distlock.ErrUnavailable) {
 		t.Fatalf("TryAcquire with a lost reply = %v, want ErrUnavailable", err)
 	}

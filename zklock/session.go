@@ -37,6 +37,9 @@ type session struct {
 	ms      atomic.Int64 // last granted timeout in ms; 0 until known
 	watches atomic.Int64 // watches the driver has set and not seen fire
 
+	lastRead atomic.Int64                   // unix ns of the last read that returned data; 0 if unknown
+	onState  atomic.Pointer[func(zk.State)] // the driver's stateChanged, once it exists
+
 	mu   sync.Mutex
 	made int          // setWatches requests go-zookeeper made (one per armed connection)
 	sent int          // setWatches requests resolved: written, or failed unsent
@@ -74,6 +77,26 @@ const gateTimeout = time.Second
 
 // opSetWatches is the opcode of ZooKeeper's setWatches request.
 const opSetWatches = 101
+
+// lastContact returns when the server was last heard from on a connection
+// the driver opened, or zero for a connection passed to New.
+func (s *session) lastContact() time.Time {
+	if ns := s.lastRead.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
+// event is the connection's event callback: state changes go to the
+// driver. go-zookeeper calls it from one goroutine at a time.
+func (s *session) event(ev zk.Event) {
+	if ev.Type != zk.EventSession {
+		return
+	}
+	if f := s.onState.Load(); f != nil {
+		(*f)(ev.State)
+	}
+}
 
 // timeout returns the granted timeout, or the asked one until known.
 func (s *session) timeout() time.Duration {
@@ -125,6 +148,9 @@ func (c *sessionConn) Read(p []byte) (int, error) {
 		}
 	}
 	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.s.lastRead.Store(time.Now().UnixNano())
+	}
 	if (c.hsLen == 0 || c.got < c.hsLen) && n > 0 {
 		c.handshakeRead(p[:n])
 	}
@@ -203,7 +229,7 @@ func connect(ctx context.Context, hosts []string, cfg dialConfig) (*zk.Conn, *se
 		dial = net.DialTimeout
 	}
 	conn, events, err := zk.Connect(hosts, cfg.timeout,
-		zk.WithDialer(g.wrap(dial)), zk.WithLogger(g), zk.WithLogInfo(false))
+		zk.WithDialer(g.wrap(dial)), zk.WithLogger(g), zk.WithLogInfo(false), zk.WithEventCallback(g.event))
 	if err != nil {
 		return nil, nil, fmt.Errorf("zklock: connect: %w: %w", backend.ErrInvalidConfig, err)
 	}

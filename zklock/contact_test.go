@@ -1,0 +1,147 @@
+package zklock
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock/distlock"
+)
+
+// contactSession is the session timeout of the contact tests: the longest
+// the sandbox server grants (20 ticks of 250 ms), so that a reconnect
+// (go-zookeeper waits a second before redialling a lone server) fits well
+// within the two thirds of it a lock is trusted without contact.
+const contactSession = 5 * time.Second
+
+// waitState polls le.State() until it is want or d passes, and returns how
+// long it took.
+func waitState(le *distlock.Lease, want distlock.State, d time.Duration) (time.Duration, bool) {
+	start := time.Now()
+	for le.State() != want {
+		if time.Since(start) > d {
+			return time.Since(start), false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Since(start), true
+}
+
+// checkPushedDoubt runs the scenario on a Locker a whose connection k can
+// cut: a lease without auto-renewal (so only a push can put it in doubt)
+// goes in doubt within bound of the disconnect, comes back after a
+// reconnect within the session, and a partition longer than the session
+// ends it with ErrLost before b can hold the lock.
+func checkPushedDoubt(t *testing.T, c *cluster, a *distlock.Locker, k *killSwitch, bound time.Duration, shortened bool) {
+	key := uniqueKey(t)
+	b := newClient(t, c, testSession)
+	le, err := a.Acquire(ctxFor(t, 10*time.Second), key, distlock.WithoutAutoRenew())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := time.Now()
+	k.block(true)
+	took, ok := waitState(le, distlock.StateInDoubt, 2*time.Second)
+	if !ok {
+		t.Fatalf("State() = %v %v after the connection was cut, want in doubt within %v", le.State(), took, bound)
+	}
+	if took > bound {
+		t.Errorf("in doubt %v after the connection was cut, want within %v", took, bound)
+	}
+	if dl := le.Deadline(); shortened && dl.After(cut.Add(contactSession*2/3)) {
+		t.Errorf("deadline %v after the cut, want it brought forward to at most 2/3 of the session (%v)", dl.Sub(cut), contactSession*2/3)
+	}
+	t.Logf("in doubt %v after the cut; trusted until %v after it", took, le.Deadline().Sub(cut))
+
+	// Healed within the session: the lease is held again.
+	time.Sleep(200 * time.Millisecond)
+	k.block(false)
+	if took, ok := waitState(le, distlock.StateHeld, contactSession); !ok {
+		t.Fatalf("after the connection came back within the session, State() = %v (err %v), want held", le.State(), le.Err())
+	} else {
+		t.Logf("held again %v after the heal", took)
+	}
+	if _, err := b.TryAcquire(ctxFor(t, 5*time.Second), key); !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("after the blip, another client's TryAcquire = %v, want ErrNotAcquired", err)
+	}
+
+	// Partitioned for longer than the session: lost before b holds the lock.
+	gotB := make(chan time.Time, 1)
+	go func() {
+		lb, err := b.Acquire(ctxFor(t, 60*time.Second), key)
+		if err != nil {
+			t.Errorf("b: %v", err)
+			close(gotB)
+			return
+		}
+		gotB <- time.Now()
+		_ = lb.Release(ctxFor(t, 10*time.Second))
+	}()
+	waitQueue(t, c, key, 2)
+	cut = time.Now()
+	k.block(true)
+	if took, ok := waitState(le, distlock.StateInDoubt, 2*time.Second); !ok || took > bound {
+		t.Errorf("partitioned again: State() = %v %v after the cut, want in doubt within %v", le.State(), took, bound)
+	}
+	select {
+	case <-le.Done():
+	case <-time.After(2 * contactSession):
+		t.Fatal("lease not ended while partitioned beyond the session")
+	}
+	lostAt := time.Now()
+	if shortened && lostAt.Sub(cut) > contactSession*2/3+time.Second {
+		t.Errorf("lost %v after the cut, want about 2/3 of the session (%v)", lostAt.Sub(cut), contactSession*2/3)
+	}
+	if err := le.Err(); !errors.Is(err, distlock.ErrLost) || !strings.Contains(err.Error(), "connection to ZooKeeper lost") {
+		t.Errorf("Err() = %v, want ErrLost naming the lost connection", err)
+	}
+	tb, ok := <-gotB
+	if !ok {
+		t.Fatal("b never got the lock")
+	}
+	if !lostAt.Before(tb) {
+		t.Errorf("b held the lock %v after the cut, before a's lease was reported lost (%v after)", tb.Sub(cut), lostAt.Sub(cut))
+	}
+	t.Logf("lost %v after the cut (%v); b held the lock %v after the cut", lostAt.Sub(cut), le.Err(), tb.Sub(cut))
+	k.block(false)
+}
+
+// TestDisconnectPushesDoubt: on a connection the driver opened, the lost
+// connection is reported to the lease at once (go-zookeeper's event),
+// vouched for until the last contact plus 2/3 of the session timeout.
+func TestDisconnectPushesDoubt(t *testing.T) {
+	c := startCluster(t, 1)
+	a := newClient(t, c, contactSession)
+	checkPushedDoubt(t, c, a.Locker, a.k, 200*time.Millisecond, true)
+}
+
+// TestDisconnectPushesDoubtOnUserConn: on a connection passed to New the
+// driver polls the connection's state (a twentieth of the session timeout
+// apart); it cannot know the last contact, so the deadline stays the one
+// the last renewal gave.
+func TestDisconnectPushesDoubtOnUserConn(t *testing.T) {
+	c := startCluster(t, 1)
+	k := &killSwitch{}
+	conn, events, err := zk.Connect(c.g.Addrs(), contactSession, zk.WithDialer(k.dial), zk.WithLogger(quietLogger{}), zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	if err := awaitSession(ctxFor(t, 30*time.Second), events); err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(conn, &Options{SessionTimeout: contactSession})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := distlock.New(d, distlock.WithDefaultTTL(contactSession))
+	t.Cleanup(func() { _ = a.Close() })
+	checkPushedDoubt(t, c, a, k, contactSession/20+300*time.Millisecond, false)
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(string, ...any) {}
