@@ -3,8 +3,10 @@ package redislock
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -137,12 +139,16 @@ func parseConfig(u *backend.URL) (clientConfig, error) {
 	return cfg, nil
 }
 
-// parseTLS returns the TLS config for rediss://, nil for redis://.
+// parseTLS returns the TLS config for rediss://, nil for redis://. It
+// reads the files named by tls_ca, tls_cert and tls_key.
 func parseTLS(u *backend.URL, q *backend.Params) *tls.Config {
 	skip := q.Bool("tls_insecure_skip_verify", false)
 	name := q.String("tls_server_name", "")
+	ca := q.String("tls_ca", "")
+	cert := q.String("tls_cert", "")
+	key := q.String("tls_key", "")
 	if u.Scheme != "rediss" {
-		if skip || name != "" {
+		if skip || name != "" || ca != "" || cert != "" || key != "" {
 			q.Fail("tls_* parameters need the rediss:// scheme")
 		}
 		return nil
@@ -152,6 +158,26 @@ func parseTLS(u *backend.URL, q *backend.Params) *tls.Config {
 		if host, _, err := net.SplitHostPort(u.HostsWithDefaultPort(6379)[0]); err == nil {
 			c.ServerName = host
 		}
+	}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		c.RootCAs = x509.NewCertPool()
+		switch {
+		case err != nil:
+			q.Fail("parameter tls_ca: %v", err)
+		case !c.RootCAs.AppendCertsFromPEM(pem):
+			q.Fail("parameter tls_ca=%q: no PEM certificate in it", ca)
+		}
+	}
+	switch {
+	case (cert == "") != (key == ""):
+		q.Fail("parameters tls_cert and tls_key go together")
+	case cert != "":
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			q.Fail("parameters tls_cert/tls_key: %v", err)
+		}
+		c.Certificates = []tls.Certificate{pair}
 	}
 	return c
 }

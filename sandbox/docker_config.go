@@ -47,7 +47,11 @@ func (p *dockerProvider) plan(spec Spec, nw *testcontainers.DockerNetwork) ([]co
 		switch spec.Kind {
 		case Redis:
 			pl.port = portSpec(redisPort)
-			pl.cmd = append([]string{"redis-server", "--port", strconv.Itoa(redisPort), "--dir", "/data"}, redisArgs(spec)...)
+			port := []string{"--port", strconv.Itoa(redisPort)}
+			if spec.tls != nil {
+				port = redisTLSArgs(tlsContainerDir, redisPort)
+			}
+			pl.cmd = append(append(append([]string{"redis-server"}, port...), "--dir", "/data"), redisArgs(spec)...)
 			switch spec.Topology {
 			case Replica:
 				if i > 0 {
@@ -59,6 +63,9 @@ func (p *dockerProvider) plan(spec Spec, nw *testcontainers.DockerNetwork) ([]co
 					"--cluster-announce-hostname", p.host,
 					"--cluster-preferred-endpoint-type", "hostname",
 					"--cluster-announce-port", strconv.Itoa(pl.hostPort))
+				if spec.tls != nil {
+					pl.cmd = append(pl.cmd, "--cluster-announce-tls-port", strconv.Itoa(pl.hostPort))
+				}
 			}
 		case MariaDB:
 			pl.port = portSpec(mariadbPort)
