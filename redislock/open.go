@@ -40,6 +40,7 @@ type clientConfig struct {
 	read     time.Duration
 	write    time.Duration
 	pool     int
+	refresh  time.Duration // Cluster: slot map reload interval
 	opts     Options
 }
 
@@ -116,6 +117,10 @@ func parseConfig(u *backend.URL) (clientConfig, error) {
 	cfg.read = q.Duration("read_timeout", 3*time.Second)
 	cfg.write = q.Duration("write_timeout", cfg.read)
 	cfg.pool = q.Int("pool_size", 0, 1, 10000)
+	cfg.refresh = q.Duration("cluster_refresh", time.Second)
+	if q.Has("cluster_refresh") && cfg.mode != modeCluster {
+		q.Fail("cluster_refresh needs mode=cluster")
+	}
 	cfg.opts.Prefix = q.String("prefix", DefaultPrefix)
 	if err := checkPrefix(cfg.opts.Prefix); err != nil {
 		q.Fail("parameter prefix: %v", err)
@@ -197,5 +202,10 @@ func (cfg clientConfig) cluster() *redis.ClusterOptions {
 		DialTimeout: cfg.dial, ReadTimeout: cfg.read, WriteTimeout: cfg.write, PoolSize: cfg.pool,
 		MaxRedirects:          3, // MOVED/ASK during resharding are not failures
 		ContextTimeoutEnabled: true,
+		// A dead primary answers no MOVED: go-redis keeps sending its
+		// slots' commands there until it reloads the slot map, which it
+		// does by itself only every 60 s by default. Reloading every
+		// second lets clients find a promoted replica within a second.
+		ClusterStateReloadInterval: cfg.refresh,
 	}
 }

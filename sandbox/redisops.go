@@ -77,7 +77,40 @@ func createRedisCluster(ctx context.Context, members []member, primaries int, tc
 	if err := waitRedisCluster(ctx, addrs, tc); err != nil {
 		return err
 	}
-	return waitRedisReplicas(ctx, addrs[primaries:], tc)
+	if err := waitRedisReplicas(ctx, addrs[primaries:], tc); err != nil {
+		return err
+	}
+	return waitClusterView(ctx, addrs, n-primaries, tc)
+}
+
+// waitClusterView waits until every node knows, by gossip, that replicas
+// of the nodes are replicas (CLUSTER NODES flags them "slave"), so that
+// CLUSTER SLOTS lists every shard's replica wherever a client asks.
+func waitClusterView(ctx context.Context, addrs []string, replicas int, tc *tls.Config) error {
+	for _, addr := range addrs {
+		c := newRedisClient(addr, tc)
+		err := waitUntil(ctx, func(ctx context.Context) error {
+			nodes, err := c.ClusterNodes(ctx).Result()
+			if err != nil {
+				return err
+			}
+			seen := 0
+			for line := range strings.Lines(nodes) {
+				if f := strings.Fields(line); len(f) > 2 && strings.Contains(f[2], "slave") {
+					seen++
+				}
+			}
+			if seen != replicas {
+				return fmt.Errorf("%d of %d replicas known as replicas", seen, replicas)
+			}
+			return nil
+		})
+		err = errors.Join(err, c.Close())
+		if err != nil {
+			return fmt.Errorf("sandbox: redis cluster at %s: %w", addr, err)
+		}
+	}
+	return nil
 }
 
 // replicateRedis makes the cluster node of replica follow the one of
