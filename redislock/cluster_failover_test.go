@@ -214,12 +214,12 @@ func (cf *clusterFailover) locker(ctx context.Context) *distlock.Locker {
 // retryUnavailable calls f until it returns something other than
 // ErrUnavailable or 10s passed (clients need a moment to learn the new
 // slot map), and reports how long that took.
-func retryUnavailable(f func() error) (error, time.Duration) {
+func retryUnavailable(f func() error) (time.Duration, error) {
 	start := time.Now()
 	for {
 		err := f()
 		if !errors.Is(err, distlock.ErrUnavailable) || time.Since(start) > 10*time.Second {
-			return err, time.Since(start)
+			return time.Since(start), err
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -247,6 +247,16 @@ func TestClusterFailover(t *testing.T) {
 	}
 	ctx := testCtx(t, 2*time.Minute)
 	la, lb := cf.locker(ctx), cf.locker(ctx)
+
+	t.Run("ACL user", func(t *testing.T) {
+		// ACLs are per node: the user must exist on every node.
+		for _, n := range g.Nodes() {
+			admin := nodeClient(n)
+			setACLUser(ctx, t, admin, "locker", append(aclLockUser, "+cluster|slots", "+command")...)
+			admin.Close()
+		}
+		lockSmoke(ctx, t, withUser(t, g.URL(), "locker", aclPassword))
+	})
 
 	t.Run("replicated grant survives", func(t *testing.T) {
 		cf.t = t
@@ -283,7 +293,7 @@ func TestClusterFailover(t *testing.T) {
 		}
 
 		// Another client is refused; clients find the new primary.
-		err, took := retryUnavailable(func() error {
+		took, err := retryUnavailable(func() error {
 			le, err := lb.TryAcquire(ctx, renewed)
 			if err == nil {
 				_ = le.Release(ctx)
@@ -301,7 +311,7 @@ func TestClusterFailover(t *testing.T) {
 		if err := leR.Err(); err != nil {
 			t.Fatalf("the holder lost its lease in the failover: %v", err)
 		}
-		if err, _ := retryUnavailable(func() error { return leR.Refresh(ctx, ttl) }); err != nil {
+		if _, err := retryUnavailable(func() error { return leR.Refresh(ctx, ttl) }); err != nil {
 			t.Fatalf("refresh on the new primary: %v", err)
 		}
 
@@ -366,7 +376,7 @@ func TestClusterFailover(t *testing.T) {
 		promoted := cf.awaitPromotion(ctx, replica)
 		t.Logf("%s promoted %v after the kill", g.Node(replica).Name(), promoted.Sub(killed).Round(time.Millisecond))
 		var leB *distlock.Lease
-		err, took := retryUnavailable(func() (err error) {
+		took, err := retryUnavailable(func() (err error) {
 			leB, err = lb.TryAcquire(ctx, key)
 			return err
 		})
