@@ -19,7 +19,9 @@
 // key, default "distlock"), wait_replicas (a grant counts only once N
 // replicas acknowledged it, single mode), wait_timeout (bound of that WAIT,
 // default 1s), dial_timeout (5s), read_timeout (3s), write_timeout (=
-// read_timeout), pool_size, and for rediss:// tls_server_name and
+// read_timeout), pool_size, cluster_refresh (how often a Cluster client
+// reloads the slot map, default 1s), and for rediss:// tls_ca (PEM CA
+// file), tls_cert and tls_key (client certificate), tls_server_name and
 // tls_insecure_skip_verify. The path is the database number (not in
 // Cluster mode).
 //

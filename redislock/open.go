@@ -3,8 +3,10 @@ package redislock
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +40,7 @@ type clientConfig struct {
 	read     time.Duration
 	write    time.Duration
 	pool     int
+	refresh  time.Duration // Cluster: slot map reload interval
 	opts     Options
 }
 
@@ -114,6 +117,10 @@ func parseConfig(u *backend.URL) (clientConfig, error) {
 	cfg.read = q.Duration("read_timeout", 3*time.Second)
 	cfg.write = q.Duration("write_timeout", cfg.read)
 	cfg.pool = q.Int("pool_size", 0, 1, 10000)
+	cfg.refresh = q.Duration("cluster_refresh", time.Second)
+	if q.Has("cluster_refresh") && cfg.mode != modeCluster {
+		q.Fail("cluster_refresh needs mode=cluster")
+	}
 	cfg.opts.Prefix = q.String("prefix", DefaultPrefix)
 	if err := checkPrefix(cfg.opts.Prefix); err != nil {
 		q.Fail("parameter prefix: %v", err)
@@ -145,12 +152,16 @@ func parseConfig(u *backend.URL) (clientConfig, error) {
 	return cfg, nil
 }
 
-// parseTLS returns the TLS config for rediss://, nil for redis://.
+// parseTLS returns the TLS config for rediss://, nil for redis://. It
+// reads the files named by tls_ca, tls_cert and tls_key.
 func parseTLS(u *backend.URL, q *backend.Params) *tls.Config {
 	skip := q.Bool("tls_insecure_skip_verify", false)
 	name := q.String("tls_server_name", "")
+	ca := q.String("tls_ca", "")
+	cert := q.String("tls_cert", "")
+	key := q.String("tls_key", "")
 	if u.Scheme != "rediss" {
-		if skip || name != "" {
+		if skip || name != "" || ca != "" || cert != "" || key != "" {
 			q.Fail("tls_* parameters need the rediss:// scheme")
 		}
 		return nil
@@ -160,6 +171,26 @@ func parseTLS(u *backend.URL, q *backend.Params) *tls.Config {
 		if host, _, err := net.SplitHostPort(u.HostsWithDefaultPort(6379)[0]); err == nil {
 			c.ServerName = host
 		}
+	}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		c.RootCAs = x509.NewCertPool()
+		switch {
+		case err != nil:
+			q.Fail("parameter tls_ca: %v", err)
+		case !c.RootCAs.AppendCertsFromPEM(pem):
+			q.Fail("parameter tls_ca=%q: no PEM certificate in it", ca)
+		}
+	}
+	switch {
+	case (cert == "") != (key == ""):
+		q.Fail("parameters tls_cert and tls_key go together")
+	case cert != "":
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			q.Fail("parameters tls_cert/tls_key: %v", err)
+		}
+		c.Certificates = []tls.Certificate{pair}
 	}
 	return c
 }
@@ -179,5 +210,10 @@ func (cfg clientConfig) cluster() *redis.ClusterOptions {
 		DialTimeout: cfg.dial, ReadTimeout: cfg.read, WriteTimeout: cfg.write, PoolSize: cfg.pool,
 		MaxRedirects:          3, // MOVED/ASK during resharding are not failures
 		ContextTimeoutEnabled: true,
+		// A dead primary answers no MOVED: go-redis keeps sending its
+		// slots' commands there until it reloads the slot map, which it
+		// does by itself only every 60 s by default. Reloading every
+		// second lets clients find a promoted replica within a second.
+		ClusterStateReloadInterval: cfg.refresh,
 	}
 }

@@ -38,7 +38,10 @@
 // one ensemble and for etcd one cluster; for Redis and MariaDB they are
 // independent servers (several Redis primaries for Redlock), unless
 // [Spec.Topology] asks for a Redis primary with replicas ([Replica]) or a
-// Redis Cluster of primaries ([Cluster]).
+// Redis Cluster of primaries ([Cluster]), optionally with [Spec.Replicas]
+// replicas per primary that take over when their primary dies. With
+// [Spec.TLS] Redis serves TLS only, with throwaway certificates
+// ([Group.TLSFiles], [Group.ClientTLS]).
 //
 // # Faults
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -151,6 +152,7 @@ func (p *dockerProvider) newNode(spec Spec, plan containerPlan, nw *testcontaine
 		host:    p.host,
 		cli:     p.cli,
 		timeout: spec.StartTimeout,
+		tls:     spec.tls.clientConfig(),
 	}
 	if nw != nil {
 		n.network = nw.Name
@@ -171,8 +173,17 @@ func (p *dockerProvider) options(spec Spec, plan containerPlan, nw *testcontaine
 		testcontainers.WithHostConfigModifier(publishOn(plan.port, plan.hostPort, p.local)),
 		testcontainers.WithLabels(labels),
 		testcontainers.WithWaitStrategyAndDeadline(spec.StartTimeout, &probeStrategy{
-			kind: spec.Kind, port: plan.port, host: p.host, quorum: spec.quorum(),
+			kind: spec.Kind, port: plan.port, host: p.host, quorum: spec.quorum(), tls: spec.tls.clientConfig(),
 		}),
+	}
+	if spec.tls != nil {
+		for _, f := range tlsFileNames() {
+			opts = append(opts, testcontainers.WithFiles(testcontainers.ContainerFile{
+				HostFilePath:      filepath.Join(spec.tls.dir, f),
+				ContainerFilePath: tlsContainerDir + "/" + f,
+				FileMode:          0o644,
+			}))
+		}
 	}
 	if nw != nil {
 		opts = append(opts, network.WithNetwork([]string{plan.name}, nw))

@@ -46,19 +46,31 @@ func (p *dockerProvider) plan(spec Spec, nw *testcontainers.DockerNetwork) ([]co
 		pl := containerPlan{name: spec.nodeName(i), env: map[string]string{}}
 		switch spec.Kind {
 		case Redis:
-			pl.port = portSpec(redisPort)
-			pl.cmd = append([]string{"redis-server", "--port", strconv.Itoa(redisPort), "--dir", "/data"}, redisArgs(spec)...)
+			listen := redisPort
+			if spec.Topology == Cluster {
+				// A cluster node announces its own port both to clients
+				// (on this host) and to its replicas (on the group
+				// network): it listens on the published port, so that
+				// one number works for both.
+				listen = hostPorts[i]
+				pl.hostPort, pl.busPort = listen, redisPort+redisBusShift
+			}
+			pl.port = portSpec(listen)
+			port := []string{"--port", strconv.Itoa(listen)}
+			if spec.tls != nil {
+				port = redisTLSArgs(tlsContainerDir, listen)
+			}
+			pl.cmd = append(append(append([]string{"redis-server"}, port...), "--dir", "/data"), redisArgs(spec)...)
 			switch spec.Topology {
 			case Replica:
 				if i > 0 {
 					pl.cmd = append(pl.cmd, "--replicaof", spec.nodeName(0), strconv.Itoa(redisPort))
 				}
 			case Cluster:
-				pl.hostPort, pl.busPort = hostPorts[i], redisPort+redisBusShift
 				pl.cmd = append(pl.cmd,
+					"--cluster-port", strconv.Itoa(pl.busPort),
 					"--cluster-announce-hostname", p.host,
-					"--cluster-preferred-endpoint-type", "hostname",
-					"--cluster-announce-port", strconv.Itoa(pl.hostPort))
+					"--cluster-preferred-endpoint-type", "hostname")
 			}
 		case MariaDB:
 			pl.port = portSpec(mariadbPort)

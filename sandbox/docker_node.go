@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -32,6 +33,7 @@ type containerNode struct {
 	network string // group network name, "" for the default bridge
 	cli     *testcontainers.DockerClient
 	timeout time.Duration
+	tls     *tls.Config // client TLS of a TLS group, else nil
 
 	addr atomic.Pointer[string] // current host:port
 
@@ -261,6 +263,7 @@ type probeStrategy struct {
 	port   string
 	host   string
 	quorum bool
+	tls    *tls.Config
 }
 
 // WaitUntilReady implements wait.Strategy.
@@ -281,9 +284,9 @@ func (s *probeStrategy) WaitUntilReady(ctx context.Context, target wait.Strategy
 		}
 		addr := net.JoinHostPort(s.host, strconv.Itoa(int(port.Num())))
 		if s.quorum {
-			return probeLive(ctx, s.kind, addr)
+			return probeLive(ctx, s.kind, addr, s.tls)
 		}
-		return probeServing(ctx, s.kind, addr)
+		return probeServing(ctx, s.kind, addr, s.tls)
 	})
 	if exited != nil {
 		return exited

@@ -117,6 +117,7 @@ func (p *localProvider) configure(spec Spec, root string) ([]*procNode, error) {
 			port:    ports[i*portsPerNode(spec)],
 			dir:     dir,
 			timeout: spec.StartTimeout,
+			tls:     spec.tls.clientConfig(),
 		}
 	}
 	cfg := localConfig{spec: spec, bins: p.bins, nodes: nodes, ports: ports}

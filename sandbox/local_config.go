@@ -27,7 +27,11 @@ const (
 	etcdHeartbeatMs  = 100
 	etcdElectionMs   = 1000
 	redisNodeTimeout = 2000 // Redis Cluster node timeout, ms
-	zkJVMFlags       = "-Xms32m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+	// redisFailoverNodeTimeout is the node timeout of a cluster with
+	// replicas (ms): a replica takes over about 1.5-2.5 s after its primary
+	// died.
+	redisFailoverNodeTimeout = 1000
+	zkJVMFlags               = "-Xms32m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 )
 
 // localConfig writes the command line and configuration of local nodes.
@@ -57,9 +61,13 @@ func (c localConfig) node(i int) error {
 
 func (c localConfig) redis(i int) {
 	n := c.nodes[i]
-	n.argv = append([]string{c.bins["redis-server"],
-		"--port", strconv.Itoa(n.port), "--bind", "127.0.0.1", "--dir", filepath.Join(n.dir, "data"),
-		"--daemonize", "no", "--logfile", ""}, redisArgs(c.spec)...)
+	port := []string{"--port", strconv.Itoa(n.port)}
+	if c.spec.tls != nil {
+		port = redisTLSArgs(c.spec.tls.dir, n.port)
+	}
+	n.argv = append(append([]string{c.bins["redis-server"],
+		"--bind", "127.0.0.1", "--dir", filepath.Join(n.dir, "data"),
+		"--daemonize", "no", "--logfile", ""}, port...), redisArgs(c.spec)...)
 	switch c.spec.Topology {
 	case Replica:
 		if i > 0 {
@@ -85,7 +93,7 @@ func redisArgs(spec Spec) []string {
 	}
 	if spec.Topology == Cluster {
 		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", strconv.Itoa(redisNodeTimeout))
+			"--cluster-node-timeout", strconv.Itoa(spec.clusterNodeTimeout()))
 	}
 	return args
 }

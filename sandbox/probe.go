@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -49,7 +50,8 @@ func waitUntil(ctx context.Context, try func(context.Context) error) error {
 
 // probeLive checks that the server at addr answers its protocol, even if it
 // cannot serve yet (an ensemble member without quorum).
-func probeLive(ctx context.Context, kind Kind, addr string) error {
+// tc is the client TLS configuration of a TLS server, else nil.
+func probeLive(ctx context.Context, kind Kind, addr string, tc *tls.Config) error {
 	switch kind {
 	case ZooKeeper:
 		_, err := zkFourLetter(ctx, addr, "srvr")
@@ -57,15 +59,16 @@ func probeLive(ctx context.Context, kind Kind, addr string) error {
 	case Etcd:
 		return etcdGet(ctx, addr, "/version", "etcdserver")
 	default:
-		return probeServing(ctx, kind, addr)
+		return probeServing(ctx, kind, addr, tc)
 	}
 }
 
-// probeServing checks that the server at addr serves clients.
-func probeServing(ctx context.Context, kind Kind, addr string) error {
+// probeServing checks that the server at addr serves clients; tc is the
+// client TLS configuration of a TLS server, else nil.
+func probeServing(ctx context.Context, kind Kind, addr string, tc *tls.Config) error {
 	switch kind {
 	case Redis:
-		reply, err := redisCommand(ctx, addr, "PING")
+		reply, err := redisCommand(ctx, addr, "PING", tc)
 		if err != nil {
 			return err
 		}
@@ -92,10 +95,17 @@ func probeServing(ctx context.Context, kind Kind, addr string) error {
 
 // redisCommand sends one inline command and returns the first reply line
 // ("+PONG", "-LOADING ..."). Only for simple commands with simple replies.
-func redisCommand(ctx context.Context, addr, cmd string) (string, error) {
+func redisCommand(ctx context.Context, addr, cmd string, tc *tls.Config) (string, error) {
 	conn, err := dial(ctx, addr)
 	if err != nil {
 		return "", err
+	}
+	if tc != nil {
+		tconn := tls.Client(conn, serverName(tc, addr))
+		if err := tconn.HandshakeContext(ctx); err != nil {
+			return "", errors.Join(fmt.Errorf("redis tls handshake: %w", err), conn.Close())
+		}
+		conn = tconn
 	}
 	defer conn.Close()
 	if _, err := io.WriteString(conn, cmd+"\r\n"); err != nil {
@@ -203,6 +213,15 @@ func dial(ctx context.Context, addr string) (net.Conn, error) {
 		}
 	}
 	return conn, nil
+}
+
+// serverName returns a copy of tc that verifies the host of addr.
+func serverName(tc *tls.Config, addr string) *tls.Config {
+	tc = tc.Clone()
+	if tc.ServerName == "" {
+		tc.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	return tc
 }
 
 func firstLine(s string) string {

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -39,6 +40,7 @@ type procNode struct {
 	// MariaDB data directory the first time).
 	prepare func(ctx context.Context) error
 	timeout time.Duration
+	tls     *tls.Config // client TLS of a TLS group, else nil
 
 	mu     sync.Mutex
 	run    *procRun // current process, nil when none was started
@@ -95,9 +97,9 @@ func (n *procNode) Start(ctx context.Context) error {
 			return errors.New("server exited")
 		}
 		if n.quorum {
-			return probeLive(ctx, n.kind, n.Addr())
+			return probeLive(ctx, n.kind, n.Addr(), n.tls)
 		}
-		return probeServing(ctx, n.kind, n.Addr())
+		return probeServing(ctx, n.kind, n.Addr(), n.tls)
 	})
 	if err == nil {
 		return nil

@@ -2,8 +2,10 @@ package sandbox
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -78,10 +80,23 @@ func Start(ctx context.Context, spec Spec) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
+	if spec.TLS {
+		var hosts []string
+		if dp, ok := p.(*dockerProvider); ok {
+			hosts = append(hosts, dp.host)
+		}
+		if spec.tls, err = newTLSMaterial(hosts...); err != nil {
+			return nil, err
+		}
+	}
 	spec.Logf("sandbox: starting %d %s node(s) (%s) with the %s provider", spec.Nodes, spec.Kind, topologyName(spec.Topology), p.name())
 	members, release, err := p.start(ctx, spec)
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(err, spec.tls.remove())
+	}
+	if spec.tls != nil {
+		inner := release
+		release = func(ctx context.Context) error { return errors.Join(inner(ctx), spec.tls.remove()) }
 	}
 	g := &Group{spec: spec, provider: p.name(), members: members, release: release}
 	if err := g.setup(ctx); err != nil {
@@ -104,11 +119,11 @@ func (g *Group) setup(ctx context.Context) error {
 	defer cancel()
 	switch g.spec.Topology {
 	case Cluster:
-		if err := createRedisCluster(ctx, g.members); err != nil {
+		if err := createRedisCluster(ctx, g.members, g.spec.primaries, g.spec.tls.clientConfig()); err != nil {
 			return err
 		}
 	case Replica:
-		if err := waitRedisReplicas(ctx, g.Addrs()); err != nil {
+		if err := waitRedisReplicas(ctx, g.Addrs()[1:], g.spec.tls.clientConfig()); err != nil {
 			return err
 		}
 	}
@@ -123,6 +138,26 @@ func (g *Group) Topology() Topology { return g.spec.Topology }
 
 // Provider names the provider that started the group: "docker" or "local".
 func (g *Group) Provider() string { return g.provider }
+
+// Primaries is the number of primaries of a Redis [Cluster] (nodes
+// 0..Primaries-1 at the start; a failover changes who is primary), 0 for
+// other groups.
+func (g *Group) Primaries() int { return g.spec.primaries }
+
+// TLSFiles returns the PEM files of a group started with [Spec.TLS], and
+// false for other groups.
+func (g *Group) TLSFiles() (TLSFiles, bool) {
+	if g.spec.tls == nil {
+		return TLSFiles{}, false
+	}
+	return g.spec.tls.files, true
+}
+
+// ClientTLS returns a new client TLS configuration for a group started with
+// [Spec.TLS]: it trusts the group's CA and presents the client
+// certificate, and verifies the servers' host (127.0.0.1 for local
+// servers). It returns nil for other groups.
+func (g *Group) ClientTLS() *tls.Config { return g.spec.tls.clientConfig() }
 
 // Nodes returns the group's nodes in order (node 0 is the Redis primary of a
 // [Replica] group).
@@ -148,14 +183,18 @@ func (g *Group) Addrs() []string {
 
 // URL returns the distlock backend URL of the group's current addresses:
 // redis://h:p (node 0 for a single server or a [Replica] group, every node
-// comma-separated otherwise), mysql://root:pw@h:p/distlock (node 0),
-// zk://h:p,... or etcd://h:p,....
+// comma-separated otherwise; rediss://...?tls_ca=FILE for a [Spec.TLS]
+// group), mysql://root:pw@h:p/distlock (node 0), zk://h:p,... or
+// etcd://h:p,....
 func (g *Group) URL() string {
 	addrs := g.Addrs()
 	switch g.spec.Kind {
 	case Redis:
 		if g.spec.Topology == Replica {
-			return RedisURL(addrs[0])
+			addrs = addrs[:1]
+		}
+		if g.spec.tls != nil {
+			return "rediss://" + strings.Join(addrs, ",") + "?" + url.Values{"tls_ca": {g.spec.tls.files.CA}}.Encode()
 		}
 		return RedisURL(addrs...)
 	case MariaDB:
@@ -181,12 +220,14 @@ func (g *Group) Wait(ctx context.Context) error {
 		return errors.New("sandbox: group is closed")
 	}
 	for _, m := range g.members {
-		if err := waitUntil(ctx, func(ctx context.Context) error { return probeServing(ctx, g.spec.Kind, m.Addr()) }); err != nil {
+		if err := waitUntil(ctx, func(ctx context.Context) error {
+			return probeServing(ctx, g.spec.Kind, m.Addr(), g.spec.tls.clientConfig())
+		}); err != nil {
 			return fmt.Errorf("sandbox: %s does not serve: %w", m.Name(), err)
 		}
 	}
 	if g.spec.Topology == Cluster {
-		return waitRedisCluster(ctx, g.Addrs())
+		return waitRedisCluster(ctx, g.Addrs(), g.spec.tls.clientConfig())
 	}
 	return nil
 }
@@ -201,7 +242,7 @@ func (g *Group) Promote(ctx context.Context, i int) error {
 	if i < 0 || i >= len(g.members) {
 		return fmt.Errorf("sandbox: no node %d in a group of %d", i, len(g.members))
 	}
-	return promoteRedis(ctx, g.members[i].Addr())
+	return promoteRedis(ctx, g.members[i].Addr(), g.spec.tls.clientConfig())
 }
 
 // Close stops every server and removes its data, containers and network.

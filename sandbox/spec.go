@@ -33,7 +33,8 @@ const (
 	// (asynchronous replication). Nodes defaults to 2.
 	Replica Topology = "replica"
 	// Cluster is a Redis Cluster of Nodes primaries (at least 3, the
-	// default) with the 16384 slots spread evenly and no replicas.
+	// default) with the 16384 slots spread evenly, and [Spec.Replicas]
+	// replicas per primary (none by default).
 	Cluster Topology = "cluster"
 )
 
@@ -63,10 +64,21 @@ type Spec struct {
 	// Kind is the server type. Required.
 	Kind Kind
 	// Nodes is the number of servers: 0 means 1, or 2 for [Replica] and 3
-	// for [Cluster].
+	// for [Cluster]. For a Cluster it counts the primaries only.
 	Nodes int
 	// Topology shapes a Redis group; see [Topology].
 	Topology Topology
+	// Replicas is the number of replicas of each primary of a Redis
+	// [Cluster]. Nodes 0..Nodes-1 are the primaries; node Nodes+i follows
+	// primary i%Nodes. A cluster with replicas fails over by itself: its
+	// node timeout is 1 s instead of 2 s.
+	Replicas int
+	// TLS makes Redis serve TLS only (rediss://): the sandbox creates a
+	// throwaway CA, a server certificate for the loopback addresses and a
+	// client certificate ([Group.TLSFiles]); client certificates are
+	// optional but checked when presented; replication and the cluster bus
+	// use TLS too.
+	TLS bool
 	// Persistent makes Redis write every command to an append-only file
 	// (fsync always), so data survives Stop/Start and Kill. MariaDB,
 	// ZooKeeper and etcd always persist.
@@ -80,6 +92,9 @@ type Spec struct {
 	// Logf, when set, receives progress messages (container creation and
 	// the like).
 	Logf func(format string, args ...any)
+
+	primaries int          // Redis Cluster: primaries; Nodes counts every server
+	tls       *tlsMaterial // set by Start when TLS is on
 }
 
 // ErrUnavailable reports that the chosen provider cannot run the requested
@@ -118,6 +133,19 @@ func (s Spec) normalize() (Spec, error) {
 	if s.Topology == Cluster && s.Nodes < 3 {
 		return s, fmt.Errorf("sandbox: a redis cluster needs at least 3 primaries, got %d", s.Nodes)
 	}
+	if s.Replicas < 0 {
+		return s, fmt.Errorf("sandbox: Spec.Replicas %d is negative", s.Replicas)
+	}
+	if s.Replicas > 0 && s.Topology != Cluster {
+		return s, fmt.Errorf("sandbox: Spec.Replicas is for a redis cluster; a %s group takes replicas as Nodes", topologyName(s.Topology))
+	}
+	if s.TLS && s.Kind != Redis {
+		return s, fmt.Errorf("sandbox: Spec.TLS is only for redis, not %s", s.Kind)
+	}
+	if s.Topology == Cluster {
+		s.primaries = s.Nodes
+		s.Nodes *= 1 + s.Replicas
+	}
 	if s.Nodes > 9 {
 		return s, fmt.Errorf("sandbox: %d nodes is more than the sandbox supports (9)", s.Nodes)
 	}
@@ -135,6 +163,15 @@ func (s Spec) normalize() (Spec, error) {
 // cluster of more than one member).
 func (s Spec) quorum() bool {
 	return s.Nodes > 1 && (s.Kind == ZooKeeper || s.Kind == Etcd)
+}
+
+// clusterNodeTimeout is the Redis Cluster node timeout in milliseconds:
+// shorter with replicas, so that a failover takes a second or two.
+func (s Spec) clusterNodeTimeout() int {
+	if s.Replicas > 0 {
+		return redisFailoverNodeTimeout
+	}
+	return redisNodeTimeout
 }
 
 // nodeName is the name of node i: "redis-0", "etcd-2" ...

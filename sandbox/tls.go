@@ -1,0 +1,202 @@
+package sandbox
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path"
+	"path/filepath"
+	"time"
+)
+
+// TLSFiles names the PEM files of a group started with [Spec.TLS]. They
+// live on this host in a temporary directory that Close removes.
+type TLSFiles struct {
+	// CA is the certificate of the throwaway authority that signed the
+	// servers' and the client's certificates.
+	CA string
+	// ClientCert and ClientKey are a client certificate signed by CA (for
+	// servers that check client certificates) and its private key.
+	ClientCert, ClientKey string
+}
+
+// Names of the files in a TLS directory, on the host and in containers.
+const (
+	tlsCAFile         = "ca.pem"
+	tlsServerCertFile = "server.pem"
+	tlsServerKeyFile  = "server-key.pem"
+	tlsClientCertFile = "client.pem"
+	tlsClientKeyFile  = "client-key.pem"
+	// tlsContainerDir is where the docker provider copies the files.
+	tlsContainerDir = "/distlock-tls"
+)
+
+// tlsMaterial is the certificates of one TLS group.
+type tlsMaterial struct {
+	dir   string   // host directory holding the files
+	host  string   // the servers' host as clients reach them
+	files TLSFiles // host paths
+	pool  *x509.CertPool
+	pair  tls.Certificate // the client's
+}
+
+// tlsFileNames lists every file of a TLS directory.
+func tlsFileNames() []string {
+	return []string{tlsCAFile, tlsServerCertFile, tlsServerKeyFile, tlsClientCertFile, tlsClientKeyFile}
+}
+
+// newTLSMaterial creates a temporary directory with a new CA, a server
+// certificate for hosts (IP addresses or DNS names, plus 127.0.0.1, ::1
+// and localhost) and a client certificate, valid for a day.
+func newTLSMaterial(hosts ...string) (*tlsMaterial, error) {
+	dir, err := os.MkdirTemp("", "distlock-sandbox-tls-")
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: tls: %w", err)
+	}
+	m, err := writeTLSMaterial(dir, hosts)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("sandbox: tls: %w", err), os.RemoveAll(dir))
+	}
+	return m, nil
+}
+
+func writeTLSMaterial(dir string, hosts []string) (*tlsMaterial, error) {
+	now := time.Now()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "distlock sandbox CA"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, err
+	}
+	server := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "distlock sandbox server"},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		// Redis uses the server certificate as its client certificate for
+		// replication and the cluster bus too.
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		DNSNames:    []string{"localhost"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			server.IPAddresses = append(server.IPAddresses, ip)
+		} else if h != "" {
+			server.DNSNames = append(server.DNSNames, h)
+		}
+	}
+	client := &x509.Certificate{
+		SerialNumber: big.NewInt(3),
+		Subject:      pkix.Name{CommonName: "distlock sandbox client"},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if err := writePEM(filepath.Join(dir, tlsCAFile), "CERTIFICATE", caDER); err != nil {
+		return nil, err
+	}
+	if err := issue(dir, tlsServerCertFile, tlsServerKeyFile, server, ca, caKey); err != nil {
+		return nil, err
+	}
+	if err := issue(dir, tlsClientCertFile, tlsClientKeyFile, client, ca, caKey); err != nil {
+		return nil, err
+	}
+	m := &tlsMaterial{dir: dir, host: "127.0.0.1", pool: x509.NewCertPool(), files: TLSFiles{
+		CA:         filepath.Join(dir, tlsCAFile),
+		ClientCert: filepath.Join(dir, tlsClientCertFile),
+		ClientKey:  filepath.Join(dir, tlsClientKeyFile),
+	}}
+	if len(hosts) > 0 && hosts[0] != "" {
+		m.host = hosts[0]
+	}
+	m.pool.AddCert(ca)
+	if m.pair, err = tls.LoadX509KeyPair(m.files.ClientCert, m.files.ClientKey); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// issue signs tmpl with the CA and writes the certificate and a new key.
+func issue(dir, certFile, keyFile string, tmpl, ca *x509.Certificate, caKey *ecdsa.PrivateKey) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return err
+	}
+	if err := writePEM(filepath.Join(dir, certFile), "CERTIFICATE", der); err != nil {
+		return err
+	}
+	return writePEM(filepath.Join(dir, keyFile), "PRIVATE KEY", keyDER)
+}
+
+// writePEM writes one PEM block. Files are world-readable: a server in a
+// container may run as another user than the one that copied them in, and
+// the keys protect nothing but a throwaway test server.
+func writePEM(path, typ string, der []byte) error {
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o644)
+}
+
+// clientConfig returns a new client TLS configuration trusting the CA,
+// presenting the client certificate and verifying the servers' host.
+func (m *tlsMaterial) clientConfig() *tls.Config {
+	if m == nil {
+		return nil
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: m.pool, Certificates: []tls.Certificate{m.pair}, ServerName: m.host}
+}
+
+func (m *tlsMaterial) remove() error {
+	if m == nil {
+		return nil
+	}
+	return os.RemoveAll(m.dir)
+}
+
+// redisTLSArgs are the TLS settings of a Redis server whose files are in
+// dir (a slash-separated path, local or in a container): TLS on port, no plaintext port, client certificates optional (but
+// checked when presented), TLS for replication and the cluster bus.
+func redisTLSArgs(dir string, port int) []string {
+	return []string{
+		"--port", "0", "--tls-port", fmt.Sprint(port),
+		"--tls-cert-file", path.Join(dir, tlsServerCertFile),
+		"--tls-key-file", path.Join(dir, tlsServerKeyFile),
+		"--tls-ca-cert-file", path.Join(dir, tlsCAFile),
+		"--tls-auth-clients", "optional",
+		"--tls-replication", "yes",
+		"--tls-cluster", "yes",
+	}
+}
