@@ -238,7 +238,11 @@ func TestACLErrors(t *testing.T) {
 		// INCR mints the token inside the acquire script. Redis 7.0 does
 		// not name the command, only the script line.
 		setACLUser(ctx, t, admin, "no-incr", without(aclLockUser, "+incr")...)
-		check(t, try(t, withUser(t, g.URL(), "no-incr", aclPassword)), "can't run this command")
+		err := try(t, withUser(t, g.URL(), "no-incr", aclPassword))
+		check(t, err, "can't run this command")
+		if !errors.Is(err, distlock.ErrInvalidConfig) {
+			t.Errorf("a refused script command: %v, want ErrInvalidConfig", err)
+		}
 	})
 	t.Run("no publish", func(t *testing.T) {
 		// The release script deletes the lock and then publishes: Redis
@@ -259,8 +263,9 @@ func TestACLErrors(t *testing.T) {
 		}
 	})
 	t.Run("Acquire with a wrong password", func(t *testing.T) {
-		// Acquire (unlike TryAcquire) retries ErrUnavailable until its
-		// ctx ends; a WRONGPASS is currently classed as unavailable.
+		// Acquire retries ErrUnavailable until its ctx ends; a refused
+		// password is ErrInvalidConfig, which no retry fixes: it returns
+		// at once.
 		l, err := distlock.Open(ctx, withUser(t, g.URL(), "locker", "wrong-"+aclPassword))
 		if err != nil {
 			t.Fatal(err)
@@ -274,8 +279,11 @@ func TestACLErrors(t *testing.T) {
 		check(t, err, "WRONGPASS")
 		t.Logf("Acquire returned after %v; ErrUnavailable=%v ErrInvalidConfig=%v",
 			took.Round(time.Millisecond), errors.Is(err, distlock.ErrUnavailable), errors.Is(err, distlock.ErrInvalidConfig))
-		if took > 2*time.Second {
-			t.Errorf("Acquire took %v with a 500ms ctx", took)
+		if !errors.Is(err, distlock.ErrInvalidConfig) || errors.Is(err, distlock.ErrUnavailable) {
+			t.Errorf("a refused password: %v, want ErrInvalidConfig (not ErrUnavailable)", err)
+		}
+		if took > 400*time.Millisecond {
+			t.Errorf("Acquire took %v with a 500ms ctx: it retried a refused password", took)
 		}
 	})
 }

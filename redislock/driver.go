@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -210,9 +211,16 @@ func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.G
 	sent := time.Now()
 	res, err := d.acquire(ctx, ks, req.Owner, req.TTL)
 	if err != nil {
+		if notAllowed(err) {
+			return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: %w", req.Key, backend.ErrInvalidConfig, err)
+		}
 		// The script may have run: remove what it may have left.
 		cerr := d.cleanup(ctx, ks, req.Owner)
-		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: %w", req.Key, backend.ErrUnavailable, errors.Join(err, cerr))
+		kind := backend.ErrUnavailable
+		if scriptRefused(err) {
+			kind = backend.ErrInvalidConfig
+		}
+		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: %w", req.Key, kind, errors.Join(err, cerr))
 	}
 	if !res.held {
 		return backend.Grant{}, backend.NotAcquired(req.Key, res.pttl)
@@ -226,6 +234,25 @@ func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.G
 			req.Key, backend.ErrUnavailable, res.acked, d.opts.WaitReplicas, d.opts.WaitTimeout, rerr)
 	}
 	return backend.Grant{Lock: l, Token: res.token, ValidFrom: sent}, nil
+}
+
+// notAllowed reports whether Redis refused the client's credentials or
+// permissions (a wrong password, a disabled user, a missing ACL command or
+// key pattern): a configuration error that no retry fixes. A script refused
+// one of its commands only after the ones before it ran; Redis's own
+// refusal of scripts with missing permissions happens before they start.
+func notAllowed(err error) bool {
+	// go-redis wraps a refusal met while connecting ("failed to
+	// authenticate: WRONGPASS ..."), so look for the code anywhere.
+	msg := err.Error()
+	return strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOAUTH ") || strings.Contains(msg, "NOPERM ")
+}
+
+// scriptRefused reports whether the ACL refused a command inside a script
+// (Redis 7.0: "... can't run this command or subcommand ..."): also a
+// configuration error, but the commands before it ran.
+func scriptRefused(err error) bool {
+	return strings.Contains(err.Error(), "can't run this command")
 }
 
 // cleanup removes a lock the owner may hold after a failed acquisition.

@@ -62,7 +62,11 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 		},
 	})
 	if err != nil {
-		return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w", req.Key, backend.ErrUnavailable, err)
+		kind := backend.ErrUnavailable
+		if notAllowed(err) {
+			kind = backend.ErrInvalidConfig
+		}
+		return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w", req.Key, kind, err)
 	}
 	defer unsubscribe()
 	beat := heartbeat(req.TTL)
@@ -77,6 +81,9 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 		attempts++
 		sent[n%recentAttempts] = time.Now()
 		res, err := d.fairAttempt(ctx, ks, req.Owner, req.TTL, true, window, wait, n)
+		if err != nil && notAllowed(err) && n == 0 {
+			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w", req.Key, backend.ErrInvalidConfig, err)
+		}
 		if err != nil {
 			// The script may have taken or confirmed the lock: give back
 			// both a hand-off and a hold.
