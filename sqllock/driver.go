@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock/backend"
@@ -24,7 +25,8 @@ type Driver struct {
 	q       *statements
 	lwt     int // session innodb_lock_wait_timeout in seconds, 0 = server's
 
-	ids connIDs
+	ids   connIDs
+	batch atomic.Int32 // batchUnknown, batchYes or batchNo
 
 	mu     sync.Mutex
 	closed bool
@@ -192,3 +194,52 @@ func (c *connIDs) forget(k any) {
 
 // errNoRow reports that the lock row does not exist yet.
 var errNoRow = errors.New("sqllock: lock row missing")
+
+// Whether the Driver's connections run several statements in one round
+// trip, learnt at the first acquisition.
+const (
+	batchUnknown int32 = iota
+	batchYes
+	batchNo
+)
+
+// batching reports whether the *sql.DB's connections accept several
+// statements with parameters in one round trip (go-sql-driver's
+// multiStatements with interpolateParams, as a URL-opened Driver sets
+// them), asking the server once, on c. Without it every statement is its
+// own round trip.
+func (d *Driver) batching(ctx context.Context, c *sql.Conn) (bool, error) {
+	switch d.batch.Load() {
+	case batchYes:
+		return true, nil
+	case batchNo:
+		return false, nil
+	}
+	ok, err := probeBatch(ctx, c)
+	if err != nil && serverCode(err) == 0 {
+		return false, err // not answered: ask again next time
+	}
+	if ok {
+		d.batch.Store(batchYes)
+	} else {
+		d.batch.Store(batchNo)
+	}
+	return ok, nil
+}
+
+func probeBatch(ctx context.Context, c *sql.Conn) (bool, error) {
+	rows, err := c.QueryContext(ctx, "SELECT ?; SELECT 2", 1)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = rows.Close() }()
+	for rows.Next() {
+	}
+	more := rows.NextResultSet()
+	for rows.Next() {
+	}
+	if err := rows.Err(); err != nil {
+		return false, err
+	}
+	return more, rows.Close()
+}

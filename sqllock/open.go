@@ -104,6 +104,7 @@ func configFromURL(u *backend.URL) (*mysql.Config, Options, error) {
 	cfg.DBName = dbname
 	cfg.Timeout = dial
 	cfg.InterpolateParams = true // one round trip per statement; values are still bound, escaped by the driver
+	cfg.MultiStatements = true   // and one per batch of them: only the Driver's own statements run on this pool
 	tlsName, err := tlsConfig(tlsMode, tlsCA, u.Hosts)
 	if err != nil {
 		q.Fail("%v", err)
