@@ -2,8 +2,8 @@ package sqllock
 
 import (
 	"context"
-		"fmt"
-		"time"
+	"fmt"
+	"time"
 
 	"github.com/distlock/distlock/backend"
 )

@@ -131,12 +131,12 @@ func newStatements(table string) *statements {
 			"WHERE name = ? AND token & %d < %d", vt, seqMask, seqMask),
 		liveSet: fmt.Sprintf("INSERT INTO %s (name, token, owner, holder_id, granted_at) VALUES (?, LAST_INSERT_ID(?), ?, CONNECTION_ID(), NOW(6)) "+
 			"ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token + 1, ?)), owner = ?, holder_id = CONNECTION_ID(), granted_at = NOW(6)", vt),
-		liveRead:   "SELECT LAST_INSERT_ID(), ROW_COUNT()",
-		rollback:   "ROLLBACK",
-		setIdle:    "SET SESSION wait_timeout = ?",
-		reset:      "SET SESSION autocommit = 1, wait_timeout = DEFAULT, innodb_lock_wait_timeout = DEFAULT",
-		exists:     fmt.Sprintf("SELECT 1 FROM %s WHERE name = ?", lt),
-		ensure:     fmt.Sprintf("INSERT IGNORE INTO %s (name) VALUES (?)", lt),
+		liveRead: "SELECT LAST_INSERT_ID(), ROW_COUNT()",
+		rollback: "ROLLBACK",
+		setIdle:  "SET SESSION wait_timeout = ?",
+		reset:    "SET SESSION autocommit = 1, wait_timeout = DEFAULT, innodb_lock_wait_timeout = DEFAULT",
+		exists:   fmt.Sprintf("SELECT 1 FROM %s WHERE name = ?", lt),
+		ensure:   fmt.Sprintf("INSERT IGNORE INTO %s (name) VALUES (?)", lt),
 		fence: fmt.Sprintf("INSERT INTO %s (name, token, owner, holder_id, granted_at) "+
 			"VALUES (?, LAST_INSERT_ID(1), ?, ?, NOW(6)) "+
 			"ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1), owner = ?, holder_id = ?, granted_at = NOW(6)", ft),
