@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,75 +47,99 @@ func TestBreakdown(t *testing.T) {
 	}
 
 	// Counts per cycle, from global status deltas.
-	p("\nper acquire+release (%d cycles, global status deltas; the SHOW itself subtracted):\n", breakdownOps)
-	p("  %-26s %9s %9s %9s %9s\n", "", "questions", "commits", "redo writes", "fsyncs")
-	d, err := sqllock.New(ctx, db, sqllock.Options{Table: table})
-	if err != nil {
-		t.Fatal(err)
+	p("\nper acquire+release (%d cycles; requests = writes on the client's sockets; the rest from global status deltas, the SHOW itself subtracted):\n", breakdownOps)
+	p("  %-32s %9s %9s %9s %11s %9s\n", "", "requests", "questions", "commits", "redo writes", "fsyncs")
+	key := fmt.Sprintf("bench-breakdown-%d", time.Now().UnixNano())
+	req := backend.Request{Key: key, Owner: "breakdown", TTL: 30 * time.Second}
+	type cycle struct {
+		name string
+		run  func() error
 	}
-	defer d.Close()
-	req := backend.Request{Key: fmt.Sprintf("bench-breakdown-%d", time.Now().UnixNano()), Owner: "breakdown", TTL: 30 * time.Second}
-	cycles := map[string]func() error{
-		"sqllock TryAcquire": func() error {
-			g, err := d.TryAcquire(ctx, req)
-			if err != nil {
-				return err
+	var cycles []cycle
+	var closers []func()
+	defer func() {
+		for _, f := range closers {
+			f()
+		}
+	}()
+	counters := map[string]*atomic.Int64{}
+	for _, batch := range []bool{true, false} {
+		mode := map[bool]string{true: "batched", false: "unbatched"}[batch]
+		n := new(atomic.Int64)
+		pool := openDBWith(batch, countingDial(n))
+		closers = append(closers, func() { _ = pool.Close() })
+		d, err := sqllock.New(ctx, pool, sqllock.Options{Table: table})
+		if err != nil {
+			t.Fatal(err)
+		}
+		closers = append(closers, func() { _ = d.Close() })
+		for _, wait := range []bool{false, true} {
+			name := "sqllock TryAcquire, " + mode
+			if wait {
+				name = "sqllock Wait, " + mode
 			}
-			return g.Lock.Release(ctx)
-		},
-		"sqllock Wait": func() error {
-			g, err := d.Wait(ctx, req)
-			if err != nil {
-				return err
-			}
-			return g.Lock.Release(ctx)
-		},
+			counters[name] = n
+			cycles = append(cycles, cycle{name, func() error {
+				var g backend.Grant
+				var err error
+				if wait {
+					g, err = d.Wait(ctx, req)
+				} else {
+					g, err = d.TryAcquire(ctx, req)
+				}
+				if err != nil {
+					return err
+				}
+				return g.Lock.Release(ctx)
+			}})
+		}
 	}
-	fu, err := newForUpdate(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fu.close()
-	cycles["bare FOR UPDATE"] = func() error {
+	n := new(atomic.Int64)
+	fu := &forUpdateClient{db: openDBWith(false, countingDial(n)), rows: map[string]bool{}}
+	closers = append(closers, fu.close)
+	counters["bare FOR UPDATE"] = n
+	cycles = append(cycles, cycle{"bare FOR UPDATE", func() error {
 		unlock, err := fu.lock(ctx, req.Key)
 		if err != nil {
 			return err
 		}
 		return unlock(ctx)
-	}
-	for _, name := range []string{"sqllock TryAcquire", "sqllock Wait", "bare FOR UPDATE"} {
-		if err := cycles[name](); err != nil { // warm-up: rows exist, pools filled
-			t.Fatalf("%s: %v", name, err)
+	}})
+	for _, c := range cycles {
+		if err := c.run(); err != nil { // warm-up: rows exist, pools filled, ids known
+			t.Fatalf("%s: %v", c.name, err)
 		}
-		before := status(t, db)
+		if err := c.run(); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		before, w0 := status(t, db), counters[c.name].Load()
 		for range breakdownOps {
-			if err := cycles[name](); err != nil {
-				t.Fatalf("%s: %v", name, err)
+			if err := c.run(); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
 			}
 		}
-		after := status(t, db)
+		w1, after := counters[c.name].Load(), status(t, db)
 		per := func(v string, self float64) float64 {
 			return (float64(after[v]-before[v]) - self) / breakdownOps
 		}
-		p("  %-26s %9.2f %9.2f %9.2f %9.2f\n", name, per("Questions", 1), per("Handler_commit", 0),
-			per("Innodb_log_writes", 0), per("Innodb_data_fsyncs", 0))
+		p("  %-32s %9.2f %9.2f %9.2f %11.2f %9.2f\n", c.name, float64(w1-w0)/breakdownOps, per("Questions", 1),
+			per("Handler_commit", 0), per("Innodb_log_writes", 0), per("Innodb_data_fsyncs", 0))
 	}
 
 	// Statement times, on one pinned connection (and a second one for the
 	// autocommit statements), averaged.
-	lt, ft := "`"+table+"`", "`"+table+sqllock.FenceSuffix+"`"
-	if _, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS bench_volatile (name VARBINARY(1024) NOT NULL PRIMARY KEY, token BIGINT UNSIGNED NOT NULL) ENGINE=MEMORY"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.ExecContext(ctx, "INSERT IGNORE INTO bench_volatile VALUES (?, 1)", req.Key); err != nil {
-		t.Fatal(err)
-	}
-	c, err := db.Conn(ctx)
+	lt, ft, vt := "`"+table+"`", "`"+table+sqllock.FenceSuffix+"`", "`"+table+sqllock.LiveSuffix+"`"
+	live := "UPDATE " + vt + " SET token = LAST_INSERT_ID(token + 1), owner = ?, holder_id = CONNECTION_ID(), granted_at = NOW(6) " +
+		"WHERE name = ? AND token & 16777215 < 16777215"
+	reset := "SET SESSION autocommit = 1, wait_timeout = DEFAULT, innodb_lock_wait_timeout = DEFAULT"
+	bdb := openDBWith(true, nil)
+	defer bdb.Close()
+	c, err := bdb.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	other, err := db.Conn(ctx)
+	other, err := bdb.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,11 +156,22 @@ func TestBreakdown(t *testing.T) {
 		name  string
 		steps []step
 	}{
-		{"sqllock (before this change)", []step{
+		{"sqllock batched (a URL-opened Driver)", []step{
+			{"SET; SELECT FOR UPDATE; UPDATE live; SELECT", c, "SET SESSION autocommit = 0, wait_timeout = ?; SELECT CONNECTION_ID() FROM " + lt +
+				" WHERE name = ? FOR UPDATE NOWAIT; " + live + "; SELECT LAST_INSERT_ID(), ROW_COUNT()", []any{30, req.Key, "o", req.Key}},
+			{"SET autocommit=1, defaults", c, reset, nil},
+		}},
+		{"sqllock unbatched (New over a pool without multiStatements)", []step{
+			{"SET autocommit=0, wait_timeout", c, "SET SESSION autocommit = 0, wait_timeout = ?", []any{30}},
+			{"SELECT ... FOR UPDATE NOWAIT", c, "SELECT CONNECTION_ID() FROM " + lt + " WHERE name = ? FOR UPDATE NOWAIT", []any{req.Key}},
+			{"UPDATE live counter (MEMORY)", c, live, []any{"o", req.Key}},
+			{"SET autocommit=1, defaults", c, reset, nil},
+		}},
+		{"sqllock before (durable counter per grant)", []step{
 			{"SET autocommit=0, wait_timeout", c, "SET SESSION autocommit = 0, wait_timeout = ?", []any{30}},
 			{"SELECT ... FOR UPDATE NOWAIT", c, "SELECT CONNECTION_ID() FROM " + lt + " WHERE name = ? FOR UPDATE NOWAIT", []any{req.Key}},
 			{"fence counter, autocommit", other, fence, []any{req.Key, "o", 1, "o", 1}},
-			{"SET autocommit=1, defaults", c, "SET SESSION autocommit = 1, wait_timeout = DEFAULT, innodb_lock_wait_timeout = DEFAULT", nil},
+			{"SET autocommit=1, defaults", c, reset, nil},
 		}},
 		{"bare FOR UPDATE", []step{
 			{"START TRANSACTION", c, "START TRANSACTION", nil},
@@ -148,7 +184,7 @@ func TestBreakdown(t *testing.T) {
 			{"START TRANSACTION", c, "START TRANSACTION", nil},
 			{"  fence counter in trx", c, fence, []any{req.Key, "o", 1, "o", 1}},
 			{"  ROLLBACK (not durable)", c, "ROLLBACK", nil},
-			{"MEMORY table counter", other, "UPDATE bench_volatile SET token = LAST_INSERT_ID(token + 1) WHERE name = ?", []any{req.Key}},
+			{"live counter (MEMORY), autocommit", other, live, []any{"o", req.Key}},
 		}},
 	}
 	for _, pr := range protocols {
