@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -64,6 +65,10 @@ func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	d, err := New(ctx, db, opts)
 	if err != nil {
+		var verr *tls.CertificateVerificationError
+		if errors.As(err, &verr) {
+			err = fmt.Errorf("%w (the server's certificate was not accepted: check tls_ca, and that the URL's host is a name or address the certificate lists)", err)
+		}
 		return fail(err)
 	}
 	d.ownDB = true
