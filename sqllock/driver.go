@@ -3,6 +3,7 @@ package sqllock
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"math"
@@ -207,7 +208,8 @@ const (
 // statements with parameters in one round trip (go-sql-driver's
 // multiStatements with interpolateParams, as a URL-opened Driver sets
 // them), asking the server once, on c. Without it every statement is its
-// own round trip.
+// own round trip. The batches are executed through the driver's own
+// connection (sql.Conn.Raw) for the per-statement counts of mysql.Result.
 func (d *Driver) batching(ctx context.Context, c *sql.Conn) (bool, error) {
 	switch d.batch.Load() {
 	case batchYes:
@@ -216,6 +218,9 @@ func (d *Driver) batching(ctx context.Context, c *sql.Conn) (bool, error) {
 		return false, nil
 	}
 	ok, err := probeBatch(ctx, c)
+	if errors.Is(err, driver.ErrSkip) {
+		err = nil // no interpolateParams: statements with arguments are prepared, one at a time
+	}
 	if err != nil && serverCode(err) == 0 {
 		return false, err // not answered: ask again next time
 	}
@@ -228,18 +233,9 @@ func (d *Driver) batching(ctx context.Context, c *sql.Conn) (bool, error) {
 }
 
 func probeBatch(ctx context.Context, c *sql.Conn) (bool, error) {
-	rows, err := c.QueryContext(ctx, "SELECT ?; SELECT 2", 1)
+	rows, _, err := execBatch(ctx, c, "DO ?; DO 2", []any{1})
 	if err != nil {
 		return false, err
 	}
-	defer func() { _ = rows.Close() }()
-	for rows.Next() {
-	}
-	more := rows.NextResultSet()
-	for rows.Next() {
-	}
-	if err := rows.Err(); err != nil {
-		return false, err
-	}
-	return more, rows.Close()
+	return len(rows) == 2, nil
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // pinned is a connection checked out of the pool for one acquisition and,
@@ -134,45 +136,70 @@ func (p *pinned) lockOnce(ctx context.Context, key, owner string, nowait bool) (
 		g.token = uint64(tok)
 		return g, err
 	}
-	// One batch: [settings;] locking read; increment; its outcome. If the
-	// read finds no row, the increment still runs; it is then discarded
-	// (moving a counter on is always safe: only the tokens handed out must
-	// come from increments made while holding the lock).
+	// One batch: [settings;] locking read; increment, executed for the
+	// per-statement counts of their OK packets. If the read finds no row,
+	// the increment still runs; it is then discarded (moving a counter on
+	// is always safe: only the tokens handed out must come from increments
+	// made while holding the lock).
+	if p.id == 0 { // a wait has loaded it before: a KILL may read it meanwhile
+		if err := p.loadID(ctx); err != nil {
+			return g, err
+		}
+	}
+	q = p.d.q.lockInto
+	if nowait {
+		q = p.d.q.lockIntoNowait
+	}
 	args := []any{key, owner, key}
-	q += "; " + p.d.q.liveNext + "; " + p.d.q.liveRead
+	q += "; " + p.d.q.liveNext
 	if begin {
 		q = p.begin + "; " + q
 		args = append(slices.Clone(p.beginArgs), args...)
 	}
-	rows, err := p.c.QueryContext(ctx, q, args...)
+	rows, ids, err := execBatch(ctx, p.c, q, args)
 	if err != nil {
 		return g, err
 	}
-	defer func() { _ = rows.Close() }()
-	if rows.Next() {
-		if err := rows.Scan(&g.id); err != nil {
-			return g, err
-		}
-		g.found = true
+	if len(rows) < 2 {
+		return g, fmt.Errorf("sqllock: a batch of statements returned %d results", len(rows))
 	}
-	var last uint64
-	var n int64
-	if !rows.NextResultSet() || !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return g, err
-		}
-		return g, errors.New("sqllock: the live token counter's result is missing")
-	}
-	if err := rows.Scan(&last, &n); err != nil {
-		return g, err
-	}
-	if err := rows.Close(); err != nil {
-		return g, err
-	}
-	if g.found && n == 1 {
-		g.token = last
+	g.id = p.id
+	g.found = rows[len(rows)-2] == 1
+	if g.found && rows[len(rows)-1] == 1 {
+		g.token = uint64(ids[len(ids)-1])
 	}
 	return g, nil
+}
+
+// execBatch executes q, several statements, on c, and returns each
+// statement's affected rows and insert id (go-sql-driver's mysql.Result:
+// database/sql keeps only the last).
+func execBatch(ctx context.Context, c *sql.Conn, q string, args []any) (rows, ids []int64, err error) {
+	nv := make([]driver.NamedValue, len(args))
+	for i, a := range args {
+		v, err := driver.DefaultParameterConverter.ConvertValue(a)
+		if err != nil {
+			return nil, nil, err
+		}
+		nv[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
+	}
+	err = c.Raw(func(dc any) error {
+		ex, ok := dc.(driver.ExecerContext)
+		if !ok {
+			return fmt.Errorf("sqllock: %T cannot execute statements", dc)
+		}
+		res, err := ex.ExecContext(ctx, q, nv)
+		if err != nil {
+			return err
+		}
+		mr, ok := res.(mysql.Result)
+		if !ok {
+			return fmt.Errorf("sqllock: %T has no per-statement results", res)
+		}
+		rows, ids = mr.AllRowsAffected(), mr.AllLastInsertIds()
+		return nil
+	})
+	return rows, ids, err
 }
 
 // token returns the grant's fencing token: the live counter's, or the first

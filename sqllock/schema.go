@@ -77,10 +77,13 @@ type statements struct {
 	lockWait   string
 	liveNext   string // the next token of the live counter, within its epoch
 	liveSet    string // the first token of a new epoch
-	liveRead   string // LAST_INSERT_ID() and ROW_COUNT() after liveNext, in a batch
-	rollback   string
-	setIdle    string // the idle timeout (the lock's TTL) while held
-	reset      string // ends the transaction and restores the session's defaults
+	// In a batch: the locking read without a result set; its OK packet
+	// counts the row.
+	lockInto       string
+	lockIntoNowait string
+	rollback       string
+	setIdle        string // the idle timeout (the lock's TTL) while held
+	reset          string // ends the transaction and restores the session's defaults
 	// On any pooled connection (autocommit).
 	exists    string
 	ensure    string
@@ -131,12 +134,13 @@ func newStatements(table string) *statements {
 			"WHERE name = ? AND token & %d < %d", vt, seqMask, seqMask),
 		liveSet: fmt.Sprintf("INSERT INTO %s (name, token, owner, holder_id, granted_at) VALUES (?, LAST_INSERT_ID(?), ?, CONNECTION_ID(), NOW(6)) "+
 			"ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token + 1, ?)), owner = ?, holder_id = CONNECTION_ID(), granted_at = NOW(6)", vt),
-		liveRead: "SELECT LAST_INSERT_ID(), ROW_COUNT()",
-		rollback: "ROLLBACK",
-		setIdle:  "SET SESSION wait_timeout = ?",
-		reset:    "SET SESSION autocommit = 1, wait_timeout = DEFAULT, innodb_lock_wait_timeout = DEFAULT",
-		exists:   fmt.Sprintf("SELECT 1 FROM %s WHERE name = ?", lt),
-		ensure:   fmt.Sprintf("INSERT IGNORE INTO %s (name) VALUES (?)", lt),
+		lockInto:       fmt.Sprintf("SELECT 1 INTO @distlock_found FROM %s WHERE name = ? FOR UPDATE", lt),
+		lockIntoNowait: fmt.Sprintf("SELECT 1 INTO @distlock_found FROM %s WHERE name = ? FOR UPDATE NOWAIT", lt),
+		rollback:       "ROLLBACK",
+		setIdle:        "SET SESSION wait_timeout = ?",
+		reset:          "SET SESSION autocommit = 1, wait_timeout = DEFAULT, innodb_lock_wait_timeout = DEFAULT",
+		exists:         fmt.Sprintf("SELECT 1 FROM %s WHERE name = ?", lt),
+		ensure:         fmt.Sprintf("INSERT IGNORE INTO %s (name) VALUES (?)", lt),
 		fence: fmt.Sprintf("INSERT INTO %s (name, token, owner, holder_id, granted_at) "+
 			"VALUES (?, LAST_INSERT_ID(1), ?, ?, NOW(6)) "+
 			"ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1), owner = ?, holder_id = ?, granted_at = NOW(6)", ft),
