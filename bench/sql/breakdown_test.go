@@ -157,8 +157,8 @@ func TestBreakdown(t *testing.T) {
 		steps []step
 	}{
 		{"sqllock batched (a URL-opened Driver)", []step{
-			{"SET; SELECT FOR UPDATE; UPDATE live; SELECT", c, "SET SESSION autocommit = 0, wait_timeout = ?; SELECT CONNECTION_ID() FROM " + lt +
-				" WHERE name = ? FOR UPDATE NOWAIT; " + live + "; SELECT LAST_INSERT_ID(), ROW_COUNT()", []any{30, req.Key, "o", req.Key}},
+			{"SET; SELECT INTO FOR UPDATE; UPDATE live", c, "SET SESSION autocommit = 0, wait_timeout = ?; SELECT 1 INTO @distlock_found FROM " + lt +
+				" WHERE name = ? FOR UPDATE NOWAIT; " + live, []any{30, req.Key, "o", req.Key}},
 			{"SET autocommit=1, defaults", c, reset, nil},
 		}},
 		{"sqllock unbatched (New over a pool without multiStatements)", []step{
