@@ -188,6 +188,15 @@ func (p *dockerProvider) options(spec Spec, plan containerPlan, nw *testcontaine
 	if nw != nil {
 		opts = append(opts, network.WithNetwork([]string{plan.name}, nw))
 	}
+	if f := spec.MariaDBTLS; f != nil {
+		// World-readable: the server runs as its own user in the container;
+		// these are throwaway test keys.
+		opts = append(opts, testcontainers.WithFiles(
+			testcontainers.ContainerFile{HostFilePath: f.CA, ContainerFilePath: containerTLSDir + "/ca.pem", FileMode: 0o644},
+			testcontainers.ContainerFile{HostFilePath: f.Cert, ContainerFilePath: containerTLSDir + "/cert.pem", FileMode: 0o644},
+			testcontainers.ContainerFile{HostFilePath: f.Key, ContainerFilePath: containerTLSDir + "/key.pem", FileMode: 0o644},
+		))
+	}
 	return opts
 }
 

@@ -20,6 +20,9 @@ type containerPlan struct {
 	busPort  int    // Redis Cluster bus port inside the container
 }
 
+// containerTLSDir is where the files of Spec.MariaDBTLS are copied.
+const containerTLSDir = "/etc/distlock-sandbox-tls"
+
 // Ports inside the containers (the images' defaults).
 const (
 	redisPort     = 6379
@@ -75,6 +78,9 @@ func (p *dockerProvider) plan(spec Spec, nw *testcontainers.DockerNetwork) ([]co
 		case MariaDB:
 			pl.port = portSpec(mariadbPort)
 			pl.cmd = []string{mariadbCommand(p.image), "--skip-name-resolve", "--innodb-buffer-pool-size=64M"}
+			if f := spec.MariaDBTLS; f != nil {
+				pl.cmd = append(pl.cmd, f.args(containerTLSDir+"/ca.pem", containerTLSDir+"/cert.pem", containerTLSDir+"/key.pem")...)
+			}
 			for _, prefix := range []string{"MARIADB_", "MYSQL_"} {
 				pl.env[prefix+"ROOT_PASSWORD"] = RootPassword
 				pl.env[prefix+"DATABASE"] = Database

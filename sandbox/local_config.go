@@ -125,6 +125,9 @@ func (c localConfig) mariadb(i int) error {
 		"--port=" + strconv.Itoa(n.port), "--bind-address=127.0.0.1",
 		"--socket=" + filepath.Join(n.dir, "mysqld.sock"), "--pid-file=" + filepath.Join(n.dir, "mysqld.pid"),
 		"--skip-name-resolve", "--init-file=" + initFile, "--innodb-buffer-pool-size=64M"}, user...)
+	if f := c.spec.MariaDBTLS; f != nil {
+		n.argv = append(n.argv, f.args(f.CA, f.Cert, f.Key)...)
+	}
 	return nil
 }
 

@@ -126,7 +126,9 @@ func mysqlPing(ctx context.Context, addr string) error {
 	if err := mysqlGreeting(ctx, addr); err != nil {
 		return err
 	}
-	db, err := sql.Open("mysql", MySQLDSN(addr))
+	// tls=preferred: TLS without verification if the server offers it, so
+	// a server with --require-secure-transport (Spec.MariaDBTLS) answers.
+	db, err := sql.Open("mysql", MySQLDSN(addr)+"&tls=preferred")
 	if err != nil {
 		return err
 	}

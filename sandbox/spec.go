@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -92,9 +93,34 @@ type Spec struct {
 	// Logf, when set, receives progress messages (container creation and
 	// the like).
 	Logf func(format string, args ...any)
+	// MariaDBTLS, when set, makes every MariaDB server accept TLS with the
+	// given certificate. MariaDB only.
+	MariaDBTLS *ServerTLS
 
 	primaries int          // Redis Cluster: primaries; Nodes counts every server
 	tls       *tlsMaterial // set by Start when TLS is on
+}
+
+// ServerTLS are the PEM files of a server's TLS setup made by the caller,
+// on this machine (the docker provider copies them into the container).
+// (Redis groups use [Spec.TLS] instead, where the sandbox makes the
+// certificates.)
+type ServerTLS struct {
+	CA   string // CA certificate(s) the server trusts (--ssl-ca)
+	Cert string // the server's certificate (--ssl-cert)
+	Key  string // its private key (--ssl-key)
+	// Require refuses clients that do not use TLS
+	// (--require-secure-transport).
+	Require bool
+}
+
+// args are the server flags for files at ca, cert and key.
+func (f *ServerTLS) args(ca, cert, key string) []string {
+	args := []string{"--ssl-ca=" + ca, "--ssl-cert=" + cert, "--ssl-key=" + key}
+	if f.Require {
+		args = append(args, "--require-secure-transport=ON")
+	}
+	return args
 }
 
 // ErrUnavailable reports that the chosen provider cannot run the requested
@@ -148,6 +174,19 @@ func (s Spec) normalize() (Spec, error) {
 	}
 	if s.Nodes > 9 {
 		return s, fmt.Errorf("sandbox: %d nodes is more than the sandbox supports (9)", s.Nodes)
+	}
+	if s.MariaDBTLS != nil {
+		if s.Kind != MariaDB {
+			return s, fmt.Errorf("sandbox: Spec.MariaDBTLS is only for mariadb, not %s", s.Kind)
+		}
+		for _, f := range []struct{ field, path string }{{"CA", s.MariaDBTLS.CA}, {"Cert", s.MariaDBTLS.Cert}, {"Key", s.MariaDBTLS.Key}} {
+			if f.path == "" {
+				return s, fmt.Errorf("sandbox: Spec.MariaDBTLS.%s is empty", f.field)
+			}
+			if _, err := os.Stat(f.path); err != nil {
+				return s, fmt.Errorf("sandbox: Spec.MariaDBTLS.%s: %w", f.field, err)
+			}
+		}
 	}
 	if s.StartTimeout <= 0 {
 		s.StartTimeout = DefaultStartTimeout

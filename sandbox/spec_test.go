@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -24,6 +25,9 @@ func TestSpecErrors(t *testing.T) {
 		{sandbox.Spec{Kind: sandbox.Redis, Topology: sandbox.Replica, Nodes: 1}, "at least 2"},
 		{sandbox.Spec{Kind: sandbox.Redis, Nodes: 10}, "more than"},
 		{sandbox.Spec{Kind: sandbox.Redis, Provider: "podman"}, `unknown provider "podman"`},
+		{sandbox.Spec{Kind: sandbox.Redis, MariaDBTLS: &sandbox.ServerTLS{}}, "MariaDBTLS is only for mariadb"},
+		{sandbox.Spec{Kind: sandbox.MariaDB, MariaDBTLS: &sandbox.ServerTLS{CA: os.Args[0]}}, "MariaDBTLS.Cert is empty"},
+		{sandbox.Spec{Kind: sandbox.MariaDB, MariaDBTLS: &sandbox.ServerTLS{CA: "/nonexistent/ca.pem", Cert: "c", Key: "k"}}, "MariaDBTLS.CA"},
 	} {
 		_, err := sandbox.Start(context.Background(), tc.spec)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

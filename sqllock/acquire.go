@@ -2,9 +2,7 @@ package sqllock
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/distlock/distlock/backend"
@@ -41,26 +39,27 @@ func (d *Driver) acquire(ctx context.Context, req backend.Request, wait bool) (b
 	}
 	p := &pinned{d: d, c: c, raw: rawConn(c)}
 	ttl := seconds(req.TTL)
-	begin, args := d.q.beginTry, []any{ttl}
+	p.begin, p.beginArgs = d.q.beginTry, []any{ttl}
 	if wait && d.lwt > 0 {
-		begin, args = d.q.beginWait, []any{ttl, d.lwt}
+		p.begin, p.beginArgs = d.q.beginWait, []any{ttl, d.lwt}
 	}
-	if _, err := c.ExecContext(ctx, begin, args...); err != nil {
+	if p.batch, err = d.batching(ctx, c); err != nil {
 		p.discard()
 		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, classify(err))
 	}
 	if wait {
-		sent, err := p.waitRow(ctx, req.Key)
+		sent, g, err := p.waitRow(ctx, req.Key, req.Owner)
 		if err != nil {
 			return backend.Grant{}, err
 		}
-		return d.granted(ctx, p, req, ttl, sent)
+		return d.granted(ctx, p, req, ttl, sent, g)
 	}
-	p.id, err = p.lockRow(ctx, ctx, req.Key, true)
+	g, err := p.lockRow(ctx, ctx, req.Key, req.Owner, true)
 	switch {
 	case err == nil:
+		p.id = g.id
 		d.ids.put(p.raw, p.id)
-	case isConflict(err):
+	case isConflict(err) && !g.found:
 		if gerr := p.giveBack(ctx); gerr != nil {
 			return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, classify(gerr))
 		}
@@ -69,9 +68,9 @@ func (d *Driver) acquire(ctx context.Context, req backend.Request, wait bool) (b
 		p.discard()
 		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, classify(err))
 	}
-	token, err := d.fence(ctx, req.Key, req.Owner, p.id)
+	token, err := p.token(ctx, req.Key, req.Owner, g)
 	if err != nil {
-		p.discard() // frees the row; the counter may have moved, which is harmless
+		p.discard() // frees the row; a counter may have moved on, which is harmless
 		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: fencing token: %w", op, req.Key, classify(err))
 	}
 	return d.grant(p, req, ttl, token, time.Time{})
@@ -81,23 +80,19 @@ func (d *Driver) acquire(ctx context.Context, req backend.Request, wait bool) (b
 // when the server sent the grant, which the client cannot observe; the
 // locking statement's send time (sent) is a safe lower bound, and used as
 // Grant.ValidFrom when the wait was short. After a long wait that would cut
-// the lease short, a statement sent now marks the start instead, while the
-// fencing counter moves on another connection.
-func (d *Driver) granted(ctx context.Context, p *pinned, req backend.Request, ttl int, sent time.Time) (backend.Grant, error) {
-	var token uint64
-	var ferr, serr error
-	if time.Since(sent) < req.TTL/freshWait {
-		token, ferr = d.fence(ctx, req.Key, req.Owner, p.id)
-	} else {
+// the lease short, a statement sent now marks the start instead.
+func (d *Driver) granted(ctx context.Context, p *pinned, req backend.Request, ttl int, sent time.Time, g grab) (backend.Grant, error) {
+	if time.Since(sent) >= req.TTL/freshWait {
 		sent = time.Now()
-		var wg sync.WaitGroup
-		wg.Go(func() { token, ferr = d.fence(ctx, req.Key, req.Owner, p.id) })
-		_, serr = p.c.ExecContext(ctx, d.q.setIdle, ttl)
-		wg.Wait()
+		if _, err := p.c.ExecContext(ctx, d.q.setIdle, ttl); err != nil {
+			p.discard()
+			return backend.Grant{}, fmt.Errorf("sqllock: wait %q: %w", req.Key, classify(err))
+		}
 	}
-	if err := errors.Join(serr, ferr); err != nil {
+	token, err := p.token(ctx, req.Key, req.Owner, g)
+	if err != nil {
 		p.discard()
-		return backend.Grant{}, fmt.Errorf("sqllock: wait %q: %w", req.Key, classify(err))
+		return backend.Grant{}, fmt.Errorf("sqllock: wait %q: fencing token: %w", req.Key, classify(err))
 	}
 	return d.grant(p, req, ttl, token, sent)
 }
@@ -114,31 +109,35 @@ const freshWait = 10
 // waitRow blocks until the row lock is granted or ctx ends, and returns
 // when the statement that won it was sent. On error the connection has been
 // returned or discarded.
-func (p *pinned) waitRow(ctx context.Context, key string) (time.Time, error) {
-	if err := p.loadID(ctx); err != nil {
+func (p *pinned) waitRow(ctx context.Context, key, owner string) (time.Time, grab, error) {
+	fail := func(err error) (time.Time, grab, error) {
 		p.end(err)
-		return time.Time{}, fmt.Errorf("sqllock: wait %q: %w", key, classify(err))
+		return time.Time{}, grab{}, fmt.Errorf("sqllock: wait %q: %w", key, classify(err))
+	}
+	if err := p.loadID(ctx); err != nil {
+		return fail(err)
 	}
 	for {
 		sent := time.Now()
-		_, err := p.blockingLock(ctx, key)
+		g, err := p.blockingLock(ctx, key, owner)
 		switch {
 		case err == nil && ctx.Err() == nil:
-			return sent, nil
+			return sent, g, nil
 		case err == nil: // won just as the caller gave up: let it go
 			p.end(nil)
-			return time.Time{}, fmt.Errorf("sqllock: wait %q: %w", key, context.Cause(ctx))
+			return time.Time{}, grab{}, fmt.Errorf("sqllock: wait %q: %w", key, context.Cause(ctx))
 		case ctx.Err() != nil:
 			p.end(err)
-			return time.Time{}, fmt.Errorf("sqllock: wait %q: %w (%w)", key, context.Cause(ctx), classify(err))
+			return time.Time{}, grab{}, fmt.Errorf("sqllock: wait %q: %w (%w)", key, context.Cause(ctx), classify(err))
+		case g.found: // held, but the live counter failed
+			p.discard()
+			return time.Time{}, grab{}, fmt.Errorf("sqllock: wait %q: fencing token: %w", key, classify(err))
 		case serverCode(err) == errLockWaitTimeout || serverCode(err) == errDeadlock:
 			if _, rerr := p.c.ExecContext(ctx, p.d.q.rollback); rerr != nil {
-				p.end(rerr)
-				return time.Time{}, fmt.Errorf("sqllock: wait %q: %w", key, classify(rerr))
+				return fail(rerr)
 			}
 		default:
-			p.end(err)
-			return time.Time{}, fmt.Errorf("sqllock: wait %q: %w", key, classify(err))
+			return fail(err)
 		}
 	}
 }

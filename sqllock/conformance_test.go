@@ -8,9 +8,13 @@ import (
 	"github.com/distlock/distlock/conformance"
 )
 
+// TestConformance runs the suite with statements sent one at a time and
+// in batches (multiStatements, as a URL-opened Driver does).
 func TestConformance(t *testing.T) {
 	s := startServer(t)
-	conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
-		return newHarness(s, time.Second), nil
+	bothModes(t, func(t *testing.T, batch bool) {
+		conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
+			return newHarness(s, time.Second, batch), nil
+		})
 	})
 }

@@ -12,24 +12,36 @@
 // lock_wait_timeout (a duration; the session's innodb_lock_wait_timeout
 // for blocking waits, default the server's), dial_timeout (default 10s),
 // tls (false, true, skip-verify or preferred) and tls_ca (a PEM file of CA
-// certificates, with tls=true). Unknown parameters are errors. [New] takes
-// a *sql.DB of github.com/go-sql-driver/mysql instead.
+// certificates, with tls=true). Unknown parameters are errors. A
+// URL-opened Driver's pool has multiStatements and interpolateParams on, so
+// an uncontended acquire+release is two round trips. [New] takes a *sql.DB
+// of github.com/go-sql-driver/mysql instead (one round trip per statement,
+// four per acquire+release, unless that pool has both options too).
 //
 // # Semantics
 //
-// Two tables: the lock table (name VARBINARY(1024) PRIMARY KEY; keys are
-// compared byte for byte) and the fencing counter table (the same name
-// plus FenceSuffix). See [DDL] and docs/sql.md.
+// Three tables: the lock table (name VARBINARY(1024) PRIMARY KEY; keys are
+// compared byte for byte), the durable fencing-epoch table (the same name
+// plus [FenceSuffix]) and a MEMORY table of live token counters (plus
+// [LiveSuffix]). See [DDL] and docs/sql.md.
 //
 // An acquisition pins a connection, turns autocommit off and sets the
 // session's wait_timeout to the TTL (rounded up to whole seconds), then
 // locks the row (NOWAIT for TryAcquire, blocking in the server for
 // Wait). A missing row is created first in its own autocommit INSERT
-// IGNORE, so two first-time lockers never deadlock. Once the row lock is
-// held, the key's fencing counter is incremented in an autocommit statement
-// on another connection: it is committed before the grant is returned, so
-// tokens strictly increase even though the lock transaction itself is
-// rolled back or dies.
+// IGNORE, so two first-time lockers never deadlock.
+//
+// Fencing tokens are epoch<<24 | seq. Once the row lock is held, the same
+// session moves the key's live counter on (a MEMORY table: not
+// transactional, so the lock transaction's rollback never undoes it, and
+// no durable write). When the key has no live counter (first use, a server
+// restart emptied the table, it was evicted) or the counter reached the
+// end of its epoch, the key's durable epoch is incremented in an
+// autocommit statement on another connection, committed before the grant
+// is returned, and the live counter starts at the new epoch's first token.
+// So tokens strictly increase across holders, rollbacks and server
+// restarts, and the durable commit is paid once per key per server start,
+// not per grant.
 //
 // The lock lives as long as the connection: a holder that dies (process
 // killed, connection closed) frees it as soon as the server sees the
@@ -42,6 +54,8 @@
 // other state is closed, never pooled.
 //
 // Locks are not replicated: failing over to a replica loses them all.
+// Tokens stay increasing across a failover only if the replica had
+// replicated the counters.
 //
 // # Errors
 //

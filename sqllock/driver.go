@@ -3,10 +3,12 @@ package sqllock
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock/backend"
@@ -24,7 +26,8 @@ type Driver struct {
 	q       *statements
 	lwt     int // session innodb_lock_wait_timeout in seconds, 0 = server's
 
-	ids connIDs
+	ids   connIDs
+	batch atomic.Int32 // batchUnknown, batchYes or batchNo
 
 	mu     sync.Mutex
 	closed bool
@@ -192,3 +195,47 @@ func (c *connIDs) forget(k any) {
 
 // errNoRow reports that the lock row does not exist yet.
 var errNoRow = errors.New("sqllock: lock row missing")
+
+// Whether the Driver's connections run several statements in one round
+// trip, learnt at the first acquisition.
+const (
+	batchUnknown int32 = iota
+	batchYes
+	batchNo
+)
+
+// batching reports whether the *sql.DB's connections accept several
+// statements with parameters in one round trip (go-sql-driver's
+// multiStatements with interpolateParams, as a URL-opened Driver sets
+// them), asking the server once, on c. Without it every statement is its
+// own round trip. The batches are executed through the driver's own
+// connection (sql.Conn.Raw) for the per-statement counts of mysql.Result.
+func (d *Driver) batching(ctx context.Context, c *sql.Conn) (bool, error) {
+	switch d.batch.Load() {
+	case batchYes:
+		return true, nil
+	case batchNo:
+		return false, nil
+	}
+	ok, err := probeBatch(ctx, c)
+	if errors.Is(err, driver.ErrSkip) {
+		err = nil // no interpolateParams: statements with arguments are prepared, one at a time
+	}
+	if err != nil && serverCode(err) == 0 {
+		return false, err // not answered: ask again next time
+	}
+	if ok {
+		d.batch.Store(batchYes)
+	} else {
+		d.batch.Store(batchNo)
+	}
+	return ok, nil
+}
+
+func probeBatch(ctx context.Context, c *sql.Conn) (bool, error) {
+	rows, _, err := execBatch(ctx, c, "DO ?; DO 2", []any{1})
+	if err != nil {
+		return false, err
+	}
+	return len(rows) == 2, nil
+}

@@ -16,6 +16,7 @@ const (
 	errDeadlock        = 1213 // ER_LOCK_DEADLOCK
 	errInterrupted     = 1317 // ER_QUERY_INTERRUPTED (KILL QUERY)
 	errLockNowait      = 3572 // ER_LOCK_NOWAIT (MySQL 8)
+	errTableFull       = 1114 // ER_RECORD_FILE_FULL: a MEMORY table reached max_heap_table_size
 )
 
 // serverCode returns the server's error number, or 0 if err did not come

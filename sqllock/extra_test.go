@@ -16,12 +16,14 @@ import (
 // TestFirstTimeLockers: lockers that meet on a brand-new name (no row yet),
 // blocking and non-blocking at once, never see a deadlock or any error but
 // ErrNotAcquired, and exactly one holds at a time.
-func TestFirstTimeLockers(t *testing.T) {
+func TestFirstTimeLockers(t *testing.T) { bothModes(t, testFirstTimeLockers) }
+
+func testFirstTimeLockers(t *testing.T, batch bool) {
 	s := startServer(t)
 	const lockers, perLocker, names = 3, 3, 15
 	ls := make([]*distlock.Locker, lockers)
 	for i := range ls {
-		ls[i] = newLocker(t, s, 5*time.Second)
+		ls[i] = newLockerMode(t, s, 5*time.Second, batch)
 	}
 	for n := range names {
 		key := uniqueKey("first")
@@ -78,12 +80,14 @@ func TestFirstTimeLockers(t *testing.T) {
 // TestLockWaitTimeout: a server-side lock wait that times out (error 1205)
 // is retried within the caller's ctx, so a waiter outlasts
 // innodb_lock_wait_timeout; the caller's own deadline is what ends a wait.
-func TestLockWaitTimeout(t *testing.T) {
+func TestLockWaitTimeout(t *testing.T) { bothModes(t, testLockWaitTimeout) }
+
+func testLockWaitTimeout(t *testing.T, batch bool) {
 	s := startServer(t)
-	d, c := newDriver(t, s, sqllock.Options{LockWaitTimeout: time.Second})
+	d, c := newDriverMode(t, s, sqllock.Options{LockWaitTimeout: time.Second}, batch)
 	waiter := distlock.New(d, distlock.WithDefaultTTL(5*time.Second))
 	t.Cleanup(func() { _ = waiter.Close() })
-	holder := newLocker(t, s, 5*time.Second)
+	holder := newLockerMode(t, s, 5*time.Second, batch)
 	key := uniqueKey("lwt")
 
 	le := mustAcquire(t, holder, key)
@@ -114,9 +118,11 @@ func TestLockWaitTimeout(t *testing.T) {
 
 // TestInspect reports the holder and its token while held, and the last
 // token once free.
-func TestInspect(t *testing.T) {
+func TestInspect(t *testing.T) { bothModes(t, testInspect) }
+
+func testInspect(t *testing.T, batch bool) {
 	s := startServer(t)
-	d, _ := newDriver(t, s, sqllock.Options{})
+	d, _ := newDriverMode(t, s, sqllock.Options{}, batch)
 	l := distlock.New(d, distlock.WithDefaultTTL(5*time.Second))
 	t.Cleanup(func() { _ = l.Close() })
 	key := uniqueKey("inspect")

@@ -48,7 +48,7 @@ func startServer(t *testing.T) *server {
 			shared.err = err
 		} else {
 			s := &server{g: g}
-			s.admin = s.newDB(nil)
+			s.admin = s.newDB(nil, false)
 			shared.srv = s
 		}
 	}
@@ -79,12 +79,16 @@ func (s *server) addr() string { return s.g.Node(0).Addr() }
 
 // newDB opens a *sql.DB whose connections are dialled through track (when
 // not nil), always to the server's current address.
-func (s *server) newDB(track func(net.Conn)) *sql.DB {
+//
+// batch turns on multiStatements, as a URL-opened Driver does, so the
+// Driver sends its statements in batches; without it, one at a time.
+func (s *server) newDB(track func(net.Conn), batch bool) *sql.DB {
 	cfg, err := mysql.ParseDSN(sandbox.MySQLDSN(s.addr()))
 	if err != nil {
 		panic(err)
 	}
 	cfg.InterpolateParams = true
+	cfg.MultiStatements = batch
 	cfg.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
 		c, err := d.DialContext(ctx, "tcp", s.addr())
@@ -124,12 +128,13 @@ func (c *client) kill() error {
 type harness struct {
 	s       *server
 	ttl     time.Duration
+	batch   bool
 	mu      sync.Mutex
 	clients map[backend.Driver]*client
 }
 
-func newHarness(s *server, ttl time.Duration) *harness {
-	return &harness{s: s, ttl: ttl, clients: map[backend.Driver]*client{}}
+func newHarness(s *server, ttl time.Duration, batch bool) *harness {
+	return &harness{s: s, ttl: ttl, batch: batch, clients: map[backend.Driver]*client{}}
 }
 
 func (h *harness) NewDriver(ctx context.Context) (backend.Driver, error) {
@@ -138,7 +143,7 @@ func (h *harness) NewDriver(ctx context.Context) (backend.Driver, error) {
 		c.mu.Lock()
 		c.conns = append(c.conns, nc)
 		c.mu.Unlock()
-	})
+	}, h.batch)
 	d, err := sqllock.New(ctx, c.db, sqllock.Options{Table: testTable})
 	if err != nil {
 		_ = c.db.Close()
@@ -171,7 +176,7 @@ func (h *harness) Delete(ctx context.Context, key string) error {
 
 func (s *server) killHolder(ctx context.Context, key string) error {
 	var id uint64
-	q := "SELECT holder_id FROM `" + testTable + sqllock.FenceSuffix + "` WHERE name = ?"
+	q := "SELECT holder_id FROM `" + testTable + sqllock.LiveSuffix + "` WHERE name = ?"
 	if err := s.admin.QueryRowContext(ctx, q, key).Scan(&id); err != nil {
 		return fmt.Errorf("holder of %q: %w", key, err)
 	}

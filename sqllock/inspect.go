@@ -12,15 +12,24 @@ import (
 // Inspect reports key's state: whether a session holds the row lock (found
 // with a NOWAIT probe in a short transaction of its own, which can make a
 // concurrent TryAcquire fail for the probe's millisecond), and the last
-// holder's owner and fencing token from the counter table. The remaining
+// holder's owner and fencing token from the live counter table. When the
+// key has no live counter (not locked since the server restarted, or
+// evicted) the owner and token are not known ("" and 0). The remaining
 // TTL and the number of waiters are not known (0 and -1).
 func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) {
 	info := backend.Info{Key: key, Waiters: -1}
 	var owner []byte
 	var holder uint64
-	err := d.db.QueryRowContext(ctx, d.q.fenceRow, key).Scan(&info.Token, &owner, &holder)
+	err := d.db.QueryRowContext(ctx, d.q.liveRow, key).Scan(&info.Token, &owner, &holder)
 	if errors.Is(err, sql.ErrNoRows) {
-		return info, nil // never locked
+		// No live counter: never locked, or not since the server
+		// restarted (or the counter was evicted). The last token is not
+		// known then.
+		var epoch uint64
+		err = d.db.QueryRowContext(ctx, d.q.fenceRow, key).Scan(&epoch)
+		if errors.Is(err, sql.ErrNoRows) {
+			return info, nil // never locked
+		}
 	}
 	if err != nil {
 		return info, fmt.Errorf("sqllock: inspect %q: %w", key, classify(err))

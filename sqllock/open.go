@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -64,6 +65,10 @@ func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	d, err := New(ctx, db, opts)
 	if err != nil {
+		var verr *tls.CertificateVerificationError
+		if errors.As(err, &verr) {
+			err = fmt.Errorf("%w (the server's certificate was not accepted: check tls_ca, and that the URL's host is a name or address the certificate lists)", err)
+		}
 		return fail(err)
 	}
 	d.ownDB = true
@@ -104,6 +109,7 @@ func configFromURL(u *backend.URL) (*mysql.Config, Options, error) {
 	cfg.DBName = dbname
 	cfg.Timeout = dial
 	cfg.InterpolateParams = true // one round trip per statement; values are still bound, escaped by the driver
+	cfg.MultiStatements = true   // and one per batch of them: only the Driver's own statements run on this pool
 	tlsName, err := tlsConfig(tlsMode, tlsCA, u.Hosts)
 	if err != nil {
 		q.Fail("%v", err)

@@ -40,7 +40,7 @@ func TestOpenURLErrors(t *testing.T) {
 
 func TestDDL(t *testing.T) {
 	ddl, err := sqllock.DDL("app_locks")
-	if err != nil || len(ddl) != 2 {
+	if err != nil || len(ddl) != 3 {
 		t.Fatalf("DDL = %q, %v", ddl, err)
 	}
 	for _, want := range []string{"CREATE TABLE IF NOT EXISTS `app_locks`", "PRIMARY KEY (name)"} {
@@ -48,8 +48,11 @@ func TestDDL(t *testing.T) {
 			t.Errorf("lock table DDL lacks %q:\n%s", want, ddl[0])
 		}
 	}
-	if !strings.Contains(ddl[1], "`app_locks_fence`") {
+	if !strings.Contains(ddl[1], "`app_locks_fence`") || !strings.Contains(ddl[1], "InnoDB") {
 		t.Errorf("fence table DDL:\n%s", ddl[1])
+	}
+	if !strings.Contains(ddl[2], "`app_locks_live`") || !strings.Contains(ddl[2], "ENGINE=MEMORY") {
+		t.Errorf("live counter table DDL:\n%s", ddl[2])
 	}
 	if _, err := sqllock.DDL("x; DROP TABLE y"); !errors.Is(err, distlock.ErrInvalidConfig) {
 		t.Errorf("DDL of a bad name = %v", err)

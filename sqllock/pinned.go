@@ -6,7 +6,10 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // pinned is a connection checked out of the pool for one acquisition and,
@@ -16,6 +19,11 @@ type pinned struct {
 	c   *sql.Conn
 	raw any    // the driver's connection, to remember id across checkouts
 	id  uint64 // the server's CONNECTION_ID(), once known
+
+	batch     bool   // several statements per round trip
+	begin     string // session settings, sent with the first locking read
+	beginArgs []any
+	begun     bool
 }
 
 // rawConn returns c's driver connection (nil if c is already closed).
@@ -60,31 +68,187 @@ func (p *pinned) giveBack(ctx context.Context) error {
 	return p.c.Close()
 }
 
+// grab is the outcome of one locking attempt.
+type grab struct {
+	found bool   // the lock row exists and this session holds its lock
+	id    uint64 // the session's CONNECTION_ID()
+	token uint64 // the live counter's next token; 0 when a new epoch must start
+}
+
 // lockRow takes the lock row's exclusive row lock inside the open
-// transaction and returns the connection's id. The row is created first if
-// missing, in its own autocommit statement on another connection after
-// this transaction is rolled back (so no gap lock is held meanwhile, and
-// two first-time lockers never deadlock). ctx bounds the locking
-// statement, ectx the creation.
-func (p *pinned) lockRow(ctx, ectx context.Context, key string, nowait bool) (uint64, error) {
+// transaction and moves the key's live token counter on. The row is
+// created first if missing, in its own autocommit statement on another
+// connection after this transaction is rolled back (so no gap lock is held
+// meanwhile, and two first-time lockers never deadlock). ctx bounds the
+// locking statement, ectx the creation.
+func (p *pinned) lockRow(ctx, ectx context.Context, key, owner string, nowait bool) (grab, error) {
+	for range 3 {
+		g, err := p.lockOnce(ctx, key, owner, nowait)
+		if err != nil || g.found {
+			return g, err
+		}
+		if _, err := p.c.ExecContext(ctx, p.d.q.rollback); err != nil {
+			return grab{}, err
+		}
+		if err := p.d.ensure(ectx, key, nowait); err != nil {
+			return grab{}, err
+		}
+	}
+	return grab{}, errNoRow
+}
+
+// lockOnce sends the locking read, then the live counter's increment,
+// which runs only once the row lock is granted (a failed read ends the
+// batch) and runs on this session, so it cannot run after the session,
+// and with it the lock, is gone. The first call also sends p.begin, the
+// session settings, which outlast rollbacks. When the Driver batches, all
+// of it is one round trip; else one statement each.
+func (p *pinned) lockOnce(ctx context.Context, key, owner string, nowait bool) (grab, error) {
 	q := p.d.q.lockWait
 	if nowait {
 		q = p.d.q.lockNowait
 	}
-	for range 3 {
-		var id uint64
-		err := p.c.QueryRowContext(ctx, q, key).Scan(&id)
-		if !errors.Is(err, sql.ErrNoRows) {
-			return id, err
+	begin := !p.begun
+	p.begun = true
+	var g grab
+	if !p.batch {
+		if begin {
+			if _, err := p.c.ExecContext(ctx, p.begin, p.beginArgs...); err != nil {
+				return g, err
+			}
 		}
-		if _, err := p.c.ExecContext(ctx, p.d.q.rollback); err != nil {
-			return 0, err
+		err := p.c.QueryRowContext(ctx, q, key).Scan(&g.id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return g, nil
 		}
-		if err := p.d.ensure(ectx, key, nowait); err != nil {
+		if err != nil {
+			return g, err
+		}
+		g.found = true
+		res, err := p.c.ExecContext(ctx, p.d.q.liveNext, owner, key)
+		if err != nil {
+			return g, err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return g, err // no live counter, or at the end of its epoch
+		}
+		tok, err := res.LastInsertId()
+		g.token = uint64(tok)
+		return g, err
+	}
+	// One batch: [settings;] locking read; increment, executed for the
+	// per-statement counts of their OK packets. If the read finds no row,
+	// the increment still runs; it is then discarded (moving a counter on
+	// is always safe: only the tokens handed out must come from increments
+	// made while holding the lock).
+	if p.id == 0 { // a wait has loaded it before: a KILL may read it meanwhile
+		if err := p.loadID(ctx); err != nil {
+			return g, err
+		}
+	}
+	q = p.d.q.lockInto
+	if nowait {
+		q = p.d.q.lockIntoNowait
+	}
+	args := []any{key, owner, key}
+	q += "; " + p.d.q.liveNext
+	if begin {
+		q = p.begin + "; " + q
+		args = append(slices.Clone(p.beginArgs), args...)
+	}
+	rows, ids, err := execBatch(ctx, p.c, q, args)
+	if err != nil {
+		return g, err
+	}
+	if len(rows) < 2 {
+		return g, fmt.Errorf("sqllock: a batch of statements returned %d results", len(rows))
+	}
+	g.id = p.id
+	g.found = rows[len(rows)-2] == 1
+	if g.found && rows[len(rows)-1] == 1 {
+		g.token = uint64(ids[len(ids)-1])
+	}
+	return g, nil
+}
+
+// execBatch executes q, several statements, on c, and returns each
+// statement's affected rows and insert id (go-sql-driver's mysql.Result:
+// database/sql keeps only the last).
+func execBatch(ctx context.Context, c *sql.Conn, q string, args []any) (rows, ids []int64, err error) {
+	nv := make([]driver.NamedValue, len(args))
+	for i, a := range args {
+		v, err := driver.DefaultParameterConverter.ConvertValue(a)
+		if err != nil {
+			return nil, nil, err
+		}
+		nv[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
+	}
+	err = c.Raw(func(dc any) error {
+		ex, ok := dc.(driver.ExecerContext)
+		if !ok {
+			return fmt.Errorf("sqllock: %T cannot execute statements", dc)
+		}
+		res, err := ex.ExecContext(ctx, q, nv)
+		if err != nil {
+			return err
+		}
+		mr, ok := res.(mysql.Result)
+		if !ok {
+			return fmt.Errorf("sqllock: %T has no per-statement results", res)
+		}
+		rows, ids = mr.AllRowsAffected(), mr.AllLastInsertIds()
+		return nil
+	})
+	return rows, ids, err
+}
+
+// token returns the grant's fencing token: the live counter's, or the first
+// of a new epoch.
+func (p *pinned) token(ctx context.Context, key, owner string, g grab) (uint64, error) {
+	if g.token != 0 {
+		return g.token, nil
+	}
+	return p.newEpoch(ctx, key, owner)
+}
+
+// newEpoch starts key's next fencing epoch while this session holds the
+// row lock: the durable epoch is bumped in an autocommit statement on
+// another connection (committed, so neither a rollback nor a server
+// restart undoes it, before any token of the epoch is handed out), then
+// the live counter is set to the epoch's first token on the pinned
+// connection, whose answer shows that the session, and so the row lock,
+// is alive. Every token of earlier epochs is smaller, whatever the live
+// counter held before (a restart emptied it, or it was evicted).
+func (p *pinned) newEpoch(ctx context.Context, key, owner string) (uint64, error) {
+	e, err := p.d.fence(ctx, key, owner, p.id)
+	if err != nil {
+		return 0, err
+	}
+	if e >= 1<<(63-seqBits) {
+		return 0, fmt.Errorf("sqllock: fencing epoch %d of %q is beyond the largest (%d)", e, key, uint64(1)<<(63-seqBits)-1)
+	}
+	first := e<<seqBits | 1
+	for evicted := false; ; evicted = true {
+		res, err := p.c.ExecContext(ctx, p.d.q.liveSet, key, first, owner, first, owner)
+		switch {
+		case err == nil:
+			tok, err := res.LastInsertId()
+			return uint64(tok), err
+		case serverCode(err) == errTableFull && !evicted:
+			// Forgetting live counters is always safe: a key without one
+			// starts a new epoch at its next grant.
+			if _, err := p.d.db.ExecContext(ctx, p.d.q.liveEvict); err != nil {
+				return 0, err
+			}
+		case serverCode(err) == errTableFull:
+			// No room: the key goes on without a live counter, so its next
+			// grant starts another epoch. The session answered: it is
+			// alive and holds the lock.
+			return first, nil
+		default:
 			return 0, err
 		}
 	}
-	return 0, errNoRow
 }
 
 // ensureWait bounds the row creation of a NOWAIT acquisition: the INSERT
@@ -131,7 +295,7 @@ const killGrace = 5 * time.Second
 // canceled, which makes the driver close the connection (the server then
 // ends the session once it notices). The statement may still have won the
 // lock in the meantime: the caller checks ctx and releases it.
-func (p *pinned) blockingLock(ctx context.Context, key string) (uint64, error) {
+func (p *pinned) blockingLock(ctx context.Context, key, owner string) (grab, error) {
 	sctx, scancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer scancel()
 	returned, killed := make(chan struct{}), make(chan struct{})
@@ -149,12 +313,12 @@ func (p *pinned) blockingLock(ctx context.Context, key string) (uint64, error) {
 			scancel()
 		}
 	})
-	id, err := p.lockRow(sctx, ctx, key, false)
+	g, err := p.lockRow(sctx, ctx, key, owner, false)
 	close(returned)
 	if !stop() {
 		<-killed // no KILL may reach a later statement of this connection
 	}
-	return id, err
+	return g, err
 }
 
 // killQuery interrupts whatever connection id is running, from a pooled
@@ -169,10 +333,11 @@ func (d *Driver) killQuery(id uint64) error {
 	return err
 }
 
-// fence increments key's fencing counter in its own autocommit statement
-// (committed before the grant is returned, so a rollback of the lock
-// transaction never undoes it) and records the holder. It runs while the
-// row lock is held, so increments are ordered like the holds.
+// fence increments key's durable fencing epoch in its own autocommit
+// statement (committed before any token of the epoch is handed out, so
+// neither a rollback of the lock transaction nor a server restart undoes
+// it) and records the holder. It runs while the row lock is held, so
+// increments are ordered like the holds.
 func (d *Driver) fence(ctx context.Context, key, owner string, id uint64) (uint64, error) {
 	res, err := d.db.ExecContext(ctx, d.q.fence, key, owner, id, owner, id)
 	if err != nil {

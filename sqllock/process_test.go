@@ -238,7 +238,8 @@ func TestWaiterSIGKILL(t *testing.T) {
 	for deadline := time.Now().Add(20 * time.Second); waiting == 0 && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 		err := s.admin.QueryRowContext(ctxFor(t, 10*time.Second),
-			"SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND = 'Query' AND INFO LIKE 'SELECT CONNECTION_ID() FROM%FOR UPDATE'").Scan(&waiting)
+			"SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND = 'Query' AND ID <> CONNECTION_ID() "+
+				"AND INFO LIKE 'SELECT % FROM `"+testTable+"` WHERE name = %FOR UPDATE%'").Scan(&waiting)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,8 +14,28 @@ import (
 const DefaultTable = "distlock_locks"
 
 // FenceSuffix is appended to the lock table's name to name the table of
-// fencing counters.
+// durable fencing epochs.
 const FenceSuffix = "_fence"
+
+// LiveSuffix is appended to the lock table's name to name the MEMORY table
+// of live token counters, which the server empties when it restarts.
+const LiveSuffix = "_live"
+
+// seqBits is the width of the sequence part of a fencing token: a token is
+// epoch<<seqBits | seq, where the epoch is a durable per-key counter in
+// the fence table, bumped (one durable commit) whenever the key's live
+// counter is missing (first use, server restart, eviction) or reaches the
+// end of its epoch, and seq counts the grants within the epoch in the
+// MEMORY table, without a durable write. The epoch stays below
+// 1<<(63-seqBits), so tokens fit an int64.
+const (
+	seqBits = 24
+	seqMask = 1<<seqBits - 1
+)
+
+// evictRows is how many of the least recently granted live counters are
+// forgotten when the MEMORY table is full (max_heap_table_size).
+const evictRows = 256
 
 // maxKeyLen is the width of the name columns: the portable layer's limit.
 const maxKeyLen = 1024
@@ -34,9 +54,10 @@ func checkTable(name string) error {
 	return nil
 }
 
-// DDL returns the statements that create the lock table and its fencing
-// counter table, for DBAs who create them by hand (see docs/sql.md). The
-// table name must be valid (letters, digits, underscores; at most 58).
+// DDL returns the statements that create the lock table, its durable
+// fencing-epoch table and its MEMORY table of live token counters, for
+// DBAs who create them by hand (see docs/sql.md). The table name must be
+// valid (letters, digits, underscores; at most 58).
 func DDL(table string) ([]string, error) {
 	if err := checkTable(table); err != nil {
 		return nil, err
@@ -54,14 +75,22 @@ type statements struct {
 	connID     string
 	lockNowait string
 	lockWait   string
-	rollback   string
-	setIdle    string // the idle timeout (the lock's TTL) while held
-	reset      string // ends the transaction and restores the session's defaults
+	liveNext   string // the next token of the live counter, within its epoch
+	liveSet    string // the first token of a new epoch
+	// In a batch: the locking read without a result set; its OK packet
+	// counts the row.
+	lockInto       string
+	lockIntoNowait string
+	rollback       string
+	setIdle        string // the idle timeout (the lock's TTL) while held
+	reset          string // ends the transaction and restores the session's defaults
 	// On any pooled connection (autocommit).
 	exists    string
 	ensure    string
-	fence     string
+	fence     string // bumps the durable epoch
 	fenceRow  string
+	liveRow   string
+	liveEvict string
 	probe     string
 	killQuery string
 }
@@ -69,6 +98,7 @@ type statements struct {
 func newStatements(table string) *statements {
 	lt := "`" + table + "`"
 	ft := "`" + table + FenceSuffix + "`"
+	vt := "`" + table + LiveSuffix + "`"
 	const lockCols = "SELECT CONNECTION_ID() FROM %s WHERE name = ? FOR UPDATE"
 	return &statements{
 		ddl: []string{
@@ -84,21 +114,39 @@ func newStatements(table string) *statements {
 				"  granted_at DATETIME(6) NOT NULL,\n"+
 				"  PRIMARY KEY (name)\n"+
 				") ENGINE=InnoDB", ft, maxKeyLen),
+			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
+				"  name       VARBINARY(%d) NOT NULL,\n"+
+				"  token      BIGINT UNSIGNED NOT NULL,\n"+
+				"  owner      VARBINARY(128) NOT NULL,\n"+
+				"  holder_id  BIGINT UNSIGNED NOT NULL,\n"+
+				"  granted_at DATETIME(6) NOT NULL,\n"+
+				"  PRIMARY KEY (name)\n"+
+				") ENGINE=MEMORY", vt, maxKeyLen),
 		},
 		beginTry:   "SET SESSION autocommit = 0, wait_timeout = ?",
 		beginWait:  "SET SESSION autocommit = 0, wait_timeout = ?, innodb_lock_wait_timeout = ?",
 		connID:     "SELECT CONNECTION_ID()",
 		lockNowait: fmt.Sprintf(lockCols+" NOWAIT", lt),
 		lockWait:   fmt.Sprintf(lockCols, lt),
-		rollback:   "ROLLBACK",
-		setIdle:    "SET SESSION wait_timeout = ?",
-		reset:      "SET SESSION autocommit = 1, wait_timeout = DEFAULT, innodb_lock_wait_timeout = DEFAULT",
-		exists:     fmt.Sprintf("SELECT 1 FROM %s WHERE name = ?", lt),
-		ensure:     fmt.Sprintf("INSERT IGNORE INTO %s (name) VALUES (?)", lt),
+		// Within the epoch only: at its last value the row is left alone
+		// (ROW_COUNT() 0) and the caller starts a new epoch.
+		liveNext: fmt.Sprintf("UPDATE %s SET token = LAST_INSERT_ID(token + 1), owner = ?, holder_id = CONNECTION_ID(), granted_at = NOW(6) "+
+			"WHERE name = ? AND token & %d < %d", vt, seqMask, seqMask),
+		liveSet: fmt.Sprintf("INSERT INTO %s (name, token, owner, holder_id, granted_at) VALUES (?, LAST_INSERT_ID(?), ?, CONNECTION_ID(), NOW(6)) "+
+			"ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token + 1, ?)), owner = ?, holder_id = CONNECTION_ID(), granted_at = NOW(6)", vt),
+		lockInto:       fmt.Sprintf("SELECT 1 INTO @distlock_found FROM %s WHERE name = ? FOR UPDATE", lt),
+		lockIntoNowait: fmt.Sprintf("SELECT 1 INTO @distlock_found FROM %s WHERE name = ? FOR UPDATE NOWAIT", lt),
+		rollback:       "ROLLBACK",
+		setIdle:        "SET SESSION wait_timeout = ?",
+		reset:          "SET SESSION autocommit = 1, wait_timeout = DEFAULT, innodb_lock_wait_timeout = DEFAULT",
+		exists:         fmt.Sprintf("SELECT 1 FROM %s WHERE name = ?", lt),
+		ensure:         fmt.Sprintf("INSERT IGNORE INTO %s (name) VALUES (?)", lt),
 		fence: fmt.Sprintf("INSERT INTO %s (name, token, owner, holder_id, granted_at) "+
 			"VALUES (?, LAST_INSERT_ID(1), ?, ?, NOW(6)) "+
 			"ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1), owner = ?, holder_id = ?, granted_at = NOW(6)", ft),
-		fenceRow:  fmt.Sprintf("SELECT token, owner, holder_id FROM %s WHERE name = ?", ft),
+		fenceRow:  fmt.Sprintf("SELECT token FROM %s WHERE name = ?", ft),
+		liveRow:   fmt.Sprintf("SELECT token, owner, holder_id FROM %s WHERE name = ?", vt),
+		liveEvict: fmt.Sprintf("DELETE FROM %s ORDER BY granted_at LIMIT %d", vt, evictRows),
 		probe:     fmt.Sprintf("SELECT name FROM %s WHERE name = ? FOR UPDATE NOWAIT", lt),
 		killQuery: "KILL QUERY %d", // an id the server gave us, formatted as an integer
 	}

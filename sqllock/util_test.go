@@ -26,8 +26,15 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 // newDriver makes a Driver over its own *sql.DB, closed when the test ends.
 func newDriver(t *testing.T, s *server, opts sqllock.Options) (*sqllock.Driver, *client) {
 	t.Helper()
+	return newDriverMode(t, s, opts, false)
+}
+
+// newDriverMode is newDriver over a *sql.DB that batches statements
+// (multiStatements) or not.
+func newDriverMode(t *testing.T, s *server, opts sqllock.Options, batch bool) (*sqllock.Driver, *client) {
+	t.Helper()
 	c := &client{}
-	c.db = s.newDB(nil)
+	c.db = s.newDB(nil, batch)
 	if opts.Table == "" {
 		opts.Table = testTable
 	}
@@ -42,7 +49,12 @@ func newDriver(t *testing.T, s *server, opts sqllock.Options) (*sqllock.Driver, 
 // newLocker makes a Locker over a new Driver, closed when the test ends.
 func newLocker(t *testing.T, s *server, ttl time.Duration) *distlock.Locker {
 	t.Helper()
-	d, _ := newDriver(t, s, sqllock.Options{})
+	return newLockerMode(t, s, ttl, false)
+}
+
+func newLockerMode(t *testing.T, s *server, ttl time.Duration, batch bool) *distlock.Locker {
+	t.Helper()
+	d, _ := newDriverMode(t, s, sqllock.Options{}, batch)
 	l := distlock.New(d, distlock.WithDefaultTTL(ttl))
 	t.Cleanup(func() { _ = l.Close() })
 	return l
@@ -53,4 +65,10 @@ func release(t *testing.T, le *distlock.Lease) {
 	if err := le.Release(ctxFor(t, 10*time.Second)); err != nil {
 		t.Errorf("Release(%q): %v", le.Key(), err)
 	}
+}
+
+// bothModes runs f with statements sent one at a time, then in batches.
+func bothModes(t *testing.T, f func(t *testing.T, batch bool)) {
+	t.Run("statements", func(t *testing.T) { f(t, false) })
+	t.Run("batched", func(t *testing.T) { f(t, true) })
 }

@@ -115,11 +115,19 @@ func benchUncontended(b *testing.B, c contender) {
 	}
 	_ = unlock(ctx)
 	for b.Loop() {
-		unlock, err := cl.lock(ctx, key)
+		// Every call carries a deadline, as production calls do and as the
+		// contended scenario's do. (A call without one skips
+		// go-sql-driver's per-statement cancel watcher, two goroutine
+		// handoffs per statement; the Locker always derives a cancellable
+		// context, so distlock never gets that shortcut.)
+		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		unlock, err := cl.lock(lctx, key)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := unlock(ctx); err != nil {
+		err = unlock(lctx)
+		cancel()
+		if err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -3,11 +3,13 @@ package sqlbench
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/sandbox"
 	"github.com/distlock/distlock/sqllock"
 )
 
@@ -28,20 +30,33 @@ const table = "bench_locks"
 
 var contenders = []contender{
 	{"distlock", newDistlock},
+	{"distlock unbatched", newDistlockUnbatched},
 	{"sqllock driver", newDriverOnly},
 	{"FOR UPDATE", newForUpdate},
+	{"FOR UPDATE batched", newForUpdateBatched},
 	{"FOR UPDATE+fence", newForUpdateFence},
 	{"GET_LOCK", newGetLock},
 }
 
-// distlock: the sqllock driver under the portable Locker (watchdog,
-// fencing counter, session timeouts, pool hygiene).
+// distlock: the Locker opened from a URL (watchdog, fencing tokens,
+// session timeouts, pool hygiene), as users get it: its pool batches
+// statements (multiStatements).
 type distlockClient struct {
-	db *sql.DB
+	db *sql.DB // nil when the Locker owns its pool
 	l  *distlock.Locker
 }
 
 func newDistlock(ctx context.Context) (client, error) {
+	l, err := distlock.Open(ctx, sandbox.MySQLURL(addr)+"?table="+table+"&ttl=30s")
+	if err != nil {
+		return nil, err
+	}
+	return &distlockClient{l: l}, nil
+}
+
+// distlock unbatched: the Locker over a *sql.DB without multiStatements
+// (sqllock.New with a user's pool): one round trip per statement.
+func newDistlockUnbatched(ctx context.Context) (client, error) {
 	db := openDB()
 	d, err := sqllock.New(ctx, db, sqllock.Options{Table: table})
 	if err != nil {
@@ -59,11 +74,16 @@ func (c *distlockClient) lock(ctx context.Context, key string) (func(context.Con
 	return le.Release, nil
 }
 
-func (c *distlockClient) close() { _ = c.l.Close(); _ = c.db.Close() }
+func (c *distlockClient) close() {
+	_ = c.l.Close()
+	if c.db != nil {
+		_ = c.db.Close()
+	}
+}
 
-// sqllock driver: the backend alone, without the portable Locker (no
-// watchdog, no reentrancy bookkeeping): how much of distlock's cost is the
-// store protocol.
+// sqllock driver: the backend alone over a batching pool, without the
+// portable Locker (no watchdog, no reentrancy bookkeeping): how much of
+// distlock's cost is the store protocol.
 type driverClient struct {
 	db *sql.DB
 	d  *sqllock.Driver
@@ -71,7 +91,7 @@ type driverClient struct {
 }
 
 func newDriverOnly(ctx context.Context) (client, error) {
-	db := openDB()
+	db := openDBWith(true, nil)
 	d, err := sqllock.New(ctx, db, sqllock.Options{Table: table})
 	if err != nil {
 		_ = db.Close()
@@ -130,9 +150,59 @@ func (c *forUpdateClient) lock(ctx context.Context, key string) (func(context.Co
 
 func (c *forUpdateClient) close() { _ = c.db.Close() }
 
-// FOR UPDATE+fence: the bare protocol plus the one thing a safe lock cannot
-// skip, a fencing counter committed (autocommit, another connection) while
-// the row lock is held. The floor for any FOR UPDATE lock with tokens.
+// FOR UPDATE batched: the bare protocol in two round trips instead of
+// three, START TRANSACTION and the locking read sent together
+// (multiStatements), then COMMIT: the strictest baseline for a batching
+// distlock.
+type forUpdateBatchedClient struct{ *forUpdateClient }
+
+func newForUpdateBatched(ctx context.Context) (client, error) {
+	db := openDBWith(true, nil)
+	_, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+table+" (name VARBINARY(1024) NOT NULL PRIMARY KEY) ENGINE=InnoDB")
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return &forUpdateBatchedClient{&forUpdateClient{db: db, rows: map[string]bool{}}}, nil
+}
+
+func (c *forUpdateBatchedClient) lock(ctx context.Context, key string) (func(context.Context) error, error) {
+	if !c.rows[key] {
+		if _, err := c.db.ExecContext(ctx, "INSERT IGNORE INTO "+table+" (name) VALUES (?)", key); err != nil {
+			return nil, err
+		}
+		c.rows[key] = true
+	}
+	conn, err := c.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := conn.QueryContext(ctx, "START TRANSACTION; SELECT name FROM "+table+" WHERE name = ? FOR UPDATE", key)
+	if err == nil {
+		if !rows.Next() {
+			err = fmt.Errorf("no row for %q: %v", key, rows.Err())
+		}
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		_ = conn.Close()
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		defer conn.Close()
+		_, err := conn.ExecContext(ctx, "COMMIT")
+		return err
+	}, nil
+}
+
+// FOR UPDATE+fence: the bare protocol plus a fencing counter committed
+// durably (autocommit, another connection) while the row lock is held: the
+// floor for a FOR UPDATE lock that pays one durable commit per grant, as
+// sqllock did before its tokens moved to a durable epoch and a live
+// counter. Shows what a durable write per grant costs on this server.
 func newForUpdateFence(ctx context.Context) (client, error) {
 	c, err := newForUpdate(ctx)
 	if err != nil {
