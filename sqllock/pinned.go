@@ -269,19 +269,69 @@ func (d *Driver) ensure(ctx context.Context, key string, nowait bool) error {
 	if !errors.Is(err, sql.ErrNoRows) {
 		return err
 	}
+	ictx := ctx
 	if nowait {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, ensureWait)
+		ictx, cancel = context.WithTimeout(ctx, ensureWait)
 		defer cancel()
 	}
-	_, err = d.db.ExecContext(ctx, d.q.ensure, key)
+	err = d.insertRow(ictx, key)
 	switch {
 	case err == nil, serverCode(err) == errDeadlock:
 		return nil
-	case nowait && errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case nowait && ctx.Err() == nil && errors.Is(ictx.Err(), context.DeadlineExceeded):
 		return nil // the row exists and is locked: the next locking read says so
 	}
 	return err
+}
+
+// insertRow runs the row's INSERT IGNORE on a connection of its own until
+// ctx ends, when the statement is interrupted in the server with KILL
+// QUERY: a client that merely hung up would leave it waiting there for the
+// row lock, and running (briefly locking the row) just after its holder
+// released it.
+func (d *Driver) insertRow(ctx context.Context, key string) error {
+	c, err := d.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	p := &pinned{d: d, c: c, raw: rawConn(c)}
+	if err := p.loadID(ctx); err != nil {
+		p.discard()
+		return err
+	}
+	sctx, scancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer scancel()
+	returned, killed := make(chan struct{}), make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(killed)
+		if err := d.killQuery(p.id); err != nil {
+			scancel()
+			return
+		}
+		t := time.NewTimer(killGrace)
+		defer t.Stop()
+		select {
+		case <-returned:
+		case <-t.C:
+			scancel()
+		}
+	})
+	_, err = c.ExecContext(sctx, d.q.ensure, key)
+	close(returned)
+	if !stop() {
+		<-killed
+		p.discard() // a KILL may have come after the statement ended
+		if err == nil {
+			return nil
+		}
+		return fmt.Errorf("%w (%w)", context.Cause(ctx), err)
+	}
+	if err != nil {
+		p.discard()
+		return err
+	}
+	return c.Close()
 }
 
 // killGrace is how long a waiter whose ctx ended waits for KILL QUERY to
