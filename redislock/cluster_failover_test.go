@@ -200,10 +200,13 @@ func (cf *clusterFailover) awaitPromotion(ctx context.Context, i int) time.Time 
 }
 
 // clusterLocker opens a Locker over the cluster from its URL, with short
-// timeouts so that calls to the dead primary fail fast.
+// timeouts so that calls to the dead primary fail fast. Its periodic slot
+// map reload is a minute apart (go-redis's default, as for a client given
+// to New): what finds the promoted replica in time is the driver asking
+// for a reload after a failed command.
 func (cf *clusterFailover) locker(ctx context.Context) *distlock.Locker {
 	cf.t.Helper()
-	l, err := distlock.Open(ctx, cf.g.URL()+"?dial_timeout=300ms&read_timeout=500ms")
+	l, err := distlock.Open(ctx, cf.g.URL()+"?dial_timeout=300ms&read_timeout=500ms&cluster_refresh=1m")
 	if err != nil {
 		cf.t.Fatal(err)
 	}

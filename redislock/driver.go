@@ -214,6 +214,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.G
 		if notAllowed(err) {
 			return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: %w", req.Key, backend.ErrInvalidConfig, err)
 		}
+		d.suspect(err)
 		// The script may have run: remove what it may have left.
 		cerr := d.cleanup(ctx, ks, req.Owner)
 		kind := backend.ErrUnavailable
@@ -246,6 +247,16 @@ func notAllowed(err error) bool {
 	// authenticate: WRONGPASS ..."), so look for the code anywhere.
 	msg := err.Error()
 	return strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOAUTH ") || strings.Contains(msg, "NOPERM ")
+}
+
+// suspect makes a Cluster client reload its slot map soon after a command
+// failed: a dead primary answers no MOVED, and a client given to New keeps
+// its own reload interval (go-redis's default is a minute), so it would go
+// on sending that slot's commands to the dead node.
+func (d *Driver) suspect(err error) {
+	if cc, ok := d.c.(*redis.ClusterClient); ok && err != nil && !errors.Is(err, redis.Nil) {
+		cc.ReloadState(context.Background())
+	}
 }
 
 // scriptRefused reports whether the ACL refused a command inside a script

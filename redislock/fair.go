@@ -85,6 +85,7 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w", req.Key, backend.ErrInvalidConfig, err)
 		}
 		if err != nil {
+			d.suspect(err)
 			// The script may have taken or confirmed the lock: give back
 			// both a hand-off and a hold.
 			aerr := errors.Join(d.abandon(ctx, ks, req.Owner, wait), d.cleanup(ctx, ks, req.Owner))

@@ -25,6 +25,7 @@ type lock struct {
 func (l *lock) Release(ctx context.Context) error {
 	n, err := releaseScript.Run(ctx, l.d.c, l.ks.releaseKeys(), l.owner, l.ks.channel, "release").Int64()
 	if err != nil {
+		l.d.suspect(err)
 		return fmt.Errorf("redislock: release %q: %w: %w", l.key, backend.ErrUnavailable, err)
 	}
 	if n < 0 {
@@ -36,6 +37,7 @@ func (l *lock) Release(ctx context.Context) error {
 // Refresh implements backend.Lock.
 func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	n, err := refreshScript.Run(ctx, l.d.c, []string{l.ks.lock}, l.owner, millis(ttl)).Int64()
+	l.d.suspect(err)
 	return refreshResult(l.key, n, err)
 }
 
@@ -77,6 +79,7 @@ func (d *Driver) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []ti
 			continue
 		}
 		n, cerr := cmds[i].Int64()
+		d.suspect(cerr)
 		errs[i] = refreshResult(l.key, n, cerr)
 	}
 	return errs
