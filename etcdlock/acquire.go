@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -48,16 +50,13 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 	}
 	rng := lockRange(d.prefix, req.Key)
 	ekey := d.nextKey(req.Key, s.id)
-	// Our put has the highest revision in the range, so the two keys with
-	// the highest create revisions are ours and our predecessor's; the key
-	// with the lowest is the holder.
+	// Our put has the highest revision in the range: the newest near+1
+	// keys are ours and the near keys just ahead of it.
 	resp, err := d.c.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(ekey), "=", 0)).
 		Then(clientv3.OpPut(ekey, req.Owner, clientv3.WithLease(s.id)),
 			clientv3.OpGet(rng, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)),
-			clientv3.OpGet(rng, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))).
+				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(d.near)+1))).
 		Commit()
 	if err != nil {
 		return backend.Grant{}, d.failed(s, ekey, d.acquireErr(ctx, s, req.Key, err))
@@ -65,12 +64,13 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 	if !resp.Succeeded {
 		return backend.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w: key %s exists already", req.Key, backend.ErrUnavailable, ekey)
 	}
-	w := &waiter{d: d, s: s, key: req.Key, rng: rng, ekey: ekey, rev: resp.Header.Revision}
-	sg := sighting{rev: resp.Header.Revision}
-	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 2 {
+	rev := resp.Header.Revision
+	w := &waiter{d: d, s: s, key: req.Key, rng: rng, ekey: ekey, rev: rev}
+	newest := (*clientv3.GetResponse)(resp.Responses[1].GetResponseRange())
+	newest.Kvs = slices.DeleteFunc(newest.Kvs, func(kv *mvccpb.KeyValue) bool { return kv.CreateRevision == rev })
+	sg := readQueue(rev, newest)
+	if !sg.first() {
 		d.startAnchor() // this acquisition will watch
-		first := resp.Responses[2].GetResponseRange().Kvs
-		sg.pred, sg.holder = kvs[1], len(first) > 0 && first[0].CreateRevision == kvs[1].CreateRevision
 	}
 	if err := w.wait(ctx, sg); err != nil {
 		return backend.Grant{}, d.failed(s, ekey, err)

@@ -8,7 +8,7 @@ import (
 	"github.com/distlock/distlock/conformance"
 )
 
-func runConformance(t *testing.T, nodes int) {
+func runConformance(t *testing.T, nodes int) *cluster {
 	c := startCluster(t, nodes)
 	t.Logf("etcd: %s", c.g)
 	prefix := "conformance/" + t.Name() + "/"
@@ -28,6 +28,7 @@ func runConformance(t *testing.T, nodes int) {
 	if len(left) > 0 {
 		t.Errorf("after the suite %d keys remain: %q", len(left), left)
 	}
+	return c
 }
 
 func TestConformanceSingle(t *testing.T) { runConformance(t, 1) }
@@ -36,5 +37,6 @@ func TestConformanceCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("3-member cluster: skipped in -short mode")
 	}
-	runConformance(t, 3)
+	c := runConformance(t, 3)
+	t.Run("QueueChurn", func(t *testing.T) { testQueueChurn(t, c) })
 }

@@ -32,10 +32,12 @@
 // not confirmed alive for a whole TTL) every lock on it is reported lost.
 //
 // Each acquisition puts one key under the lock's range; the key with the
-// lowest create revision holds the lock, and each waiter watches only the
-// key just before its own, so waiters are served in arrival order and a
-// release wakes one waiter. TryAcquire puts its key only if the range is
-// empty, in one transaction. Release deletes the key only if it still has
+// lowest create revision holds the lock, and each waiter watches only its
+// own key and the two keys just before it, so waiters are served in
+// arrival order, a release wakes at most two waiters, and the next holder
+// is granted the lock by the release's watch event itself, with no request
+// in between. TryAcquire puts its key only if the range is empty, in one
+// transaction. Release deletes the key only if it still has
 // its create revision. OwnerCmp gives the comparison that guards your own
 // etcd transactions with the lock.
 //

@@ -49,6 +49,7 @@ type Driver struct {
 
 	grantSem chan struct{} // serialises lease grants
 	seq      atomic.Uint64
+	near     int // how many keys ahead of its own a waiter watches
 
 	mu       sync.Mutex
 	sess     *session
@@ -89,6 +90,7 @@ func newDriver(c *clientv3.Client, own bool, o Options) (*Driver, error) {
 		c: c, own: own, prefix: prefix, ttl: ttl,
 		ctx: ctx, cancel: cancel,
 		grantSem: make(chan struct{}, 1),
+		near:     DefaultNear,
 		held:     map[heldKey]*lock{},
 	}, nil
 }

@@ -38,3 +38,7 @@ func ParseForTest(raw string) (Parsed, error) {
 		User: c.client.Username, TLS: c.client.TLS != nil, Dial: c.client.DialTimeout,
 	}, nil
 }
+
+// SetNear sets how many keys may be ahead of d's waiters for them to watch
+// the whole queue (1 or 2).
+func SetNear(d *Driver, n int) { d.near = min(max(n, 1), maxNear) }

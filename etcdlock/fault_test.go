@@ -71,15 +71,22 @@ func queued(t *testing.T, d *etcdlock.Driver, key string, n int64) {
 // a cluster of its own.
 func TestFaults(t *testing.T) {
 	c := startCluster(t, 1)
-	t.Run("FIFO", func(t *testing.T) { testFIFO(t, c) })
-	t.Run("DeadWaiterInTheMiddle", func(t *testing.T) { testDeadWaiter(t, c) })
+	// near is how many keys may be ahead of a waiter for it to watch them
+	// all: the default, and 1, so that waiters further back watch only
+	// their predecessor and move to watching the whole queue as it
+	// advances.
+	for _, near := range []int{etcdlock.DefaultNear, 1} {
+		t.Run(fmt.Sprintf("FIFO/near=%d", near), func(t *testing.T) { testFIFO(t, c, near) })
+		t.Run(fmt.Sprintf("DeadWaiterInTheMiddle/near=%d", near), func(t *testing.T) { testDeadWaiter(t, c, near) })
+		t.Run(fmt.Sprintf("WaiterKeyDeleted/near=%d", near), func(t *testing.T) { testWaiterKeyDeleted(t, c, near) })
+	}
 	t.Run("PartitionedHolder", func(t *testing.T) { testPartitioned(t, c) })
 	t.Run("OwnerCmp", func(t *testing.T) { testOwnerCmp(t, c) })
 	t.Run("RefreshAll", func(t *testing.T) { testRefreshAll(t, c) })
 }
 
 // testFIFO: waiters get the lock in the order they queued.
-func testFIFO(t *testing.T, c *cluster) {
+func testFIFO(t *testing.T, c *cluster, near int) {
 	const n = 6
 	key := fmt.Sprintf("fifo-%d", time.Now().UnixNano())
 	holder, hd := locker(t, c.g.Addrs()...)
@@ -91,7 +98,8 @@ func testFIFO(t *testing.T, c *cluster) {
 	var order []int
 	var wg sync.WaitGroup
 	for i := range n {
-		l, _ := locker(t, c.g.Addrs()...)
+		l, d := locker(t, c.g.Addrs()...)
+		etcdlock.SetNear(d, near)
 		wg.Go(func() {
 			w, err := l.Acquire(ctxT(t, 30*time.Second), key)
 			if err != nil {
@@ -126,11 +134,13 @@ func testFIFO(t *testing.T, c *cluster) {
 // testDeadWaiter: a waiter between the holder and another waiter dies; its
 // key expires with its lease, and the waiter behind it must keep waiting
 // for the holder instead of taking the lock early.
-func testDeadWaiter(t *testing.T, c *cluster) {
+func testDeadWaiter(t *testing.T, c *cluster, near int) {
 	key := fmt.Sprintf("deadwaiter-%d", time.Now().UnixNano())
 	a, ad := locker(t, c.g.Addrs()...)
 	b, bd := locker(t, c.g.Addrs()...)
-	cl, _ := locker(t, c.g.Addrs()...)
+	cl, cd := locker(t, c.g.Addrs()...)
+	etcdlock.SetNear(bd, near)
+	etcdlock.SetNear(cd, near)
 	la, err := a.Acquire(ctxT(t, 10*time.Second), key)
 	if err != nil {
 		t.Fatal(err)
@@ -174,6 +184,71 @@ func testDeadWaiter(t *testing.T, c *cluster) {
 		_ = got.Load().Release(ctxT(t, 5*time.Second))
 	case <-time.After(testTTL):
 		t.Fatal("the waiter did not get the lock after the holder released")
+	}
+}
+
+// testWaiterKeyDeleted: the key of the last of two waiters is deleted
+// behind its back; that waiter must fail with ErrLost and never get the
+// lock, while the other waiter gets it as usual.
+func testWaiterKeyDeleted(t *testing.T, c *cluster, near int) {
+	key := fmt.Sprintf("keydeleted-%d", time.Now().UnixNano())
+	a, ad := locker(t, c.g.Addrs()...)
+	b, bd := locker(t, c.g.Addrs()...)
+	cl, cd := locker(t, c.g.Addrs()...)
+	etcdlock.SetNear(bd, near)
+	etcdlock.SetNear(cd, near)
+	la, err := a.Acquire(ctxT(t, 10*time.Second), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bGot := make(chan *distlock.Lease, 1)
+	go func() {
+		lb, err := b.Acquire(ctxT(t, 30*time.Second), key)
+		if err != nil {
+			t.Errorf("first waiter: %v", err)
+		}
+		bGot <- lb
+	}()
+	queued(t, ad, key, 2)
+	cErr := make(chan error, 1)
+	go func() {
+		lc, err := cl.Acquire(ctxT(t, 30*time.Second), key)
+		if err == nil {
+			_ = lc.Release(ctxT(t, 5*time.Second))
+			err = errors.New("got the lock")
+		}
+		cErr <- err
+	}()
+	queued(t, ad, key, 3)
+	// Past the waiters' first 100 ms, during which they re-read the queue
+	// (see waiter.go), so that only watching its key can tell the last
+	// waiter that the key is gone.
+	time.Sleep(150 * time.Millisecond)
+	resp, err := ad.Client().Get(ctxT(t, 5*time.Second), ad.KeyRange(key), clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ad.Client().Delete(ctxT(t, 5*time.Second), string(resp.Kvs[0].Key)); err != nil {
+		t.Fatal(err)
+	}
+	if err := la.Release(ctxT(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	lb := <-bGot
+	if lb == nil {
+		return
+	}
+	if err := lb.Release(ctxT(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-cErr:
+		if !errors.Is(err, distlock.ErrLost) {
+			t.Fatalf("the waiter whose key was deleted: %v, want ErrLost", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter whose key was deleted still waits")
 	}
 }
 
@@ -283,5 +358,43 @@ func testRefreshAll(t *testing.T, c *cluster) {
 		if (i == 1) != errors.Is(err, backend.ErrNotHeld) {
 			t.Errorf("release of lock %d: %v", i, err)
 		}
+	}
+}
+
+// testQueueChurn: three drivers with three goroutines each take one key in
+// turns, on every member of the cluster (reads, writes and watches go to
+// different members). Nobody may hold the lock while another does, and
+// no waiter may be left waiting (each acquisition has 15 s).
+func testQueueChurn(t *testing.T, c *cluster) {
+	const drivers, workers, rounds = 3, 3, 15
+	key := fmt.Sprintf("churn-%d", time.Now().UnixNano())
+	var inside, overlaps atomic.Int32
+	var wg sync.WaitGroup
+	for range drivers {
+		l, _ := locker(t, c.g.Addrs()...)
+		for range workers {
+			wg.Go(func() {
+				for range rounds {
+					le, err := l.Acquire(ctxT(t, 15*time.Second), key)
+					if err != nil {
+						t.Errorf("Acquire: %v", err)
+						return
+					}
+					if inside.Add(1) != 1 {
+						overlaps.Add(1)
+					}
+					time.Sleep(time.Millisecond)
+					inside.Add(-1)
+					if err := le.Release(ctxT(t, 10*time.Second)); err != nil {
+						t.Errorf("Release: %v", err)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if n := overlaps.Load(); n > 0 {
+		t.Errorf("%d acquisitions entered while another holder was inside", n)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -13,16 +14,33 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
+// Waiters watch the near keys just ahead of their own (DefaultNear; the
+// tests also use 1). Each release therefore wakes at most near waiters.
+const (
+	DefaultNear = 2
+	maxNear     = 2
+)
+
 // A waiter is one queued acquisition: our key ekey with create revision
 // rev, waiting for every older key in rng to go.
 //
-// Each wait watches only the key just before ours, from the current
-// revision (without a start revision), and re-reads the queue if anything
-// was written before the watch started, so no deletion is missed. A watch
-// with an older start revision would be "unsynced" in etcd's watchable
-// store, which catches such watchers up only every 100 ms: that delay, paid
-// at nearly every hand-off, is what limits etcd's concurrency.Mutex under
-// contention (see docs/etcd.md).
+// A waiter watches its own key and the near keys just ahead of it (the
+// newest keys older than its own). When those are all the keys ahead (it
+// is at most near places from the front), each deletion takes one off,
+// and when none is left the waiter holds the lock, with no read between
+// the holder's release and the grant. When more keys are ahead, the
+// deletion of a watched one makes the waiter read the queue again: with
+// near = 2 that read happens when the waiter becomes second in line,
+// while the key before it holds the lock, so it is out of the hand-off's
+// way.
+//
+// Watches start at the current revision (without a start revision) and
+// the waiter re-reads the queue if anything was written before the
+// watches started, so no deletion is missed. A watch with an older start
+// revision would be "unsynced" in etcd's watchable store, which catches
+// such watchers up only every 100 ms: that delay, paid at nearly every
+// hand-off, is what limits etcd's concurrency.Mutex under contention (see
+// docs/etcd.md).
 type waiter struct {
 	d    *Driver
 	s    *session
@@ -37,7 +55,7 @@ type waiter struct {
 // backoff while our lease lives.
 func (w *waiter) wait(ctx context.Context, sg sighting) error {
 	delay := 5 * time.Millisecond
-	for sg.pred != nil {
+	for !sg.first() {
 		next, err := w.waitFor(ctx, sg)
 		if err == nil {
 			sg, delay = next, 5*time.Millisecond
@@ -61,74 +79,123 @@ func (w *waiter) wait(ctx context.Context, sg sighting) error {
 	return nil
 }
 
-// A sighting is what a read of the queue showed at revision rev: the key
-// just older than ours (nil if none), and whether it was the holder.
+// A sighting is what a read of the queue showed at revision rev: the near
+// keys just ahead of ours (fewer if fewer are left), oldest first, and
+// whether they are all the keys ahead.
 type sighting struct {
-	pred   *mvccpb.KeyValue
-	holder bool
-	rev    int64
+	rev      int64
+	ahead    []string
+	complete bool
 }
 
-// waitFor waits until sg.pred is deleted and returns what the queue looks
-// like then.
+// first reports whether no key older than ours was left.
+func (sg sighting) first() bool { return sg.complete && len(sg.ahead) == 0 }
+
+// readQueue makes a sighting at rev from a read of the keys older than
+// ours, newest first, limited to near.
+func readQueue(rev int64, newest *clientv3.GetResponse) sighting {
+	sg := sighting{rev: rev, complete: !newest.More}
+	for _, kv := range slices.Backward(newest.Kvs) {
+		sg.ahead = append(sg.ahead, string(kv.Key))
+	}
+	return sg
+}
+
+// waitFor waits until the queue changes from what sg saw in a way that
+// matters, and returns what it looks like then: with no key ahead of ours
+// (the lock is ours), or with keys ahead that it does not watch.
 //
-// The watch starts at the current revision, so etcd registers it as synced
-// (see the type's comment); its creation notice carries the revision it
-// starts after. If nothing was written since sg was read, no deletion can
-// have been missed; otherwise the queue is read again first.
-//
-// When pred was the holder (no key older), its deletion makes ours the
-// oldest: no key created later can be older. Our own key can then only be
-// gone if our lease expired, which cannot have happened while the lease's
-// last confirmation is less than a TTL old (the grant's validity starts
-// there), or if someone deleted it behind our back, which a holder's next
-// refresh reports as it would after the grant. So that hand-off needs no
-// further round trip.
+// When sg's keys are all the keys ahead and the last of them is deleted,
+// no key is older than ours: none created later can be. Our own key, the
+// other condition of a grant, is watched too. It can still be gone unseen
+// only if our lease expired just now, which cannot have happened while the
+// lease's last confirmation is less than a TTL old (the grant's validity
+// starts there): with less than a third of the TTL left, the waiter reads
+// the queue to make sure.
 func (w *waiter) waitFor(ctx context.Context, sg sighting) (sighting, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	wch := w.d.c.Watch(wctx, string(sg.pred.Key), clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
-	var created clientv3.WatchResponse
-	for !created.Created {
-		wr, err := w.recv(ctx, wch, nil)
-		if err != nil {
-			return sighting{}, err
-		}
-		created = wr
+	// chans[0] watches our key, the others sg.ahead (at most maxNear).
+	var chans [1 + maxNear]clientv3.WatchChan
+	keys := append([]string{w.ekey}, sg.ahead...)
+	for i, k := range keys {
+		chans[i] = w.d.c.Watch(wctx, k, clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
 	}
-	if created.Header.Revision != sg.rev {
-		cur, err := w.predecessor(ctx)
-		if err != nil || cur.pred == nil || cur.pred.CreateRevision != sg.pred.CreateRevision {
-			return cur, err
+	// next reads the queue again, and tells whether the watches cover it.
+	next := func(minRev int64) (sighting, bool, error) {
+		cur, err := w.predecessor(ctx, minRev)
+		if err != nil || cur.first() {
+			return cur, false, err
 		}
-		sg = cur
+		for _, k := range cur.ahead {
+			if !slices.Contains(keys, k) {
+				return cur, false, nil
+			}
+		}
+		return cur, true, nil
 	}
+	// Every watch sees the deletions after the revision in its creation
+	// notice: if none started after sg was read, no deletion was missed;
+	// else the queue is read again once all have started.
+	start, pending := sg.rev, len(keys)
+	sg.ahead = slices.Clone(sg.ahead) // the caller's sighting stays as it was
 	poll := time.NewTimer(recheckEvery)
 	defer poll.Stop()
 	rechecks := 0
 	for {
-		wr, err := w.recv(ctx, wch, poll.C)
+		wr, err := w.recv(ctx, chans, poll.C)
 		if errors.Is(err, errRecheck) {
-			cur, err := w.predecessor(ctx)
-			if err != nil || cur.pred == nil || cur.pred.CreateRevision != sg.pred.CreateRevision {
+			cur, ok, err := next(start)
+			if !ok {
 				return cur, err
 			}
-			if rechecks++; rechecks < maxRechecks {
-				poll.Reset(recheckEvery)
-			}
+			sg = cur
+			rechecks++
+			poll.Reset(recheckDelay(rechecks))
 			continue
 		}
 		if err != nil {
 			return sighting{}, err
 		}
+		if wr.Created {
+			start = max(start, wr.Header.Revision)
+			if pending--; pending == 0 && start > sg.rev {
+				cur, ok, err := next(start)
+				if !ok {
+					return cur, err
+				}
+				sg = cur
+			}
+			continue
+		}
+		before := len(sg.ahead)
 		for _, ev := range wr.Events {
 			if ev.Type != mvccpb.DELETE {
 				continue
 			}
-			if sg.holder && time.Until(w.s.validUntil()) > w.s.ttl/3 {
-				return sighting{}, nil
+			// Go by the event's key, not by the watch it came on.
+			k := string(ev.Kv.Key)
+			if k == w.ekey {
+				return sighting{}, fmt.Errorf("etcdlock: wait for %q: %w: our key %s was deleted while waiting", w.key, backend.ErrLost, w.ekey)
 			}
-			return w.predecessor(ctx)
+			sg.ahead = slices.DeleteFunc(sg.ahead, func(a string) bool { return a == k })
+		}
+		if len(sg.ahead) == before {
+			continue // nothing we wait for was deleted
+		}
+		switch {
+		case !sg.complete:
+			// More keys are ahead than we watch: find out which.
+			cur, ok, err := next(wr.Header.Revision)
+			if !ok {
+				return cur, err
+			}
+			sg = cur
+		case !sg.first():
+		case time.Until(w.s.validUntil()) > w.s.ttl/3:
+			return sg, nil
+		default:
+			return w.predecessor(ctx, wr.Header.Revision)
 		}
 	}
 }
@@ -137,62 +204,89 @@ func (w *waiter) waitFor(ctx context.Context, sg sighting) (sighting, error) {
 // "unsynced" group, whose events are delivered only at the next resync,
 // up to 100 ms later (etcd 3.4 reads the start revision before it takes
 // the store's lock). Watches are synced after that, so a waiter re-reads
-// the queue every recheckEvery during its watch's first 100 ms.
+// the queue every recheckEvery during its watches' first 100 ms; after
+// that, as a bound on any delay of a watch, every recheckSlow.
 const (
 	recheckEvery = 25 * time.Millisecond
 	maxRechecks  = 4
+	recheckSlow  = time.Second
 )
+
+// recheckDelay is the delay before the recheck after the n-th.
+func recheckDelay(n int) time.Duration {
+	if n < maxRechecks {
+		return recheckEvery
+	}
+	return recheckSlow
+}
 
 // errRecheck is recv's answer when the recheck timer fired.
 var errRecheck = errors.New("etcdlock: recheck")
 
-// recv returns the next watch response, or why there is none (errRecheck
-// when recheck fires first).
-func (w *waiter) recv(ctx context.Context, wch clientv3.WatchChan, recheck <-chan time.Time) (clientv3.WatchResponse, error) {
+// recv returns the next response of any of chans (nil ones never answer),
+// or why there is none (errRecheck when recheck fires first).
+func (w *waiter) recv(ctx context.Context, chans [1 + maxNear]clientv3.WatchChan, recheck <-chan time.Time) (clientv3.WatchResponse, error) {
+	var wr clientv3.WatchResponse
+	var ok bool
 	select {
-	case wr, ok := <-wch:
-		switch {
-		case ctx.Err() != nil:
-			return wr, fmt.Errorf("etcdlock: wait for %q: %w", w.key, context.Cause(ctx))
-		case !ok:
-			return wr, w.d.wrap(ctx, "wait for", w.key, errors.New("watch closed"))
-		case wr.Err() != nil:
-			return wr, w.d.wrap(ctx, "wait for", w.key, wr.Err())
-		case wr.Canceled:
-			return wr, w.d.wrap(ctx, "wait for", w.key, errors.New("watch canceled"))
-		}
-		return wr, nil
+	case wr, ok = <-chans[0]:
+	case wr, ok = <-chans[1]:
+	case wr, ok = <-chans[2]:
 	case <-recheck:
-		return clientv3.WatchResponse{}, errRecheck
+		return wr, errRecheck
 	case <-w.s.done:
-		return clientv3.WatchResponse{}, w.lostErr()
+		return wr, w.lostErr()
 	case <-ctx.Done():
-		return clientv3.WatchResponse{}, fmt.Errorf("etcdlock: wait for %q: %w", w.key, context.Cause(ctx))
+		return wr, fmt.Errorf("etcdlock: wait for %q: %w", w.key, context.Cause(ctx))
 	}
+	switch {
+	case ctx.Err() != nil:
+		return wr, fmt.Errorf("etcdlock: wait for %q: %w", w.key, context.Cause(ctx))
+	case !ok:
+		return wr, w.d.wrap(ctx, "wait for", w.key, errors.New("watch closed"))
+	case wr.Err() != nil:
+		return wr, w.d.wrap(ctx, "wait for", w.key, wr.Err())
+	case wr.Canceled:
+		return wr, w.d.wrap(ctx, "wait for", w.key, errors.New("watch canceled"))
+	}
+	return wr, nil
 }
 
-// predecessor checks that our key still exists and reads the key just
-// older than ours and the holder.
-func (w *waiter) predecessor(ctx context.Context) (sighting, error) {
-	resp, err := w.d.c.Txn(ctx).Then(
-		clientv3.OpGet(w.ekey, clientv3.WithKeysOnly()),
-		clientv3.OpGet(w.rng, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(w.rev-1),
-			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1)),
-		clientv3.OpGet(w.rng, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1)),
-	).Commit()
+// predecessor checks that our key still exists and reads the near keys
+// ahead of it, in one transaction, as of revision minRev or later.
+//
+// The read is serializable: the member we talk to answers from its own
+// copy, without first confirming with the leader that it is up to date
+// (which a linearizable read does, at the cost of a trip through the Raft
+// loop). That is safe because what the waiter needs to know only changes
+// one way: no key older than ours can be created after ours, so once a
+// committed revision shows none left, none will ever be. An older copy
+// could only show keys that are gone since, delaying the grant; to keep
+// that from delaying it at all, a reply older than minRev (a lagging
+// member) is read again linearizably.
+func (w *waiter) predecessor(ctx context.Context, minRev int64) (sighting, error) {
+	resp, err := w.d.c.Txn(ctx).Then(w.readOps(clientv3.WithSerializable())...).Commit()
+	if err == nil && resp.Header.Revision < minRev {
+		resp, err = w.d.c.Txn(ctx).Then(w.readOps()...).Commit()
+	}
 	if err != nil {
 		return sighting{}, w.d.wrap(ctx, "wait for", w.key, err)
 	}
 	if own := resp.Responses[0].GetResponseRange().Kvs; len(own) == 0 || own[0].CreateRevision != w.rev {
 		return sighting{}, fmt.Errorf("etcdlock: wait for %q: %w: our key %s disappeared while waiting", w.key, backend.ErrLost, w.ekey)
 	}
-	sg := sighting{rev: resp.Header.Revision}
-	if pred := resp.Responses[1].GetResponseRange().Kvs; len(pred) > 0 {
-		first := resp.Responses[2].GetResponseRange().Kvs
-		sg.pred, sg.holder = pred[0], len(first) > 0 && first[0].CreateRevision == pred[0].CreateRevision
+	return readQueue(resp.Header.Revision, (*clientv3.GetResponse)(resp.Responses[1].GetResponseRange())), nil
+}
+
+// readOps are the reads of predecessor, with extra options: our key, and
+// the near keys just older than ours, newest first.
+func (w *waiter) readOps(extra ...clientv3.OpOption) []clientv3.Op {
+	return []clientv3.Op{
+		clientv3.OpGet(w.ekey, append([]clientv3.OpOption{clientv3.WithKeysOnly()}, extra...)...),
+		clientv3.OpGet(w.rng, append([]clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+			clientv3.WithMaxCreateRev(w.rev - 1), clientv3.WithLimit(int64(w.d.near)),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)}, extra...)...),
 	}
-	return sg, nil
 }
 
 func (w *waiter) lostErr() error {

@@ -21,7 +21,8 @@
 //   - "local": processes of the OS-packaged servers (redis-server, mariadbd,
 //     etcd, java with /usr/share/java/zookeeper.jar), installed by
 //     scripts/install-servers.sh, each in its own process group and temporary
-//     directory.
+//     directory. DISTLOCK_ETCD_BIN ([EnvEtcdBin]) names an etcd binary to
+//     run instead of the etcd in PATH.
 //   - "auto" (the default): docker when an engine answers and an image for
 //     the kind exists locally, else local.
 //

@@ -15,6 +15,10 @@ const (
 	// EnvImagePrefix is the name prefix of the substitute images built by
 	// scripts/build-images.sh (default "distlock-local").
 	EnvImagePrefix = "DISTLOCK_LOCAL_IMAGE_PREFIX"
+	// EnvEtcdBin is the etcd binary the local provider runs instead of the
+	// etcd found in PATH, e.g. one built from the Go module:
+	// go build -o /tmp/etcd go.etcd.io/etcd/server/v3
+	EnvEtcdBin = "DISTLOCK_ETCD_BIN"
 	// envRyukDisabled turns off testcontainers' reaper, whose image cannot
 	// be pulled everywhere.
 	envRyukDisabled = "TESTCONTAINERS_RYUK_DISABLED"

@@ -38,6 +38,15 @@ func newLocalProvider(kind Kind) (*localProvider, error) {
 		progs = []string{"etcd"}
 	}
 	p := &localProvider{bins: make(map[string]string)}
+	if kind == Etcd {
+		if bin := os.Getenv(EnvEtcdBin); bin != "" {
+			if err := checkProgram(bin); err != nil {
+				return nil, fmt.Errorf("%w: local etcd: %s=%s: %v", ErrUnavailable, EnvEtcdBin, bin, err)
+			}
+			p.bins["etcd"] = bin
+			return p, nil
+		}
+	}
 	for _, prog := range progs {
 		path, err := findProgram(prog)
 		if err != nil {
@@ -61,11 +70,25 @@ func findProgram(prog string) (string, error) {
 	}
 	for _, dir := range []string{"/usr/sbin", "/usr/local/sbin", "/sbin"} {
 		path := filepath.Join(dir, prog)
-		if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+		if checkProgram(path) == nil {
 			return path, nil
 		}
 	}
 	return "", fmt.Errorf("%s not found in PATH or sbin", prog)
+}
+
+// checkProgram checks that path is an executable regular file.
+func checkProgram(path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return err
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("%s is not a regular file", path)
+	case st.Mode()&0o111 == 0:
+		return fmt.Errorf("%s is not executable", path)
+	}
+	return nil
 }
 
 // start creates a temporary directory, configures one process per node and

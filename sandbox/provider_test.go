@@ -3,6 +3,8 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -59,5 +61,19 @@ func TestLocalWithoutProgramNamesTheFix(t *testing.T) {
 	}
 	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "install-servers.sh") {
 		t.Fatalf("err = %v, want ErrUnavailable naming scripts/install-servers.sh", err)
+	}
+}
+
+func TestLocalEtcdBinMustBeAProgram(t *testing.T) {
+	notExec := filepath.Join(t.TempDir(), "etcd")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, bin := range []string{notExec, filepath.Join(t.TempDir(), "missing"), t.TempDir()} {
+		t.Setenv(sandbox.EnvEtcdBin, bin)
+		_, err := sandbox.Start(context.Background(), sandbox.Spec{Kind: sandbox.Etcd, Provider: sandbox.ProviderLocal})
+		if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), sandbox.EnvEtcdBin+"="+bin) {
+			t.Errorf("%s=%s: err = %v, want ErrUnavailable naming the variable and its value", sandbox.EnvEtcdBin, bin, err)
+		}
 	}
 }

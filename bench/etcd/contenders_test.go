@@ -2,6 +2,10 @@ package etcdbench
 
 import (
 	"context"
+	"path"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock/bench/internal/lockbench"
@@ -9,8 +13,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/etcdlock"
 )
 
@@ -23,8 +29,39 @@ var libraries = []lockbench.Library{
 	{Name: "etcd-mutex", Make: newMutex},
 }
 
-func newClient() (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+// baselines are measured alongside the libraries when uncontended: a bare
+// Put round trip, and the etcdlock driver without the portable layer.
+var baselines = []lockbench.Library{
+	{Name: "Put", Make: newPut},
+	{Name: "etcdlock", Make: newDriver},
+}
+
+func newClient(lib string) (*clientv3.Client, error) {
+	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		v, _ := requests.LoadOrStore(lib+" "+path.Base(method), new(atomic.Int64))
+		v.(*atomic.Int64).Add(1)
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	return clientv3.New(clientv3.Config{
+		Endpoints: []string{addr}, DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(count)},
+	})
+}
+
+// requests counts the unary requests of each library's clients, by
+// "library method" (watches are streams and not counted).
+var requests sync.Map
+
+// requestCounts returns lib's request counts and resets them.
+func requestCounts(lib string) map[string]int64 {
+	out := map[string]int64{}
+	requests.Range(func(k, v any) bool {
+		if l, method, _ := strings.Cut(k.(string), " "); l == lib {
+			out[method] = v.(*atomic.Int64).Swap(0)
+		}
+		return true
+	})
+	return out
 }
 
 // distlockContender is a distlock Locker over an etcdlock Driver.
@@ -34,7 +71,7 @@ type distlockContender struct {
 }
 
 func newDistlock() (lockbench.Contender, error) {
-	cli, err := newClient()
+	cli, err := newClient("distlock")
 	if err != nil {
 		return nil, err
 	}
@@ -59,6 +96,60 @@ func (c *distlockContender) Close() {
 	_ = c.cli.Close()
 }
 
+// driverContender is an etcdlock Driver used directly (Wait and Release),
+// without a Locker: the portable layer's share of distlock's time.
+type driverContender struct {
+	cli *clientv3.Client
+	d   *etcdlock.Driver
+}
+
+func newDriver() (lockbench.Contender, error) {
+	cli, err := newClient("etcdlock")
+	if err != nil {
+		return nil, err
+	}
+	d, err := etcdlock.New(cli, &etcdlock.Options{Prefix: "bench/etcdlock", TTL: leaseTTL})
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	return &driverContender{cli: cli, d: d}, nil
+}
+
+func (c *driverContender) Acquire(ctx context.Context, key string) (func(context.Context) error, error) {
+	g, err := c.d.Wait(ctx, backend.Request{Key: key, Owner: "0123456789abcdef0123456789abcdef", TTL: leaseTTL})
+	if err != nil {
+		return nil, err
+	}
+	return g.Lock.Release, nil
+}
+
+func (c *driverContender) Close() {
+	_ = c.d.Close()
+	_ = c.cli.Close()
+}
+
+// putContender "acquires" with one Put and releases with nothing: the bare
+// round trip the others are compared with.
+type putContender struct{ cli *clientv3.Client }
+
+func newPut() (lockbench.Contender, error) {
+	cli, err := newClient("Put")
+	if err != nil {
+		return nil, err
+	}
+	return putContender{cli}, nil
+}
+
+func (c putContender) Acquire(ctx context.Context, key string) (func(context.Context) error, error) {
+	if _, err := c.cli.Put(ctx, "bench/put/"+key, "x"); err != nil {
+		return nil, err
+	}
+	return func(context.Context) error { return nil }, nil
+}
+
+func (c putContender) Close() { _ = c.cli.Close() }
+
 // mutexContender is etcd's concurrency.Mutex on one session.
 type mutexContender struct {
 	cli *clientv3.Client
@@ -66,7 +157,7 @@ type mutexContender struct {
 }
 
 func newMutex() (lockbench.Contender, error) {
-	cli, err := newClient()
+	cli, err := newClient("etcd-mutex")
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,7 @@ import (
 
 // benchPut measures a bare Put round trip.
 func benchPut(b *testing.B) {
-	cli, err := newClient()
+	cli, err := newClient("put")
 	if err != nil {
 		b.Fatal(err)
 	}

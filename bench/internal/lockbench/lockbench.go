@@ -63,6 +63,7 @@ type Contention struct {
 	Acquisitions int
 	Duration     time.Duration
 	Handoffs     []time.Duration // from a release's start to the next holder's grant
+	Releases     []time.Duration // release calls, start to return
 	Waits        [][]time.Duration
 	Counts       []int
 	Overlaps     int64 // times two workers held the lock at once (must be 0)
@@ -77,6 +78,7 @@ func (c *Contention) Merge(b Contention) *Contention {
 	c.Acquisitions += b.Acquisitions
 	c.Duration += b.Duration
 	c.Handoffs = append(c.Handoffs, b.Handoffs...)
+	c.Releases = append(c.Releases, b.Releases...)
 	for i := range c.Waits {
 		c.Waits[i] = append(c.Waits[i], b.Waits[i]...)
 		c.Counts[i] += b.Counts[i]
@@ -99,7 +101,7 @@ func Contend(lib Library, workers int, d time.Duration) (Contention, error) {
 		xs[i] = x
 		defer x.Close()
 	}
-	type event struct{ asked, got, releasing time.Time }
+	type event struct{ asked, got, releasing, released time.Time }
 	var mu sync.Mutex
 	var events []event
 	res := Contention{Waits: make([][]time.Duration, workers), Counts: make([]int, workers)}
@@ -126,10 +128,11 @@ func Contend(lib Library, workers int, d time.Duration) (Contention, error) {
 				releasing := time.Now()
 				rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
 				_ = rel(rctx)
+				released := time.Now()
 				rcancel()
 				res.Counts[w]++
 				mu.Lock()
-				events = append(events, event{asked, got, releasing})
+				events = append(events, event{asked, got, releasing, released})
 				mu.Unlock()
 			}
 		})
@@ -137,6 +140,9 @@ func Contend(lib Library, workers int, d time.Duration) (Contention, error) {
 	wg.Wait()
 	res.Duration = time.Since(start)
 	slices.SortFunc(events, func(a, b event) int { return a.got.Compare(b.got) })
+	for _, e := range events {
+		res.Releases = append(res.Releases, e.released.Sub(e.releasing))
+	}
 	for i := 1; i < len(events); i++ {
 		if h := events[i].got.Sub(events[i-1].releasing); h > 0 {
 			res.Handoffs = append(res.Handoffs, h)
@@ -184,4 +190,63 @@ func Main(m *testing.M, kind sandbox.Kind, addr *string) {
 		fmt.Fprintln(os.Stderr, "lockbench:", err)
 	}
 	os.Exit(code)
+}
+
+// Alternate returns libs in round r's order: reversed every other round,
+// so that no library always runs first.
+func Alternate(libs []Library, r int) []Library {
+	libs = slices.Clone(libs)
+	if r%2 == 1 {
+		slices.Reverse(libs)
+	}
+	return libs
+}
+
+// Median returns the median of xs (the upper one of an even count).
+func Median[T time.Duration | float64](xs []T) T {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// UncontendedRounds measures acquire + release of a free key for every
+// library in short rounds that alternate between them (ops acquisitions
+// per library and round, the order reversed every other round), so that
+// load from other processes hits all of them alike. Each library keeps one
+// contender for all rounds. It returns every library's mean time per
+// acquire + release in each round.
+func UncontendedRounds(libs []Library, rounds, ops int) (map[string][]time.Duration, error) {
+	xs := map[string]Contender{}
+	defer func() {
+		for _, x := range xs {
+			x.Close()
+		}
+	}()
+	for _, lib := range libs {
+		x, err := lib.Make()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", lib.Name, err)
+		}
+		xs[lib.Name] = x
+	}
+	ctx := context.Background()
+	key := UniqueKey("uncontended")
+	out := map[string][]time.Duration{}
+	for r := range rounds {
+		for _, lib := range Alternate(libs, r) {
+			x := xs[lib.Name]
+			start := time.Now()
+			for range ops {
+				rel, err := x.Acquire(ctx, key)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", lib.Name, err)
+				}
+				if err := rel(ctx); err != nil {
+					return nil, fmt.Errorf("%s: release: %w", lib.Name, err)
+				}
+			}
+			out[lib.Name] = append(out[lib.Name], time.Since(start)/time.Duration(ops))
+		}
+	}
+	return out, nil
 }
