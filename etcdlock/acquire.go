@@ -82,7 +82,8 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 // confirmed alive, which may be before the wait began: the server keeps
 // the lease at least a TTL from then.
 func (d *Driver) grant(s *session, req backend.Request, ekey string, rev int64) (backend.Grant, error) {
-	l := &lock{d: d, s: s, key: req.Key, ekey: ekey, rev: rev, token: uint64(rev), onLost: req.OnLost}
+	l := &lock{d: d, s: s, key: req.Key, ekey: ekey, rev: rev, token: uint64(rev), onLost: req.OnLost,
+		onDoubt: req.OnDoubt, onRestored: req.OnRestored}
 	if !s.register(l) {
 		err := fmt.Errorf("etcdlock: acquire %q: %w: %w", req.Key, backend.ErrLost, s.cause())
 		return backend.Grant{}, d.failed(s, ekey, err)

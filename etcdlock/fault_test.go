@@ -81,6 +81,7 @@ func TestFaults(t *testing.T) {
 		t.Run(fmt.Sprintf("WaiterKeyDeleted/near=%d", near), func(t *testing.T) { testWaiterKeyDeleted(t, c, near) })
 	}
 	t.Run("PartitionedHolder", func(t *testing.T) { testPartitioned(t, c) })
+	t.Run("DoubtPushed", func(t *testing.T) { testDoubtPushed(t, c) })
 	t.Run("OwnerCmp", func(t *testing.T) { testOwnerCmp(t, c) })
 	t.Run("RefreshAll", func(t *testing.T) { testRefreshAll(t, c) })
 }
@@ -286,6 +287,46 @@ func testPartitioned(t *testing.T, c *cluster) {
 		t.Errorf("Err() = %v, want ErrLost", la.Err())
 	}
 	t.Logf("loss reported %v before the other client held the lock", gotAt.Sub(time.Unix(0, at)))
+}
+
+// testDoubtPushed: a holder cut off from etcd is in doubt as soon as a
+// lease renewal fails (the driver pushes it; the lease does not renew
+// itself, so only the push can tell), and held again once renewals work
+// within the lease's TTL.
+func testDoubtPushed(t *testing.T, c *cluster) {
+	key := fmt.Sprintf("doubt-%d", time.Now().UnixNano())
+	p := startProxy(t, c.g.Addrs()[0])
+	a, _ := locker(t, p.addr())
+	le, err := a.Acquire(ctxT(t, 10*time.Second), key, distlock.WithoutAutoRenew())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer le.Release(ctxT(t, 5*time.Second))
+	waitState := func(want distlock.State, within time.Duration) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for le.State() != want {
+			if time.Since(start) > within {
+				t.Fatalf("State() = %v after %v, want %v (Err %v)", le.State(), within, want, le.Err())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return time.Since(start)
+	}
+	cut := time.Now()
+	p.partition()
+	// A renewal is sent every TTL/3 and given up after TTL/6.
+	took := waitState(distlock.StateInDoubt, testTTL)
+	if left := time.Until(le.Deadline()); left <= 0 {
+		t.Fatalf("in doubt with no validity left (%v): the push came too late", left)
+	}
+	t.Logf("in doubt %v after the cut, deadline %v after the cut", took, le.Deadline().Sub(cut))
+	p.heal()
+	back := waitState(distlock.StateHeld, testTTL)
+	if le.Err() != nil {
+		t.Fatalf("lost: %v", le.Err())
+	}
+	t.Logf("held again %v after the heal", back)
 }
 
 // testOwnerCmp: the exported comparison guards a write while the lock is

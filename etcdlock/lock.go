@@ -21,8 +21,25 @@ type lock struct {
 	rev   int64  // its create revision: the fencing token
 	token uint64
 
-	onLost   func(error)
-	lostOnce sync.Once
+	onLost     func(error)
+	lostOnce   sync.Once
+	onDoubt    func(cause error, until time.Time)
+	onRestored func()
+}
+
+// reportDoubt tells the portable layer that the lease could not be renewed:
+// the lock is in doubt, vouched for until the lease's earliest expiry.
+func (l *lock) reportDoubt(err error, until time.Time) {
+	if l.onDoubt != nil {
+		l.onDoubt(fmt.Errorf("etcdlock: lock %q: lease renewal failed: %w", l.key, err), until)
+	}
+}
+
+// reportRestored tells the portable layer that renewals succeed again.
+func (l *lock) reportRestored() {
+	if l.onRestored != nil {
+		l.onRestored()
+	}
 }
 
 // reportLost calls the request's OnLost once.

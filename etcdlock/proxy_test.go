@@ -93,6 +93,18 @@ func (p *proxy) partition() {
 	p.cut = true
 }
 
+// heal lets traffic through again. The connections that were cut lost
+// bytes, so they are closed: clients reconnect through the proxy.
+func (p *proxy) heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = false
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
 func (p *proxy) close() {
 	p.ln.Close()
 	p.mu.Lock()

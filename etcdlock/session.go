@@ -14,7 +14,10 @@ import (
 
 // A session is one etcd lease shared by every lock and waiter of a Driver.
 // One goroutine keeps it alive with KeepAliveOnce at a third of its TTL,
-// recording the send time of each confirmed renewal. When the server says
+// recording the send time of each confirmed renewal. A renewal that fails
+// puts the session's locks in doubt at once (Request.OnDoubt, vouched for
+// until the lease's earliest expiry); the next one that works says contact
+// is back (Request.OnRestored). When the server says
 // the lease is gone, or no renewal was confirmed for a whole TTL, the
 // session is lost: done closes and every lock on it is reported lost. The
 // driver then grants a new lease for later acquisitions.
@@ -25,6 +28,7 @@ type session struct {
 
 	mu        sync.Mutex
 	lastAlive time.Time // send time of the last confirmed grant or renewal
+	doubting  bool      // the last renewal failed; its locks were told
 	err       error     // why it was lost
 	locks     map[*lock]struct{}
 }
@@ -49,6 +53,22 @@ func (s *session) confirmedAt() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.lastAlive
+}
+
+// setDoubt records whether renewals are failing and, when that changes,
+// returns the session's locks to tell.
+func (s *session) setDoubt(doubting bool) []*lock {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.doubting == doubting || s.err != nil {
+		return nil
+	}
+	s.doubting = doubting
+	locks := make([]*lock, 0, len(s.locks))
+	for l := range s.locks {
+		locks = append(locks, l)
+	}
+	return locks
 }
 
 // lost reports whether the session ended.
@@ -180,6 +200,9 @@ func (d *Driver) keepAlive(s *session) {
 		err := d.renew(s, sent)
 		switch {
 		case err == nil:
+			for _, l := range s.setDoubt(false) {
+				l.reportRestored()
+			}
 			timer.Reset(interval)
 		case errors.Is(err, backend.ErrNotHeld):
 			d.loseSession(s, err)
@@ -188,14 +211,22 @@ func (d *Driver) keepAlive(s *session) {
 			d.loseSession(s, fmt.Errorf("not renewed within its TTL %v: %w", s.ttl, err))
 			return
 		default:
-			timer.Reset(max(min(interval, time.Until(s.validUntil()))/2, 10*time.Millisecond))
+			// The lease may still live on the server until validUntil:
+			// the locks are in doubt until then (or until a renewal works).
+			until := s.validUntil()
+			for _, l := range s.setDoubt(true) {
+				l.reportDoubt(err, until)
+			}
+			timer.Reset(max(min(interval, time.Until(until))/2, 10*time.Millisecond))
 		}
 	}
 }
 
-// renew sends one keepalive for s, bounded by the lease's validity.
+// renew sends one keepalive for s, bounded by the lease's validity and by
+// a sixth of its TTL, so that a keepalive lost in a partition is reported
+// (its locks put in doubt) and retried long before the lease runs out.
 func (d *Driver) renew(s *session, sent time.Time) error {
-	ctx, cancel := context.WithDeadline(d.ctx, s.validUntil())
+	ctx, cancel := context.WithDeadline(d.ctx, earliest(s.validUntil(), sent.Add(max(s.ttl/6, 100*time.Millisecond))))
 	defer cancel()
 	if _, err := d.c.KeepAliveOnce(ctx, s.id); err != nil {
 		return d.wrap(ctx, "renew lease for", d.prefix, err)
@@ -245,4 +276,12 @@ func (d *Driver) revoke(id clientv3.LeaseID) {
 	ctx, cancel := context.WithTimeout(d.ctx, time.Second)
 	defer cancel()
 	_, _ = d.c.Revoke(ctx, id)
+}
+
+// earliest returns the earlier of a and b.
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
