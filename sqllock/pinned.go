@@ -300,27 +300,12 @@ func (d *Driver) insertRow(ctx context.Context, key string) error {
 		p.discard()
 		return err
 	}
-	sctx, scancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer scancel()
-	returned, killed := make(chan struct{}), make(chan struct{})
-	stop := context.AfterFunc(ctx, func() {
-		defer close(killed)
-		if err := d.killQuery(p.id); err != nil {
-			scancel()
-			return
-		}
-		t := time.NewTimer(killGrace)
-		defer t.Stop()
-		select {
-		case <-returned:
-		case <-t.C:
-			scancel()
-		}
-	})
-	_, err = c.ExecContext(sctx, d.q.ensure, key)
-	close(returned)
-	if !stop() {
-		<-killed
+	var killed bool
+	err = p.interruptible(ctx, func(sctx context.Context) error {
+		_, err := c.ExecContext(sctx, d.q.ensure, key)
+		return err
+	}, &killed)
+	if killed {
 		p.discard() // a KILL may have come after the statement ended
 		if err == nil {
 			return nil
@@ -346,11 +331,27 @@ const killGrace = 5 * time.Second
 // ends the session once it notices). The statement may still have won the
 // lock in the meantime: the caller checks ctx and releases it.
 func (p *pinned) blockingLock(ctx context.Context, key, owner string) (grab, error) {
+	var g grab
+	err := p.interruptible(ctx, func(sctx context.Context) error {
+		var err error
+		g, err = p.lockRow(sctx, ctx, key, owner, false)
+		return err
+	}, nil)
+	return g, err
+}
+
+// interruptible runs fn with a context that outlives ctx; when ctx ends
+// first, the statement fn is running is interrupted with KILL QUERY from
+// another connection, and if that cannot be sent, or does not end fn
+// within killGrace, fn's context is canceled (the driver then closes the
+// connection). It returns once no KILL can reach a later statement of the
+// connection, and sets *killed (when not nil) if ctx ended while fn ran.
+func (p *pinned) interruptible(ctx context.Context, fn func(sctx context.Context) error, killed *bool) error {
 	sctx, scancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer scancel()
-	returned, killed := make(chan struct{}), make(chan struct{})
+	returned, done := make(chan struct{}), make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
-		defer close(killed)
+		defer close(done)
 		if err := p.d.killQuery(p.id); err != nil {
 			scancel()
 			return
@@ -363,12 +364,15 @@ func (p *pinned) blockingLock(ctx context.Context, key, owner string) (grab, err
 			scancel()
 		}
 	})
-	g, err := p.lockRow(sctx, ctx, key, owner, false)
+	err := fn(sctx)
 	close(returned)
 	if !stop() {
-		<-killed // no KILL may reach a later statement of this connection
+		<-done // no KILL may reach a later statement of this connection
+		if killed != nil {
+			*killed = true
+		}
 	}
-	return g, err
+	return err
 }
 
 // killQuery interrupts whatever connection id is running, from a pooled
