@@ -1,15 +1,7 @@
 package redislock
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -22,60 +14,6 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/sandbox"
 )
-
-// otherCA writes a self-signed CA, and a client certificate it signed,
-// into dir, and returns the paths of the CA and the client pair. Nothing
-// on the sandbox server trusts or is signed by it.
-func otherCA(t *testing.T, dir string) (ca, cert, key string) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "some other CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		// A server certificate of 127.0.0.1 as well, so that only the
-		// issuer is wrong.
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clientKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clientDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "client of the other CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}, caCert, &clientKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(clientKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	write := func(name, typ string, der []byte) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
-	return write("other-ca.pem", "CERTIFICATE", der),
-		write("other-client.pem", "CERTIFICATE", clientDER),
-		write("other-client-key.pem", "PRIVATE KEY", keyDER)
-}
 
 // rediss returns the rediss:// URL of addr with params (name, value, ...).
 func rediss(addr string, params ...string) string {
@@ -100,7 +38,13 @@ func TestTLS(t *testing.T) {
 	}
 	addr := g.Node(0).Addr()
 	ctx := testCtx(t, time.Minute)
-	badCA, badCert, badKey := otherCA(t, t.TempDir())
+	// Another throwaway CA and a client certificate it signed: nothing on
+	// the sandbox server trusts or is signed by it.
+	bad, err := sandbox.WriteCerts(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	badCA, badCert, badKey := bad.CA, bad.ClientCert, bad.ClientKey
 
 	t.Run("tls_ca", func(t *testing.T) {
 		if !strings.HasPrefix(g.URL(), "rediss://") || !strings.Contains(g.URL(), "tls_ca=") {

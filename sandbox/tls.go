@@ -200,3 +200,29 @@ func redisTLSArgs(dir string, port int) []string {
 		"--tls-cluster", "yes",
 	}
 }
+
+// CertFiles are the PEM files [WriteCerts] makes.
+type CertFiles struct {
+	CA                    string // the throwaway authority's certificate
+	ServerCert, ServerKey string // for 127.0.0.1, ::1, localhost and the hosts given
+	ClientCert, ClientKey string // a client certificate
+}
+
+// WriteCerts writes into dir a new throwaway CA, a server certificate for
+// 127.0.0.1, ::1, localhost and hosts (IP addresses or DNS names), and a
+// client certificate, all signed by that CA and valid for a day: for tests
+// of TLS setups the sandbox does not make itself (a server a test starts,
+// [ServerTLS], or a CA that must not be trusted).
+func WriteCerts(dir string, hosts ...string) (CertFiles, error) {
+	m, err := writeTLSMaterial(dir, hosts)
+	if err != nil {
+		return CertFiles{}, fmt.Errorf("sandbox: certificates in %s: %w", dir, err)
+	}
+	return CertFiles{
+		CA:         m.files.CA,
+		ServerCert: filepath.Join(dir, tlsServerCertFile),
+		ServerKey:  filepath.Join(dir, tlsServerKeyFile),
+		ClientCert: m.files.ClientCert,
+		ClientKey:  m.files.ClientKey,
+	}, nil
+}

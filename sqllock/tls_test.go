@@ -2,19 +2,10 @@ package sqllock_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"database/sql"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"net"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -32,24 +23,18 @@ const tlsPassword = "Pw-s3cret-tls-7fd2"
 // or without TLS, Open fails with an error that says why and never shows
 // the password.
 func TestTLS(t *testing.T) {
-	dir := t.TempDir()
-	ca, caKey := newCA(t, "distlock test CA")
-	other, _ := newCA(t, "some other CA")
-	certPEM, keyPEM := newServerCert(t, ca, caKey)
-	files := map[string][]byte{
-		"ca.pem": pemBlock("CERTIFICATE", ca.Raw), "other-ca.pem": pemBlock("CERTIFICATE", other.Raw),
-		"cert.pem": certPEM, "key.pem": keyPEM,
+	certs, err := sandbox.WriteCerts(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
-	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	other, err := sandbox.WriteCerts(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), sandbox.DefaultStartTimeout+time.Minute)
 	defer cancel()
 	g, err := sandbox.Start(ctx, sandbox.Spec{Kind: sandbox.MariaDB, Logf: func(string, ...any) {},
-		MariaDBTLS: &sandbox.ServerTLS{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, "cert.pem"),
-			Key: filepath.Join(dir, "key.pem"), Require: true}})
+		MariaDBTLS: &sandbox.ServerTLS{CA: certs.CA, Cert: certs.ServerCert, Key: certs.ServerKey, Require: true}})
 	if err != nil {
 		setting, serr := sandbox.ProviderSetting(sandbox.Spec{Kind: sandbox.MariaDB})
 		if serr == nil && setting == sandbox.ProviderAuto && errors.Is(err, sandbox.ErrUnavailable) {
@@ -88,7 +73,7 @@ func TestTLS(t *testing.T) {
 	rootURL := func(u string) string {
 		return strings.Replace(u, "tlsuser:"+tlsPassword, "root:"+sandbox.RootPassword, 1)
 	}
-	caParam := "tls=true&tls_ca=" + url.QueryEscape(filepath.Join(dir, "ca.pem"))
+	caParam := "tls=true&tls_ca=" + url.QueryEscape(certs.CA)
 	for _, tc := range []struct{ name, url string }{
 		{"verified by IP", mkURL("127.0.0.1", caParam)},
 		{"verified by name", mkURL("localhost", caParam)},
@@ -117,7 +102,7 @@ func TestTLS(t *testing.T) {
 		unavailable bool     // a TLS failure (else the server's refusal)
 		want        []string // the error names one of these
 	}{
-		{"another CA", mkURL("127.0.0.1", "tls=true&tls_ca="+url.QueryEscape(filepath.Join(dir, "other-ca.pem"))), true,
+		{"another CA", mkURL("127.0.0.1", "tls=true&tls_ca="+url.QueryEscape(other.CA)), true,
 			[]string{"certificate signed by unknown authority"}},
 		{"the system's CAs", mkURL("127.0.0.1", "tls=true"), true, []string{"certificate signed by unknown authority"}},
 		{"no TLS, a user that requires it", mkURL("127.0.0.1", "tls=false"), false, []string{"Access denied"}},
@@ -149,63 +134,4 @@ func TestTLS(t *testing.T) {
 			t.Errorf("%s: the error shows the password: %v", tc.name, err)
 		}
 	}
-}
-
-func newCA(t *testing.T, name string) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert, key
-}
-
-// newServerCert returns a certificate for 127.0.0.1 and localhost signed
-// by ca, and its key, in PEM.
-func newServerCert(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "localhost"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pemBlock("CERTIFICATE", der), pemBlock("PRIVATE KEY", kder)
-}
-
-func pemBlock(typ string, der []byte) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
 }
