@@ -22,6 +22,10 @@ type watchdog struct {
 	queue   holdHeap // holds waiting for their next event; guarded by Locker.mu
 	kick    chan struct{}
 	started bool
+	// wakeAt is when the loop looks at the queue next at the latest (zero:
+	// unknown); guarded by Locker.mu. A hold due no earlier needs no kick,
+	// so acquisitions and renewals do not wake the loop each time.
+	wakeAt time.Time
 }
 
 // maxParallelRefresh bounds concurrent Refresh calls for drivers without
@@ -38,7 +42,8 @@ func (h *hold) next() time.Time {
 	return h.deadline
 }
 
-// reschedule (re)places h on the queue and wakes the loop. Locker.mu is held.
+// reschedule (re)places h on the queue and wakes the loop if h is due
+// before the loop would look next. Locker.mu is held.
 func (w *watchdog) reschedule(h *hold) {
 	if h.state != holdHeld || h.renewing {
 		return
@@ -48,9 +53,12 @@ func (w *watchdog) reschedule(h *hold) {
 	} else {
 		heap.Push(&w.queue, h)
 	}
-	select {
-	case w.kick <- struct{}{}:
-	default:
+	if next := h.next(); w.wakeAt.IsZero() || next.Before(w.wakeAt) {
+		w.wakeAt = next
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -108,6 +116,7 @@ func (l *Locker) collect(now time.Time) (due, lost []*hold, causes []error, wait
 	for len(l.wd.queue) > 0 {
 		h := l.wd.queue[0]
 		if h.next().After(now) && !(len(due) > 0 && h.renewableEarly(now)) {
+			l.wd.wakeAt = h.next()
 			return due, lost, causes, h.next().Sub(now)
 		}
 		heap.Pop(&l.wd.queue)
@@ -122,6 +131,7 @@ func (l *Locker) collect(now time.Time) (due, lost []*hold, causes []error, wait
 		h.renewing = true
 		due = append(due, h)
 	}
+	l.wd.wakeAt = now.Add(time.Hour)
 	return due, lost, causes, time.Hour
 }
 
