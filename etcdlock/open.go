@@ -2,11 +2,8 @@ package etcdlock
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -43,7 +40,7 @@ func parseURL(u *backend.URL) (*config, error) {
 	c.options.TTL = q.Duration("ttl", DefaultTTL)
 	c.client.DialTimeout = q.Duration("dial_timeout", DefaultDialTimeout)
 	c.options.Prefix = u.Path
-	tlsCfg := tlsParams(u.Scheme == "etcds", q)
+	tc := q.TLS(u.Scheme == "etcds", "etcds")
 	if err := q.Err(); err != nil {
 		return nil, fmt.Errorf("etcdlock: URL %s: %w", u.Redacted(), err)
 	}
@@ -63,10 +60,6 @@ func parseURL(u *backend.URL) (*config, error) {
 			return nil, fmt.Errorf("etcdlock: URL %s: %w: a password needs a user name", u.Redacted(), backend.ErrInvalidConfig)
 		}
 	}
-	tc, err := tlsCfg()
-	if err != nil {
-		return nil, fmt.Errorf("etcdlock: URL %s: %w", u.Redacted(), err)
-	}
 	c.client.TLS = tc
 	for _, h := range u.HostsWithDefaultPort(DefaultPort) {
 		scheme := "http://"
@@ -76,47 +69,6 @@ func parseURL(u *backend.URL) (*config, error) {
 		c.client.Endpoints = append(c.client.Endpoints, scheme+h)
 	}
 	return c, nil
-}
-
-// tlsParams reads the TLS parameters and returns a function that builds
-// the TLS configuration (nil for plain etcd://) once every parameter has
-// been read, so reading files comes after the parameter check.
-func tlsParams(secure bool, q *backend.Params) func() (*tls.Config, error) {
-	ca := q.String("tls_ca", "")
-	cert := q.String("tls_cert", "")
-	key := q.String("tls_key", "")
-	server := q.String("tls_server_name", "")
-	insecure := q.Bool("tls_insecure_skip_verify", false)
-	if !secure && (ca != "" || cert != "" || key != "" || server != "" || insecure) {
-		q.Fail("tls_* parameters need the etcds:// scheme")
-	}
-	if (cert == "") != (key == "") {
-		q.Fail("tls_cert and tls_key go together")
-	}
-	return func() (*tls.Config, error) {
-		if !secure {
-			return nil, nil
-		}
-		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: server, InsecureSkipVerify: insecure}
-		if ca != "" {
-			pem, err := os.ReadFile(ca)
-			if err != nil {
-				return nil, fmt.Errorf("%w: tls_ca: %w", backend.ErrInvalidConfig, err)
-			}
-			tc.RootCAs = x509.NewCertPool()
-			if !tc.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("%w: tls_ca %s: no PEM certificate in it", backend.ErrInvalidConfig, ca)
-			}
-		}
-		if cert != "" {
-			pair, err := tls.LoadX509KeyPair(cert, key)
-			if err != nil {
-				return nil, fmt.Errorf("%w: tls_cert/tls_key: %w", backend.ErrInvalidConfig, err)
-			}
-			tc.Certificates = []tls.Certificate{pair}
-		}
-		return tc, nil
-	}
 }
 
 // open is the Opener for etcd:// and etcds://. It dials the cluster

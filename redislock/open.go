@@ -3,10 +3,8 @@ package redislock
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -152,45 +150,14 @@ func parseConfig(u *backend.URL) (clientConfig, error) {
 	return cfg, nil
 }
 
-// parseTLS returns the TLS config for rediss://, nil for redis://. It
-// reads the files named by tls_ca, tls_cert and tls_key.
+// parseTLS returns the TLS config for rediss://, nil for redis://,
+// verifying the first host's name unless tls_server_name says otherwise.
 func parseTLS(u *backend.URL, q *backend.Params) *tls.Config {
-	skip := q.Bool("tls_insecure_skip_verify", false)
-	name := q.String("tls_server_name", "")
-	ca := q.String("tls_ca", "")
-	cert := q.String("tls_cert", "")
-	key := q.String("tls_key", "")
-	if u.Scheme != "rediss" {
-		if skip || name != "" || ca != "" || cert != "" || key != "" {
-			q.Fail("tls_* parameters need the rediss:// scheme")
-		}
-		return nil
-	}
-	c := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: skip, ServerName: name}
-	if name == "" && len(u.Hosts) > 0 {
+	c := q.TLS(u.Scheme == "rediss", "rediss")
+	if c != nil && c.ServerName == "" && len(u.Hosts) > 0 {
 		if host, _, err := net.SplitHostPort(u.HostsWithDefaultPort(6379)[0]); err == nil {
 			c.ServerName = host
 		}
-	}
-	if ca != "" {
-		pem, err := os.ReadFile(ca)
-		c.RootCAs = x509.NewCertPool()
-		switch {
-		case err != nil:
-			q.Fail("parameter tls_ca: %v", err)
-		case !c.RootCAs.AppendCertsFromPEM(pem):
-			q.Fail("parameter tls_ca=%q: no PEM certificate in it", ca)
-		}
-	}
-	switch {
-	case (cert == "") != (key == ""):
-		q.Fail("parameters tls_cert and tls_key go together")
-	case cert != "":
-		pair, err := tls.LoadX509KeyPair(cert, key)
-		if err != nil {
-			q.Fail("parameters tls_cert/tls_key: %v", err)
-		}
-		c.Certificates = []tls.Certificate{pair}
 	}
 	return c
 }
