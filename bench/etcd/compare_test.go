@@ -52,31 +52,20 @@ func TestCompare(t *testing.T) {
 		contendWorkers, contendRounds, contendFor)
 	p("  %-11s %8s %9s %9s %9s %9s | %9s %9s %9s %6s %6s %9s\n", "library", "acq/s",
 		"rel p50", "hand p50", "hand p99", "hand max", "wait p50", "wait p99", "wait max", "top%", "min%", "overtakes")
-	rates := map[string][]float64{}
-	pooled := map[string]*lockbench.Contention{}
 	for _, lib := range libraries {
 		requestCounts(lib.Name) // count the contended rounds only
 	}
-	for r := range contendRounds {
-		for _, lib := range lockbench.Alternate(libraries, r) {
-			c, err := lockbench.Contend(lib, contendWorkers, contendFor)
-			if err != nil {
-				t.Fatalf("%s: %v", lib.Name, err)
-			}
-			if c.Overlaps != 0 {
-				t.Errorf("%s: two workers held the lock at once %d times", lib.Name, c.Overlaps)
-			}
-			rates[lib.Name] = append(rates[lib.Name], float64(c.Acquisitions)/c.Duration.Seconds())
-			pooled[lib.Name] = pooled[lib.Name].Merge(c)
-		}
+	rates, pooled, err := lockbench.ContendRounds(libraries, contendRounds, contendWorkers, contendFor)
+	if err != nil {
+		t.Error(err)
+	}
+	if rates == nil {
+		t.FailNow()
 	}
 	for _, lib := range libraries {
 		c := pooled[lib.Name]
 		all := slices.Concat(c.Waits...)
-		shares := make([]float64, len(c.Counts))
-		for i, n := range c.Counts {
-			shares[i] = 100 * float64(n) / float64(max(1, c.Acquisitions))
-		}
+		shares := c.Shares()
 		p("  %-11s %8.0f %9v %9v %9v %9v | %9v %9v %9v %5.1f%% %5.1f%% %9d\n", lib.Name, lockbench.Median(rates[lib.Name]),
 			lockbench.Pct(c.Releases, 50), lockbench.Pct(c.Handoffs, 50), lockbench.Pct(c.Handoffs, 99), lockbench.Pct(c.Handoffs, 100), lockbench.Pct(all, 50), lockbench.Pct(all, 99), lockbench.Pct(all, 100),
 			slices.Max(shares), slices.Min(shares), c.Overtakes)

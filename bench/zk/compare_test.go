@@ -35,73 +35,40 @@ func TestCompare(t *testing.T) {
 	unc := map[string][]time.Duration{}
 	for r := range rounds {
 		rts = append(rts, lockbench.NsPerOp(testing.Benchmark(benchExists)))
-		for _, lib := range alternate(r) {
+		for _, lib := range lockbench.Alternate(libraries, r) {
 			unc[lib.Name] = append(unc[lib.Name], lockbench.NsPerOp(testing.Benchmark(func(b *testing.B) { lockbench.Uncontended(b, lib) })))
 		}
 	}
-	rt := median(rts)
+	rt := lockbench.Median(rts)
 	p("bare Exists round trip: %v (median of %d rounds)\n\n", rt, rounds)
 	p("uncontended acquire+release (one session, one free key), median of %d alternating rounds:\n", rounds)
 	for _, lib := range libraries {
-		m := median(unc[lib.Name])
+		m := lockbench.Median(unc[lib.Name])
 		p("  %-9s %10v = %5.2f round trips   distlock/this = %.2f   rounds %v\n", lib.Name, m,
-			float64(m)/float64(rt), float64(median(unc["distlock"]))/float64(m), unc[lib.Name])
+			float64(m)/float64(rt), float64(lockbench.Median(unc["distlock"]))/float64(m), unc[lib.Name])
 	}
 
 	p("\n%d workers (own session each) on one key, %d alternating rounds of %v, nothing done inside or between:\n",
 		contendWorkers, contendRounds, contendFor)
 	p("  %-9s %8s %9s %9s %9s | %9s %9s %9s %6s %6s %9s\n", "library", "acq/s",
 		"hand p50", "hand p99", "hand max", "wait p50", "wait p99", "wait max", "top%", "min%", "overtakes")
-	rates := map[string][]float64{}
-	pooled := map[string]*lockbench.Contention{}
-	for r := range contendRounds {
-		for _, lib := range alternate(r) {
-			c, err := lockbench.Contend(lib, contendWorkers, contendFor)
-			if err != nil {
-				t.Fatalf("%s: %v", lib.Name, err)
-			}
-			if c.Overlaps != 0 {
-				t.Errorf("%s: two workers held the lock at once %d times", lib.Name, c.Overlaps)
-			}
-			rates[lib.Name] = append(rates[lib.Name], float64(c.Acquisitions)/c.Duration.Seconds())
-			pooled[lib.Name] = pooled[lib.Name].Merge(c)
-		}
+	rates, pooled, err := lockbench.ContendRounds(libraries, contendRounds, contendWorkers, contendFor)
+	if err != nil {
+		t.Error(err)
+	}
+	if rates == nil {
+		t.FailNow()
 	}
 	for _, lib := range libraries {
 		c := pooled[lib.Name]
 		all := slices.Concat(c.Waits...)
-		shares := make([]float64, len(c.Counts))
-		for i, n := range c.Counts {
-			shares[i] = 100 * float64(n) / float64(max(1, c.Acquisitions))
-		}
-		p("  %-9s %8.0f %9v %9v %9v | %9v %9v %9v %5.1f%% %5.1f%% %9d\n", lib.Name, medianF(rates[lib.Name]),
+		shares := c.Shares()
+		p("  %-9s %8.0f %9v %9v %9v | %9v %9v %9v %5.1f%% %5.1f%% %9d\n", lib.Name, lockbench.Median(rates[lib.Name]),
 			lockbench.Pct(c.Handoffs, 50), lockbench.Pct(c.Handoffs, 99), lockbench.Pct(c.Handoffs, 100), lockbench.Pct(all, 50), lockbench.Pct(all, 99), lockbench.Pct(all, 100),
 			slices.Max(shares), slices.Min(shares), c.Overtakes)
 	}
 	p("  throughput distlock / zk.Lock = %.2f× (median rates; rounds: distlock %.0f, zk.Lock %.0f acq/s)\n",
-		medianF(rates["distlock"])/max(medianF(rates["zk.Lock"]), 1e-9), rates["distlock"], rates["zk.Lock"])
+		lockbench.Median(rates["distlock"])/max(lockbench.Median(rates["zk.Lock"]), 1e-9), rates["distlock"], rates["zk.Lock"])
 	fmt.Fprint(os.Stdout, out.String())
 	t.Log("\n" + out.String())
-}
-
-// alternate returns the libraries in round r's order: reversed every other
-// round, so neither always runs first.
-func alternate(r int) []lockbench.Library {
-	libs := slices.Clone(libraries)
-	if r%2 == 1 {
-		slices.Reverse(libs)
-	}
-	return libs
-}
-
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
-func medianF(fs []float64) float64 {
-	s := slices.Clone(fs)
-	slices.Sort(s)
-	return s[len(s)/2]
 }

@@ -78,9 +78,9 @@ func TestInterleaved(t *testing.T) {
 		}
 	}
 	var out string
-	ref := median(means[len(subjects)-1]) // zk.Lock
+	ref := lockbench.Median(means[len(subjects)-1]) // zk.Lock
 	for i, s := range subjects {
-		m := median(means[i])
+		m := lockbench.Median(means[i])
 		out += fmt.Sprintf("  %-28s %9v per acquire+release (median of %d batches of %d)   / zk.Lock = %.2f\n", s.name, m, batches, per, float64(m)/float64(ref))
 	}
 	fmt.Fprint(os.Stdout, "interleaved uncontended acquire+release:\n"+out)

@@ -6,6 +6,7 @@ package lockbench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -249,4 +250,36 @@ func UncontendedRounds(libs []Library, rounds, ops int) (map[string][]time.Durat
 		}
 	}
 	return out, nil
+}
+
+// ContendRounds runs Contend for every library in rounds that alternate
+// the order (see Alternate), and returns each library's acquisitions/s per
+// round and its contention pooled over the rounds. Overlaps (two holders
+// at once) are reported as errors, after all rounds ran.
+func ContendRounds(libs []Library, rounds, workers int, d time.Duration) (rates map[string][]float64, pooled map[string]*Contention, err error) {
+	rates, pooled = map[string][]float64{}, map[string]*Contention{}
+	var errs []error
+	for r := range rounds {
+		for _, lib := range Alternate(libs, r) {
+			c, err := Contend(lib, workers, d)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", lib.Name, err)
+			}
+			if c.Overlaps != 0 {
+				errs = append(errs, fmt.Errorf("%s: two workers held the lock at once %d times", lib.Name, c.Overlaps))
+			}
+			rates[lib.Name] = append(rates[lib.Name], float64(c.Acquisitions)/c.Duration.Seconds())
+			pooled[lib.Name] = pooled[lib.Name].Merge(c)
+		}
+	}
+	return rates, pooled, errors.Join(errs...)
+}
+
+// Shares returns each worker's share of c's acquisitions, in percent.
+func (c *Contention) Shares() []float64 {
+	shares := make([]float64, len(c.Counts))
+	for i, n := range c.Counts {
+		shares[i] = 100 * float64(n) / float64(max(1, c.Acquisitions))
+	}
+	return shares
 }
