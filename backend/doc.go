@@ -16,12 +16,13 @@
 //   - poll: the driver has only [Driver.TryAcquire]; the portable layer
 //     retries with jittered backoff, bounded by the holder's remaining TTL
 //     when the driver reports it in a [NotAcquiredError].
-//   - notify: the driver also implements [Notifier] (Redis pub/sub); the
+//   - notify: the driver also implements [Notifier] (Redis wait=notify); the
 //     portable layer subscribes before its last re-check and sleeps until a
 //     release is announced or the holder's TTL runs out.
 //   - queue: the driver implements [Waiter] and owns the whole wait, because
 //     its store keeps a line of waiters (ZooKeeper sequential nodes, etcd
-//     create revisions) or blocks in the server (SQL SELECT ... FOR UPDATE on
+//     create revisions, the Redis queue that a release hands the lock on
+//     from) or blocks in the server (SQL SELECT ... FOR UPDATE on
 //     a pinned connection). A waiter that gives up removes its place in line.
 //
 // # Lifetimes
@@ -32,6 +33,10 @@
 // the portable layer calls Refresh at a third of the TTL as a liveness check
 // and declares a lease lost when its client-side validity runs out, so a
 // holder learns of a loss before the store can grant the lock to another.
+// A driver that learns of trouble first may push it: [Request.OnLost] ends
+// the lease at once, [Request.OnDoubt] puts it in doubt with the time the
+// driver can still vouch for, and [Request.OnRestored] asks for a re-check
+// when contact is back.
 //
 // # Registry
 //
