@@ -33,17 +33,18 @@ func (d *Driver) acquire(ctx context.Context, req backend.Request, wait bool) (b
 		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w: TTL %v is beyond the server's longest idle timeout (%v)",
 			op, req.Key, backend.ErrInvalidConfig, req.TTL, maxTTL)
 	}
-	c, err := d.conn(ctx, op, req.Key)
+	p, err := d.pin(ctx, op, req.Key)
 	if err != nil {
 		return backend.Grant{}, err
 	}
-	p := &pinned{d: d, c: c, raw: rawConn(c)}
 	ttl := seconds(req.TTL)
-	p.begin, p.beginArgs = d.q.beginTry, []any{ttl}
+	p.begin, p.beginArgs, p.beginTTL, p.beginLWT = d.q.beginTry, []any{ttl}, ttl, false
 	if wait && d.lwt > 0 {
-		p.begin, p.beginArgs = d.q.beginWait, []any{ttl, d.lwt}
+		p.begin, p.beginArgs, p.beginLWT = d.q.beginWait, []any{ttl, d.lwt}, true
 	}
-	if p.batch, err = d.batching(ctx, c); err != nil {
+	// A spare whose session has these settings needs none sent.
+	p.begun = p.sessTTL == ttl && (p.sessLWT || !p.beginLWT)
+	if p.batch, err = d.batching(ctx, p.c); err != nil {
 		p.discard()
 		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, classify(err))
 	}

@@ -29,9 +29,13 @@ type Driver struct {
 	ids   connIDs
 	batch atomic.Int32 // batchUnknown, batchYes or batchNo
 
-	mu     sync.Mutex
-	closed bool
-	locks  map[*lock]struct{} // held, not yet released
+	mu         sync.Mutex
+	closed     bool
+	locks      map[*lock]struct{} // held, not yet released
+	spares     []*pinned          // idle connections kept for the next lock (spare.go)
+	spareTimer *time.Timer        // runs trimSpares
+	spareAt    time.Time          // when spareTimer fires; zero if it is not set
+	spareWG    sync.WaitGroup     // a trimSpares running
 }
 
 var (
@@ -113,6 +117,7 @@ func (d *Driver) Close() error {
 	for _, l := range held {
 		l.abandon()
 	}
+	d.dropSpares()
 	if d.tlsName != "" {
 		mysql.DeregisterTLSConfig(d.tlsName)
 	}
@@ -122,19 +127,23 @@ func (d *Driver) Close() error {
 	return nil
 }
 
-// conn checks out a connection to pin for one acquisition.
-func (d *Driver) conn(ctx context.Context, op, key string) (*sql.Conn, error) {
+// pin returns a connection to pin for one acquisition: a spare, or one
+// checked out of the pool.
+func (d *Driver) pin(ctx context.Context, op, key string) (*pinned, error) {
 	d.mu.Lock()
 	closed := d.closed
 	d.mu.Unlock()
 	if closed {
 		return nil, fmt.Errorf("sqllock: %s %q: %w", op, key, backend.ErrClosed)
 	}
+	if p := d.spare(ctx); p != nil {
+		return p, nil
+	}
 	c, err := d.db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sqllock: %s %q: %w", op, key, classify(err))
 	}
-	return c, nil
+	return &pinned{d: d, c: c, raw: rawConn(c)}, nil
 }
 
 // track records a held lock so Close can abandon it; it fails if the

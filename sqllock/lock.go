@@ -53,7 +53,7 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	if s := seconds(ttl); s > l.ttl {
 		if _, err = l.p.c.ExecContext(ctx, l.p.d.q.setIdle, s); err == nil {
-			l.ttl = s
+			l.ttl, l.p.sessTTL = s, s
 		}
 	} else {
 		err = l.p.c.PingContext(ctx)
@@ -71,9 +71,10 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	return err
 }
 
-// Release ends the transaction, freeing the row, and returns the
-// connection to the pool with autocommit on and the session's defaults
-// restored. If that fails the connection is closed instead.
+// Release ends the transaction, freeing the row, and keeps the connection
+// as a spare for the next lock or returns it to the pool with autocommit on
+// and the session's defaults restored. If that fails the connection is
+// closed instead.
 func (l *lock) Release(ctx context.Context) error {
 	if err := l.enter(ctx); err != nil {
 		return fmt.Errorf("sqllock: release %q: %w: %w", l.key, backend.ErrUnavailable, err)

@@ -23,8 +23,20 @@ type pinned struct {
 	batch     bool   // several statements per round trip
 	begin     string // session settings, sent with the first locking read
 	beginArgs []any
-	begun     bool
+	beginTTL  int  // the wait_timeout begin sets
+	beginLWT  bool // begin sets innodb_lock_wait_timeout
+	begun     bool // the session has the settings begin sends
+
+	// The lock session's settings in place (autocommit off, wait_timeout
+	// sessTTL, innodb_lock_wait_timeout if sessLWT); sessTTL 0 when not
+	// known to be. Only a connection in a known state becomes a spare.
+	sessTTL    int
+	sessLWT    bool
+	spareUntil time.Time // a spare: restored to the pool at this time
 }
+
+// setUp records that the session settings of begin are in place.
+func (p *pinned) setUp() { p.sessTTL, p.sessLWT = p.beginTTL, p.beginLWT }
 
 // rawConn returns c's driver connection (nil if c is already closed).
 func rawConn(c *sql.Conn) any {
@@ -56,11 +68,20 @@ func (p *pinned) discard() {
 	_ = p.c.Close()
 }
 
-// giveBack ends the transaction (a COMMIT by switching autocommit back on;
-// the transaction changed nothing), restores the session's defaults and
-// returns the connection to the pool; if that fails the connection is
-// discarded.
+// giveBack ends the transaction (it changed nothing) and keeps the
+// connection as a spare (see spare.go), or restores the session's defaults
+// (a COMMIT by switching autocommit back on) and returns it to the pool;
+// if that fails the connection is discarded.
 func (p *pinned) giveBack(ctx context.Context) error {
+	if p.sessTTL > 0 && p.d.spareRoom() {
+		if _, err := p.c.ExecContext(ctx, p.d.q.commit); err != nil {
+			p.discard()
+			return err
+		}
+		if p.d.keep(p) {
+			return nil
+		}
+	}
 	if _, err := p.c.ExecContext(ctx, p.d.q.reset); err != nil {
 		p.discard()
 		return err
@@ -110,12 +131,16 @@ func (p *pinned) lockOnce(ctx context.Context, key, owner string, nowait bool) (
 	}
 	begin := !p.begun
 	p.begun = true
+	if begin {
+		p.sessTTL = 0 // unknown until the settings are known to have run
+	}
 	var g grab
 	if !p.batch {
 		if begin {
 			if _, err := p.c.ExecContext(ctx, p.begin, p.beginArgs...); err != nil {
 				return g, err
 			}
+			p.setUp()
 		}
 		err := p.c.QueryRowContext(ctx, q, key).Scan(&g.id)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -157,6 +182,9 @@ func (p *pinned) lockOnce(ctx context.Context, key, owner string, nowait bool) (
 		args = append(slices.Clone(p.beginArgs), args...)
 	}
 	rows, ids, err := execBatch(ctx, p.c, q, args)
+	if begin && (err == nil || isConflict(err)) {
+		p.setUp() // the settings ran: a batch stops at its first failed statement
+	}
 	if err != nil {
 		return g, err
 	}

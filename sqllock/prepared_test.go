@@ -24,6 +24,7 @@ func TestServerSidePrepare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = d.Close() })
 	key := uniqueKey("prepared")
 	req := backend.Request{Key: key, Owner: "owner-prep-0123456789abcd", TTL: 2 * time.Second}
 	var last uint64

@@ -82,6 +82,7 @@ type statements struct {
 	lockInto       string
 	lockIntoNowait string
 	rollback       string
+	commit         string
 	setIdle        string // the idle timeout (the lock's TTL) while held
 	reset          string // ends the transaction and restores the session's defaults
 	// On any pooled connection (autocommit).
@@ -137,6 +138,7 @@ func newStatements(table string) *statements {
 		lockInto:       fmt.Sprintf("SELECT 1 INTO @distlock_found FROM %s WHERE name = ? FOR UPDATE", lt),
 		lockIntoNowait: fmt.Sprintf("SELECT 1 INTO @distlock_found FROM %s WHERE name = ? FOR UPDATE NOWAIT", lt),
 		rollback:       "ROLLBACK",
+		commit:         "COMMIT",
 		setIdle:        "SET SESSION wait_timeout = ?",
 		reset:          "SET SESSION autocommit = 1, wait_timeout = DEFAULT, innodb_lock_wait_timeout = DEFAULT",
 		exists:         fmt.Sprintf("SELECT 1 FROM %s WHERE name = ?", lt),

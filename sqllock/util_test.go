@@ -43,6 +43,7 @@ func newDriverMode(t *testing.T, s *server, opts sqllock.Options, batch bool) (*
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() { _ = c.db.Close() })
+	t.Cleanup(func() { _ = d.Close() }) // first: it returns its spare connections
 	return d, c
 }
 
