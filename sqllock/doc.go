@@ -16,7 +16,7 @@
 // URL-opened Driver's pool has multiStatements and interpolateParams on, so
 // an uncontended acquire+release is two round trips. [New] takes a *sql.DB
 // of github.com/go-sql-driver/mysql instead (one round trip per statement,
-// four per acquire+release, unless that pool has both options too).
+// three per acquire+release, unless that pool has both options too).
 //
 // # Semantics
 //
@@ -49,9 +49,13 @@
 // open (paused, partitioned) frees it when the server's idle timeout
 // (wait_timeout = TTL) closes the session. The watchdog's Refresh pings the
 // pinned connection, which restarts that timer. Release commits the empty
-// transaction by switching autocommit back on, restores the session's
-// defaults and returns the connection to the pool; a connection in any
-// other state is closed, never pooled.
+// transaction and keeps the connection, checked out of the pool, as a
+// spare for the next lock, in the lock session's state, so that lock sends
+// no session settings; up to 8 spares are kept while the pool has no
+// connection limit (SetMaxOpenConns), each for at most 5 s unused. A
+// connection goes back to the pool only with autocommit on and the
+// session's defaults restored; one in any other state is closed, never
+// pooled. Close the Driver before its *sql.DB: Close returns the spares.
 //
 // Locks are not replicated: failing over to a replica loses them all.
 // Tokens stay increasing across a failover only if the replica had

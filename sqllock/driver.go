@@ -47,10 +47,12 @@ var (
 // New returns a Driver over db, a *sql.DB of github.com/go-sql-driver/mysql.
 // It creates the lock tables if missing (unless opts.NoCreateTable), bounded
 // by ctx. The Driver never closes db: the caller does, after closing the
-// Driver. Each held lock and each waiter uses one of db's connections, and
-// every acquisition briefly needs one more: a db.SetMaxOpenConns below the
-// number of concurrent acquisitions plus one makes acquisitions wait for a
-// free connection.
+// Driver (which returns the Driver's spare connections to db). Each held
+// lock and each waiter uses one of db's connections, and every acquisition
+// briefly needs one more: a db.SetMaxOpenConns below the number of
+// concurrent acquisitions plus one makes acquisitions wait for a free
+// connection. While db has no connection limit, the Driver also keeps up to
+// 8 idle spare connections (see the package doc).
 func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
 	if db == nil {
 		return nil, fmt.Errorf("sqllock: %w: nil *sql.DB", backend.ErrInvalidConfig)

@@ -144,6 +144,16 @@ func TestBreakdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
+	// A spare connection, as the driver keeps one between locks: autocommit
+	// off, the lock's idle timeout, no transaction open.
+	spare, err := bdb.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spare.Close()
+	if _, err := spare.ExecContext(ctx, "SET SESSION autocommit = 0, wait_timeout = 30"); err != nil {
+		t.Fatal(err)
+	}
 	type step struct {
 		name string
 		on   *sql.Conn
@@ -156,12 +166,17 @@ func TestBreakdown(t *testing.T) {
 		name  string
 		steps []step
 	}{
-		{"sqllock batched (a URL-opened Driver)", []step{
+		{"sqllock batched on a spare connection (a URL-opened Driver, steady state)", []step{
+			{"SELECT INTO FOR UPDATE; UPDATE live", spare, "SELECT 1 INTO @distlock_found FROM " + lt +
+				" WHERE name = ? FOR UPDATE NOWAIT; " + live, []any{req.Key, "o", req.Key}},
+			{"COMMIT", spare, "COMMIT", nil},
+		}},
+		{"sqllock batched on a connection from the pool (no spare)", []step{
 			{"SET; SELECT INTO FOR UPDATE; UPDATE live", c, "SET SESSION autocommit = 0, wait_timeout = ?; SELECT 1 INTO @distlock_found FROM " + lt +
 				" WHERE name = ? FOR UPDATE NOWAIT; " + live, []any{30, req.Key, "o", req.Key}},
 			{"SET autocommit=1, defaults", c, reset, nil},
 		}},
-		{"sqllock unbatched (New over a pool without multiStatements)", []step{
+		{"sqllock unbatched on a connection from the pool (New over a pool without multiStatements, no spare)", []step{
 			{"SET autocommit=0, wait_timeout", c, "SET SESSION autocommit = 0, wait_timeout = ?", []any{30}},
 			{"SELECT ... FOR UPDATE NOWAIT", c, "SELECT CONNECTION_ID() FROM " + lt + " WHERE name = ? FOR UPDATE NOWAIT", []any{req.Key}},
 			{"UPDATE live counter (MEMORY)", c, live, []any{"o", req.Key}},
