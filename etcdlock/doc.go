@@ -37,8 +37,9 @@
 // arrival order, a release wakes at most two waiters, and the next holder
 // is granted the lock by the release's watch event itself, with no request
 // in between. TryAcquire puts its key only if the range is empty, in one
-// transaction. Release deletes the key only if it still has
-// its create revision. OwnerCmp gives the comparison that guards your own
+// transaction. Release deletes the key by its name, which is never used
+// for another acquisition, so a retried release cannot delete a newer
+// holder's key. OwnerCmp gives the comparison that guards your own
 // etcd transactions with the lock.
 //
 // # Errors

@@ -73,15 +73,19 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // a new leader is elected.
 const releaseAttempt = 2 * time.Second
 
-// Release deletes the lock's key if it still has the lock's create
-// revision, so a retried release never deletes a newer holder's key. If
-// the request fails, the key is deleted in the background as soon as the
-// cluster answers again, and the error wraps ErrUnavailable.
+// Release deletes the lock's key. Its name is never used again (it holds
+// the driver's lease ID and a sequence number that only grows, and each
+// name is put once), so deleting the name is as fenced as a comparison on
+// its create revision: a retried release never deletes a newer holder's key. A
+// plain DeleteRange is one write with no comparison, measurably cheaper
+// for etcd than a transaction. If the request fails, the key is deleted in
+// the background as soon as the cluster answers again, and the error wraps
+// ErrUnavailable.
 func (l *lock) Release(ctx context.Context) error {
 	d := l.d
 	actx, cancel := context.WithTimeout(ctx, releaseAttempt)
 	defer cancel()
-	resp, err := d.c.Txn(actx).If(l.owns()).Then(clientv3.OpDelete(l.ekey)).Commit()
+	resp, err := d.c.Delete(actx, l.ekey)
 	l.forget()
 	if err != nil {
 		// The key may still be there, kept alive by the driver's lease:
@@ -90,7 +94,7 @@ func (l *lock) Release(ctx context.Context) error {
 		d.orphan(l.s, l.ekey)
 		return d.wrap(ctx, "release", l.key, fmt.Errorf("%w (deletion continues in the background)", err))
 	}
-	if !resp.Succeeded {
+	if resp.Deleted == 0 {
 		return fmt.Errorf("etcdlock: release %q: %w: key %s with create revision %d is gone", l.key, backend.ErrNotHeld, l.ekey, l.rev)
 	}
 	return nil
