@@ -26,18 +26,19 @@ func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.G
 		return backend.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, err)
 	}
 	rng := lockRange(d.prefix, req.Key)
-	ekey := d.nextKey(req.Key, s.id)
+	k := d.nextKey(req.Key, s)
 	resp, err := d.c.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(rng), "=", 0).WithPrefix()).
-		Then(clientv3.OpPut(ekey, req.Owner, clientv3.WithLease(s.id))).
+		Then(clientv3.OpPut(k.name, req.Owner, clientv3.WithLease(s.id))).
 		Commit()
 	if err != nil {
-		return backend.Grant{}, d.failed(s, ekey, d.acquireErr(ctx, s, req.Key, err))
+		return backend.Grant{}, d.failed(s, k, false, d.acquireErr(ctx, s, req.Key, err))
 	}
 	if !resp.Succeeded {
+		s.freeSlot(req.Key, k.slot) // nothing was put
 		return backend.Grant{}, backend.NotAcquired(req.Key, 0)
 	}
-	return d.grant(s, req, ekey, resp.Header.Revision)
+	return d.grant(s, req, k, resp.Header.Revision)
 }
 
 // Wait puts our key at the end of req.Key's queue and waits until every key
@@ -49,7 +50,8 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 		return backend.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, err)
 	}
 	rng := lockRange(d.prefix, req.Key)
-	ekey := d.nextKey(req.Key, s.id)
+	k := d.nextKey(req.Key, s)
+	ekey := k.name
 	// Our put has the highest revision in the range: the newest near+1
 	// keys are ours and the near keys just ahead of it.
 	resp, err := d.c.Txn(ctx).
@@ -59,9 +61,10 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(d.near)+1))).
 		Commit()
 	if err != nil {
-		return backend.Grant{}, d.failed(s, ekey, d.acquireErr(ctx, s, req.Key, err))
+		return backend.Grant{}, d.failed(s, k, false, d.acquireErr(ctx, s, req.Key, err))
 	}
 	if !resp.Succeeded {
+		// Not ours (its slot stays in use): the next attempt takes another name.
 		return backend.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w: key %s exists already", req.Key, backend.ErrUnavailable, ekey)
 	}
 	rev := resp.Header.Revision
@@ -73,20 +76,20 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 		d.startAnchor() // this acquisition will watch
 	}
 	if err := w.wait(ctx, sg); err != nil {
-		return backend.Grant{}, d.failed(s, ekey, err)
+		return backend.Grant{}, d.failed(s, k, true, err)
 	}
-	return d.grant(s, req, ekey, w.rev)
+	return d.grant(s, req, k, w.rev)
 }
 
 // grant records a held lock. Its validity starts when the lease was last
 // confirmed alive, which may be before the wait began: the server keeps
 // the lease at least a TTL from then.
-func (d *Driver) grant(s *session, req backend.Request, ekey string, rev int64) (backend.Grant, error) {
-	l := &lock{d: d, s: s, key: req.Key, ekey: ekey, rev: rev, token: uint64(rev), onLost: req.OnLost,
+func (d *Driver) grant(s *session, req backend.Request, k ekey, rev int64) (backend.Grant, error) {
+	l := &lock{d: d, s: s, key: req.Key, ekey: k.name, slot: k.slot, rev: rev, token: uint64(rev), onLost: req.OnLost,
 		onDoubt: req.OnDoubt, onRestored: req.OnRestored}
 	if !s.register(l) {
 		err := fmt.Errorf("etcdlock: acquire %q: %w: %w", req.Key, backend.ErrLost, s.cause())
-		return backend.Grant{}, d.failed(s, ekey, err)
+		return backend.Grant{}, d.failed(s, k, true, err)
 	}
 	d.mu.Lock()
 	d.held[heldKey{req.Key, l.token}] = l
@@ -100,17 +103,24 @@ func (d *Driver) grant(s *session, req backend.Request, ekey string, rev int64) 
 	return backend.Grant{Lock: l, Token: l.token, TTL: s.ttl, ValidFrom: s.confirmedAt()}, nil
 }
 
-// failed deletes ekey, which a failed attempt may have left in the store,
-// and returns err. If the key cannot be deleted within cleanupTimeout, a
-// background goroutine keeps trying for as long as the lease lives, so the
-// key never outlives both the attempt and the lease as a ghost holder or
-// waiter; err then also wraps ErrUnavailable.
-func (d *Driver) failed(s *session, ekey string, err error) error {
+// failed deletes k, which a failed attempt may have left in the store, and
+// returns err. put tells whether the attempt's put is known to have been
+// applied (it answered); if so, a successful deletion frees k's name slot,
+// else the slot stays in use (a put still in flight could create the key
+// again). If the key cannot be deleted within cleanupTimeout, a background
+// goroutine keeps trying for as long as the lease lives, so the key never
+// outlives both the attempt and the lease as a ghost holder or waiter; err
+// then also wraps ErrUnavailable.
+func (d *Driver) failed(s *session, k ekey, put bool, err error) error {
 	ctx, cancel := context.WithTimeout(d.ctx, cleanupTimeout)
 	defer cancel()
-	if _, derr := d.c.Delete(ctx, ekey); derr == nil {
+	if _, derr := d.c.Delete(ctx, k.name); derr == nil {
+		if put {
+			s.freeSlot(k.key, k.slot)
+		}
 		return err
 	}
+	ekey := k.name
 	d.orphan(s, ekey)
 	if errors.Is(err, backend.ErrUnavailable) {
 		return err

@@ -37,9 +37,10 @@
 // arrival order, a release wakes at most two waiters, and the next holder
 // is granted the lock by the release's watch event itself, with no request
 // in between. TryAcquire puts its key only if the range is empty, in one
-// transaction. Release deletes the key by its name, which is never used
-// for another acquisition, so a retried release cannot delete a newer
-// holder's key. OwnerCmp gives the comparison that guards your own
+// transaction. Release deletes the key by its name; a name is reused (so
+// that deleted keys do not pile up in the lock's range until compaction)
+// only once its key is known gone with no deletion in flight, so a retried
+// release cannot delete a newer holder's key. OwnerCmp gives the comparison that guards your own
 // etcd transactions with the lock.
 //
 // # Errors

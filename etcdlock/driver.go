@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -48,8 +47,7 @@ type Driver struct {
 	wg     sync.WaitGroup
 
 	grantSem chan struct{} // serialises lease grants
-	seq      atomic.Uint64
-	near     int // how many keys ahead of its own a waiter watches
+	near     int           // how many keys ahead of its own a waiter watches
 
 	mu       sync.Mutex
 	sess     *session
@@ -169,7 +167,15 @@ func (d *Driver) isClosed() bool {
 	return d.closed || d.c.Ctx().Err() != nil
 }
 
-// nextKey returns a new etcd key in key's range for lease id.
-func (d *Driver) nextKey(key string, id clientv3.LeaseID) string {
-	return fmt.Sprintf("%s%x.%x", lockRange(d.prefix, key), int64(id), d.seq.Add(1))
+// An ekey is the etcd key of one acquisition of a lock key.
+type ekey struct {
+	key  string // the user's key
+	name string // the etcd key
+	slot uint64 // its name slot in the session (see takeSlot)
+}
+
+// nextKey returns the etcd key of an acquisition of key in session s.
+func (d *Driver) nextKey(key string, s *session) ekey {
+	slot := s.takeSlot(key)
+	return ekey{key: key, name: fmt.Sprintf("%s%x.%x", lockRange(d.prefix, key), int64(s.id), slot), slot: slot}
 }

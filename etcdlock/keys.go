@@ -15,7 +15,9 @@ const DefaultPrefix = "distlock/"
 //	<prefix>%<escaped key>/
 //
 // and each acquisition (holder or waiter) puts one key in that range,
-// <range><lease id in hex>.<sequence in hex>, bound to the driver's lease.
+// <range><lease id in hex>.<name slot in hex>, bound to the driver's lease
+// (see takeSlot: a session reuses a lock's names, one per acquisition in
+// progress or held).
 //
 // The escaped key never contains '/' ('%' and '/' are written as %25 and
 // %2F), so no lock's range contains another lock's keys. Prefixes are made

@@ -18,6 +18,7 @@ type lock struct {
 	s     *session
 	key   string // the user's key
 	ekey  string // the etcd key
+	slot  uint64 // its name slot in the session
 	rev   int64  // its create revision: the fencing token
 	token uint64
 
@@ -73,13 +74,15 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // a new leader is elected.
 const releaseAttempt = 2 * time.Second
 
-// Release deletes the lock's key. Its name is never used again (it holds
-// the driver's lease ID and a sequence number that only grows, and each
-// name is put once), so deleting the name is as fenced as a comparison on
-// its create revision: a retried release never deletes a newer holder's key. A
-// plain DeleteRange is one write with no comparison, measurably cheaper
-// for etcd than a transaction. If the request fails, the key is deleted in
-// the background as soon as the cluster answers again, and the error wraps
+// Release deletes the lock's key by its name. No other key of that name
+// can exist meanwhile: the name holds the session's lease ID and a name
+// slot that stays taken until this key is known gone with no deletion in
+// flight (see takeSlot). So deleting the name is as fenced as a comparison
+// on its create revision: a retried release never deletes a newer holder's
+// key. A plain DeleteRange is one write with no comparison, measurably
+// cheaper for etcd than a transaction. If the request fails, the key is
+// deleted in the background as soon as the cluster answers again (its
+// name slot then stays taken for the session's life), and the error wraps
 // ErrUnavailable.
 func (l *lock) Release(ctx context.Context) error {
 	d := l.d
@@ -87,6 +90,9 @@ func (l *lock) Release(ctx context.Context) error {
 	defer cancel()
 	resp, err := d.c.Delete(actx, l.ekey)
 	l.forget()
+	if err == nil {
+		l.s.freeSlot(l.key, l.slot) // the key is gone, by this deletion or before it
+	}
 	if err != nil {
 		// The key may still be there, kept alive by the driver's lease:
 		// keep deleting it in the background until it is gone or the

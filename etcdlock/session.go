@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync"
 	"time"
 
@@ -31,6 +32,55 @@ type session struct {
 	doubting  bool      // the last renewal failed; its locks were told
 	err       error     // why it was lost
 	locks     map[*lock]struct{}
+	slots     map[string]uint64 // per lock key, the name slots in use (see takeSlot)
+	spill     uint64            // names handed out past the 64 slots of a key
+}
+
+// Name slots. Each acquisition's etcd key is named after the session's
+// lease and a slot, the lowest slot of that lock key not in use by the
+// session: one at a time, slot 0 again and again. etcd keeps a deleted key
+// in its index until the next compaction, and every range read of the
+// queue visits the deleted keys of the range too (measured: +45 µs per read
+// with 1,500 of them, +0.7 ms with 10,000), so a name per acquisition
+// would slow a busy lock down more with every use, until compaction.
+// concurrency.Mutex reuses one name per session, as this does.
+//
+// A slot is in use from takeSlot until the key of its name is known gone
+// with no request in flight that could delete a later key of the same
+// name (freeSlot). A slot whose key's fate is unknown (a put or delete
+// with no answer) stays in use for the session's life. With a key's 64
+// slots in use, takeSlot hands out names never used before.
+const slotsPerKey = 64
+
+// takeSlot returns a name slot for an acquisition of key.
+func (s *session) takeSlot(key string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	used := s.slots[key]
+	if used == ^uint64(0) {
+		s.spill++
+		return slotsPerKey - 1 + s.spill
+	}
+	i := uint64(bits.TrailingZeros64(^used))
+	if s.slots == nil {
+		s.slots = map[string]uint64{}
+	}
+	s.slots[key] = used | 1<<i
+	return i
+}
+
+// freeSlot makes slot of key reusable (see takeSlot).
+func (s *session) freeSlot(key string, slot uint64) {
+	if slot >= slotsPerKey {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if used := s.slots[key] &^ (1 << slot); used == 0 {
+		delete(s.slots, key)
+	} else {
+		s.slots[key] = used
+	}
 }
 
 // validUntil is the earliest the server can let the lease expire.

@@ -170,7 +170,10 @@ func (w *waiter) waitFor(ctx context.Context, sg sighting) (sighting, error) {
 		}
 		before := len(sg.ahead)
 		for _, ev := range wr.Events {
-			if ev.Type != mvccpb.DELETE {
+			if ev.Type != mvccpb.DELETE || ev.Kv.ModRevision <= sg.rev {
+				// A deletion sg already reflects: of an earlier key of the
+				// same name (names are reused, see takeSlot), seen by a watch
+				// on a member whose current revision was behind sg's.
 				continue
 			}
 			// Go by the event's key, not by the watch it came on.
