@@ -58,7 +58,7 @@ func TestBreakdown(t *testing.T) {
 	var cycles []cycle
 	var closers []func()
 	defer func() {
-		for _, f := range closers {
+		for _, f := range slices.Backward(closers) { // drivers before their pools
 			f()
 		}
 	}()
