@@ -33,8 +33,9 @@ type hold struct {
 	// before doubtAt proves nothing about the store after it.
 	doubtAt    time.Time
 	doubtUntil time.Time // the driver's until, kept for a pending hold
-	restoredAt time.Time // the driver's last OnRestored
-	checking   bool      // in doubt: the watchdog refreshes it even without auto-renewal
+	restoredAt time.Time   // the driver's last OnRestored
+	checking   bool        // in doubt: the watchdog refreshes it even without auto-renewal
+	expiry     *time.Timer // ends it at its deadline while a renewal is in flight (off the heap)
 }
 
 type holdKey struct{ key, owner string }
@@ -301,7 +302,8 @@ func (l *Locker) driverDoubt(h *hold, cause error, until time.Time) {
 	if h.renewing {
 		// Off the heap until its renewal returns: end it at its deadline
 		// even if the renewal hangs until then.
-		time.AfterFunc(time.Until(h.deadline), func() { l.expire(h) })
+		h.stopExpiry()
+		h.expiry = time.AfterFunc(time.Until(h.deadline), func() { l.expire(h) })
 		return
 	}
 	l.wd.reschedule(h)
@@ -340,6 +342,15 @@ func (l *Locker) recheckAt(h *hold, sent time.Time) time.Time {
 		return now
 	}
 	return now.Add(retryInterval(h.ttl))
+}
+
+// stopExpiry stops h's expiry timer, if any: h is back on the watchdog's
+// heap, or ended. Locker.mu is held.
+func (h *hold) stopExpiry() {
+	if h.expiry != nil {
+		h.expiry.Stop()
+		h.expiry = nil
+	}
 }
 
 // expire ends h if its validity has run out (for holds off the watchdog's
@@ -399,6 +410,7 @@ func (l *Locker) endLocked(h *hold, cause error) {
 	h.state = holdEnded
 	delete(l.holds, holdKey{h.key, h.owner})
 	l.wd.remove(h)
+	h.stopExpiry()
 	for le := range h.leases {
 		le.cancel(cause)
 	}

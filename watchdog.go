@@ -180,6 +180,7 @@ func (l *Locker) refreshAll(ctx context.Context, locks []backend.Lock, ttls []ti
 func (l *Locker) renewed(h *hold, sent time.Time, ttl time.Duration, err error) {
 	l.mu.Lock()
 	h.renewing = false
+	h.stopExpiry() // back on the heap, which watches the deadline
 	l.mu.Unlock()
 	switch {
 	case err == nil:
