@@ -32,7 +32,7 @@ type hold struct {
 	// Doubt pushed by the driver (backend.Request.OnDoubt): a refresh sent
 	// before doubtAt proves nothing about the store after it.
 	doubtAt    time.Time
-	doubtUntil time.Time // the driver's until, kept for a pending hold
+	doubtUntil time.Time   // the driver's until, kept for a pending hold
 	restoredAt time.Time   // the driver's last OnRestored
 	checking   bool        // in doubt: the watchdog refreshes it even without auto-renewal
 	expiry     *time.Timer // ends it at its deadline while a renewal is in flight (off the heap)
