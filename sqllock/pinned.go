@@ -82,6 +82,13 @@ func (p *pinned) giveBack(ctx context.Context) error {
 			return nil
 		}
 	}
+	return p.reset(ctx)
+}
+
+// reset restores the session's defaults (ending any transaction: switching
+// autocommit on commits) and returns the connection to the pool; if that
+// fails the connection is discarded.
+func (p *pinned) reset(ctx context.Context) error {
 	if _, err := p.c.ExecContext(ctx, p.d.q.reset); err != nil {
 		p.discard()
 		return err

@@ -144,15 +144,10 @@ func (d *Driver) dropSpares() {
 	}
 }
 
-// restore gives a spare's session its defaults back (autocommit on, the
-// server's timeouts) and returns it to the pool; if that fails it is
-// closed.
+// restore resets a spare and returns it to the pool (see reset), within
+// killGrace.
 func (p *pinned) restore() {
 	ctx, cancel := context.WithTimeout(context.Background(), killGrace)
 	defer cancel()
-	if _, err := p.c.ExecContext(ctx, p.d.q.reset); err != nil {
-		p.discard()
-		return
-	}
-	_ = p.c.Close()
+	_ = p.reset(ctx)
 }
