@@ -37,6 +37,7 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	now := time.Now()
 	e := l.mine(now)
 	if e == nil {
+		l.forget() // gone: the portable layer does not release it
 		return fmt.Errorf("memlock: refresh %q: %w", l.key, backend.ErrNotHeld)
 	}
 	if exp := now.Add(ttl); exp.After(e.expires) {
@@ -49,9 +50,7 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 
 // Release implements backend.Lock.
 func (l *lock) Release(ctx context.Context) error {
-	l.d.mu.Lock()
-	delete(l.d.held, l) // the portable layer releases once, even if this fails
-	l.d.mu.Unlock()
+	l.forget() // the portable layer releases once, even if this fails
 	if err := l.d.enter(ctx, "release"); err != nil {
 		return err
 	}
@@ -66,4 +65,12 @@ func (l *lock) Release(ctx context.Context) error {
 		l.d.s.freeLocked(e, now)
 	}
 	return nil
+}
+
+// forget drops l from its driver's held locks (those Partition and Heal
+// report to).
+func (l *lock) forget() {
+	l.d.mu.Lock()
+	delete(l.d.held, l)
+	l.d.mu.Unlock()
 }
