@@ -42,3 +42,10 @@ func ParseForTest(raw string) (Parsed, error) {
 // SetNear sets how many keys may be ahead of d's waiters for them to watch
 // the whole queue (1 or 2).
 func SetNear(d *Driver, n int) { d.near = min(max(n, 1), maxNear) }
+
+// HeldCount is how many locks d tracks as held.
+func HeldCount(d *Driver) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.held)
+}

@@ -394,6 +394,9 @@ func testRefreshAll(t *testing.T, c *cluster) {
 	if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], backend.ErrNotHeld) {
 		t.Errorf("after deleting lock 1, RefreshAll = %v, want [nil ErrNotHeld nil]", errs)
 	}
+	if n := etcdlock.HeldCount(d); n != 2 {
+		t.Errorf("the driver tracks %d locks after one was found gone, want 2", n)
+	}
 	for i, l := range locks {
 		err := l.Release(ctx)
 		if (i == 1) != errors.Is(err, backend.ErrNotHeld) {

@@ -194,6 +194,9 @@ func (d *Driver) checkKeys(ctx context.Context, ls []*lock) []error {
 			default:
 				kvs := resp.Responses[j].GetResponseRange().Kvs
 				if len(kvs) == 0 || kvs[0].CreateRevision != ls[i].rev {
+					// Gone: the portable layer does not release it. Its name
+					// slot stays taken (a Release may still delete by name).
+					ls[i].forget()
 					errs[i] = fmt.Errorf("etcdlock: refresh %q: %w: key %s with create revision %d is gone", ls[i].key, backend.ErrNotHeld, ls[i].ekey, ls[i].rev)
 				}
 			}
