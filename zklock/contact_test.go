@@ -9,6 +9,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
 )
 
 // contactSession is the session timeout of the contact tests: the longest
@@ -145,3 +146,37 @@ func TestDisconnectPushesDoubtOnUserConn(t *testing.T) {
 type quietLogger struct{}
 
 func (quietLogger) Printf(string, ...any) {}
+
+// TestGoneNodeUntracked: a lock whose node a Refresh finds gone leaves the
+// locks the driver follows (and pushes doubt to); the portable layer does
+// not release such a lock.
+func TestGoneNodeUntracked(t *testing.T) {
+	c := startCluster(t, 1)
+	d, _, err := c.newDriver(ctxFor(t, 30*time.Second), testSession)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	key := uniqueKey(t)
+	g, err := d.TryAcquire(ctxFor(t, 10*time.Second), backend.Request{Key: key, Owner: "o", TTL: testSession})
+	if err != nil {
+		t.Fatal(err)
+	}
+	followed := func() int {
+		d.contact.mu.Lock()
+		defer d.contact.mu.Unlock()
+		return len(d.contact.held)
+	}
+	if n := followed(); n != 1 {
+		t.Fatalf("%d locks followed after a grant, want 1", n)
+	}
+	if err := c.deleteHolder(key); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Lock.Refresh(ctxFor(t, 10*time.Second), testSession); !errors.Is(err, backend.ErrNotHeld) {
+		t.Fatalf("Refresh after the node was deleted: %v, want ErrNotHeld", err)
+	}
+	if n := followed(); n != 0 {
+		t.Errorf("%d locks followed after a Refresh found the node gone, want 0", n)
+	}
+}

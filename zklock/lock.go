@@ -81,8 +81,10 @@ func (n *lockNode) Refresh(ctx context.Context, _ time.Duration) error {
 	case zerr != nil:
 		return failure("refresh", n.key, zerr)
 	case !exists:
+		n.d.untrack(n) // gone: the portable layer does not release it
 		return fmt.Errorf("zklock: refresh %q: %w: node %s is gone", n.key, backend.ErrNotHeld, n.name)
 	case stat.EphemeralOwner != n.session:
+		n.d.untrack(n)
 		return fmt.Errorf("zklock: refresh %q: %w: node %s belongs to session %#x, not %#x", n.key, backend.ErrNotHeld, n.name, stat.EphemeralOwner, n.session)
 	}
 	return nil
