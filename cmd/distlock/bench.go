@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/distlock/distlock/internal/compare"
+	"github.com/distlock/distlock/cmd/distlock/internal/compare"
 )
 
 type benchOpts struct {

@@ -11,7 +11,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/internal/compare"
+	"github.com/distlock/distlock/cmd/distlock/internal/compare"
 )
 
 // addEmbedded adds the in-process servers of --embedded: an etcd server

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -42,7 +44,10 @@ func (e exitRecorder) Run() int { *e.code = e.m.Run(); return *e.code }
 // distlock runs the binary and returns its combined output and exit code.
 func runCLI(t *testing.T, env []string, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	// Bounded: a hanging distlock fails its test instead of the package.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); ok {
@@ -186,5 +191,30 @@ func TestBenchConfigFile(t *testing.T) {
 	out, code := runCLI(t, nil, "bench", "--config", good, "--out", filepath.Join(dir, "out"))
 	if code != 0 || !strings.Contains(out, "memory") || strings.Contains(out, "== many-keys") {
 		t.Errorf("bench --config: exit %d:\n%s", code, out)
+	}
+}
+
+// TestNoCredentialInOutput: no error, help text or status output shows a
+// password, whatever characters it holds (issue 12, item 11).
+func TestNoCredentialInOutput(t *testing.T) {
+	const secret = "s3cr"
+	for _, tc := range []struct {
+		env  []string
+		args []string
+	}{
+		{nil, []string{"status", "--url", "mysql://root:" + secret + "/ss@127.0.0.1:1/db", "--key", "k"}},
+		{nil, []string{"status", "--url", "mysql://root:" + secret + "?ss@127.0.0.1:1/db", "--key", "k"}},
+		{nil, []string{"status", "--url", "mysql://root:" + secret + "#ss@127.0.0.1:1/db", "--key", "k"}},
+		{nil, []string{"run", "--url", "redis://u:" + secret + "@127.0.0.1:1/0?dial_timeout=300ms", "--key", "k", "--no-wait", "--", "true"}},
+		{nil, []string{"run", "--url", "mem://?password=" + secret, "--key", "k", "--", "true"}},
+		{[]string{"DISTLOCK_URL=redis://u:" + secret + "@127.0.0.1:1/0"}, []string{"run", "--help"}},
+		{[]string{"DISTLOCK_URL=redis://u:" + secret + "@127.0.0.1:1/0"}, []string{"status", "--help"}},
+		{[]string{"DISTLOCK_URL=mysql://root:" + secret + "/x@127.0.0.1:1/db"}, []string{"help", "run"}},
+		{[]string{"DISTLOCK_URL=mysql://root:" + secret + "/x@127.0.0.1:1/db"}, []string{"status", "--key", "k"}},
+	} {
+		out, code := runCLI(t, tc.env, tc.args...)
+		if strings.Contains(out, secret) {
+			t.Errorf("distlock %q (env %q): exit %d, the output shows the password:\n%s", tc.args, tc.env, code, out)
+		}
 	}
 }

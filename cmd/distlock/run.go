@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -31,10 +32,13 @@ func newRunCmd() *cobra.Command {
 		Short: "Run a command while holding a lock, like flock(1) across machines",
 		Long: `Acquire the lock KEY, run CMD, release the lock.
 
-The lease is renewed while CMD runs. If it is lost, CMD gets SIGTERM and,
-after --grace, SIGKILL, and distlock exits with 70. CMD runs in its own
-process group; SIGINT, SIGTERM and SIGHUP sent to distlock are passed on
-to it, and the lock is released when it exits. CMD sees DISTLOCK_KEY,
+The lease is renewed while CMD runs. CMD never runs past the lease's
+validity: when renewals fail and the validity left falls to --grace, CMD's
+process group gets SIGTERM, and SIGKILL just before the validity ends (at
+once if the lease is lost); distlock then exits with 70. --grace is capped
+at a third of the TTL. CMD runs in its own process group and is killed if
+distlock dies (Linux); SIGINT, SIGTERM and SIGHUP sent to distlock are
+passed on to it, and the lock is released when it exits. CMD sees DISTLOCK_KEY,
 DISTLOCK_TOKEN (the fencing token) and DISTLOCK_OWNER in its environment.
 
 Exit status: CMD's own when it ran (128+N if signal N killed it);
@@ -53,8 +57,8 @@ Exit status: CMD's own when it ran (128+N if signal N killed it);
 	cmd.Flags().DurationVar(&o.ttl, "ttl", 0, "lease TTL: how long the lock outlives a crashed distlock (default: the URL's ttl, else 30s)")
 	cmd.Flags().DurationVar(&o.wait, "wait", 0, "give up after waiting this long for the lock (default: wait indefinitely)")
 	cmd.Flags().BoolVar(&o.noWait, "no-wait", false, "fail at once (exit 75) if the lock is held elsewhere")
-	cmd.Flags().DurationVar(&o.grace, "grace", 10*time.Second, "after a lost lock, time between SIGTERM and SIGKILL to CMD")
-	cmd.Flags().DurationVar(&o.openTimeout, "connect-timeout", 30*time.Second, "bound on connecting to the backend")
+	cmd.Flags().DurationVar(&o.grace, "grace", 10*time.Second, "when renewals fail, SIGTERM to CMD this long before the lease's validity ends, SIGKILL at its end (at most a third of the TTL)")
+	connectTimeoutFlag(cmd, &o.openTimeout)
 	return cmd
 }
 
@@ -69,6 +73,8 @@ func (o runOpts) check() error {
 		return exitWith(ExitUsage, errors.New("run: --wait and --no-wait exclude each other"))
 	case o.wait < 0 || o.ttl < 0 || o.grace < 0:
 		return exitWith(ExitUsage, errors.New("run: --wait, --ttl and --grace must not be negative"))
+	case o.openTimeout <= 0:
+		return exitWith(ExitUsage, errors.New("run: --connect-timeout must be positive"))
 	}
 	return nil
 }
@@ -89,14 +95,18 @@ func runLocked(ctx context.Context, o runOpts, args []string) error {
 	if err != nil {
 		return err
 	}
-	code, lost := supervise(lease, o.grace, args)
+	code, terminated := supervise(lease, o.grace, args)
+	cause := lease.Err()
+	if cause == nil {
+		cause = fmt.Errorf("the lease on %q was not renewed in time", o.key)
+	}
 	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer rcancel()
-	if err := lease.Release(rctx); err != nil && !lost {
+	if err := lease.Release(rctx); err != nil && !terminated {
 		fmt.Fprintln(os.Stderr, "distlock: release:", err)
 	}
-	if lost {
-		return exitWith(ExitLost, fmt.Errorf("run: %w; the command was terminated", lease.Err()))
+	if terminated {
+		return exitWith(ExitLost, fmt.Errorf("run: %w; the command was terminated", cause))
 	}
 	return exitWith(code, nil)
 }
@@ -106,9 +116,15 @@ func acquireForRun(ctx context.Context, locker *distlock.Locker, o runOpts) (*di
 	if o.ttl > 0 {
 		opts = append(opts, distlock.WithTTL(o.ttl))
 	}
-	// One attempt first: an unreachable backend fails at once (exit 69)
-	// instead of being waited out.
-	lease, err := locker.TryAcquire(ctx, o.key, opts...)
+	// One attempt first, bounded by --connect-timeout: an unreachable
+	// backend fails at once (exit 69) instead of being waited out.
+	tctx, tcancel := context.WithTimeout(ctx, o.openTimeout)
+	lease, err := locker.TryAcquire(tctx, o.key, opts...)
+	timedOut := err != nil && tctx.Err() != nil && ctx.Err() == nil
+	tcancel()
+	if timedOut && !errors.Is(err, distlock.ErrUnavailable) {
+		return nil, exitWith(ExitUnavailable, fmt.Errorf("run: the backend did not answer within --connect-timeout %v: %w", o.openTimeout, err))
+	}
 	if o.noWait || !errors.Is(err, distlock.ErrNotAcquired) {
 		return lease, err
 	}
@@ -124,20 +140,36 @@ func acquireForRun(ctx context.Context, locker *distlock.Locker, o runOpts) (*di
 	return lease, err
 }
 
-// supervise runs CMD and waits for it, passing signals on, and terminating
-// it if the lease is lost. It returns CMD's exit code and whether the lease
-// was lost.
+// supervise runs CMD and waits for it, passing signals on. CMD must not
+// run past the lease's validity (Lease.Deadline): when the validity left
+// falls to grace (renewals failing), CMD's process group gets SIGTERM, and
+// SIGKILL a margin before the validity ends, or at once when the lease is
+// lost. A margin ahead of each, since the deadline can move earlier (a
+// backend reporting lost contact) and is re-read at least every poll.
+// grace is capped at a third of the validity the lease had when CMD
+// started, so renewals that succeed (every third of the TTL) never let it
+// get that close. CMD dies with distlock (Pdeathsig, on Linux). It returns
+// CMD's exit code and whether CMD was terminated for the lease.
 func supervise(lease *distlock.Lease, grace time.Duration, args []string) (int, bool) {
+	validity := time.Until(lease.Deadline())
+	margin := min(validity/20, 250*time.Millisecond)
+	grace = min(grace, validity/3)
+	poll := min(max(validity/20, 10*time.Millisecond), 250*time.Millisecond)
+
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(),
 		"DISTLOCK_KEY="+lease.Key(),
 		"DISTLOCK_TOKEN="+strconv.FormatUint(lease.Token(), 10),
 		"DISTLOCK_OWNER="+lease.Owner())
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = childAttr()
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
+	// Pdeathsig fires when the thread that started CMD ends, not the
+	// process: keep this goroutine on its thread until CMD is reaped.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "distlock: run:", err)
 		return 127, false
@@ -145,24 +177,49 @@ func supervise(lease *distlock.Lease, grace time.Duration, args []string) (int, 
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	group := -cmd.Process.Pid
-	lost := false
-	var kill <-chan time.Time
+	terminated, termSent, killSent := false, false, false
+	kill := func(why string) {
+		if !killSent {
+			killSent, terminated = true, true
+			fmt.Fprintf(os.Stderr, "distlock: %s; sending SIGKILL to the command\n", why)
+			_ = syscall.Kill(group, syscall.SIGKILL)
+		}
+	}
+	done := lease.Done()
+	timer := time.NewTimer(poll)
+	defer timer.Stop()
 	for {
 		select {
 		case <-exited:
-			return exitCode(cmd.ProcessState), lost
+			return exitCode(cmd.ProcessState), terminated
 		case s := <-sigs:
 			_ = syscall.Kill(group, s.(syscall.Signal))
-		case <-lease.Done():
-			if errors.Is(lease.Err(), distlock.ErrLost) && !lost {
-				lost = true
-				fmt.Fprintf(os.Stderr, "distlock: %v; sending SIGTERM to the command\n", lease.Err())
-				_ = syscall.Kill(group, syscall.SIGTERM)
-				kill = time.After(grace)
+		case <-done:
+			done = nil
+			if errors.Is(lease.Err(), distlock.ErrLost) {
+				kill(lease.Err().Error())
 			}
-		case <-kill:
-			_ = syscall.Kill(group, syscall.SIGKILL)
+		case <-timer.C:
 		}
+		deadline := lease.Deadline()
+		left := time.Until(deadline)
+		if lease.Err() == nil && !killSent && left <= margin {
+			kill(fmt.Sprintf("the lease on %q was not renewed and its validity ends in %v", lease.Key(), left.Round(time.Millisecond)))
+		}
+		if lease.Err() == nil && !termSent && !killSent && left <= grace+margin {
+			termSent, terminated = true, true
+			fmt.Fprintf(os.Stderr, "distlock: the lease on %q was not renewed and its validity ends in %v; sending SIGTERM to the command (SIGKILL %v before the validity ends)\n",
+				lease.Key(), left.Round(time.Millisecond), margin)
+			_ = syscall.Kill(group, syscall.SIGTERM)
+		}
+		next := poll
+		if !termSent {
+			next = min(next, time.Until(deadline.Add(-grace-margin)))
+		}
+		if !killSent {
+			next = min(next, time.Until(deadline.Add(-margin)))
+		}
+		timer.Reset(max(next, time.Millisecond))
 	}
 }
 

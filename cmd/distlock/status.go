@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -16,6 +17,7 @@ import (
 func newStatusCmd() *cobra.Command {
 	var url, key string
 	var asJSON bool
+	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "status --url URL --key KEY [--json]",
 		Short: "Show whether a lock is held, by whom, its token, TTL and waiters",
@@ -27,12 +29,16 @@ func newStatusCmd() *cobra.Command {
 			if key == "" {
 				return exitWith(ExitUsage, fmt.Errorf("status: --key is required"))
 			}
-			return status(cmd.Context(), cmd.OutOrStdout(), url, key, asJSON)
+			if timeout <= 0 {
+				return exitWith(ExitUsage, fmt.Errorf("status: --connect-timeout must be positive"))
+			}
+			return status(cmd.Context(), cmd.OutOrStdout(), url, key, asJSON, timeout)
 		},
 	}
 	urlFlag(cmd, &url)
 	cmd.Flags().StringVar(&key, "key", "", "lock key (required)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
+	connectTimeoutFlag(cmd, &timeout)
 	return cmd
 }
 
@@ -47,8 +53,8 @@ type statusJSON struct {
 	Waiters int     `json:"waiters"` // -1: the store does not know
 }
 
-func status(ctx context.Context, w io.Writer, url, key string, asJSON bool) error {
-	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+func status(ctx context.Context, w io.Writer, url, key string, asJSON bool, timeout time.Duration) error {
+	octx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	locker, err := distlock.Open(octx, url)
 	if err != nil {
@@ -61,6 +67,9 @@ func status(ctx context.Context, w io.Writer, url, key string, asJSON bool) erro
 	}
 	info, err := in.Inspect(octx, key)
 	if err != nil {
+		if octx.Err() != nil && ctx.Err() == nil && !errors.Is(err, distlock.ErrUnavailable) {
+			return exitWith(ExitUnavailable, fmt.Errorf("status: the backend did not answer within --connect-timeout %v: %w", timeout, err))
+		}
 		return err
 	}
 	out := statusJSON{Backend: locker.Capabilities().Name, Key: key, Held: info.Held, Owner: info.Owner,

@@ -13,7 +13,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/internal/compare"
+	"github.com/distlock/distlock/cmd/distlock/internal/compare"
 	"github.com/distlock/distlock/memlock"
 	"github.com/distlock/distlock/sandbox"
 )
