@@ -76,14 +76,20 @@ func ExampleLease_Token() {
 	defer locker.Close()
 
 	// A protected resource remembers the largest token it has accepted and
-	// rejects writes carrying a smaller one: a holder whose lease was lost
-	// (paused by GC, partitioned) cannot overwrite its successor's work.
-	var storage struct{ lastToken uint64 }
-	write := func(token uint64) error {
-		if token < storage.lastToken {
-			return fmt.Errorf("stale token %d < %d", token, storage.lastToken)
+	// the owner that wrote with it, and accepts a write only with a greater
+	// token, or the same token from the same owner (one lease writes many
+	// times): a holder whose lease was lost (paused by GC, partitioned)
+	// cannot overwrite its successor's work, even on a store that can hand
+	// the same token to two holders (Redis failover; see docs/safety.md).
+	var storage struct {
+		lastToken uint64
+		lastOwner string
+	}
+	write := func(le *distlock.Lease) error {
+		if le.Token() < storage.lastToken || (le.Token() == storage.lastToken && le.Owner() != storage.lastOwner) {
+			return fmt.Errorf("stale token %d (last %d)", le.Token(), storage.lastToken)
 		}
-		storage.lastToken = token
+		storage.lastToken, storage.lastOwner = le.Token(), le.Owner()
 		return nil
 	}
 
@@ -92,11 +98,13 @@ func ExampleLease_Token() {
 	second, _ := locker.Acquire(ctx, "file")
 	defer second.Release(ctx)
 
-	fmt.Println(write(second.Token()))
-	fmt.Println(write(first.Token())) // the old holder, too late
+	fmt.Println(write(second))
+	fmt.Println(write(second)) // the holder writes again
+	fmt.Println(write(first))  // the old holder, too late
 	// Output:
 	// <nil>
-	// stale token 1 < 2
+	// <nil>
+	// stale token 1 (last 2)
 }
 
 func ExampleLease_Context() {

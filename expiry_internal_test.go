@@ -30,10 +30,10 @@ func TestExpiryTimerStops(t *testing.T) {
 		l.driverDoubt(h, errors.New("connection dropped"), time.Now().Add(time.Hour))
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		if h.expiry == nil {
+		if h.doubt.expiry == nil {
 			t.Fatal("no expiry timer for a hold in doubt off the heap")
 		}
-		return h.expiry
+		return h.doubt.expiry
 	}
 
 	le, err := l.Acquire(ctx, "renewal-returns", WithTTL(time.Minute))

@@ -24,18 +24,11 @@ type hold struct {
 	autoRenew bool
 	deadline  time.Time // client-side validity: reported lost at this instant
 	nextRenew time.Time
-	renewing  bool  // a renewal is in flight (the hold is off the heap)
-	doubt     error // last renewal error or pushed doubt, while still inside validity
-	early     error // loss reported by the driver before the grant was recorded
+	renewing  bool      // a renewal is in flight (the hold is off the heap)
+	renewAt   time.Time // when the renewal in flight was collected
+	early     error     // loss reported by the driver before the grant was recorded
 	heapIndex int
-
-	// Doubt pushed by the driver (backend.Request.OnDoubt): a refresh sent
-	// before doubtAt proves nothing about the store after it.
-	doubtAt    time.Time
-	doubtUntil time.Time   // the driver's until, kept for a pending hold
-	restoredAt time.Time   // the driver's last OnRestored
-	checking   bool        // in doubt: the watchdog refreshes it even without auto-renewal
-	expiry     *time.Timer // ends it at its deadline while a renewal is in flight (off the heap)
+	doubt     doubtState // doubt.go
 }
 
 type holdKey struct{ key, owner string }
@@ -116,8 +109,13 @@ func (l *Locker) claim(ctx context.Context, hk holdKey, ttl time.Duration, c acq
 		if h.state == holdHeld {
 			l.mu.Unlock()
 			le, err := l.reenter(ctx, h, ttl, c)
+			if errors.Is(err, errHoldEnded) {
+				continue // released or lost meanwhile: acquire afresh
+			}
 			return nil, le, err
 		}
+		// Pending, or ended and being released in the store: wait until
+		// that resolves.
 		ready := h.ready
 		l.mu.Unlock()
 		select {
@@ -126,6 +124,16 @@ func (l *Locker) claim(ctx context.Context, hk holdKey, ttl time.Duration, c acq
 			return nil, nil, fmt.Errorf("distlock: acquire %q: %w", hk.key, context.Cause(ctx))
 		}
 	}
+}
+
+// errHoldEnded tells claim that the hold it found held ended before a
+// re-entry could join it (its last Lease was released, or it was lost).
+var errHoldEnded = errors.New("distlock: hold ended during re-entry")
+
+func (l *Locker) ended(h *hold) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return h.state == holdEnded
 }
 
 // reenter adds a Lease to a held hold. A longer TTL or auto-renewal extends
@@ -139,6 +147,9 @@ func (l *Locker) reenter(ctx context.Context, h *hold, ttl time.Duration, c acqu
 		sent := time.Now()
 		if err := lock.Refresh(ctx, ttl); err != nil {
 			l.refreshFailed(h, err)
+			if l.ended(h) {
+				return nil, errHoldEnded
+			}
 			return nil, fmt.Errorf("distlock: re-enter %q: extend to %v: %w", h.key, ttl, err)
 		}
 		l.extended(h, sent, ttl)
@@ -146,7 +157,7 @@ func (l *Locker) reenter(ctx context.Context, h *hold, ttl time.Duration, c acqu
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if h.state != holdHeld {
-		return nil, fmt.Errorf("distlock: re-enter %q: %w", h.key, ErrNotHeld)
+		return nil, errHoldEnded
 	}
 	if !c.noRenew && !h.autoRenew {
 		h.autoRenew = true
@@ -184,18 +195,7 @@ func (l *Locker) settle(ctx context.Context, h *hold, g backend.Grant, err error
 	h.state, h.grant, h.ttl, h.autoRenew = holdHeld, g, ttl, autoRenew
 	h.deadline = g.ValidFrom.Add(life - l.cfg.drift(life))
 	h.nextRenew = g.ValidFrom.Add(life / 3)
-	if h.doubt != nil {
-		// The driver lost contact while the acquisition was finishing.
-		if g.ValidFrom.After(h.doubtAt) {
-			h.doubt = nil // the grant itself was confirmed after that
-		} else {
-			if !h.doubtUntil.IsZero() {
-				h.deadline = earliest(h.deadline, h.doubtUntil.Add(-l.cfg.drift(life)))
-			}
-			h.checking = l.mayRecheck(h)
-			h.nextRenew = l.recheckAt(h, time.Now())
-		}
-	}
+	l.doubtAtGrant(h, g, life)
 	l.wd.reschedule(h)
 	l.startWatchdog()
 	return l.newLease(ctx, h), nil
@@ -210,205 +210,10 @@ func (l *Locker) newLease(ctx context.Context, h *hold) *Lease {
 	return le
 }
 
-// extended records a successful refresh sent at sent for ttl. It returns
-// false, changing nothing but the next renewal, if the driver reported
-// doubt after the refresh was sent: its success proves nothing since.
-func (l *Locker) extended(h *hold, sent time.Time, ttl time.Duration) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if h.state != holdHeld {
-		return true
-	}
-	if h.doubt != nil && !sent.After(h.doubtAt) {
-		h.nextRenew = l.recheckAt(h, sent)
-		l.wd.reschedule(h)
-		return false
-	}
-	if ttl > h.ttl && l.caps.PerLockTTL {
-		h.ttl = ttl
-	}
-	if !l.caps.PerLockTTL {
-		ttl = h.ttl
-	}
-	if d := sent.Add(ttl - l.cfg.drift(ttl)); d.After(h.deadline) {
-		h.deadline = d
-	}
-	h.nextRenew = sent.Add(h.ttl / 3)
-	if h.doubt != nil {
-		l.cfg.logger.Info("distlock: lease confirmed again", "key", h.key)
-	}
-	h.doubt, h.checking = nil, false
-	l.wd.reschedule(h)
-	return true
-}
-
-// refreshFailed records a failed refresh: the store said the lock is gone
-// (lost now), or could not be asked (in doubt until the deadline).
-func (l *Locker) refreshFailed(h *hold, err error) {
-	if errors.Is(err, ErrNotHeld) {
-		l.lose(h, err)
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if h.state == holdHeld {
-		l.failedLocked(h, err)
-	}
-}
-
-// failedLocked puts h in doubt after a refresh that could not reach the
-// store. A doubt the driver pushed keeps its cause (the refreshes fail
-// because of it); otherwise the latest error is the cause. Locker.mu is
-// held.
-func (l *Locker) failedLocked(h *hold, err error) {
-	switch {
-	case h.doubt == nil:
-		h.doubtAt = time.Time{} // in doubt by a failed refresh, not a push
-		h.doubt = err
-	case h.doubtAt.IsZero():
-		h.doubt = err
-	}
-}
-
-// driverDoubt is the OnDoubt callback given to drivers: the lease is in
-// doubt at once, its validity ends no later than until (minus the drift
-// margin), and it is checked again soon.
-func (l *Locker) driverDoubt(h *hold, cause error, until time.Time) {
-	now := time.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if h.state == holdEnded {
-		return
-	}
-	if cause == nil {
-		cause = errors.New("driver lost contact with the store")
-	}
-	h.doubt = fmt.Errorf("store out of contact: %w", cause)
-	h.doubtAt = now
-	if h.state == holdPending {
-		if h.doubtUntil.IsZero() {
-			h.doubtUntil = until
-		} else if !until.IsZero() {
-			h.doubtUntil = earliest(h.doubtUntil, until)
-		}
-		return
-	}
-	l.cfg.logger.Info("distlock: store out of contact; lease in doubt", "key", h.key, "cause", cause, "until", until)
-	if !until.IsZero() {
-		h.deadline = earliest(h.deadline, until.Add(-l.cfg.drift(h.ttl)))
-	}
-	h.checking = l.mayRecheck(h)
-	h.nextRenew = earliest(h.nextRenew, l.recheckAt(h, now))
-	if h.renewing {
-		// Off the heap until its renewal returns: end it at its deadline
-		// even if the renewal hangs until then.
-		h.stopExpiry()
-		h.expiry = time.AfterFunc(time.Until(h.deadline), func() { l.expire(h) })
-		return
-	}
-	l.wd.reschedule(h)
-}
-
-// driverRestored is the OnRestored callback given to drivers: a lease in
-// doubt is checked again at once.
-func (l *Locker) driverRestored(h *hold) {
-	now := time.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	h.restoredAt = now
-	if h.state != holdHeld || h.doubt == nil || !l.mayRecheck(h) {
-		return
-	}
-	h.nextRenew = now
-	l.wd.reschedule(h)
-}
-
-// mayRecheck reports whether the watchdog may Refresh h on its own while
-// it is in doubt: always if it auto-renews; otherwise only where a Refresh
-// confirms without extending (a refresh would lengthen a lease the user
-// asked not to renew).
-func (l *Locker) mayRecheck(h *hold) bool { return h.autoRenew || !l.caps.PerLockTTL }
-
-// recheckAt returns when a hold in doubt is checked next, after a check
-// sent at sent failed or proved nothing: at once if the driver reported
-// contact restored since, else after a short jittered retry interval.
-// Holds the watchdog may not refresh keep their schedule. Locker.mu is held.
-func (l *Locker) recheckAt(h *hold, sent time.Time) time.Time {
-	now := time.Now()
-	switch {
-	case !l.mayRecheck(h):
-		return h.nextRenew
-	case h.restoredAt.After(sent) && h.restoredAt.After(h.doubtAt):
-		return now
-	}
-	return now.Add(retryInterval(h.ttl))
-}
-
-// stopExpiry stops h's expiry timer, if any: h is back on the watchdog's
-// heap, or ended. Locker.mu is held.
-func (h *hold) stopExpiry() {
-	if h.expiry != nil {
-		h.expiry.Stop()
-		h.expiry = nil
-	}
-}
-
-// expire ends h if its validity has run out (for holds off the watchdog's
-// heap while a renewal is in flight).
-func (l *Locker) expire(h *hold) {
-	l.mu.Lock()
-	if h.state != holdHeld || time.Now().Before(h.deadline) {
-		l.mu.Unlock()
-		return
-	}
-	cause := errors.New("validity ran out: not confirmed in time")
-	if h.doubt != nil {
-		cause = fmt.Errorf("validity ran out while in doubt: %w", h.doubt)
-	}
-	l.mu.Unlock()
-	l.lose(h, cause)
-}
-
-func earliest(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-// driverLost is the OnLost callback given to drivers.
-func (l *Locker) driverLost(h *hold, err error) {
-	l.mu.Lock()
-	if h.state == holdPending {
-		h.early = fmt.Errorf("%w: %w", ErrLost, err)
-		l.mu.Unlock()
-		return
-	}
-	l.mu.Unlock()
-	l.lose(h, err)
-}
-
-// lose ends h because of cause, cancels its Leases, and frees the lock in
-// the store in the background (best effort: it may already be gone), so a
-// lease the client gave up on is never left locked.
-func (l *Locker) lose(h *hold, cause error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if h.state != holdHeld {
-		return
-	}
-	l.endLocked(h, &lostError{key: h.key, cause: cause})
-	l.cfg.logger.Warn("distlock: lease lost", "key", h.key, "cause", cause)
-	if !errors.Is(cause, ErrNotHeld) {
-		lock := h.grant.Lock
-		l.goBackground(func() { l.releaseQuietly(lock) })
-	}
-}
-
-// endLocked marks h ended and cancels its Leases with cause. Locker.mu is held.
+// endLocked marks h ended and cancels its Leases with cause; the caller
+// takes it out of Locker.holds. Locker.mu is held.
 func (l *Locker) endLocked(h *hold, cause error) {
 	h.state = holdEnded
-	delete(l.holds, holdKey{h.key, h.owner})
 	l.wd.remove(h)
 	h.stopExpiry()
 	for le := range h.leases {
@@ -417,17 +222,37 @@ func (l *Locker) endLocked(h *hold, cause error) {
 	clear(h.leases)
 }
 
-// endHold releases h in the store and ends its Leases with cause.
+// endHold releases h in the store and ends its Leases with cause. Until
+// the store has answered, h stays in Locker.holds, ended, so that an
+// acquisition by the same owner waits for the release instead of
+// re-entering a hold that is going away or racing it in the store.
 func (l *Locker) endHold(ctx context.Context, h *hold, cause error) error {
 	l.mu.Lock()
 	if h.state != holdHeld {
 		l.mu.Unlock()
 		return nil
 	}
+	return l.releaseEnded(ctx, h, cause)
+}
+
+// releaseEnded ends h (held) with cause and releases it in the store.
+// Locker.mu is held on entry and released before the store call, so the
+// decision to end h and the end itself are one step: a re-entry cannot
+// join h in between and be ended with it.
+func (l *Locker) releaseEnded(ctx context.Context, h *hold, cause error) error {
 	l.endLocked(h, cause)
+	released := make(chan struct{})
+	h.ready = released
 	lock := h.grant.Lock
 	l.mu.Unlock()
-	if err := lock.Release(ctx); err != nil {
+	err := lock.Release(ctx)
+	l.mu.Lock()
+	if hk := (holdKey{h.key, h.owner}); l.holds[hk] == h {
+		delete(l.holds, hk)
+	}
+	close(released)
+	l.mu.Unlock()
+	if err != nil {
 		return fmt.Errorf("distlock: release %q: %w", h.key, err)
 	}
 	return nil

@@ -12,8 +12,12 @@ import (
 // A Lease ends when it is released, when it is lost (its TTL ran out, the
 // store deleted it, the session or connection holding it ended, or the
 // store stayed unreachable until the lease's validity ran out), or when its
-// Locker closes. Done is closed then and Err says why. A lease is reported
-// lost on the client before the store can grant the lock to anyone else.
+// Locker closes. Done is closed then and Err says why. Where the store
+// frees a lock only by its TTL or session timeout, a lease is reported lost
+// on the client before the store can grant the lock to anyone else; where
+// the store frees it at once (a SQL connection killed, a server restarted,
+// an operator deleting the lock) the holder learns at its next renewal, so
+// protect the resource with the fencing token (see docs/safety.md).
 type Lease struct {
 	l      *Locker
 	h      *hold
@@ -28,8 +32,9 @@ const (
 	// StateHeld: the last renewal (or the acquisition) succeeded.
 	StateHeld State = iota + 1
 	// StateInDoubt: the last renewal failed because the store could not be
-	// reached, or the backend reported it lost contact with the store (a
-	// ZooKeeper connection dropped); the lease is still within its validity
+	// reached, a renewal has gone unanswered for a sixth of the TTL, or the
+	// backend reported it lost contact with the store (a ZooKeeper
+	// connection dropped); the lease is still within its validity
 	// (see Deadline, which such a report may bring forward) and may yet be
 	// kept: it is held again once a renewal sent after the loss of contact
 	// succeeds. Work that must not run without the lock should pause.
@@ -77,7 +82,7 @@ func (le *Lease) Done() <-chan struct{} { return le.ctx.Done() }
 // after Release or Close, or one matching ErrLost (and wrapping the cause)
 // once lost.
 func (le *Lease) Err() error {
-	if le.ctx.Err() == nil {
+	if le.ctx.Err() == nil && !le.l.endIfPastDeadline(le.h) {
 		return nil
 	}
 	return context.Cause(le.ctx)
@@ -94,9 +99,11 @@ func (le *Lease) State() State {
 	switch err := le.Err(); {
 	case err == nil:
 		le.l.mu.Lock()
-		doubt := le.h.doubt
+		h := le.h
+		unanswered := h.renewing && time.Since(h.renewAt) > unansweredAfter(h.ttl)
+		doubt := h.doubt.cause
 		le.l.mu.Unlock()
-		if doubt != nil {
+		if doubt != nil || unanswered {
 			return StateInDoubt
 		}
 		return StateHeld
@@ -106,6 +113,11 @@ func (le *Lease) State() State {
 		return StateReleased
 	}
 }
+
+// unansweredAfter is how long a renewal may go unanswered before the lease
+// is reported in doubt: a store that does not answer (a partition, a paused
+// server) keeps a renewal in flight until the lease's validity runs out.
+func unansweredAfter(ttl time.Duration) time.Duration { return ttl / 6 }
 
 // Deadline returns the end of the lease's client-side validity: the lease
 // is reported lost at this instant unless a renewal succeeds first.
@@ -134,6 +146,9 @@ func (le *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	if ttl < le.l.caps.MinTTL {
 		return fmt.Errorf("distlock: refresh %q: %w: TTL %v is below the minimum %v", le.h.key, ErrInvalidConfig, ttl, le.l.caps.MinTTL)
 	}
+	if err := le.l.checkMaxTTL(ttl); err != nil {
+		return fmt.Errorf("distlock: refresh %q: %w", le.h.key, err)
+	}
 	sent := time.Now()
 	if err := lock.Refresh(ctx, ttl); err != nil {
 		le.l.refreshFailed(le.h, err)
@@ -159,8 +174,10 @@ func (le *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 // the lock expires by its TTL; the error matches ErrUnavailable.
 func (le *Lease) Release(ctx context.Context) error {
 	l, h := le.l, le.h
+	l.endIfPastDeadline(h) // a lease past its deadline is lost, not released
 	l.mu.Lock()
-	if err := le.Err(); err != nil {
+	if le.ctx.Err() != nil {
+		err := context.Cause(le.ctx)
 		l.mu.Unlock()
 		if errors.Is(err, ErrReleased) {
 			return fmt.Errorf("distlock: release %q: already released: %w", h.key, err)
@@ -169,10 +186,9 @@ func (le *Lease) Release(ctx context.Context) error {
 	}
 	le.cancel(fmt.Errorf("distlock: lease on %q: %w", h.key, ErrReleased))
 	delete(h.leases, le)
-	last := len(h.leases) == 0
-	l.mu.Unlock()
-	if !last {
+	if len(h.leases) > 0 || h.state != holdHeld {
+		l.mu.Unlock()
 		return nil
 	}
-	return l.endHold(ctx, h, ErrReleased)
+	return l.releaseEnded(ctx, h, ErrReleased) // unlocks
 }

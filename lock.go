@@ -229,6 +229,22 @@ func (l *Locker) goBackground(f func()) {
 	l.bg.Go(f)
 }
 
+// maxTTL is the longest TTL the Locker asks its driver for: the store's
+// MaxTTL, never above backend.TTLLimit.
+func (l *Locker) maxTTL() time.Duration {
+	if l.caps.MaxTTL > 0 && l.caps.MaxTTL < backend.TTLLimit {
+		return l.caps.MaxTTL
+	}
+	return backend.TTLLimit
+}
+
+func (l *Locker) checkMaxTTL(ttl time.Duration) error {
+	if ttl > l.maxTTL() {
+		return fmt.Errorf("%w: TTL %v is above the %s backend's maximum of %v", ErrInvalidConfig, ttl, l.caps.Name, l.maxTTL())
+	}
+	return nil
+}
+
 // ttlFor returns the TTL to request.
 func (l *Locker) ttlFor(c acquireConfig) (time.Duration, error) {
 	ttl := c.ttl
@@ -241,8 +257,8 @@ func (l *Locker) ttlFor(c acquireConfig) (time.Duration, error) {
 	if ttl < l.caps.MinTTL {
 		return 0, fmt.Errorf("%w: TTL %v is below the %s backend's minimum of %v", ErrInvalidConfig, ttl, l.caps.Name, l.caps.MinTTL)
 	}
-	if l.caps.MaxTTL > 0 && ttl > l.caps.MaxTTL {
-		return 0, fmt.Errorf("%w: TTL %v is above the %s backend's maximum of %v", ErrInvalidConfig, ttl, l.caps.Name, l.caps.MaxTTL)
+	if err := l.checkMaxTTL(ttl); err != nil {
+		return 0, err
 	}
 	if l.cfg.drift(ttl) >= ttl/2 {
 		return 0, fmt.Errorf("%w: TTL %v leaves no validity after the clock-drift margin %v", ErrInvalidConfig, ttl, l.cfg.drift(ttl))

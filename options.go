@@ -2,6 +2,7 @@ package distlock
 
 import (
 	"fmt"
+	"github.com/distlock/distlock/backend"
 	"log/slog"
 	"time"
 )
@@ -76,6 +77,9 @@ func WithLogger(l *slog.Logger) LockerOption {
 func (c lockerConfig) check() error {
 	if c.ttl < 0 {
 		return fmt.Errorf("%w: default TTL %v is negative", ErrInvalidConfig, c.ttl)
+	}
+	if c.ttl > backend.TTLLimit {
+		return fmt.Errorf("%w: default TTL %v is above the maximum of %v", ErrInvalidConfig, c.ttl, backend.TTLLimit)
 	}
 	if c.driftFactor < 0 || c.driftFactor >= 0.5 || c.driftFixed < 0 {
 		return fmt.Errorf("%w: clock drift factor %v must be in [0, 0.5) and fixed margin %v not negative",

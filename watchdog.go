@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -36,7 +35,7 @@ func (w *watchdog) init() { w.kick = make(chan struct{}, 1) }
 
 // next returns when h needs attention: its renewal, or its deadline.
 func (h *hold) next() time.Time {
-	if (h.autoRenew || h.checking) && h.nextRenew.Before(h.deadline) {
+	if (h.autoRenew || h.doubt.checking) && h.nextRenew.Before(h.deadline) {
 		return h.nextRenew
 	}
 	return h.deadline
@@ -121,14 +120,10 @@ func (l *Locker) collect(now time.Time) (due, lost []*hold, causes []error, wait
 		}
 		heap.Pop(&l.wd.queue)
 		if !now.Before(h.deadline) {
-			cause := errors.New("validity ran out: not renewed in time")
-			if h.doubt != nil {
-				cause = fmt.Errorf("validity ran out while in doubt: %w", h.doubt)
-			}
-			lost, causes = append(lost, h), append(causes, cause)
+			lost, causes = append(lost, h), append(causes, h.doubt.ranOut("renewed"))
 			continue
 		}
-		h.renewing = true
+		h.renewing, h.renewAt = true, now
 		due = append(due, h)
 	}
 	l.wd.wakeAt = now.Add(time.Hour)
@@ -140,8 +135,8 @@ func (l *Locker) collect(now time.Time) (due, lost []*hold, causes []error, wait
 func (l *Locker) renew(due []*hold) {
 	locks := make([]backend.Lock, len(due))
 	ttls := make([]time.Duration, len(due))
-	deadline := due[0].deadline
 	l.mu.Lock()
+	deadline := due[0].deadline
 	for i, h := range due {
 		locks[i], ttls[i] = h.grant.Lock, h.ttl
 		if h.deadline.Before(deadline) {
@@ -195,7 +190,7 @@ func (l *Locker) renewed(h *hold, sent time.Time, ttl time.Duration, err error) 
 			return
 		}
 		l.failedLocked(h, err)
-		if h.autoRenew || h.checking {
+		if h.autoRenew || h.doubt.checking {
 			h.nextRenew = l.recheckAt(h, sent)
 		}
 		l.wd.reschedule(h)

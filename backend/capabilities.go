@@ -18,6 +18,13 @@ const (
 	WaitQueue WaitKind = "queue"
 )
 
+// TTLLimit is the longest TTL the portable layer ever asks a driver for:
+// 365 days. Every store keeps at least that much, so a driver converts a
+// TTL to its store's units (milliseconds, seconds) without overflow, and
+// the client's validity arithmetic (send time + TTL) stays far from the
+// limits of time.Duration.
+const TTLLimit = 365 * 24 * time.Hour
+
 // LifetimeKind says what keeps a held lock alive in the store.
 type LifetimeKind string
 
@@ -51,9 +58,10 @@ type Capabilities struct {
 	// MinTTL is the shortest TTL the store can honour; shorter requests are
 	// rejected by the portable layer.
 	MinTTL time.Duration `json:"min_ttl"`
-	// MaxTTL is the longest TTL the store can honour (0: no limit); longer
+	// MaxTTL is the longest TTL the store can honour (0: TTLLimit); longer
 	// requests are rejected by the portable layer instead of being cut
-	// short silently.
+	// short silently. The portable layer never asks for more than
+	// TTLLimit, whatever MaxTTL says.
 	MaxTTL time.Duration `json:"max_ttl,omitempty"`
 	// MaxKeyLen is the longest key in bytes the store accepts, 0 for the
 	// portable default.

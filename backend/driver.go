@@ -59,9 +59,12 @@ type Request struct {
 	// validity itself before granting (Redlock: TTL − elapsed − drift > 0)
 	// uses it, so both layers agree.
 	Drift time.Duration
-	// OnLost, when not nil, must be called by the driver at most once if the
-	// store tells it the lock is gone before Release (session expired,
-	// connection closed, lease revoked). It never blocks.
+	// OnLost, when not nil, must be called by the driver if the store
+	// tells it the lock is gone before Release (session expired,
+	// connection closed, lease revoked). It never blocks. The driver may
+	// call it more than once (and after Release): the portable layer takes
+	// the first call and ignores the rest, and calls for a hold that has
+	// already ended. It still calls Release for the lock (see Lock).
 	OnLost func(err error)
 	// OnDoubt, when not nil, may be called by the driver as soon as it
 	// loses contact with the store while the lock may still be held (a
@@ -106,8 +109,14 @@ type Grant struct {
 	ValidFrom time.Time
 }
 
-// Lock is a lock held in the store. Its methods may be called concurrently;
-// the portable layer calls Release at most once.
+// Lock is a lock held in the store. Its methods may be called concurrently.
+//
+// The portable layer calls Release exactly once per Grant: after the user
+// released the lock, and also after the lock was found gone (Refresh said
+// ErrNotHeld) or lost (OnLost, or the validity ran out). So a driver that
+// keeps state per lock (a set of held locks, a pinned connection, a name
+// slot) frees it in Release, and needs no path of its own for locks that
+// are gone; HeldSet keeps such a set for drivers that push doubt or loss.
 type Lock interface {
 	// Refresh confirms the lock is still held by its owner and, for
 	// LifetimeTTL stores, extends it so it lives at least ttl from now. It
@@ -120,6 +129,9 @@ type Lock interface {
 	// compare-and-delete), or lowers the store's hold count for drivers with
 	// cross-process reentrancy. It returns an error wrapping ErrNotHeld if
 	// the lock was no longer held by its owner; the store is then unchanged.
+	// Releasing a lock already gone (after a Refresh said ErrNotHeld, or
+	// OnLost) must be harmless: ErrNotHeld, nothing changed in the store,
+	// never another holder's lock freed.
 	// If the store cannot be reached, Release returns an error wrapping
 	// ErrUnavailable; the driver may keep trying in the background (until
 	// its Close) so that the lock is freed sooner than its TTL, as long as

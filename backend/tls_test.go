@@ -1,24 +1,70 @@
 package backend_test
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
+	"math/big"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/sandbox"
 )
+
+// testCerts are the PEM files TestParamsTLS loads: a self-signed
+// certificate serving as both the CA and the client certificate.
+type testCerts struct{ CA, ClientCert, ClientKey string }
+
+// writeTestCerts writes a self-signed certificate and its key into dir.
+// Made here, not with the sandbox's WriteCerts, so that this package's
+// tests do not pull the sandbox's dependencies (testcontainers, the store
+// clients) into the go.sum of every module that imports backend.
+func writeTestCerts(t *testing.T, dir string) testCerts {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "distlock backend test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testCerts{CA: filepath.Join(dir, "ca.pem"), ClientCert: filepath.Join(dir, "ca.pem"), ClientKey: filepath.Join(dir, "key.pem")}
+	for name, b := range map[string]*pem.Block{c.CA: {Type: "CERTIFICATE", Bytes: der}, c.ClientKey: {Type: "PRIVATE KEY", Bytes: keyDER}} {
+		if err := os.WriteFile(name, pem.EncodeToMemory(b), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
 
 // TestParamsTLS checks the shared TLS parameters: a configuration with the
 // files read on the secure scheme, nil on the plain one, and an error
 // naming the parameter for every bad combination or file.
 func TestParamsTLS(t *testing.T) {
-	certs, err := sandbox.WriteCerts(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	certs := writeTestCerts(t, t.TempDir())
 	tlsOf := func(raw string) (secure bool, err error) {
 		t.Helper()
 		u, perr := backend.ParseURL(raw)

@@ -28,6 +28,12 @@ type URL struct {
 
 // ParseURL parses raw. Its errors wrap ErrInvalidConfig and never contain
 // the password.
+//
+// A password holding '/', '?', '#' or '@' must percent-encode them (%2F,
+// %3F, %23, %40): an '@' after the host part (in the path, the query or a
+// fragment) is rejected, since it most likely ends a password that such a
+// character cut short, which would otherwise be read as host, path or query
+// and echoed. Percent-encode an '@' in a path or a parameter value too.
 func ParseURL(raw string) (*URL, error) {
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok || scheme == "" {
@@ -35,30 +41,38 @@ func ParseURL(raw string) (*URL, error) {
 	}
 	scheme = strings.ToLower(scheme)
 	if !validScheme(scheme) {
-		return nil, fmt.Errorf("%w: URL scheme %q is not valid", ErrInvalidConfig, scheme)
+		return nil, fmt.Errorf("%w: URL scheme %q is not valid", ErrInvalidConfig, redactRaw(scheme))
 	}
 	authority, tail := rest, ""
 	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
 		authority, tail = rest[:i], rest[i:]
 	}
-	userinfo, hostlist := "", authority
+	if strings.Contains(tail, "@") {
+		return nil, fmt.Errorf("%w: URL %q: '@' after the host: percent-encode '/', '?', '#' and '@' in a password (%%2F, %%3F, %%23, %%40), and '@' in a path or parameter (%%40)", ErrInvalidConfig, redactRaw(raw))
+	}
+	userinfo, hostlist, hasUser := "", authority, false
 	if i := strings.LastIndex(authority, "@"); i >= 0 {
-		userinfo, hostlist = authority[:i], authority[i+1:]
+		userinfo, hostlist, hasUser = authority[:i], authority[i+1:], true
 	}
-	// Parse with a placeholder host so net/url handles userinfo, path and
-	// query escaping; the host list is validated separately.
-	placeholder := scheme + "://"
-	if userinfo != "" {
-		placeholder += userinfo + "@"
+	u := &URL{Scheme: scheme}
+	if hasUser {
+		user, err := parseUserinfo(userinfo)
+		if err != nil {
+			return nil, fmt.Errorf("%w: URL %q: %v", ErrInvalidConfig, redactRaw(raw), err)
+		}
+		u.User = user
 	}
-	parsed, err := url.Parse(placeholder + "placeholder" + tail)
+	// Parse the rest with a placeholder host so net/url handles path and
+	// query escaping; the host list is validated separately. The userinfo
+	// stays out: net/url's errors may quote it.
+	parsed, err := url.Parse(scheme + "://placeholder" + tail)
 	if err != nil {
 		return nil, fmt.Errorf("%w: URL %q: %v", ErrInvalidConfig, redactRaw(raw), stripURL(err))
 	}
-	if parsed.Fragment != "" {
+	if parsed.Fragment != "" || strings.Contains(tail, "#") {
 		return nil, fmt.Errorf("%w: URL %q: fragments (#...) are not allowed", ErrInvalidConfig, redactRaw(raw))
 	}
-	u := &URL{Scheme: scheme, User: parsed.User, Path: parsed.Path}
+	u.Path = parsed.Path
 	if hostlist != "" {
 		for h := range strings.SplitSeq(hostlist, ",") {
 			if err := checkHost(h); err != nil {
@@ -73,6 +87,33 @@ func ParseURL(raw string) (*URL, error) {
 	}
 	u.Query = &Params{values: q, used: map[string]bool{}}
 	return u, nil
+}
+
+// parseUserinfo reads user[:password], percent-decoding both. Its errors
+// never quote the password.
+func parseUserinfo(s string) (*url.Userinfo, error) {
+	rawUser, rawPass, hasPass := strings.Cut(s, ":")
+	user, err := url.PathUnescape(rawUser)
+	if err != nil || strings.ContainsAny(rawUser, " /?#[]") || hasControl(user) {
+		return nil, errors.New("the user name is not validly percent-encoded")
+	}
+	if !hasPass {
+		return url.User(user), nil
+	}
+	pass, err := url.PathUnescape(rawPass)
+	if err != nil || strings.ContainsAny(rawPass, " ") || hasControl(pass) {
+		return nil, errors.New("the password is not validly percent-encoded")
+	}
+	return url.UserPassword(user, pass), nil
+}
+
+func hasControl(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return true
+		}
+	}
+	return false
 }
 
 func checkHost(h string) error {
@@ -139,7 +180,10 @@ func (u *URL) Username() string {
 	return u.User.Username()
 }
 
-// Redacted returns the URL as a string with any password replaced by "xxxxx".
+// Redacted returns the URL as a string with any password replaced by
+// "xxxxx", and the value of every query parameter not known to be harmless
+// (see SafeParams) too, so a credential given as a parameter
+// (password=..., token=...) is not shown either.
 func (u *URL) Redacted() string {
 	var b strings.Builder
 	b.WriteString(u.Scheme + "://")
@@ -151,32 +195,66 @@ func (u *URL) Redacted() string {
 		b.WriteString("@")
 	}
 	b.WriteString(strings.Join(u.Hosts, ","))
-	b.WriteString(u.Path)
-	if q := u.Query.values.Encode(); q != "" {
-		b.WriteString("?" + q)
+	b.WriteString((&url.URL{Path: u.Path}).EscapedPath())
+	if u.Query != nil && len(u.Query.values) > 0 {
+		shown := url.Values{}
+		for name, vs := range u.Query.values {
+			if !safeParam(name) {
+				vs = slices.Repeat([]string{"xxxxx"}, len(vs))
+			}
+			shown[name] = vs
+		}
+		b.WriteString("?" + shown.Encode())
 	}
 	return b.String()
 }
 
-// redactRaw hides the password of a URL that failed to parse.
+// SafeParams are the query parameters whose values Redacted shows: the
+// parameters of the project's own backends, none of which holds a secret
+// (tls_key and tls_ca are file names). Any other parameter's value is
+// replaced by "xxxxx".
+var SafeParams = []string{
+	"acl", "cluster_refresh", "connect_timeout", "create_table", "dial_timeout",
+	"lock_wait_timeout", "mode", "pool_size", "prefix", "read_timeout",
+	"session_timeout", "table", "tls", "tls_ca", "tls_cert",
+	"tls_insecure_skip_verify", "tls_key", "tls_server_name", "ttl", "wait",
+	"wait_replicas", "wait_timeout", "write_timeout",
+}
+
+func safeParam(name string) bool { return slices.Contains(SafeParams, name) }
+
+// RedactURL returns raw with any password hidden, for messages and help
+// texts: the Redacted form when raw parses, else raw with everything
+// between "://" and the last '@' hidden.
+func RedactURL(raw string) string {
+	if u, err := ParseURL(raw); err == nil {
+		return u.Redacted()
+	}
+	return redactRaw(raw)
+}
+
+// redactRaw hides the password of a URL that failed to parse. As the
+// password may hold any character, everything from "://" to the last '@'
+// anywhere in raw is hidden (too much, when an '@' belongs to the path or
+// query, rather than too little), and so is anything after a '?' (query
+// values may be secrets).
 func redactRaw(raw string) string {
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
+		if strings.Contains(raw, "@") {
+			return "xxxxx"
+		}
 		return raw
 	}
-	end := len(rest)
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		end = i
+	out := scheme + "://"
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		out += "xxxxx"
+		rest = rest[at:]
 	}
-	at := strings.LastIndex(rest[:end], "@")
-	if at < 0 {
-		return raw
+	if i := strings.IndexAny(rest, "?#"); i >= 0 {
+		rest = rest[:i+1] + "xxxxx"
 	}
-	user, _, hasPass := strings.Cut(rest[:at], ":")
-	if !hasPass {
-		return raw
-	}
-	return scheme + "://" + user + ":xxxxx" + rest[at:]
+	return out + rest
 }
 
 // stripURL drops the URL from a *url.Error, which may hold a password.

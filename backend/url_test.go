@@ -105,3 +105,49 @@ func mustPanic(t *testing.T, what string, f func()) {
 	}()
 	f()
 }
+
+// TestPasswordNeverEchoed: a password holding '/', '?', '#', '@' or a bad
+// escape, or a secret given as a query parameter, appears in no error and
+// no Redacted form (issue 12, item 11).
+func TestPasswordNeverEchoed(t *testing.T) {
+	for _, tc := range []struct{ raw, secret string }{
+		{"mysql://root:s3cr/et99@127.0.0.1:1/db", "s3cr"},
+		{"mysql://root:s3cr?et99@127.0.0.1:1/db", "s3cr"},
+		{"mysql://root:s3cr#et99@127.0.0.1:1/db", "s3cr"},
+		{"redis://u:1234/5678@h:6379/0", "1234"},
+		{"redis://u:1234?5678@h:6379/0", "1234"},
+		{"redis://u:12/34@h/5678", "12/34"},
+		{"etcd://u:ab%zzcd@h/locks", "%zz"},
+		{"zk://u:se:cr@et@h/locks", "se:cr@et"},
+		{"redis://h:6379/0?password=hunter2&ttl=5s", "hunter2"},
+		{"redis://h:6379/0?token=hunter2", "hunter2"},
+		{"etcds://h/x?auth_token=hunter2&tls_key=/k.pem", "hunter2"},
+		{"u:hunter2@h:6379", "hunter2"},
+		{"re dis://u:hunter2@h", "hunter2"},
+	} {
+		u, err := ParseURL(tc.raw)
+		var out string
+		if err != nil {
+			out = err.Error()
+		} else {
+			out = u.Redacted()
+		}
+		if strings.Contains(out, tc.secret) {
+			t.Errorf("ParseURL(%q): %q shows the secret %q", tc.raw, out, tc.secret)
+		}
+		if r := RedactURL(tc.raw); strings.Contains(r, tc.secret) {
+			t.Errorf("RedactURL(%q) = %q shows the secret %q", tc.raw, r, tc.secret)
+		}
+	}
+	// Harmless parameters and an encoded password still work.
+	u, err := ParseURL("etcds://u:a%2Fb%3Fc%23d%40e@h:2379/locks?ttl=5s&tls_key=/k.pem&tls_ca=/ca.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pw, _ := u.Password(); pw != "a/b?c#d@e" {
+		t.Errorf("password = %q", pw)
+	}
+	if r := u.Redacted(); r != "etcds://u:xxxxx@h:2379/locks?tls_ca=%2Fca.pem&tls_key=%2Fk.pem&ttl=5s" {
+		t.Errorf("Redacted = %q", r)
+	}
+}

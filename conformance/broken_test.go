@@ -2,9 +2,13 @@ package conformance_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +23,7 @@ import (
 var brokenDrivers = []struct {
 	name     string
 	wrap     func(s *memlock.Store, d backend.Driver) backend.Driver
+	retry    bool // lost replies are retried by re-running the operation
 	mustFail []string
 }{
 	{
@@ -39,7 +44,38 @@ var brokenDrivers = []struct {
 	{
 		name:     "refresh-without-owner-check",
 		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return &refreshAlways{Driver: d} },
-		mustFail: []string{"OwnerCheckedRefresh", "LossDetected"},
+		mustFail: []string{"OwnerCheckedRefresh", "LossDetected", "LostRefreshReply"},
+	},
+	{
+		name:     "refresh-trusted-while-unreachable",
+		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return &trustUnreachable{Driver: d} },
+		mustFail: []string{"PartitionedHolder"},
+	},
+	{
+		name:     "doubt-taken-for-loss",
+		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return &doubtIsLoss{Driver: d} },
+		mustFail: []string{"PartitionHealed"},
+	},
+	{
+		name:     "optional-interfaces-lie",
+		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return &liar{Driver: d} },
+		mustFail: []string{"Inspect", "BatchRefresh", "Notify", "Wait"},
+	},
+	{
+		name:     "gone-lock-stays-registered",
+		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return &goneSkipsRelease{Driver: d} },
+		mustFail: []string{"GoneLockReleased"},
+	},
+	{
+		name:     "release-after-gone-frees-by-name",
+		wrap:     func(s *memlock.Store, d backend.Driver) backend.Driver { return &goneFreesByName{Driver: d, s: s} },
+		mustFail: []string{"GoneLockReleased"},
+	},
+	{
+		name:     "retries-not-idempotent",
+		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return d },
+		retry:    true,
+		mustFail: []string{"LostAcquireReply", "LostReleaseReply"},
 	},
 }
 
@@ -79,7 +115,7 @@ func runBroken(t *testing.T, name string) {
 		}
 		s := memlock.NewStore()
 		conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
-			return &brokenHarness{s: s, wrap: b.wrap}, nil
+			return &brokenHarness{s: s, wrap: b.wrap, retry: b.retry, lossy: map[backend.Driver]*lossy{}}, nil
 		})
 		return
 	}
@@ -87,8 +123,12 @@ func runBroken(t *testing.T, name string) {
 }
 
 type brokenHarness struct {
-	s    *memlock.Store
-	wrap func(*memlock.Store, backend.Driver) backend.Driver
+	s     *memlock.Store
+	wrap  func(*memlock.Store, backend.Driver) backend.Driver
+	retry bool
+
+	mu    sync.Mutex
+	lossy map[backend.Driver]*lossy // by the driver the suite holds
 }
 
 func (h *brokenHarness) NewDriver(context.Context) (backend.Driver, error) {
@@ -96,15 +136,239 @@ func (h *brokenHarness) NewDriver(context.Context) (backend.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return h.wrap(h.s, d), nil
+	ld := &lossy{Driver: d, s: h.s, retry: h.retry}
+	out := h.wrap(h.s, ld)
+	h.mu.Lock()
+	h.lossy[out] = ld
+	h.mu.Unlock()
+	return out, nil
+}
+
+func (h *brokenHarness) lossyOf(d backend.Driver) *lossy {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lossy[d]
+}
+
+func (h *brokenHarness) Partition(_ context.Context, d backend.Driver) error {
+	h.lossyOf(d).mem().Partition(0)
+	return nil
+}
+
+func (h *brokenHarness) Heal(_ context.Context, d backend.Driver) error {
+	h.lossyOf(d).mem().Heal()
+	return nil
+}
+
+func (h *brokenHarness) DropNextReply(_ context.Context, d backend.Driver) error {
+	h.lossyOf(d).armed.Store(true)
+	return nil
+}
+
+func (h *brokenHarness) Dropped(d backend.Driver) int { return int(h.lossyOf(d).dropped.Load()) }
+
+// lossy models the network between a memlock driver and its store for the
+// lost-reply cases: an armed call runs in the store and its caller gets
+// ErrUnavailable, after the driver gave back what an acquisition took (as a
+// correct driver's cleanup does). With retry it models a client that
+// re-sends the request instead, without the idempotency that makes that
+// safe: an acquisition is taken twice, and the retried release deletes
+// the lock by name a moment later.
+type lossy struct {
+	backend.Driver
+	s       *memlock.Store
+	retry   bool
+	armed   atomic.Bool
+	dropped atomic.Int32
+}
+
+func (d *lossy) mem() *memlock.Driver { return d.Driver.(*memlock.Driver) }
+func (d *lossy) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+}
+
+func (d *lossy) take() bool {
+	if d.armed.CompareAndSwap(true, false) {
+		d.dropped.Add(1)
+		return true
+	}
+	return false
+}
+
+var errReplyLost = fmt.Errorf("reply lost: %w", backend.ErrUnavailable)
+
+func (d *lossy) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	g, err := d.Driver.TryAcquire(ctx, req)
+	if !d.take() {
+		return d.wrapGrant(req.Key, g, err)
+	}
+	if d.retry {
+		if err == nil {
+			g, err = d.Driver.TryAcquire(ctx, req) // counted twice
+			return d.wrapGrant(req.Key, g, err)
+		}
+		return g, err
+	}
+	if err == nil {
+		_ = g.Lock.Release(ctx)
+	}
+	return backend.Grant{}, errReplyLost
+}
+
+func (d *lossy) wrapGrant(key string, g backend.Grant, err error) (backend.Grant, error) {
+	if err == nil {
+		g.Lock = &lossyLock{Lock: g.Lock, d: d, key: key}
+	}
+	return g, err
+}
+
+type lossyLock struct {
+	backend.Lock
+	d   *lossy
+	key string
+}
+
+func (l *lossyLock) Release(ctx context.Context) error {
+	err := l.Lock.Release(ctx)
+	if !l.d.take() {
+		return err
+	}
+	if l.d.retry {
+		time.AfterFunc(50*time.Millisecond, func() { l.d.s.Delete(l.key) })
+		return err
+	}
+	return errReplyLost
+}
+
+func (l *lossyLock) Refresh(ctx context.Context, ttl time.Duration) error {
+	err := l.Lock.Refresh(ctx, ttl)
+	if l.d.take() {
+		return errReplyLost
+	}
+	return err
+}
+
+// trustUnreachable reports a refresh that could not reach the store as a
+// success.
+type trustUnreachable struct{ backend.Driver }
+
+func (d *trustUnreachable) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+}
+func (d *trustUnreachable) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	g, err := d.Driver.TryAcquire(ctx, req)
+	if err == nil {
+		g.Lock = trustingLock{g.Lock}
+	}
+	return g, err
+}
+
+type trustingLock struct{ backend.Lock }
+
+func (l trustingLock) Refresh(ctx context.Context, ttl time.Duration) error {
+	if err := l.Lock.Refresh(ctx, ttl); err != nil && !errors.Is(err, backend.ErrUnavailable) {
+		return err
+	}
+	return nil
+}
+
+// doubtIsLoss reports the lock gone once a refresh could not reach the
+// store, even after contact returns.
+type doubtIsLoss struct{ backend.Driver }
+
+func (d *doubtIsLoss) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+}
+func (d *doubtIsLoss) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	g, err := d.Driver.TryAcquire(ctx, req)
+	if err == nil {
+		g.Lock = &lossyDoubt{Lock: g.Lock}
+	}
+	return g, err
+}
+
+type lossyDoubt struct {
+	backend.Lock
+	gone atomic.Bool
+}
+
+func (l *lossyDoubt) Refresh(ctx context.Context, ttl time.Duration) error {
+	if l.gone.Load() {
+		return backend.ErrNotHeld
+	}
+	err := l.Lock.Refresh(ctx, ttl)
+	if errors.Is(err, backend.ErrUnavailable) {
+		l.gone.Store(true)
+		return fmt.Errorf("%w: %w", backend.ErrNotHeld, err)
+	}
+	return err
 }
 func (h *brokenHarness) TTL() time.Duration { return 300 * time.Millisecond }
 func (h *brokenHarness) Kill(_ context.Context, d backend.Driver) error {
-	d.(interface{ inner() backend.Driver }).inner().(*memlock.Driver).Kill()
+	h.lossyOf(d).mem().Kill()
 	return nil
 }
 func (h *brokenHarness) Delete(_ context.Context, key string) error { h.s.Delete(key); return nil }
 func (h *brokenHarness) Close() error                               { return nil }
+
+// goneSkipsRelease relies on the old contract (no Release after a Refresh
+// said ErrNotHeld): its Release of such a lock answers ErrNotHeld without
+// telling the driver, which therefore keeps the lock among those it pushes
+// doubt to.
+type goneSkipsRelease struct{ backend.Driver }
+
+func (d *goneSkipsRelease) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+}
+func (d *goneSkipsRelease) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	g, err := d.Driver.TryAcquire(ctx, req)
+	if err == nil {
+		g.Lock = &goneLock{Lock: g.Lock, release: func(context.Context) error { return backend.ErrNotHeld }}
+	}
+	return g, err
+}
+
+// goneFreesByName treats a Release after a Refresh said ErrNotHeld as a
+// cleanup that cannot hurt: it deletes the key by name, whoever holds it
+// now, and reports success.
+type goneFreesByName struct {
+	backend.Driver
+	s *memlock.Store
+}
+
+func (d *goneFreesByName) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+}
+func (d *goneFreesByName) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	g, err := d.Driver.TryAcquire(ctx, req)
+	if err == nil {
+		g.Lock = &goneLock{Lock: g.Lock, release: func(context.Context) error { d.s.Delete(req.Key); return nil }}
+	}
+	return g, err
+}
+
+// goneLock calls release instead of the lock's own Release once a Refresh
+// said ErrNotHeld.
+type goneLock struct {
+	backend.Lock
+	gone    atomic.Bool
+	release func(context.Context) error
+}
+
+func (l *goneLock) Refresh(ctx context.Context, ttl time.Duration) error {
+	err := l.Lock.Refresh(ctx, ttl)
+	if errors.Is(err, backend.ErrNotHeld) {
+		l.gone.Store(true)
+	}
+	return err
+}
+
+func (l *goneLock) Release(ctx context.Context) error {
+	if l.gone.Load() {
+		return l.release(ctx)
+	}
+	return l.Lock.Release(ctx)
+}
 
 // noOwnerCheck releases by deleting the key, whoever holds it.
 type noOwnerCheck struct {
@@ -112,7 +376,6 @@ type noOwnerCheck struct {
 	s *memlock.Store
 }
 
-func (d *noOwnerCheck) inner() backend.Driver { return d.Driver }
 func (d *noOwnerCheck) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
 }
@@ -135,7 +398,6 @@ func (l *deleteLock) Release(context.Context) error { l.s.Delete(l.key); return 
 // constToken hands out the same fencing token every time.
 type constToken struct{ backend.Driver }
 
-func (d *constToken) inner() backend.Driver { return d.Driver }
 func (d *constToken) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
 }
@@ -148,7 +410,6 @@ func (d *constToken) TryAcquire(ctx context.Context, req backend.Request) (backe
 // grantAlways grants even when another owner holds the key.
 type grantAlways struct{ backend.Driver }
 
-func (d *grantAlways) inner() backend.Driver { return d.Driver }
 func (d *grantAlways) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
 }
@@ -168,7 +429,6 @@ func (nopLock) Release(context.Context) error                { return nil }
 // refreshAlways reports success for every refresh, held or not.
 type refreshAlways struct{ backend.Driver }
 
-func (d *refreshAlways) inner() backend.Driver { return d.Driver }
 func (d *refreshAlways) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
 }
@@ -183,3 +443,26 @@ func (d *refreshAlways) TryAcquire(ctx context.Context, req backend.Request) (ba
 type refreshOK struct{ backend.Lock }
 
 func (refreshOK) Refresh(context.Context, time.Duration) error { return nil }
+
+// liar implements every optional interface wrongly: Inspect sees nothing
+// held, RefreshAll succeeds for anything, Subscribe never announces, and
+// Wait grants at once with a stale token.
+type liar struct{ backend.Driver }
+
+func (d *liar) Capabilities() backend.Capabilities {
+	c := d.Driver.Capabilities()
+	c.Wait = backend.WaitQueue
+	return c
+}
+func (d *liar) Inspect(_ context.Context, key string) (backend.Info, error) {
+	return backend.Info{Key: key, Waiters: -1}, nil
+}
+func (d *liar) RefreshAll(_ context.Context, locks []backend.Lock, _ []time.Duration) []error {
+	return make([]error, len(locks))
+}
+func (d *liar) Subscribe(context.Context, string) (<-chan struct{}, func(), error) {
+	return make(chan struct{}), func() {}, nil
+}
+func (d *liar) Wait(context.Context, backend.Request) (backend.Grant, error) {
+	return backend.Grant{Lock: nopLock{}, Token: 1}, nil
+}

@@ -57,6 +57,47 @@ type ServerControl interface {
 	StartServer(ctx context.Context) error
 }
 
+// Partitioner is implemented by harnesses that can cut one driver's
+// network path to the store without closing anything, as a partition
+// would (packets black-holed in both directions), and heal it. Cases about
+// partitions are skipped without it.
+type Partitioner interface {
+	// Partition black-holes every connection d has, or makes, to the store
+	// until Heal: requests and replies are held back, not refused, and
+	// nothing is closed by the cut itself.
+	Partition(ctx context.Context, d backend.Driver) error
+	// Heal restores d's path to the store; connections the cut did not
+	// close carry traffic again.
+	Heal(ctx context.Context, d backend.Driver) error
+}
+
+// ReplyDropper is implemented by harnesses that can lose one reply of the
+// store to d: the next request d sends reaches the store and runs there,
+// and its reply is discarded and the connection reset, so d sees a failed
+// call whose effect happened (what a timeout after the write, a proxy
+// restart or a lost packet followed by a reset looks like). The client's
+// own retry policy then applies, as configured by the harness the way
+// users configure it. Cases about lost replies are skipped without it.
+type ReplyDropper interface {
+	// DropNextReply arms the loss for d's next request; it returns at once.
+	DropNextReply(ctx context.Context, d backend.Driver) error
+	// Dropped reports how many replies to d were dropped so far.
+	Dropped(d backend.Driver) int
+}
+
+// NativeErrors is implemented by harnesses that know their store client's
+// own error types. Where a case gets a store error (ErrUnavailable), it
+// checks that errors.As (or errors.Is for a client's sentinel errors)
+// reaches the client's error through whatever the driver and the portable
+// layer wrapped around it, so users can inspect it as go-cloud's drivertest
+// checks for its drivers.
+type NativeErrors interface {
+	// NativeError reports whether err wraps an error of the store's client
+	// (a go-redis, MySQL driver, go-zookeeper or etcd client error, or a
+	// net.Error from its connection).
+	NativeError(err error) bool
+}
+
 // Maker returns a Harness for one case. It is called once per case, so it
 // should be cheap: start servers once, outside it.
 type Maker func(ctx context.Context, t *testing.T) (Harness, error)

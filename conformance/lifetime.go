@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -146,5 +147,30 @@ func testWaiterDies(t *testing.T, e *env) {
 	}
 	if !eventually(2*e.ttl, func() bool { return isFree(t, third, key) }) {
 		t.Error("after the holder released, the key did not become free: the dead waiter holds or blocks it")
+	}
+}
+
+// testTTLBounds: a store declares the longest TTL it keeps, and a TTL above
+// it (or above the library's limit) is refused with ErrInvalidConfig
+// before anything reaches the store, never cut short or wrapped around.
+func testTTLBounds(t *testing.T, e *env) {
+	a, b := e.locker(t), e.locker(t)
+	caps := a.Capabilities()
+	if caps.MaxTTL <= 0 {
+		t.Errorf("%s declares no MaxTTL (Capabilities.MaxTTL)", caps.Name)
+	}
+	key := e.key("ttl-bounds")
+	for _, ttl := range []time.Duration{backend.TTLLimit + time.Millisecond, caps.MaxTTL + time.Second, math.MaxInt64} {
+		le, err := a.TryAcquire(ctxFor(t, 10*time.Second), key, distlock.WithTTL(ttl))
+		if err == nil {
+			_ = le.Release(ctxFor(t, 10*time.Second))
+			t.Fatalf("TryAcquire with TTL %v above the maximum %v succeeded", ttl, caps.MaxTTL)
+		}
+		if !errors.Is(err, distlock.ErrInvalidConfig) {
+			t.Errorf("TryAcquire with TTL %v: %v, want ErrInvalidConfig", ttl, err)
+		}
+	}
+	if !isFree(t, b, key) {
+		t.Error("a refused TTL left the key held")
 	}
 }

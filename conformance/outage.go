@@ -45,6 +45,9 @@ func testServerDown(t *testing.T, e *env) {
 		t.Errorf("TryAcquire with the server down = %v, want an error matching ErrUnavailable or the ctx deadline", err)
 	}
 	t.Logf("with the server down: %v", err)
+	if ne, ok := e.h.(NativeErrors); ok && errors.Is(err, distlock.ErrUnavailable) && !ne.NativeError(err) {
+		t.Errorf("the store client's own error is not reachable with errors.As through %v (%T)", err, err)
+	}
 	if err := sc.StartServer(ctxFor(t, 2*time.Minute)); err != nil {
 		t.Fatalf("StartServer: %v", err)
 	}

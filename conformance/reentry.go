@@ -101,3 +101,54 @@ func testCrossProcessReentry(t *testing.T, e *env) {
 		t.Error("the key is still held after both Lockers released")
 	}
 }
+
+// testFailedAttemptKeepsHold: an acquisition that fails (its ctx canceled
+// before or while it ran) by another process with the same owner removes
+// at most what it added itself: never the hold the first process has.
+func testFailedAttemptKeepsHold(t *testing.T, e *env) {
+	a, b, c := e.locker(t), e.locker(t), e.locker(t)
+	if !a.Capabilities().CrossProcessReentry {
+		t.Skipf("%s does not support re-entry across processes (Capabilities.CrossProcessReentry is false)", a.Capabilities().Name)
+	}
+	key := e.key("failed-attempt")
+	la := mustAcquire(t, a, key)
+	d := e.driver(t)
+	attempts := map[string]func() (context.Context, context.CancelFunc){
+		"canceled": func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			return ctx, cancel
+		},
+		"expired": func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), time.Nanosecond)
+		},
+		"expiring": func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 200*time.Microsecond)
+		},
+	}
+	for name, mk := range attempts {
+		for range 5 {
+			ctx, cancel := mk()
+			if g, err := d.TryAcquire(ctx, e.request(key, la.Owner())); err == nil {
+				// It went through: its hold is its own to give back.
+				if err := g.Lock.Release(ctxFor(t, 10*time.Second)); err != nil {
+					t.Fatalf("%s driver attempt went through, its release: %v", name, err)
+				}
+			}
+			if le, err := b.TryAcquire(ctx, key, distlock.WithOwner(la.Owner())); err == nil {
+				release(t, le)
+			}
+			cancel()
+			if isFree(t, c, key) {
+				t.Fatalf("a failed attempt (%s ctx) by another process with the same owner freed the first process's hold", name)
+			}
+		}
+	}
+	if la.Err() != nil {
+		t.Fatalf("the first process's lease ended: %v", la.Err())
+	}
+	release(t, la)
+	if !isFree(t, c, key) {
+		t.Error("the key is still held after the only hold was released")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,14 +41,26 @@ var cases = []testCase{
 	{"WatchdogRenews", "a lease held for 3×TTL stays held and exclusive", testWatchdogRenews},
 	{"NoAutoRenewExpires", "without auto-renewal a lease expires: Done closes with ErrLost and another Locker can acquire", testNoAutoRenewExpires},
 	{"LossDetected", "a lock removed behind its holder's back closes Done with ErrLost and cancels Do's ctx within a bound", testLossDetected},
+	{"GoneLockReleased", "a lock whose Refresh said ErrNotHeld is released once by the portable layer; that Release answers ErrNotHeld, frees nothing, and the driver pushes no doubt to it afterwards", testGoneLockReleased},
+	{"TTLBounds", "a TTL above the store's declared maximum is refused with ErrInvalidConfig, never cut short", testTTLBounds},
 	{"FencingTokens", "fencing tokens strictly increase across holders, Lockers, expiry and crashes; a re-entry shares its token", testFencingTokens},
 	{"Reentrancy", "re-entries by the same owner share the hold and balance; a different owner stays blocked", testReentrancy},
 	{"ReentryNeverShortens", "a re-entry asking for a shorter TTL never shortens the lease", testReentryNeverShortens},
 	{"CrossProcessReentry", "two Lockers acquiring with the same owner both hold the lock when the store says it supports that", testCrossProcessReentry},
+	{"FailedAttemptKeepsHold", "an acquisition that fails by its ctx, by another process with the same owner, never frees the hold the first process has", testFailedAttemptKeepsHold},
 	{"KeyIndependence", "different keys never block each other, whatever characters they hold", testKeyIndependence},
 	{"InvalidKeys", "keys no store may see are rejected with ErrInvalidKey", testInvalidKeys},
 	{"WaiterDies", "a waiter whose own client dies while waiting gets an error, never the lock", testWaiterDies},
 	{"Close", "Close ends every lease and wait; later calls return ErrClosed", testClose},
+	{"Inspect", "Inspect (where implemented) reports a free key free and a held key with its holder's owner and token", testInspect},
+	{"BatchRefresh", "RefreshAll (where implemented) answers for each lock on its own and refuses another driver's", testBatchRefresh},
+	{"Notify", "Subscribe (where implemented) announces a release within a TTL", testNotify},
+	{"Wait", "Wait (where implemented) grants soon after the release with a greater token; a Wait that gives up leaves nothing", testWait},
+	{"PartitionedHolder", "a holder cut off by a partition reports the lease in doubt within half its TTL and lost before the store grants the lock to anyone else", testPartitionedHolder},
+	{"PartitionHealed", "a partition shorter than the validity is survived: the lease is held again after the heal", testPartitionHealed},
+	{"LostAcquireReply", "an acquisition whose reply is lost leaves no ghost: the caller holds the lock, or it is free within 2×TTL", testLostAcquireReply},
+	{"LostReleaseReply", "a release whose reply is lost frees the lock once: never the next holder's, never another process's hold of the same owner", testLostReleaseReply},
+	{"LostRefreshReply", "a stale holder's refresh whose reply is lost neither extends nor shortens the new holder's lock", testLostRefreshReply},
 	{"ServerDown", "with the server down, acquisitions fail with a clear error within a bound; once it is back they work", testServerDown},
 	{"ServerDownBeyondTTL", "a holder whose server is down beyond the TTL reports the lease lost", testServerDownBeyondTTL},
 }
@@ -58,8 +71,6 @@ func Run(t *testing.T, mk Maker) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Logf("rule: %s", c.rule)
-			stop := watchdog(t, c.name)
-			defer stop()
 			ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
 			defer cancel()
 			h, err := mk(ctx, t)
@@ -67,25 +78,52 @@ func Run(t *testing.T, mk Maker) {
 				t.Fatalf("making harness: %v", err)
 			}
 			e := &env{h: h, ttl: h.TTL(), prefix: uniquePrefix(c.name)}
+			closeHarness := sync.OnceValue(h.Close)
 			t.Cleanup(func() {
-				if err := h.Close(); err != nil {
+				if err := closeHarness(); err != nil {
 					t.Errorf("closing harness: %v", err)
 				}
 			})
-			c.fn(t, e)
+			runGuarded(t, c.name, caseTimeout, func() { c.fn(t, e) }, closeHarness)
 		})
 	}
 }
 
-// watchdog fails the whole run if a case hangs, printing every goroutine.
-func watchdog(t *testing.T, name string) func() {
-	timer := time.AfterFunc(caseTimeout+30*time.Second, func() {
-		buf := make([]byte, 1<<20)
-		n := runtime.Stack(buf, true)
-		fmt.Fprintf(os.Stderr, "conformance: case %s of %s still running after %v; goroutines:\n%s\n", name, t.Name(), caseTimeout, buf[:n])
+// hangGrace is how long a hung case gets to return once its harness was
+// closed under it.
+const hangGrace = 30 * time.Second
+
+// runGuarded runs fn (a case, which may call t.Fatal) and waits for it. If
+// it runs longer than limit, the case fails with every goroutine's stack,
+// the harness is closed (which unblocks most hung store calls, and gets
+// servers and containers cleaned up), and fn gets hangGrace to return.
+// Only if it still does not is the test binary stopped, as the testing
+// package's own -timeout would.
+func runGuarded(t *testing.T, name string, limit time.Duration, fn func(), closeHarness func() error) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return
+	case <-timer.C:
+	}
+	buf := make([]byte, 1<<20)
+	n := runtime.Stack(buf, true)
+	t.Errorf("case %s still running after %v; closing its harness. Goroutines:\n%s", name, limit, buf[:n])
+	if err := closeHarness(); err != nil {
+		t.Errorf("closing harness: %v", err)
+	}
+	select {
+	case <-done:
+	case <-time.After(hangGrace):
+		fmt.Fprintf(os.Stderr, "conformance: case %s of %s did not return within %v of its harness closing\n", name, t.Name(), hangGrace)
 		panic("conformance: case " + name + " hung")
-	})
-	return func() { timer.Stop() }
+	}
 }
 
 func uniquePrefix(name string) string {

@@ -1,0 +1,276 @@
+package distlock
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// A lease is in doubt while the portable layer cannot tell whether the
+// store still holds its lock: a renewal failed, or the driver reported
+// lost contact (backend.Request.OnDoubt). It stays valid until its
+// deadline, is checked again with Refresh, and is held again once a
+// Refresh sent after the last doubt succeeds; it is lost when the store
+// says the lock is gone, the driver reports the loss (OnLost), or the
+// deadline passes first.
+
+// doubtState is a hold's doubt. Guarded by Locker.mu.
+type doubtState struct {
+	cause error // last renewal error or pushed doubt, while still inside validity; nil: not in doubt
+
+	// Doubt pushed by the driver (backend.Request.OnDoubt): a refresh sent
+	// before at proves nothing about the store after it. Zero: in doubt
+	// by a failed refresh.
+	at         time.Time
+	until      time.Time   // the driver's until, kept for a pending hold
+	restoredAt time.Time   // the driver's last OnRestored
+	checking   bool        // in doubt: the watchdog refreshes it even without auto-renewal
+	expiry     *time.Timer // ends the hold at its deadline while a renewal is in flight (off the heap)
+}
+
+// extended records a successful refresh sent at sent for ttl. It returns
+// false, changing nothing but the next renewal, if the driver reported
+// doubt after the refresh was sent: its success proves nothing since.
+func (l *Locker) extended(h *hold, sent time.Time, ttl time.Duration) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h.state != holdHeld {
+		return true
+	}
+	if h.doubt.cause != nil && !sent.After(h.doubt.at) {
+		h.nextRenew = l.recheckAt(h, sent)
+		l.wd.reschedule(h)
+		return false
+	}
+	if ttl > h.ttl && l.caps.PerLockTTL {
+		h.ttl = ttl
+	}
+	if !l.caps.PerLockTTL {
+		ttl = h.ttl
+	}
+	if d := sent.Add(ttl - l.cfg.drift(ttl)); d.After(h.deadline) {
+		h.deadline = d
+	}
+	h.nextRenew = sent.Add(h.ttl / 3)
+	if h.doubt.cause != nil {
+		l.cfg.logger.Info("distlock: lease confirmed again", "key", h.key)
+	}
+	h.doubt.cause, h.doubt.checking = nil, false
+	l.wd.reschedule(h)
+	return true
+}
+
+// refreshFailed records a failed refresh: the store said the lock is gone
+// (lost now), or could not be asked (in doubt until the deadline).
+func (l *Locker) refreshFailed(h *hold, err error) {
+	if errors.Is(err, ErrNotHeld) {
+		l.lose(h, err)
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h.state == holdHeld {
+		l.failedLocked(h, err)
+	}
+}
+
+// failedLocked puts h in doubt after a refresh that could not reach the
+// store. A doubt the driver pushed keeps its cause (the refreshes fail
+// because of it); otherwise the latest error is the cause. Locker.mu is
+// held.
+func (l *Locker) failedLocked(h *hold, err error) {
+	switch {
+	case h.doubt.cause == nil:
+		h.doubt.at = time.Time{} // in doubt by a failed refresh, not a push
+		h.doubt.cause = err
+	case h.doubt.at.IsZero():
+		h.doubt.cause = err
+	}
+}
+
+// driverDoubt is the OnDoubt callback given to drivers: the lease is in
+// doubt at once, its validity ends no later than until (minus the drift
+// margin), and it is checked again soon.
+func (l *Locker) driverDoubt(h *hold, cause error, until time.Time) {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h.state == holdEnded {
+		return
+	}
+	if cause == nil {
+		cause = errors.New("driver lost contact with the store")
+	}
+	h.doubt.cause = fmt.Errorf("store out of contact: %w", cause)
+	h.doubt.at = now
+	if h.state == holdPending {
+		if h.doubt.until.IsZero() {
+			h.doubt.until = until
+		} else if !until.IsZero() {
+			h.doubt.until = earliest(h.doubt.until, until)
+		}
+		return
+	}
+	l.cfg.logger.Info("distlock: store out of contact; lease in doubt", "key", h.key, "cause", cause, "until", until)
+	if !until.IsZero() {
+		h.deadline = earliest(h.deadline, until.Add(-l.cfg.drift(h.ttl)))
+	}
+	h.doubt.checking = l.mayRecheck(h)
+	h.nextRenew = earliest(h.nextRenew, l.recheckAt(h, now))
+	if h.renewing {
+		// Off the heap until its renewal returns: end it at its deadline
+		// even if the renewal hangs until then.
+		h.stopExpiry()
+		h.doubt.expiry = time.AfterFunc(time.Until(h.deadline), func() { l.expire(h) })
+		return
+	}
+	l.wd.reschedule(h)
+}
+
+// driverRestored is the OnRestored callback given to drivers: a lease in
+// doubt is checked again at once.
+func (l *Locker) driverRestored(h *hold) {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h.doubt.restoredAt = now
+	if h.state != holdHeld || h.doubt.cause == nil || !l.mayRecheck(h) {
+		return
+	}
+	h.nextRenew = now
+	l.wd.reschedule(h)
+}
+
+// mayRecheck reports whether the watchdog may Refresh h on its own while
+// it is in doubt: always if it auto-renews; otherwise only where a Refresh
+// confirms without extending (a refresh would lengthen a lease the user
+// asked not to renew).
+func (l *Locker) mayRecheck(h *hold) bool { return h.autoRenew || !l.caps.PerLockTTL }
+
+// recheckAt returns when a hold in doubt is checked next, after a check
+// sent at sent failed or proved nothing: at once if the driver reported
+// contact restored since, else after a short jittered retry interval.
+// Holds the watchdog may not refresh keep their schedule. Locker.mu is held.
+func (l *Locker) recheckAt(h *hold, sent time.Time) time.Time {
+	now := time.Now()
+	switch {
+	case !l.mayRecheck(h):
+		return h.nextRenew
+	case h.doubt.restoredAt.After(sent) && h.doubt.restoredAt.After(h.doubt.at):
+		return now
+	}
+	return now.Add(retryInterval(h.ttl))
+}
+
+// stopExpiry stops h's expiry timer, if any: h is back on the watchdog's
+// heap, or ended. Locker.mu is held.
+func (h *hold) stopExpiry() {
+	if h.doubt.expiry != nil {
+		h.doubt.expiry.Stop()
+		h.doubt.expiry = nil
+	}
+}
+
+// expire ends h if its validity has run out (for holds off the watchdog's
+// heap while a renewal is in flight).
+func (l *Locker) expire(h *hold) {
+	l.mu.Lock()
+	if h.state != holdHeld || time.Now().Before(h.deadline) {
+		l.mu.Unlock()
+		return
+	}
+	cause := h.doubt.ranOut("confirmed")
+	l.mu.Unlock()
+	l.lose(h, cause)
+}
+
+// ranOut is the cause of a loss at the deadline: the doubt if any, else
+// that the lease was not confirmed (or renewed) in time.
+func (d *doubtState) ranOut(notWhat string) error {
+	if d.cause != nil {
+		return fmt.Errorf("validity ran out while in doubt: %w", d.cause)
+	}
+	return errors.New("validity ran out: not " + notWhat + " in time")
+}
+
+// doubtAtGrant applies a doubt the driver pushed while h was pending to
+// its grant g (a store life of life): none if the grant was confirmed
+// after it, else h starts in doubt. Locker.mu is held.
+func (l *Locker) doubtAtGrant(h *hold, g backend.Grant, life time.Duration) {
+	switch {
+	case h.doubt.cause == nil:
+	case g.ValidFrom.After(h.doubt.at):
+		h.doubt.cause = nil // the grant itself was confirmed after that
+	default:
+		if !h.doubt.until.IsZero() {
+			h.deadline = earliest(h.deadline, h.doubt.until.Add(-l.cfg.drift(life)))
+		}
+		h.doubt.checking = l.mayRecheck(h)
+		h.nextRenew = l.recheckAt(h, time.Now())
+	}
+}
+
+// endIfPastDeadline ends h as lost if its validity has run out and the
+// watchdog has not ended it yet (its goroutine may not have run), so that
+// Err and State never report a lease held past its deadline. It reports
+// whether h has ended.
+func (l *Locker) endIfPastDeadline(h *hold) bool {
+	l.mu.Lock()
+	switch {
+	case h.state == holdEnded:
+		l.mu.Unlock()
+		return true
+	case h.state != holdHeld || time.Now().Before(h.deadline):
+		l.mu.Unlock()
+		return false
+	}
+	cause := errors.New("validity ran out: not renewed in time")
+	if h.doubt.cause != nil {
+		cause = fmt.Errorf("validity ran out while in doubt: %w", h.doubt.cause)
+	}
+	l.mu.Unlock()
+	l.lose(h, cause)
+	return true
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// driverLost is the OnLost callback given to drivers. The first call
+// counts; later ones, and calls for a hold that has ended, do nothing.
+func (l *Locker) driverLost(h *hold, err error) {
+	l.mu.Lock()
+	if h.state == holdPending {
+		if h.early == nil {
+			h.early = fmt.Errorf("%w: %w", ErrLost, err)
+		}
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	l.lose(h, err)
+}
+
+// lose ends h because of cause, cancels its Leases, and releases the lock
+// in the background: a lease the client gave up on is never left locked,
+// and a lock the store no longer has is released too (the driver then
+// answers ErrNotHeld and frees what it kept for it), so every Grant is
+// released exactly once.
+func (l *Locker) lose(h *hold, cause error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h.state != holdHeld {
+		return
+	}
+	l.endLocked(h, &lostError{key: h.key, cause: cause})
+	delete(l.holds, holdKey{h.key, h.owner})
+	l.cfg.logger.Warn("distlock: lease lost", "key", h.key, "cause", cause)
+	lock := h.grant.Lock
+	l.goBackground(func() { l.releaseQuietly(lock) })
+}
