@@ -89,6 +89,15 @@ func (p *dockerProvider) plan(spec Spec, nw *testcontainers.DockerNetwork) ([]co
 			pl.port = portSpec(zkClientPort)
 			pl.cmd = []string{"zkServer.sh", "start-foreground"}
 			pl.env = zookeeperEnv(spec, i)
+			if spec.tls != nil {
+				// Clients reach only the TLS port; the plaintext one
+				// stays inside the container, unpublished.
+				pl.port = portSpec(zkSecureClientPort)
+				pl.env["ZOO_CFG_EXTRA"] += " " + strings.Join(append([]string{
+					"secureClientPort=" + strconv.Itoa(zkSecureClientPort),
+				}, zookeeperTLSSettings(tlsContainerDir)...), " ")
+				pl.env["JVMFLAGS"] += " " + zkTLSJVMFlags
+			}
 		case Etcd:
 			pl.port = portSpec(etcdPort)
 			pl.cmd = etcdCommand(spec, i, nw != nil)

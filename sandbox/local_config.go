@@ -154,6 +154,17 @@ func (c localConfig) zookeeper(i int) error {
 		"clientPort=" + strconv.Itoa(n.port),
 		"clientPortAddress=127.0.0.1",
 	}
+	jvmFlags := zkJVMFlags
+	if c.spec.tls != nil {
+		// TLS only: no plaintext client port.
+		lines = []string{
+			"dataDir=" + data,
+			"secureClientPort=" + strconv.Itoa(n.port),
+			"secureClientPortAddress=127.0.0.1",
+		}
+		lines = append(lines, zookeeperTLSSettings(c.spec.tls.dir)...)
+		jvmFlags += " " + zkTLSJVMFlags
+	}
 	lines = append(lines, zookeeperSettings()...)
 	if c.spec.Nodes > 1 {
 		for j := range c.nodes {
@@ -171,7 +182,7 @@ func (c localConfig) zookeeper(i int) error {
 	if _, err := os.Stat(slf4jBinding); err == nil {
 		classpath += ":" + slf4jBinding
 	}
-	n.argv = append(append([]string{c.bins["java"]}, strings.Fields(zkJVMFlags)...),
+	n.argv = append(append([]string{c.bins["java"]}, strings.Fields(jvmFlags)...),
 		"-cp", classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg)
 	return nil
 }

@@ -54,7 +54,7 @@ func waitUntil(ctx context.Context, try func(context.Context) error) error {
 func probeLive(ctx context.Context, kind Kind, addr string, tc *tls.Config) error {
 	switch kind {
 	case ZooKeeper:
-		_, err := zkFourLetter(ctx, addr, "srvr")
+		_, err := zkFourLetter(ctx, addr, "srvr", tc)
 		return err
 	case Etcd:
 		return etcdGet(ctx, addr, "/version", "etcdserver")
@@ -79,7 +79,7 @@ func probeServing(ctx context.Context, kind Kind, addr string, tc *tls.Config) e
 	case MariaDB:
 		return mysqlPing(ctx, addr)
 	case ZooKeeper:
-		out, err := zkFourLetter(ctx, addr, "srvr")
+		out, err := zkFourLetter(ctx, addr, "srvr", tc)
 		if err != nil {
 			return err
 		}
@@ -158,11 +158,20 @@ func mysqlGreeting(ctx context.Context, addr string) error {
 	return nil
 }
 
-// zkFourLetter sends a ZooKeeper four-letter command and returns the answer.
-func zkFourLetter(ctx context.Context, addr, cmd string) (string, error) {
+// zkFourLetter sends a ZooKeeper four-letter command and returns the
+// answer; tc is the client TLS configuration of a TLS server (Netty answers
+// four-letter words on its secure port too), else nil.
+func zkFourLetter(ctx context.Context, addr, cmd string, tc *tls.Config) (string, error) {
 	conn, err := dial(ctx, addr)
 	if err != nil {
 		return "", err
+	}
+	if tc != nil {
+		tconn := tls.Client(conn, serverName(tc, addr))
+		if err := tconn.HandshakeContext(ctx); err != nil {
+			return "", errors.Join(fmt.Errorf("zookeeper tls handshake: %w", err), conn.Close())
+		}
+		conn = tconn
 	}
 	defer conn.Close()
 	if _, err := io.WriteString(conn, cmd); err != nil {

@@ -184,8 +184,8 @@ func (g *Group) Addrs() []string {
 // URL returns the distlock backend URL of the group's current addresses:
 // redis://h:p (node 0 for a single server or a [Replica] group, every node
 // comma-separated otherwise; rediss://...?tls_ca=FILE for a [Spec.TLS]
-// group), mysql://root:pw@h:p/distlock (node 0), zk://h:p,... or
-// etcd://h:p,....
+// group), mysql://root:pw@h:p/distlock (node 0), zk://h:p,...
+// (zks://h:p,...?tls_ca=FILE for a [Spec.TLS] group) or etcd://h:p,....
 func (g *Group) URL() string {
 	addrs := g.Addrs()
 	switch g.spec.Kind {
@@ -200,6 +200,9 @@ func (g *Group) URL() string {
 	case MariaDB:
 		return MySQLURL(addrs[0])
 	case ZooKeeper:
+		if g.spec.tls != nil {
+			return "zks://" + strings.Join(addrs, ",") + "?" + url.Values{"tls_ca": {g.spec.tls.files.CA}}.Encode()
+		}
 		return ZooKeeperURL(addrs...)
 	default:
 		return EtcdURL(addrs...)

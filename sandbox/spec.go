@@ -74,11 +74,12 @@ type Spec struct {
 	// primary i%Nodes. A cluster with replicas fails over by itself: its
 	// node timeout is 1 s instead of 2 s.
 	Replicas int
-	// TLS makes Redis serve TLS only (rediss://): the sandbox creates a
-	// throwaway CA, a server certificate for the loopback addresses and a
-	// client certificate ([Group.TLSFiles]); client certificates are
-	// optional but checked when presented; replication and the cluster bus
-	// use TLS too.
+	// TLS makes Redis or ZooKeeper serve TLS only (rediss://, zks://):
+	// the sandbox creates a throwaway CA, a server certificate for the
+	// loopback addresses and a client certificate ([Group.TLSFiles]);
+	// client certificates are optional but checked when presented. Redis
+	// replication and the cluster bus use TLS too; ZooKeeper serves its
+	// secureClientPort (Netty) and its quorum traffic stays plain.
 	TLS bool
 	// Persistent makes Redis write every command to an append-only file
 	// (fsync always), so data survives Stop/Start and Kill. MariaDB,
@@ -165,8 +166,8 @@ func (s Spec) normalize() (Spec, error) {
 	if s.Replicas > 0 && s.Topology != Cluster {
 		return s, fmt.Errorf("sandbox: Spec.Replicas is for a redis cluster; a %s group takes replicas as Nodes", topologyName(s.Topology))
 	}
-	if s.TLS && s.Kind != Redis {
-		return s, fmt.Errorf("sandbox: Spec.TLS is only for redis, not %s", s.Kind)
+	if s.TLS && s.Kind != Redis && s.Kind != ZooKeeper {
+		return s, fmt.Errorf("sandbox: Spec.TLS is only for redis and zookeeper, not %s", s.Kind)
 	}
 	if s.Topology == Cluster {
 		s.primaries = s.Nodes

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -36,6 +37,9 @@ const (
 	tlsServerKeyFile  = "server-key.pem"
 	tlsClientCertFile = "client.pem"
 	tlsClientKeyFile  = "client-key.pem"
+	// tlsServerKeyStoreFile is the server's key and certificate in one PEM
+	// file: ZooKeeper's PEM key store.
+	tlsServerKeyStoreFile = "server-keystore.pem"
 	// tlsContainerDir is where the docker provider copies the files.
 	tlsContainerDir = "/distlock-tls"
 )
@@ -51,7 +55,7 @@ type tlsMaterial struct {
 
 // tlsFileNames lists every file of a TLS directory.
 func tlsFileNames() []string {
-	return []string{tlsCAFile, tlsServerCertFile, tlsServerKeyFile, tlsClientCertFile, tlsClientKeyFile}
+	return []string{tlsCAFile, tlsServerCertFile, tlsServerKeyFile, tlsClientCertFile, tlsClientKeyFile, tlsServerKeyStoreFile}
 }
 
 // newTLSMaterial creates a temporary directory with a new CA, a server
@@ -128,6 +132,9 @@ func writeTLSMaterial(dir string, hosts []string) (*tlsMaterial, error) {
 	if err := issue(dir, tlsClientCertFile, tlsClientKeyFile, client, ca, caKey); err != nil {
 		return nil, err
 	}
+	if err := concatFiles(filepath.Join(dir, tlsServerKeyStoreFile), filepath.Join(dir, tlsServerKeyFile), filepath.Join(dir, tlsServerCertFile)); err != nil {
+		return nil, err
+	}
 	m := &tlsMaterial{dir: dir, host: "127.0.0.1", pool: x509.NewCertPool(), files: TLSFiles{
 		CA:         filepath.Join(dir, tlsCAFile),
 		ClientCert: filepath.Join(dir, tlsClientCertFile),
@@ -168,6 +175,20 @@ func issue(dir, certFile, keyFile string, tmpl, ca *x509.Certificate, caKey *ecd
 // the keys protect nothing but a throwaway test server.
 func writePEM(path, typ string, der []byte) error {
 	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o644)
+}
+
+// concatFiles writes the contents of srcs, in order, to dst (world-readable,
+// like writePEM's files).
+func concatFiles(dst string, srcs ...string) error {
+	var all []byte
+	for _, src := range srcs {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		all = append(all, b...)
+	}
+	return os.WriteFile(dst, all, 0o644)
 }
 
 // clientConfig returns a new client TLS configuration trusting the CA,
@@ -226,3 +247,44 @@ func WriteCerts(dir string, hosts ...string) (CertFiles, error) {
 		ClientKey:  m.files.ClientKey,
 	}, nil
 }
+
+// zkSecureClientPort is the TLS client port of ZooKeeper in a container.
+const zkSecureClientPort = 2281
+
+// zookeeperTLSSettings are the zoo.cfg lines of a ZooKeeper serving TLS
+// on its secureClientPort with the files in dir (a slash-separated path,
+// local or in a container): the Netty connection factory (the only one
+// with TLS), PEM key and trust stores (ZooKeeper 3.6+), client
+// certificates optional but checked when presented. Keys ZooKeeper does
+// not know in zoo.cfg become "zookeeper."-prefixed system properties,
+// which is where it reads the ssl.* settings.
+func zookeeperTLSSettings(dir string) []string {
+	return []string{
+		"serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+		"ssl.keyStore.location=" + path.Join(dir, tlsServerKeyStoreFile),
+		"ssl.keyStore.type=PEM",
+		"ssl.trustStore.location=" + path.Join(dir, tlsCAFile),
+		"ssl.trustStore.type=PEM",
+		"ssl.clientAuth=want",
+	}
+}
+
+// zkTLSJVMFlags puts Debian's Netty jars on the boot class path of a
+// ZooKeeper serving TLS: the manifest of Debian's zookeeper.jar (3.8.0)
+// names netty-handler but not netty-codec, which its SSL handler needs
+// (NoClassDefFoundError: io/netty/handler/codec/ByteToMessageDecoder at the
+// first TLS connection). The boot class path reaches the local java and
+// the substitute image alike, through JVMFLAGS, without rebuilding the
+// image; all of Netty goes there so that it is loaded by one class loader.
+// Entries that do not exist (the official image keeps its jars elsewhere)
+// are ignored by the JVM.
+var zkTLSJVMFlags = "-Xbootclasspath/a:" + strings.Join([]string{
+	"/usr/share/java/netty-common.jar",
+	"/usr/share/java/netty-buffer.jar",
+	"/usr/share/java/netty-resolver.jar",
+	"/usr/share/java/netty-transport.jar",
+	"/usr/share/java/netty-transport-native-unix-common.jar",
+	"/usr/share/java/netty-transport-native-epoll.jar",
+	"/usr/share/java/netty-codec.jar",
+	"/usr/share/java/netty-handler.jar",
+}, ":")

@@ -2,6 +2,9 @@ package sandbox_test
 
 import (
 	"context"
+	"crypto/tls"
+	"io"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -121,5 +124,59 @@ func TestTLSAndReplicaSpecErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Start(%+v) = %v, want an error containing %q", tc.spec, err, tc.want)
 		}
+	}
+}
+
+// zkFourLetter sends a four-letter word, over TLS when tc is set, and
+// returns the answer (or the error).
+func zkFourLetter(addr, cmd string, tc *tls.Config) (string, error) {
+	d := &net.Dialer{Timeout: 3 * time.Second}
+	var conn net.Conn
+	var err error
+	if tc != nil {
+		conn, err = tls.DialWithDialer(d, "tcp", addr, tc)
+	} else {
+		conn, err = d.Dial("tcp", addr)
+	}
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := conn.Write([]byte(cmd)); err != nil {
+		return "", err
+	}
+	out, err := io.ReadAll(conn)
+	return string(out), err
+}
+
+// TestZooKeeperTLS: a TLS ZooKeeper answers on its secure port only over
+// TLS, its URL is zks:// with the CA, and it serves TLS again after a
+// restart.
+func TestZooKeeperTLS(t *testing.T) {
+	g := start(t, sandbox.Spec{Kind: sandbox.ZooKeeper, TLS: true})
+	ctx := testCtx(t, 2*time.Minute)
+	files, ok := g.TLSFiles()
+	if !ok {
+		t.Fatal("no TLS files")
+	}
+	if out, err := zkFourLetter(g.Node(0).Addr(), "srvr", g.ClientTLS()); err != nil || !strings.Contains(out, "Mode: ") {
+		t.Fatalf("srvr over TLS = %q, %v", out, err)
+	}
+	if out, _ := zkFourLetter(g.Node(0).Addr(), "srvr", nil); strings.Contains(out, "Mode") {
+		t.Errorf("a plaintext srvr on the TLS port was answered: %q", out)
+	}
+	want := "zks://" + g.Node(0).Addr() + "?tls_ca=" + url.QueryEscape(files.CA)
+	if g.URL() != want {
+		t.Errorf("URL = %q, want %q", g.URL(), want)
+	}
+	if err := g.Node(0).Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Node(0).Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := zkFourLetter(g.Node(0).Addr(), "srvr", g.ClientTLS()); err != nil || !strings.Contains(out, "Mode: ") {
+		t.Fatalf("srvr over TLS after a restart = %q, %v", out, err)
 	}
 }

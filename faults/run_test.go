@@ -1,0 +1,690 @@
+//go:build linux
+
+package faults
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/faults/internal/check"
+	"github.com/distlock/distlock/memlock"
+	"github.com/distlock/distlock/sandbox"
+)
+
+// Fault kinds.
+const (
+	fKill      = "kill"      // SIGKILL a client process; a new one takes its slot
+	fStop      = "stop"      // SIGSTOP a client past its TTL, then SIGCONT
+	fPause     = "pause"     // pause a server (SIGSTOP / docker pause), then resume
+	fRestart   = "restart"   // stop a server, then start it again
+	fPartition = "partition" // cut one client off the store, then heal
+	fReplyLoss = "replyloss" // the store's next reply to one client is dropped
+)
+
+var allKinds = []string{fKill, fStop, fPause, fRestart, fPartition, fReplyLoss}
+
+// A step of a schedule: at At (from the run's start, or as soon as the
+// previous step healed), inject Kind on client Slot or server Node, and
+// heal after For.
+type step struct {
+	At   time.Duration
+	Kind string
+	Slot int
+	Node int
+	For  time.Duration
+}
+
+func (s step) String() string {
+	return fmt.Sprintf("%8v %-9s client %d node %d for %v", s.At.Round(time.Millisecond), s.Kind, s.Slot, s.Node, s.For.Round(time.Millisecond))
+}
+
+// schedule draws the faults of a run from seed: one fault at a time,
+// separated by gaps of 0.3-1.5 s, starting after 1 s and planned to begin
+// before d.
+func schedule(seed uint64, kinds []string, clients, nodes int, ttl, d time.Duration) []step {
+	rng := rand.New(rand.NewPCG(seed, 13))
+	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
+	var out []step
+	for at := time.Second; at < d && len(kinds) > 0 && len(out) < 1000; {
+		s := step{At: at, Kind: kinds[rng.IntN(len(kinds))], Slot: rng.IntN(clients), Node: rng.IntN(max(nodes, 1))}
+		switch s.Kind {
+		case fKill:
+			s.For = between(200*time.Millisecond, time.Second) // until the new process starts
+		case fStop:
+			s.For = ttl + between(300*time.Millisecond, 1500*time.Millisecond)
+		case fPause, fPartition:
+			s.For = between(300*time.Millisecond, 2*ttl)
+		case fRestart:
+			s.For = between(200*time.Millisecond, time.Second)
+		case fReplyLoss:
+			s.For = between(100*time.Millisecond, 500*time.Millisecond)
+		}
+		out = append(out, s)
+		at += s.For + between(300*time.Millisecond, 1500*time.Millisecond)
+	}
+	return out
+}
+
+// netFault is what a run needs of the shared fault proxy (sandbox.Proxy,
+// from the s4-faults branch): one proxy per client and server node.
+type netFault interface {
+	Addr() string
+	Partition()
+	Heal()
+	DropNextReply()
+	Dropped() int
+	Close() error
+}
+
+// newProxy starts a proxy to target (proxy_test.go: sandbox.StartProxy);
+// nil: partition and reply loss are skipped for process clients.
+var newProxy func(target func() string) (netFault, error)
+
+// A target is one backend configuration a run is made against.
+type target struct {
+	name string
+	spec *sandbox.Spec // nil: mem, clients in this process
+	// url builds the client's lock URL from the addresses to dial.
+	url func(addrs []string) string
+	ttl time.Duration
+	// byDesign: the store may double-grant on failover or restart
+	// (Redis single node and Cluster); overlaps are reported as double
+	// grants, not violations.
+	byDesign bool
+	// noProxy: clients cannot dial through proxies (Redis Cluster clients
+	// follow the addresses the cluster announces).
+	noProxy bool
+	// kinds, if set, limits the fault kinds.
+	kinds []string
+	// wrap, for the meta-tests, wraps the mem driver.
+	wrap func(backend.Driver) backend.Driver
+	// acceptStale, for the meta-tests, breaks the register.
+	acceptStale bool
+}
+
+const ttl = 2 * time.Second
+
+func withTTL(u string) string {
+	sep := "?"
+	if strings.Contains(u, "?") {
+		sep = "&"
+	}
+	return u + sep + "ttl=" + ttl.String()
+}
+
+func targets() []target {
+	redis := func(extra string) func([]string) string {
+		return func(a []string) string { return withTTL(sandbox.RedisURL(a...) + extra) }
+	}
+	return []target{
+		{name: "mem", ttl: time.Second},
+		{name: "redis", spec: &sandbox.Spec{Kind: sandbox.Redis, Persistent: true}, url: redis(""), ttl: ttl, byDesign: true},
+		{name: "redlock", spec: &sandbox.Spec{Kind: sandbox.Redis, Nodes: 3, Persistent: true}, url: redis("?mode=redlock"), ttl: ttl},
+		{name: "redis-cluster", spec: &sandbox.Spec{Kind: sandbox.Redis, Topology: sandbox.Cluster, Replicas: 1}, url: redis(""), ttl: ttl, byDesign: true, noProxy: true},
+		{name: "mysql", spec: &sandbox.Spec{Kind: sandbox.MariaDB}, url: func(a []string) string { return withTTL(sandbox.MySQLURL(a[0])) }, ttl: ttl},
+		{name: "zk", spec: &sandbox.Spec{Kind: sandbox.ZooKeeper}, url: func(a []string) string { return withTTL(sandbox.ZooKeeperURL(a...)) }, ttl: ttl},
+		{name: "zk3", spec: &sandbox.Spec{Kind: sandbox.ZooKeeper, Nodes: 3}, url: func(a []string) string { return withTTL(sandbox.ZooKeeperURL(a...)) }, ttl: ttl},
+		{name: "etcd", spec: &sandbox.Spec{Kind: sandbox.Etcd}, url: func(a []string) string { return withTTL(sandbox.EtcdURL(a...)) }, ttl: ttl},
+		{name: "etcd3", spec: &sandbox.Spec{Kind: sandbox.Etcd, Nodes: 3}, url: func(a []string) string { return withTTL(sandbox.EtcdURL(a...)) }, ttl: ttl},
+	}
+}
+
+// A client slot: one running client (a process, or for mem a goroutine).
+type client interface {
+	id() string
+	kill()
+	stop()
+	cont()
+	partition()
+	heal()
+	dropNextReply()
+	shutdown()    // ends it gracefully (bounded), then by force
+	exited() bool // the client is gone
+}
+
+type runConfig struct {
+	seed     uint64
+	clients  int
+	duration time.Duration
+	recovery time.Duration // the progress bound after the last heal
+}
+
+// run is one backend's run.
+type run struct {
+	t    *testing.T
+	tg   target
+	cfg  runConfig
+	g    *sandbox.Group
+	mem  *memlock.Store
+	reg  *register
+	key  string
+	gens []int // per slot: processes started
+
+	mu     sync.Mutex
+	open   map[string]*openHold
+	holds  []check.Hold
+	faults []check.Fault
+	counts map[string]int
+	notes  []string
+	// dropped counts the replies the proxies lost.
+	dropped atomic.Int64
+}
+
+type openHold struct {
+	h        check.Hold
+	deadline int64
+}
+
+func (r *run) handle(x rec) {
+	switch x.T {
+	case "ret":
+		r.reg.returned(x.C, x.S, x.At)
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch x.T {
+	case "hold":
+		r.open[x.C] = &openHold{h: check.Hold{Client: x.C, Token: x.Tok, Owner: x.Own, Start: x.At}}
+	case "dl":
+		if o := r.open[x.C]; o != nil {
+			o.deadline = x.At
+		}
+	case "end":
+		if o := r.open[x.C]; o != nil {
+			o.h.End, o.h.Cut = x.At, x.Cut
+			r.holds = append(r.holds, o.h)
+			delete(r.open, x.C)
+		}
+	}
+}
+
+// closeHold ends c's open hold, if any, at the earlier of at and the last
+// deadline it reported (its process died or the run ended).
+func (r *run) closeHold(c string, at int64, why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if o := r.open[c]; o != nil {
+		o.h.End, o.h.Cut = at, why
+		if o.deadline != 0 && o.deadline < at {
+			o.h.End, o.h.Cut = o.deadline, why+"/deadline"
+		}
+		r.holds = append(r.holds, o.h)
+		delete(r.open, c)
+	}
+}
+
+// nodeAddrs are the servers' current addresses.
+func (r *run) nodeAddrs() []string { return r.g.Addrs() }
+
+// startClient starts a client in slot i.
+func (r *run) startClient(ctx context.Context, i int) (client, error) {
+	r.gens[i]++
+	cfg := clientConfig{
+		ID:       fmt.Sprintf("c%d.%d", i, r.gens[i]),
+		Register: r.reg.URL(),
+		Key:      r.key,
+		TTL:      r.tg.ttl,
+		Seed:     r.cfg.seed ^ uint64(i<<20|r.gens[i]),
+	}
+	if r.tg.spec == nil {
+		return r.startMemClient(cfg)
+	}
+	var proxies []netFault
+	addrs := r.nodeAddrs()
+	if newProxy != nil && !r.tg.noProxy {
+		for n := range addrs {
+			p, err := newProxy(func() string { return r.g.Node(n).Addr() })
+			if err != nil {
+				for _, p := range proxies {
+					_ = p.Close()
+				}
+				return nil, err
+			}
+			proxies = append(proxies, p)
+			addrs[n] = p.Addr()
+		}
+	}
+	cfg.URL = r.tg.url(addrs)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperFaultClient$", "-test.timeout=30m")
+	cmd.Env = append(os.Environ(), cfg.env())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &procClient{r: r, cid: cfg.ID, cmd: cmd, stdin: stdin, proxies: proxies, done: make(chan struct{})}
+	go p.read(stdout)
+	return p, nil
+}
+
+type procClient struct {
+	r       *run
+	cid     string
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	proxies []netFault
+	done    chan struct{}
+	killed  atomic.Int64 // unix ns of the SIGKILL
+}
+
+func (p *procClient) id() string { return p.cid }
+
+func (p *procClient) read(stdout io.Reader) {
+	defer close(p.done)
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var other []string
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, recPrefix); ok {
+			var x rec
+			if json.Unmarshal([]byte(rest), &x) == nil {
+				p.r.handle(x)
+			}
+			continue
+		}
+		if line != "PASS" && line != "" {
+			other = append(other, line)
+		}
+	}
+	err := p.cmd.Wait()
+	if at := p.killed.Load(); at != 0 {
+		p.r.closeHold(p.cid, at, "killed")
+	} else {
+		p.r.closeHold(p.cid, time.Now().UnixNano(), "exited")
+	}
+	for _, pr := range p.proxies {
+		p.r.dropped.Add(int64(pr.Dropped()))
+		_ = pr.Close()
+	}
+	if err != nil && p.killed.Load() == 0 {
+		if len(other) > 20 {
+			other = other[len(other)-20:]
+		}
+		p.r.note(fmt.Sprintf("client %s exited (%v):\n\t%s", p.cid, err, strings.Join(other, "\n\t")))
+	}
+}
+
+func (p *procClient) signal(s syscall.Signal) { _ = p.cmd.Process.Signal(s) }
+func (p *procClient) kill() {
+	p.killed.CompareAndSwap(0, time.Now().UnixNano())
+	p.signal(syscall.SIGKILL)
+	<-p.done // the records written before the death are in, its hold closed
+}
+func (p *procClient) stop() { p.signal(syscall.SIGSTOP) }
+func (p *procClient) cont() { p.signal(syscall.SIGCONT) }
+func (p *procClient) partition() {
+	for _, pr := range p.proxies {
+		pr.Partition()
+	}
+}
+func (p *procClient) heal() {
+	for _, pr := range p.proxies {
+		pr.Heal()
+	}
+}
+func (p *procClient) dropNextReply() {
+	for _, pr := range p.proxies {
+		pr.DropNextReply()
+	}
+}
+func (p *procClient) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+func (p *procClient) shutdown() {
+	p.signal(syscall.SIGCONT)
+	_ = p.stdin.Close()
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		p.kill()
+	}
+}
+
+// memClient: mem's store lives in this process, so its clients do too:
+// goroutines with a driver each. Kill is the driver's Kill (its locks stay
+// until their TTL), partition is the driver's Partition.
+type memClient struct {
+	cid    string
+	drv    *memlock.Driver
+	l      *distlock.Locker
+	cancel context.CancelFunc
+	done   chan struct{}
+	tr     *http.Transport
+	r      *run
+}
+
+func (r *run) startMemClient(cfg clientConfig) (client, error) {
+	d, err := r.mem.NewDriver(nil)
+	if err != nil {
+		return nil, err
+	}
+	var bd backend.Driver = d
+	if r.tg.wrap != nil {
+		bd = r.tg.wrap(d)
+	}
+	l := distlock.New(bd, distlock.WithDefaultTTL(cfg.TTL))
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &memClient{cid: cfg.ID, drv: d, l: l, cancel: cancel, done: make(chan struct{}), tr: &http.Transport{}, r: r}
+	go func() {
+		defer close(m.done)
+		runClient(ctx, cfg, l, &http.Client{Transport: m.tr, Timeout: 10 * time.Second}, r.handle)
+	}()
+	return m, nil
+}
+
+func (m *memClient) id() string { return m.cid }
+func (m *memClient) kill() {
+	at := time.Now().UnixNano()
+	m.drv.Kill()
+	m.r.closeHold(m.cid, at, "killed")
+	m.end()
+}
+func (m *memClient) end() {
+	m.cancel()
+	<-m.done
+	_ = m.l.Close()
+	m.tr.CloseIdleConnections()
+	m.r.closeHold(m.cid, time.Now().UnixNano(), "exited")
+}
+func (m *memClient) stop()          {}
+func (m *memClient) cont()          {}
+func (m *memClient) partition()     { m.drv.Partition(0) }
+func (m *memClient) heal()          { m.drv.Heal() }
+func (m *memClient) dropNextReply() {}
+func (m *memClient) shutdown()      { m.end() }
+func (m *memClient) exited() bool {
+	select {
+	case <-m.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (r *run) note(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.notes = append(r.notes, s)
+}
+
+// kinds are the fault kinds this run can inject, and why the others are
+// left out.
+func (r *run) kinds() (kinds []string, skipped []string) {
+	for _, k := range allKinds {
+		why := ""
+		switch {
+		case r.tg.kinds != nil && !contains(r.tg.kinds, k):
+			why = "not asked for"
+		case r.tg.spec == nil && k == fStop:
+			why = "mem clients are goroutines"
+		case r.tg.spec == nil && (k == fRestart || k == fReplyLoss):
+			why = "no server"
+		case r.tg.spec != nil && (k == fPartition || k == fReplyLoss) && newProxy == nil:
+			why = "no fault proxy in sandbox yet"
+		case r.tg.spec != nil && (k == fPartition || k == fReplyLoss) && r.tg.noProxy:
+			why = "cluster clients follow announced addresses"
+		case k == fRestart && r.g != nil && r.g.Provider() == "docker" && newProxy == nil && r.tg.spec.Topology != sandbox.Cluster:
+			why = "a restarted container gets a new port, which clients only follow through a proxy"
+		}
+		if why == "" {
+			kinds = append(kinds, k)
+		} else {
+			skipped = append(skipped, k+" ("+why+")")
+		}
+	}
+	return kinds, skipped
+}
+
+// nameHash mixes a backend's name into the seed, so that backends get
+// different schedules from one seed.
+func nameHash(name string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(name))
+	return h.Sum64()
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// outcome is what one run produced.
+type outcome struct {
+	name    string
+	seed    uint64
+	plan    []step
+	skipped []string
+	counts  map[string]int
+	res     check.Result
+	report  string
+	dropped int64
+}
+
+// execute runs tg under a seeded schedule and judges the history.
+func execute(t *testing.T, tg target, cfg runConfig) outcome {
+	r := &run{t: t, tg: tg, cfg: cfg, key: "faults", gens: make([]int, cfg.clients), open: map[string]*openHold{}, counts: map[string]int{}}
+	var err error
+	r.reg, err = startRegister(tg.acceptStale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.reg.Close() })
+	nodes := 0
+	if tg.spec == nil {
+		r.mem = memlock.NewStore()
+	} else {
+		r.g = sandbox.StartT(t, *tg.spec)
+		nodes = len(r.g.Nodes())
+	}
+	kinds, skipped := r.kinds()
+	plan := schedule(cfg.seed^nameHash(tg.name), kinds, cfg.clients, nodes, tg.ttl, cfg.duration)
+
+	clients := make([]client, cfg.clients)
+	var cmu sync.Mutex
+	shutdown := func() {
+		cmu.Lock()
+		defer cmu.Unlock()
+		var wg sync.WaitGroup
+		for _, c := range clients {
+			if c != nil {
+				wg.Go(c.shutdown)
+			}
+		}
+		wg.Wait()
+		clear(clients)
+	}
+	t.Cleanup(shutdown) // also when the test fails
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.duration+cfg.recovery+5*time.Minute)
+	defer cancel()
+	for i := range clients {
+		c, err := r.startClient(ctx, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients[i] = c
+	}
+	start := time.Now()
+	var lastHeal time.Time
+	for _, s := range plan {
+		if d := time.Until(start.Add(s.At)); d > 0 {
+			time.Sleep(d)
+		}
+		inj := time.Now()
+		target := fmt.Sprintf("client %s", clients[s.Slot].id())
+		switch {
+		case (s.Kind == fPause || s.Kind == fRestart) && r.g != nil:
+			target = r.g.Node(s.Node).Name()
+		case s.Kind == fPause:
+			target = "the store"
+		}
+		if err := r.inject(ctx, s, clients, &cmu); err != nil {
+			r.note(fmt.Sprintf("%s on %s: %v", s.Kind, target, err))
+		}
+		lastHeal = time.Now()
+		r.mu.Lock()
+		r.faults = append(r.faults, check.Fault{Kind: s.Kind, Target: target, Start: inj.UnixNano(), End: lastHeal.UnixNano()})
+		r.counts[s.Kind]++
+		r.mu.Unlock()
+	}
+	if d := time.Until(start.Add(cfg.duration)); d > 0 {
+		time.Sleep(d)
+	}
+	// Progress: wait (bounded) for a write accepted after the last heal,
+	// then a little longer.
+	if !lastHeal.IsZero() {
+		for until := time.Now().Add(cfg.recovery); time.Now().Before(until) && !r.reg.writeAfter(lastHeal.UnixNano()); {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	shutdown()
+	end := time.Now().UnixNano()
+	r.mu.Lock()
+	var left []string
+	for c := range r.open {
+		left = append(left, c)
+	}
+	r.mu.Unlock()
+	for _, c := range left {
+		r.closeHold(c, end, "end")
+	}
+	r.mu.Lock()
+	h := check.History{Ops: r.reg.history(), Holds: r.holds, Faults: r.faults, End: end}
+	if !lastHeal.IsZero() {
+		h.LastHeal = lastHeal.UnixNano()
+	}
+	notes := r.notes
+	r.mu.Unlock()
+	res := check.Check(h, check.Options{DoubleGrantsByDesign: tg.byDesign, RecoveryBound: cfg.recovery})
+	var b strings.Builder
+	res.Report(&b)
+	for _, n := range notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	return outcome{name: tg.name, seed: cfg.seed, plan: plan, skipped: skipped, counts: r.counts, res: res, report: b.String(), dropped: r.dropped.Load()}
+}
+
+// inject applies one step and heals it.
+func (r *run) inject(ctx context.Context, s step, clients []client, cmu *sync.Mutex) error {
+	cmu.Lock()
+	c := clients[s.Slot]
+	cmu.Unlock()
+	sleep := func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(s.For):
+		}
+	}
+	nctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	switch s.Kind {
+	case fKill:
+		c.kill()
+		sleep()
+		nc, err := r.startClient(ctx, s.Slot)
+		if err != nil {
+			return err
+		}
+		cmu.Lock()
+		clients[s.Slot] = nc
+		cmu.Unlock()
+	case fStop:
+		c.stop()
+		sleep()
+		c.cont()
+	case fPartition:
+		c.partition()
+		sleep()
+		c.heal()
+	case fReplyLoss:
+		c.dropNextReply()
+		sleep()
+	case fPause:
+		if r.g == nil {
+			r.mem.SetAvailable(false)
+			sleep()
+			r.mem.SetAvailable(true)
+			return nil
+		}
+		n := r.g.Node(s.Node)
+		if err := n.Pause(nctx); err != nil {
+			return err
+		}
+		sleep()
+		return n.Resume(nctx)
+	case fRestart:
+		n := r.g.Node(s.Node)
+		if err := n.Stop(nctx); err != nil {
+			return err
+		}
+		sleep()
+		if err := n.Start(nctx); err != nil {
+			return err
+		}
+		return r.g.Wait(nctx)
+	}
+	return nil
+}
+
+func (o outcome) counted() string {
+	var ks []string
+	for k := range o.counts {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	var parts []string
+	for _, k := range ks {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, o.counts[k]))
+		if k == fReplyLoss {
+			parts[len(parts)-1] += fmt.Sprintf(" (replies lost %d)", o.dropped)
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
+}
+
+func (o outcome) schedule() string {
+	var b strings.Builder
+	for _, s := range o.plan {
+		fmt.Fprintf(&b, "    %s\n", s)
+	}
+	return b.String()
+}

@@ -1,0 +1,491 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Direction selects which bytes of a [Proxy] connection a fault applies to.
+type Direction int
+
+const (
+	// Both directions.
+	Both Direction = iota
+	// Upstream: bytes from the client to the server.
+	Upstream
+	// Downstream: bytes from the server to the client.
+	Downstream
+)
+
+func (d Direction) String() string {
+	switch d {
+	case Both:
+		return "both"
+	case Upstream:
+		return "upstream"
+	case Downstream:
+		return "downstream"
+	}
+	return fmt.Sprintf("Direction(%d)", int(d))
+}
+
+// Proxy timings. Every wait of the proxy is bounded by one of these or by a
+// connection or the proxy closing.
+const (
+	proxyDialTimeout  = 5 * time.Second
+	proxyDrainTimeout = 2 * time.Second // a dropped reply's server side: wait for the server to close
+	proxyRelisten     = 2 * time.Second // Refuse(false): retrying to listen on the same port
+	proxyReplyWait    = 5 * time.Second // DropReply: longest wait for the matching reply
+	proxyChunk        = 32 << 10
+)
+
+// A Proxy is a fault-injecting TCP proxy on a loopback port, run in the
+// test process. It forwards each connection it accepts to the address its
+// target function returns at that moment (a container's mapped port
+// changes when the container is started again, so the target is asked per
+// connection), in both providers. Put one between a client and a server
+// (dial Addr instead of the server) and cut, delay, reset or refuse that
+// path, or lose one reply.
+//
+// Bytes are forwarded in chunks as they are read (at most 32 KiB each):
+// a fault applies to whole chunks. Every method is safe for concurrent use
+// and returns at once, except Close.
+type Proxy struct {
+	target func() string
+	addr   string
+	ctx    context.Context // canceled by Close: ends dials
+	cancel context.CancelFunc
+	done   chan struct{} // closed by Close
+
+	mu        sync.Mutex
+	ln        net.Listener // nil while refusing
+	listenErr error        // the last failure to listen again after Refuse(false)
+	holdUp    bool
+	holdDown  bool
+	healed    chan struct{} // closed while nothing is held; replaced when a hold begins
+	latency   time.Duration
+	dropMatch func([]byte) bool // armed reply loss: the request it applies to; nil when unarmed
+	dropUntil func(request, reply []byte) bool
+	dropped   int
+	links     map[*link]struct{}
+	closed    bool
+
+	wg sync.WaitGroup
+}
+
+// link is one proxied connection.
+type link struct {
+	client, server *net.TCPConn
+	done           chan struct{} // closed when the link ends
+	once           sync.Once
+
+	downMu    sync.Mutex // held while forwarding a reply, and while sending a request whose reply is to be lost
+	drop      bool       // guarded by downMu: reply bytes are to be lost
+	dropReq   []byte     // guarded by downMu: the request whose reply is lost
+	dropUntil func(request, reply []byte) bool
+	dropAt    time.Time
+
+	mu       sync.Mutex
+	draining bool // the server side belongs to the reply-loss drain
+}
+
+// StartProxy listens on a free 127.0.0.1 port and forwards every connection
+// it accepts to target(), asked once per connection.
+func StartProxy(target func() string) (*Proxy, error) {
+	if target == nil {
+		return nil, errors.New("sandbox: proxy: nil target")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: proxy: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	healed := make(chan struct{})
+	close(healed)
+	p := &Proxy{
+		target: target, addr: ln.Addr().String(), ctx: ctx, cancel: cancel,
+		done: make(chan struct{}), ln: ln, healed: healed, links: map[*link]struct{}{},
+	}
+	p.wg.Add(1)
+	go p.accept(ln)
+	return p, nil
+}
+
+// StartProxyT is StartProxy for a test: it fails the test if the proxy
+// cannot start and closes the proxy in t.Cleanup.
+func StartProxyT(t testing.TB, target func() string) *Proxy {
+	t.Helper()
+	p, err := StartProxy(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// Addr is the proxy's host:port; it stays the same for the proxy's life.
+func (p *Proxy) Addr() string { return p.addr }
+
+// Blackhole holds back the bytes sent in dir, on current connections and
+// on new ones, until Heal: nothing is refused or closed, a chunk in flight
+// waits in the proxy and the rest in the kernels' buffers (TCP flow
+// control), as a partition does to packets TCP keeps retransmitting. After
+// Heal they are delivered, in order, on connections nobody closed meanwhile.
+func (p *Proxy) Blackhole(dir Direction) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.holdUp && !p.holdDown {
+		p.healed = make(chan struct{})
+	}
+	p.holdUp = p.holdUp || dir == Both || dir == Upstream
+	p.holdDown = p.holdDown || dir == Both || dir == Downstream
+}
+
+// Latency delays every chunk, in both directions, by d until Heal.
+func (p *Proxy) Latency(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.latency = max(d, 0)
+}
+
+// Reset closes every current connection at once, with an RST to both the
+// client and the server (SO_LINGER 0); bytes held by the proxy are lost.
+// New connections are accepted as before.
+func (p *Proxy) Reset() {
+	p.mu.Lock()
+	links := make([]*link, 0, len(p.links))
+	for l := range p.links {
+		links = append(links, l)
+	}
+	p.mu.Unlock()
+	for _, l := range links {
+		l.abort()
+	}
+}
+
+// Refuse(true) stops listening, so that new connections are refused
+// (ECONNREFUSED); current connections carry on. Refuse(false) and Heal
+// listen again on the same port.
+func (p *Proxy) Refuse(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if on {
+		if p.ln != nil {
+			_ = p.ln.Close()
+			p.ln = nil
+		}
+		return
+	}
+	p.relistenLocked()
+}
+
+// relistenLocked listens on the proxy's port again if it stopped. p.mu is
+// held; the port was ours a moment ago, so a few retries are enough.
+func (p *Proxy) relistenLocked() {
+	if p.ln != nil || p.closed {
+		return
+	}
+	deadline := time.Now().Add(proxyRelisten)
+	for {
+		ln, err := net.Listen("tcp", p.addr)
+		if err == nil {
+			p.ln, p.listenErr = ln, nil
+			p.wg.Add(1)
+			go p.accept(ln)
+			return
+		}
+		if time.Now().After(deadline) {
+			p.listenErr = err
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// DropNextReply loses one reply: the next chunk any client sends through
+// the proxy is delivered to the server, and the server's bytes that follow
+// on that connection are discarded. The client's side of that connection
+// is then closed (the client reads EOF, as from a peer or a proxy that
+// closed the connection), and the server's side is closed only after the
+// server has been sent a FIN and had up to 2 s to finish (so the request
+// surely runs: no RST can discard it in the server's kernel). The client
+// sees a failed call whose effect happened; its own retry policy applies.
+// It returns at once; Dropped counts the replies lost.
+func (p *Proxy) DropNextReply() { p.DropReply(nil, nil) }
+
+// DropReply is DropNextReply for a store's own protocol: the loss applies
+// to the next client chunk for which request returns true (nil: any), and
+// server bytes after it are discarded until the first chunk for which
+// reply(req, chunk) returns true (nil: the first chunk), which is
+// discarded too before the connection is closed as DropNextReply does.
+// So background traffic (pings, keep-alives, flow control) neither takes
+// the loss nor ends it early. If no reply matches within 5 s, the next
+// server chunk ends it anyway. The functions must not keep their
+// arguments.
+func (p *Proxy) DropReply(request func(chunk []byte) bool, reply func(request, chunk []byte) bool) {
+	if request == nil {
+		request = func([]byte) bool { return true }
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dropMatch, p.dropUntil = request, reply
+}
+
+// Dropped reports how many replies were lost so far.
+func (p *Proxy) Dropped() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dropped
+}
+
+// Heal ends Blackhole (held bytes flow again), Latency and Refuse. An
+// armed DropNextReply stays armed.
+func (p *Proxy) Heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.holdUp || p.holdDown {
+		close(p.healed)
+	}
+	p.holdUp, p.holdDown = false, false
+	p.latency = 0
+	p.relistenLocked()
+}
+
+// Close stops listening, closes every connection and waits for every
+// goroutine of the proxy. It is idempotent.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	close(p.done)
+	p.cancel()
+	if p.ln != nil {
+		_ = p.ln.Close()
+		p.ln = nil
+	}
+	links := make([]*link, 0, len(p.links))
+	for l := range p.links {
+		links = append(links, l)
+	}
+	p.mu.Unlock()
+	for _, l := range links {
+		l.abort()
+	}
+	p.wg.Wait()
+	return nil
+}
+
+func (p *Proxy) String() string { return "proxy " + p.addr }
+
+// accept serves one listener until it is closed (Refuse or Close).
+func (p *Proxy) accept(ln net.Listener) {
+	defer p.wg.Done()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			_ = c.Close()
+			return
+		}
+		p.wg.Add(1)
+		p.mu.Unlock()
+		go p.serve(c.(*net.TCPConn))
+	}
+}
+
+// serve dials the target for client and forwards both ways until the
+// connection ends.
+func (p *Proxy) serve(client *net.TCPConn) {
+	defer p.wg.Done()
+	d := net.Dialer{Timeout: proxyDialTimeout}
+	sc, err := d.DialContext(p.ctx, "tcp", p.target())
+	if err != nil {
+		_ = client.SetLinger(0) // as a connection refused further on
+		_ = client.Close()
+		return
+	}
+	l := &link{client: client, server: sc.(*net.TCPConn), done: make(chan struct{})}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		l.abort()
+		return
+	}
+	p.links[l] = struct{}{}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Go(func() { p.pipe(l, Upstream) })
+	wg.Go(func() { p.pipe(l, Downstream) })
+	wg.Wait()
+	p.mu.Lock()
+	delete(p.links, l)
+	p.mu.Unlock()
+}
+
+// pipe forwards one direction of l until either side ends.
+func (p *Proxy) pipe(l *link, dir Direction) {
+	src := l.client
+	if dir == Downstream {
+		src = l.server
+	}
+	buf := make([]byte, proxyChunk)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if !p.pass(l, dir) {
+				return
+			}
+			if dir == Upstream {
+				if !p.forwardRequest(l, buf[:n]) {
+					return
+				}
+			} else if !p.forwardReply(l, buf[:n]) {
+				return
+			}
+		}
+		if err != nil {
+			l.shut()
+			return
+		}
+	}
+}
+
+// forwardRequest sends a client chunk to the server, arming l's reply loss
+// if the chunk is the one DropNextReply waits for.
+func (p *Proxy) forwardRequest(l *link, chunk []byte) bool {
+	p.mu.Lock()
+	claim := p.dropMatch != nil && p.dropMatch(chunk)
+	until := p.dropUntil
+	if claim {
+		p.dropMatch, p.dropUntil = nil, nil
+	}
+	p.mu.Unlock()
+	if !claim {
+		if _, err := l.server.Write(chunk); err != nil {
+			l.shut()
+			return false
+		}
+		return true
+	}
+	// No reply bytes may pass between arming and the request being sent.
+	l.downMu.Lock()
+	l.drop, l.dropReq, l.dropUntil, l.dropAt = true, bytes.Clone(chunk), until, time.Now()
+	_, err := l.server.Write(chunk)
+	l.downMu.Unlock()
+	if err != nil {
+		l.shut()
+		return false
+	}
+	return true
+}
+
+// forwardReply sends a server chunk to the client, or loses it (and what
+// follows) if l's reply loss is armed.
+func (p *Proxy) forwardReply(l *link, chunk []byte) bool {
+	l.downMu.Lock()
+	if !l.drop {
+		_, err := l.client.Write(chunk)
+		l.downMu.Unlock()
+		if err != nil {
+			l.shut()
+			return false
+		}
+		return true
+	}
+	end := l.dropUntil == nil || l.dropUntil(l.dropReq, chunk) || time.Since(l.dropAt) > proxyReplyWait
+	l.downMu.Unlock()
+	if !end {
+		return true // background traffic: lost too, the reply still to come
+	}
+	p.mu.Lock()
+	p.dropped++
+	p.mu.Unlock()
+	l.dropReply()
+	return false
+}
+
+// pass waits while dir is held, then for the added latency. It returns
+// false if the link or the proxy ended meanwhile.
+func (p *Proxy) pass(l *link, dir Direction) bool {
+	for {
+		p.mu.Lock()
+		held := (dir == Upstream && p.holdUp) || (dir == Downstream && p.holdDown)
+		healed, lat := p.healed, p.latency
+		p.mu.Unlock()
+		if !held {
+			if lat <= 0 {
+				return true
+			}
+			t := time.NewTimer(lat)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				return true
+			case <-l.done:
+				return false
+			case <-p.done:
+				return false
+			}
+		}
+		select {
+		case <-healed:
+		case <-l.done:
+			return false
+		case <-p.done:
+			return false
+		}
+	}
+}
+
+// shut ends l: both sides closed (the server's side left to the reply-loss
+// drain if one runs).
+func (l *link) shut() {
+	l.once.Do(func() {
+		close(l.done)
+		_ = l.client.Close()
+		l.mu.Lock()
+		draining := l.draining
+		l.mu.Unlock()
+		if !draining {
+			_ = l.server.Close()
+		}
+	})
+}
+
+// abort resets both sides of l at once.
+func (l *link) abort() {
+	_ = l.client.SetLinger(0)
+	_ = l.server.SetLinger(0)
+	l.shut()
+	_ = l.client.Close()
+	_ = l.server.Close() // also ends a drain
+}
+
+// dropReply closes the client's side and lets the server finish: it is
+// sent a FIN, its bytes are read and discarded until it closes or 2 s
+// pass, then its side is closed. Run by the downstream pipe, which then
+// returns.
+func (l *link) dropReply() {
+	l.mu.Lock()
+	l.draining = true
+	l.mu.Unlock()
+	l.shut()
+	_ = l.server.CloseWrite()
+	_ = l.server.SetReadDeadline(time.Now().Add(proxyDrainTimeout))
+	_, _ = io.Copy(io.Discard, l.server)
+	_ = l.server.Close()
+}
