@@ -25,7 +25,7 @@ var aclLockUser = []string{
 	"~distlock:*", "&distlock:*",
 	"+evalsha", "+eval", "+subscribe", "+unsubscribe", "+ping",
 	// called by the scripts
-	"+hget", "+hset", "+hdel", "+hincrby", "+get", "+set", "+incr", "+del", "+exists",
+	"+hget", "+hset", "+hsetnx", "+hexists", "+hdel", "+hincrby", "+get", "+set", "+incr", "+del", "+exists",
 	"+pexpire", "+pttl", "+publish", "+time", "+zadd", "+zrange", "+zrem", "+zscore",
 	// Inspect
 	"+hgetall", "+zcard",
@@ -254,12 +254,12 @@ func TestACLErrors(t *testing.T) {
 		if !strings.Contains(err.Error(), "release") {
 			t.Errorf("the failure is not the release's: %v", err)
 		}
-		n, kerr := admin.Exists(ctx, keysFor(DefaultPrefix, "acl-"+strings.ReplaceAll(t.Name(), "/", "-")).lock).Result()
+		held, kerr := admin.HExists(ctx, keysFor(DefaultPrefix, "acl-"+strings.ReplaceAll(t.Name(), "/", "-")).lock, "o").Result()
 		if kerr != nil {
 			t.Fatal(kerr)
 		}
-		if n != 0 {
-			t.Errorf("the lock key still exists after the release script failed at PUBLISH")
+		if held {
+			t.Errorf("the lock is still held after the release script failed at PUBLISH")
 		}
 	})
 	t.Run("Acquire with a wrong password", func(t *testing.T) {

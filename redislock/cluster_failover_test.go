@@ -150,7 +150,7 @@ func redisKeySlot(key string) int {
 }
 
 // replicaHas waits (up to 2s) until the replica at node i has key's lock
-// hash, read with READONLY.
+// held (its owner field), read with READONLY.
 func (cf *clusterFailover) replicaHas(ctx context.Context, i int, key string) bool {
 	cf.t.Helper()
 	c := redis.NewClient(&redis.Options{
@@ -159,8 +159,8 @@ func (cf *clusterFailover) replicaHas(ctx context.Context, i int, key string) bo
 	})
 	defer c.Close()
 	for range 40 {
-		n, err := c.Exists(ctx, keysFor(DefaultPrefix, key).lock).Result()
-		if err == nil && n == 1 {
+		held, err := c.HExists(ctx, keysFor(DefaultPrefix, key).lock, "o").Result()
+		if err == nil && held {
 			return true
 		}
 		time.Sleep(50 * time.Millisecond)

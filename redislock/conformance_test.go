@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/internal/hooktest"
 	"github.com/distlock/distlock/sandbox"
 )
 
@@ -46,4 +47,29 @@ func TestConformanceClusterNotify(t *testing.T) {
 	h := newHarness(g, "cluster")
 	h.opts = &Options{Wait: WaitNotify}
 	conformance.Run(t, h.maker())
+}
+
+// TestHarnessHooks checks the harness's Partitioner and ReplyDropper
+// (per-driver proxies) before the conformance cases rely on them.
+func TestHarnessHooks(t *testing.T) {
+	for _, tc := range []struct {
+		mode string
+		spec sandbox.Spec
+	}{
+		{"single", sandbox.Spec{Kind: sandbox.Redis}},
+		{"redlock", sandbox.Spec{Kind: sandbox.Redis, Nodes: 3}},
+		{"cluster", sandbox.Spec{Kind: sandbox.Redis, Topology: sandbox.Cluster}},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			if testing.Short() && tc.mode != "single" {
+				t.Skip("short mode")
+			}
+			g := sandbox.StartT(t, tc.spec)
+			h, err := newHarness(g, tc.mode).maker()(t.Context(), t)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hooktest.Run(t, h)
+		})
+	}
 }

@@ -17,6 +17,11 @@ import (
 // with millisecond precision; shorter leases would be all drift margin.
 const MinTTL = 10 * time.Millisecond
 
+// MaxTTL is the longest lease TTL the driver accepts: the library's limit
+// (backend.TTLLimit). Redis itself keeps far longer expiries; the limit
+// keeps every millisecond count exact in Lua's numbers.
+const MaxTTL = backend.TTLLimit
+
 // cleanupTimeout bounds the owner-checked cleanup after an acquisition
 // whose outcome is unknown.
 const cleanupTimeout = time.Second
@@ -153,13 +158,14 @@ func New(c redis.UniversalClient, opts *Options) (*Driver, error) {
 	if cluster && o.WaitReplicas > 0 {
 		return nil, fmt.Errorf("redislock: %w: WaitReplicas (wait_replicas) is not supported with a Redis Cluster client", backend.ErrInvalidConfig)
 	}
-	d := &Driver{c: c, opts: o, notify: newNotifier(c), inbox: o.Prefix + ":inbox:" + newWaitID()}
+	d := &Driver{c: c, opts: o, notify: newNotifier(c), inbox: o.Prefix + ":inbox:" + newID()}
 	d.caps = backend.Capabilities{
 		Name:                "redis",
 		Wait:                backend.WaitNotify,
 		Lifetime:            backend.LifetimeTTL,
 		PerLockTTL:          true,
 		MinTTL:              MinTTL,
+		MaxTTL:              MaxTTL,
 		CrossProcessReentry: true,
 		Replication:         "single primary; asynchronous replication can lose a grant on failover",
 	}
@@ -207,16 +213,21 @@ func (d *Driver) keys(key string) keyset { return keysFor(d.opts.Prefix, key) }
 // TryAcquire implements backend.Driver: one run of the acquire script,
 // followed by WAIT when Options.WaitReplicas is set.
 func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	if err := ctx.Err(); err != nil {
+		// Nothing was sent: nothing to clean up.
+		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w", req.Key, context.Cause(ctx))
+	}
 	ks := d.keys(req.Key)
+	hold := newID()
 	sent := time.Now()
-	res, err := d.acquire(ctx, ks, req.Owner, req.TTL)
+	res, err := d.acquire(ctx, ks, req.Owner, hold, req.TTL)
 	if err != nil {
 		if notAllowed(err) {
 			return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: %w", req.Key, backend.ErrInvalidConfig, err)
 		}
 		d.suspect(err)
-		// The script may have run: remove what it may have left.
-		cerr := d.cleanup(ctx, ks, req.Owner)
+		// The script may have run: remove this attempt's hold, if any.
+		cerr := d.cleanup(ctx, ks, req.Owner, hold)
 		kind := backend.ErrUnavailable
 		if scriptRefused(err) {
 			kind = backend.ErrInvalidConfig
@@ -226,7 +237,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.G
 	if !res.held {
 		return backend.Grant{}, backend.NotAcquired(req.Key, res.pttl)
 	}
-	l := &lock{d: d, key: req.Key, ks: ks, owner: req.Owner}
+	l := &lock{d: d, key: req.Key, ks: ks, owner: req.Owner, hold: hold}
 	if d.opts.WaitReplicas > 0 && res.acked < d.opts.WaitReplicas {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
@@ -266,11 +277,12 @@ func scriptRefused(err error) bool {
 	return strings.Contains(err.Error(), "can't run this command")
 }
 
-// cleanup removes a lock the owner may hold after a failed acquisition.
-func (d *Driver) cleanup(ctx context.Context, ks keyset, owner string) error {
+// cleanup gives back the hold a failed acquisition attempt may have left
+// (only that attempt's: never another hold of the same owner).
+func (d *Driver) cleanup(ctx context.Context, ks keyset, owner, hold string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	err := releaseScript.Run(ctx, d.c, ks.releaseKeys(), owner, ks.channel, "release").Err()
+	_, err := release(ctx, d.c, ks, owner, hold, "release")
 	if err != nil {
 		return fmt.Errorf("cleanup failed, the lock expires by its TTL: %w", err)
 	}
@@ -292,19 +304,19 @@ func parseAcquire(v []int64) (acquireResult, error) {
 	}
 	r := acquireResult{held: v[0] == 1, token: uint64(v[1]), counter: uint64(v[3])}
 	if v[2] > 0 {
-		r.pttl = time.Duration(v[2]) * time.Millisecond
+		r.pttl = time.Duration(min(v[2], MaxTTL.Milliseconds())) * time.Millisecond
 	}
 	return r, nil
 }
 
 // acquire runs the acquire script, with WAIT on the same connection when
 // replicas must acknowledge.
-func (d *Driver) acquire(ctx context.Context, ks keyset, owner string, ttl time.Duration) (acquireResult, error) {
+func (d *Driver) acquire(ctx context.Context, ks keyset, owner, hold string, ttl time.Duration) (acquireResult, error) {
 	if d.opts.Wait == WaitQueue {
-		return d.fairAttempt(ctx, ks, owner, ttl, false, 0, "", 0)
+		return d.fairAttempt(ctx, ks, owner, ttl, false, 0, hold, 0)
 	}
 	keys := []string{ks.lock, ks.fence}
-	args := []any{owner, millis(ttl), "0"}
+	args := []any{owner, millis(ttl), "0", hold}
 	if d.opts.WaitReplicas == 0 {
 		v, err := acquireScript.Run(ctx, d.c, keys, args...).Int64Slice()
 		if err != nil {
@@ -321,7 +333,7 @@ func (d *Driver) acquire(ctx context.Context, ks keyset, owner string, ttl time.
 			} else {
 				acq = acquireScript.Eval(ctx, p, keys, args...)
 			}
-			wait = p.Do(ctx, "WAIT", d.opts.WaitReplicas, d.opts.WaitTimeout.Milliseconds())
+			wait = p.Do(ctx, "WAIT", d.opts.WaitReplicas, millis(d.opts.WaitTimeout)) // 0 would wait forever
 			return nil
 		})
 		return err
@@ -343,10 +355,16 @@ func (d *Driver) acquire(ctx context.Context, ks keyset, owner string, ttl time.
 	return r, err
 }
 
-// millis is ttl in whole milliseconds, rounded up so the store never keeps
-// a lock for less than asked.
-func millis(ttl time.Duration) int64 {
-	return max(1, int64((ttl+time.Millisecond-1)/time.Millisecond))
+// millis is d in whole milliseconds, rounded up so the store never keeps a
+// lock for less than asked, and at least 1. It never overflows: the
+// portable layer asks for at most backend.TTLLimit, and a duration within
+// a millisecond of the largest one saturates instead of wrapping.
+func millis(d time.Duration) int64 {
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return max(1, ms)
 }
 
 // Subscribe implements backend.Notifier over the driver's one shared

@@ -9,7 +9,7 @@ import (
 	_ "github.com/distlock/distlock/redislock"
 )
 
-// Opening a URL dials nothing, and every mistake in it is reported at once,
+// Every mistake in a URL is reported at once, before anything is dialed,
 // naming the bad part but never the password.
 func Example_invalidURL() {
 	_, err := distlock.Open(context.Background(), "redis://app:secret@127.0.0.1:6379/0?ttl=10s&wait_replicas=1&colour=blue")
@@ -17,5 +17,5 @@ func Example_invalidURL() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// distlock: open redis://app:xxxxx@127.0.0.1:6379/0?colour=blue&ttl=10s&wait_replicas=1: redislock: distlock: invalid configuration: unknown parameter(s): colour
+	// distlock: open redis://app:xxxxx@127.0.0.1:6379/0?colour=xxxxx&ttl=10s&wait_replicas=1: redislock: distlock: invalid configuration: unknown parameter(s): colour
 }

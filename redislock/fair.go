@@ -6,34 +6,30 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/distlock/distlock/backend"
 )
 
 // Queue mode (WaitQueue, URL wait=queue, the default where supported):
-// waiters queue in Redis, oldest
-// first, and a release hands the lock straight to the oldest live waiter
-// (releaseScript's handOff). The hand-off message names the wait it was
-// handed to and carries the token: it is the grant, so a hand-off costs the
-// releaser's one round trip and one pub/sub push, and the new holder none.
-// Hand-offs go to the waiter's driver's own inbox channel, subscribed
-// once per driver, so a release wakes one connection, not every waiter of
-// the key. A waiter proves it is alive by re-running waitScript every heartbeat; one
-// that stops (its process died) is skipped after its liveness window, and a
-// lock handed to it expires after that window. A waiter that misses the
-// message finds the lock handed to it at its next attempt (woken early when
-// the pub/sub connection breaks).
+// waiters queue in Redis, oldest first, and a release hands the lock
+// straight to the oldest live waiter (releaseScript's handOff): the lock is
+// recorded held by that waiter's wait before the releaser's script ends, so
+// no one can jump the queue. A message on the waiter's driver's own inbox
+// channel (subscribed once per driver, so a release wakes one connection,
+// not every waiter of the key) wakes the waiter, whose next attempt finds
+// the lock held by its wait and confirms it: the grant is read from the
+// lock's own state in Redis, never from the message, which anyone allowed
+// to PUBLISH could forge. A hand-off thus costs the releaser's round trip,
+// one pub/sub push and the waiter's confirming round trip. A waiter proves
+// it is alive by re-running waitScript every heartbeat; one that stops
+// (its process died) is skipped after its liveness window, and a lock
+// handed to it expires after that window. A waiter that misses the message
+// finds the lock handed to it at its next heartbeat (woken early when the
+// pub/sub connection breaks).
 //
-// Validity of a grant by message: the hand-off ran after the waiter's
-// attempt that the message names (that attempt wrote the queue entry the
-// hand-off read) and set the lock's TTL to min(TTL, window). So the lock
-// lives at least until that attempt's send time + min(TTL, window), in the
-// waiter's clock, minus drift; the Grant states exactly that (TTL = the
-// handed life), and renewals, the first due after a third of that life,
-// extend it to the full TTL.
+// Validity: the confirming attempt extends the lock to the full TTL, so
+// the grant is valid from that attempt's send time, as any acquisition.
 
 // heartbeat is how often a fair waiter renews its place for a lease of
 // ttl; its liveness window is three heartbeats.
@@ -41,26 +37,18 @@ func heartbeat(ttl time.Duration) time.Duration {
 	return min(max(ttl/3, 50*time.Millisecond), time.Second)
 }
 
-// recentAttempts is how many of a wait's latest attempts a hand-off message
-// may name and still be taken as the grant; older ones are confirmed by a
-// round trip instead.
-const recentAttempts = 16
-
-// Wait implements backend.Waiter in queue mode.
+// Wait implements backend.Waiter in queue mode. Every attempt of one Wait
+// is the same hold (the wait's id), so a retried or repeated attempt
+// confirms rather than counts again, and giving up gives back exactly what
+// this wait may hold.
 func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	if err := ctx.Err(); err != nil {
+		return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w", req.Key, context.Cause(ctx))
+	}
 	ks := d.keys(req.Key)
-	wait := newWaitID()
+	wait := newID()
 	out := make(chan struct{}, 1)
-	handed := make(chan string, 4)
-	unsubscribe, err := d.notify.subscribe(ctx, d.inbox, out, filter{
-		only: "h:" + wait + ":",
-		got: func(payload string) {
-			select {
-			case handed <- payload:
-			default: // the next attempt confirms the hand-off instead
-			}
-		},
-	})
+	unsubscribe, err := d.notify.subscribe(ctx, d.inbox, out, filter{only: "h:" + wait})
 	if err != nil {
 		kind := backend.ErrUnavailable
 		if notAllowed(err) {
@@ -71,29 +59,25 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 	defer unsubscribe()
 	beat := heartbeat(req.TTL)
 	window := 3 * beat
-	var sent [recentAttempts]time.Time // send time of attempt n at n%recentAttempts
-	attempts := 0
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
-	for {
-		n := attempts
-		attempts++
-		sent[n%recentAttempts] = time.Now()
-		res, err := d.fairAttempt(ctx, ks, req.Owner, req.TTL, true, window, wait, n)
-		if err != nil && notAllowed(err) && n == 0 {
+	for attempt := 0; ; attempt++ {
+		sent := time.Now()
+		res, err := d.fairAttempt(ctx, ks, req.Owner, req.TTL, true, window, wait, attempt)
+		if err != nil && notAllowed(err) && attempt == 0 {
 			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w", req.Key, backend.ErrInvalidConfig, err)
 		}
 		if err != nil {
 			d.suspect(err)
-			// The script may have taken or confirmed the lock: give back
-			// both a hand-off and a hold.
-			aerr := errors.Join(d.abandon(ctx, ks, req.Owner, wait), d.cleanup(ctx, ks, req.Owner))
+			// The script may have taken or confirmed the lock for this
+			// wait: give that back, and the place in the queue.
+			aerr := d.abandon(ctx, ks, req.Owner, wait)
 			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w", req.Key, backend.ErrUnavailable, errors.Join(err, aerr))
 		}
 		if res.held {
-			l := &lock{d: d, key: req.Key, ks: ks, owner: req.Owner}
-			return backend.Grant{Lock: l, Token: res.token, ValidFrom: sent[n%recentAttempts]}, nil
+			l := &lock{d: d, key: req.Key, ks: ks, owner: req.Owner, hold: wait}
+			return backend.Grant{Lock: l, Token: res.token, ValidFrom: sent}, nil
 		}
 		delay := beat
 		if res.pttl > 0 && res.pttl < delay {
@@ -110,48 +94,19 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 			aerr := d.abandon(ctx, ks, req.Owner, wait)
 			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w", req.Key, errors.Join(context.Cause(ctx), aerr))
 		}
-		select {
-		case payload := <-handed:
-			a, token, ok := parseHandOff(payload)
-			if !ok || a >= attempts || a < attempts-recentAttempts {
-				continue
-			}
-			from := sent[a%recentAttempts]
-			life := min(req.TTL, window)
-			if time.Since(from) > life/2 {
-				continue // a late message: confirm with a round trip
-			}
-			l := &lock{d: d, key: req.Key, ks: ks, owner: req.Owner}
-			return backend.Grant{Lock: l, Token: token, TTL: life, ValidFrom: from}, nil
-		default:
-		}
 	}
 }
 
-// parseHandOff reads "h:<wait>:<attempt>:<token>".
-func parseHandOff(payload string) (attempt int, token uint64, ok bool) {
-	parts := strings.Split(payload, ":")
-	if len(parts) != 4 || parts[0] != "h" {
-		return 0, 0, false
-	}
-	a, err1 := strconv.Atoi(parts[2])
-	t, err2 := strconv.ParseUint(parts[3], 10, 64)
-	if err1 != nil || err2 != nil || a < 0 || t == 0 {
-		return 0, 0, false
-	}
-	return a, t, true
-}
-
-// newWaitID names one wait: 16 hex digits, unique with overwhelming
-// probability.
-func newWaitID() string {
+// newID names one hold or wait: 16 hex digits, unique with overwhelming
+// probability among the holds of one lock.
+func newID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	return hex.EncodeToString(b[:])
 }
 
 // fairAttempt runs waitScript: take, confirm a hand-off or (with enqueue)
-// queue up as attempt number attempt of wait.
+// queue up as attempt number attempt of wait (the hold's id).
 func (d *Driver) fairAttempt(ctx context.Context, ks keyset, owner string, ttl time.Duration, enqueue bool, window time.Duration, wait string, attempt int) (acquireResult, error) {
 	flag := "0"
 	if enqueue {
@@ -169,7 +124,7 @@ func (d *Driver) fairAttempt(ctx context.Context, ks keyset, owner string, ttl t
 func (d *Driver) abandon(ctx context.Context, ks keyset, owner, wait string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if err := releaseScript.Run(ctx, d.c, ks.releaseKeys(), owner, ks.channel, "abandon", wait).Err(); err != nil {
+	if _, err := release(ctx, d.c, ks, owner, wait, "abandon"); err != nil {
 		return fmt.Errorf("leaving the queue failed; the place expires within its liveness window: %w", err)
 	}
 	return nil

@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,10 +29,11 @@ func queueDriver(t *testing.T) (*redis.Client, *Driver) {
 }
 
 // TestFairHandOffProtocol drives the fair-mode scripts step by step: a
-// release hands the lock to the oldest live waiter, who holds it at once
-// (n=1) with a message that carries its token; a waiter that missed the
-// message confirms the hand-off without counting a second hold; a waiter
-// that gives up passes the lock on; a dead waiter is skipped.
+// release hands the lock to the oldest live waiter, recording it held by
+// the waiter's wait (n=1) and waking it with a message that grants
+// nothing; the waiter's next attempt confirms the hand-off without
+// counting a second hold; a waiter that gives up passes the lock on; a
+// dead waiter is skipped.
 func TestFairHandOffProtocol(t *testing.T) {
 	c, d := queueDriver(t)
 	ctx := testCtx(t, 30*time.Second)
@@ -40,9 +42,9 @@ func TestFairHandOffProtocol(t *testing.T) {
 	// Hand-offs go to the driver's inbox, "released" to the key's channel.
 	ps := c.Subscribe(ctx, d.inbox)
 	defer ps.Close()
-	hold := func(key, owner string) acquireResult {
+	hold := func(key, owner, id string) acquireResult {
 		t.Helper()
-		r, err := d.fairAttempt(ctx, d.keys(key), owner, ttl, false, 0, "", 0)
+		r, err := d.fairAttempt(ctx, d.keys(key), owner, ttl, false, 0, id, 0)
 		if err != nil || !r.held {
 			t.Fatalf("%s takes %q: %+v, %v", owner, key, r, err)
 		}
@@ -55,10 +57,9 @@ func TestFairHandOffProtocol(t *testing.T) {
 			t.Fatalf("%s queues for %q: %+v, %v", owner, key, r, err)
 		}
 	}
-	release := func(key, owner string) int64 {
+	release := func(key, owner, id string) int64 {
 		t.Helper()
-		ks := d.keys(key)
-		n, err := releaseScript.Run(ctx, c, ks.releaseKeys(), owner, ks.channel, "release").Int64()
+		n, err := release(ctx, c, d.keys(key), owner, id, "release")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,39 +87,46 @@ func TestFairHandOffProtocol(t *testing.T) {
 		}
 	}
 
-	t.Run("hand-off is the grant", func(t *testing.T) {
+	t.Run("hand-off is recorded, then confirmed", func(t *testing.T) {
 		key := "handoff"
 		if err := ps.Subscribe(ctx, d.keys(key).channel); err != nil {
 			t.Fatal(err)
 		}
-		h0 := hold(key, "holder")
+		h0 := hold(key, "holder", "h0")
 		enqueue(key, "waiter", "w1", 7, window)
-		if n := release(key, "holder"); n != 0 {
+		if n := release(key, "holder", "h0"); n != 0 {
 			t.Fatalf("release: %d", n)
 		}
 		want := h0.token + 1
-		message(fmt.Sprintf("h:w1:7:%d", want))
+		message("h:w1")
 		h, pttl := lockHash(key)
-		if h["o"] != "waiter" || h["n"] != "1" || h["h"] != "w1" || h["t"] != fmt.Sprint(want) {
+		if h["o"] != "waiter" || h["n"] != "1" || h["a:w1"] != "1" || h["t"] != fmt.Sprint(want) {
 			t.Fatalf("after hand-off: %v", h)
 		}
 		if pttl <= 0 || pttl > window {
 			t.Fatalf("handed lock lives %v, want at most the waiter's window %v", pttl, window)
 		}
-		// The waiter missed the message: its next attempt confirms the
-		// hand-off, extends it to the full TTL, and counts no second hold.
+		// The waiter's next attempt confirms the hand-off, extends it to
+		// the full TTL, and counts no second hold.
 		r, err := d.fairAttempt(ctx, d.keys(key), "waiter", ttl, true, window, "w1", 8)
 		if err != nil || !r.held || r.token != want || r.pttl < ttl-time.Second {
 			t.Fatalf("confirm: %+v, %v", r, err)
 		}
-		h, _ = lockHash(key)
-		if h["n"] != "1" || h["h"] != "" {
+		if h, _ = lockHash(key); h["n"] != "1" {
 			t.Fatalf("after confirm: %v", h)
 		}
-		if n := release(key, "waiter"); n != 0 {
+		if n := release(key, "waiter", "w1"); n != 0 {
 			t.Fatalf("one release must free the confirmed hand-off, count left %d", n)
 		}
 		message("released") // on the key's channel
+		// A second delivery of that release (a retry) succeeds and frees
+		// nothing more; an unknown hold's release fails.
+		if n := release(key, "waiter", "w1"); n != 0 {
+			t.Errorf("a retried release: %d, want 0", n)
+		}
+		if n := release(key, "waiter", "w2"); n != -1 {
+			t.Errorf("the release of a hold never taken: %d, want -1", n)
+		}
 	})
 
 	t.Run("abandoned hand-off passes on", func(t *testing.T) {
@@ -126,18 +134,18 @@ func TestFairHandOffProtocol(t *testing.T) {
 		if err := ps.Subscribe(ctx, d.keys(key).channel); err != nil {
 			t.Fatal(err)
 		}
-		h0 := hold(key, "holder")
+		h0 := hold(key, "holder", "h0")
 		enqueue(key, "first", "wa", 0, window)
 		enqueue(key, "second", "wb", 3, window)
-		release(key, "holder")
-		message(fmt.Sprintf("h:wa:0:%d", h0.token+1))
-		// "first" gave up before it saw the message.
+		release(key, "holder", "h0")
+		message("h:wa")
+		// "first" gave up before it confirmed.
 		if err := d.abandon(ctx, d.keys(key), "first", "wa"); err != nil {
 			t.Fatal(err)
 		}
-		message(fmt.Sprintf("h:wb:3:%d", h0.token+2))
+		message("h:wb")
 		h, _ := lockHash(key)
-		if h["o"] != "second" || h["h"] != "wb" {
+		if h["o"] != "second" || h["a:wb"] != "1" || h["t"] != fmt.Sprint(h0.token+2) {
 			t.Fatalf("after abandon: %v", h)
 		}
 		// Abandoning with another wait's name gives back nothing.
@@ -147,16 +155,16 @@ func TestFairHandOffProtocol(t *testing.T) {
 		if h, _ := lockHash(key); h["o"] != "second" {
 			t.Fatalf("a stale abandon freed the lock: %v", h)
 		}
-		release(key, "second")
+		release(key, "second", "wb")
 	})
 
 	t.Run("re-entry by the same owner elsewhere survives an abandon", func(t *testing.T) {
 		key := "reentry"
-		hold(key, "holder")
+		hold(key, "holder", "h0")
 		enqueue(key, "shared", "wc", 0, window)
-		release(key, "holder")
+		release(key, "holder", "h0")
 		// Another process of owner "shared" re-enters the handed lock.
-		hold(key, "shared")
+		hold(key, "shared", "x1")
 		if h, _ := lockHash(key); h["n"] != "2" {
 			t.Fatalf("re-entry: %v", h)
 		}
@@ -164,10 +172,10 @@ func TestFairHandOffProtocol(t *testing.T) {
 			t.Fatal(err)
 		}
 		h, _ := lockHash(key)
-		if h["o"] != "shared" || h["n"] != "1" {
+		if h["o"] != "shared" || h["n"] != "1" || h["a:x1"] != "1" {
 			t.Fatalf("the abandon must give back only the handed hold: %v", h)
 		}
-		release(key, "shared")
+		release(key, "shared", "x1")
 	})
 
 	t.Run("dead waiter is skipped", func(t *testing.T) {
@@ -175,26 +183,25 @@ func TestFairHandOffProtocol(t *testing.T) {
 		if err := ps.Subscribe(ctx, d.keys(key).channel); err != nil {
 			t.Fatal(err)
 		}
-		h0 := hold(key, "holder")
+		hold(key, "holder", "h0")
 		enqueue(key, "dead", "wd", 0, 50*time.Millisecond) // stops heartbeating
 		enqueue(key, "live", "wl", 0, window)
 		time.Sleep(100 * time.Millisecond)
-		release(key, "holder")
-		message(fmt.Sprintf("h:wl:0:%d", h0.token+1))
-		release(key, "live")
+		release(key, "holder", "h0")
+		message("h:wl")
+		release(key, "live", "wl")
 	})
 }
 
-// TestFairWaitGrantsByMessage checks that a waiter served by a hand-off
-// gets the lock without confirming it (the message is the grant), that the
-// grant's validity is no longer than the handed lock's life, and that the
-// first renewal extends it.
-func TestFairWaitGrantsByMessage(t *testing.T) {
+// TestFairWaitConfirmsHandOff checks that a waiter served by a hand-off
+// reports the lock only after its own attempt read it from the lock's
+// state, with the next token and a validity of the full TTL from that
+// attempt, well before its next heartbeat.
+func TestFairWaitConfirmsHandOff(t *testing.T) {
 	c, d := queueDriver(t)
 	ctx := testCtx(t, 30*time.Second)
 	const ttl = 30 * time.Second
-	window := 3 * heartbeat(ttl)
-	key := "by-message"
+	key := "confirmed"
 	held, err := d.TryAcquire(ctx, backend.Request{Key: key, Owner: "holder", TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
@@ -205,7 +212,6 @@ func TestFairWaitGrantsByMessage(t *testing.T) {
 		done time.Time
 	}
 	got := make(chan result, 1)
-	asked := time.Now()
 	go func() {
 		g, err := d.Wait(ctx, backend.Request{Key: key, Owner: "waiter", TTL: ttl})
 		got <- result{g, err, time.Now()}
@@ -220,6 +226,7 @@ func TestFairWaitGrantsByMessage(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	released := time.Now()
 	if err := held.Lock.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -231,23 +238,109 @@ func TestFairWaitGrantsByMessage(t *testing.T) {
 	if r.g.Token != held.Token+1 {
 		t.Errorf("token %d, want %d", r.g.Token, held.Token+1)
 	}
-	// Granted by the message: the hand-off was not confirmed by a script.
-	if h := c.HGet(ctx, d.keys(key).lock, "h").Val(); h == "" {
-		t.Errorf("the waiter confirmed the hand-off with a round trip instead of taking the message as the grant")
+	if r.done.Sub(released) > heartbeat(ttl)/2 {
+		t.Errorf("the waiter took %v after the release: woken by its heartbeat, not by the hand-off message", r.done.Sub(released))
 	}
-	// Its validity ends no later than the handed lock's life allows: the
-	// grant states that life, from a moment before the hand-off.
-	if r.g.TTL != window || r.g.ValidFrom.Before(asked) || r.g.ValidFrom.After(r.done) {
-		t.Errorf("grant: TTL %v from %v after asking; want the handed life %v from a moment within the wait (%v)",
-			r.g.TTL, r.g.ValidFrom.Sub(asked), window, r.done.Sub(asked))
-	}
-	if pttl := c.PTTL(ctx, d.keys(key).lock).Val(); pttl > window {
-		t.Errorf("handed lock lives %v, more than the window %v", pttl, window)
-	}
-	if err := r.g.Lock.Refresh(ctx, ttl); err != nil {
-		t.Fatal(err)
+	// The grant counts the full TTL from the confirming attempt, sent after
+	// the release began.
+	if r.g.TTL != 0 || r.g.ValidFrom.Before(released) || r.g.ValidFrom.After(r.done) {
+		t.Errorf("grant: TTL %v from %v after the release; want the full TTL from the confirming attempt",
+			r.g.TTL, r.g.ValidFrom.Sub(released))
 	}
 	if pttl := c.PTTL(ctx, d.keys(key).lock).Val(); pttl < ttl-time.Second {
-		t.Errorf("after a refresh the lock lives %v, want about %v", pttl, ttl)
+		t.Errorf("a confirmed hand-off lives %v, want about the full TTL %v", pttl, ttl)
+	}
+}
+
+// TestForgedHandOff: in queue mode a message on a waiter's inbox is not a
+// grant by itself. A client that may PUBLISH (and read the queue) forges a
+// hand-off naming the waiter's wait, attempt and any token while another
+// client holds the lock: the waiter must not report the lock held; it gets
+// the lock when the holder releases, with the real next token.
+func TestForgedHandOff(t *testing.T) {
+	c, d := queueDriver(t)
+	ctx := testCtx(t, 30*time.Second)
+	const key, ttl = "forged", 10 * time.Second
+	held, err := d.TryAcquire(ctx, backend.Request{Key: key, Owner: "holder", TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		g   backend.Grant
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		g, err := d.Wait(ctx, backend.Request{Key: key, Owner: "waiter", TTL: ttl})
+		got <- result{g, err}
+	}()
+	ks := d.keys(key)
+	var entry string
+	for deadline := time.Now().Add(5 * time.Second); entry == ""; {
+		entry = c.HGet(ctx, ks.alive, "waiter").Val()
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter never queued")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// "deadline:ttl:window:wait:attempt:inbox"
+	f := strings.SplitN(entry, ":", 6)
+	if len(f) != 6 {
+		t.Fatalf("queue entry %q", entry)
+	}
+	for a := 0; a < 20; a++ {
+		for _, msg := range []string{
+			"h:" + f[3] + ":" + fmt.Sprint(a) + ":999",
+			"h:" + f[3],
+		} {
+			if err := c.Publish(ctx, f[5], msg).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	select {
+	case r := <-got:
+		if r.err == nil {
+			_ = r.g.Lock.Release(ctx)
+		}
+		t.Fatalf("a forged hand-off message made the waiter report the lock (token %d, err %v) while another client holds it", r.g.Token, r.err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := held.Lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.g.Lock.Release(ctx)
+	if r.g.Token != held.Token+1 {
+		t.Errorf("the waiter's token is %d, want the lock's next %d", r.g.Token, held.Token+1)
+	}
+}
+
+// TestHostileQueueEntries: queue entries the driver could not have written
+// (a client with write access to the keys, or a bug in another version)
+// are skipped and dropped, never an error that jams the key.
+func TestHostileQueueEntries(t *testing.T) {
+	c, d := queueDriver(t)
+	ctx := testCtx(t, 30*time.Second)
+	const key = "hostile-queue"
+	ks := d.keys(key)
+	for i, entry := range []string{"", "junk", ":::", "-5:1:1:w:0:x", "99999999999999999999999:1", "1e400:1:1:w:0:x"} {
+		member := fmt.Sprintf("hostile-%d", i)
+		if err := c.ZAdd(ctx, ks.queue, redis.Z{Score: float64(i), Member: member}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.HSet(ctx, ks.alive, member, entry).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, err := d.TryAcquire(ctx, backend.Request{Key: key, Owner: "owner", TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("TryAcquire with malformed queue entries ahead: %v", err)
+	}
+	if err := g.Lock.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

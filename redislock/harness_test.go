@@ -1,11 +1,13 @@
 package redislock
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,9 +18,13 @@ import (
 	"github.com/distlock/distlock/sandbox"
 )
 
-// harness is a conformance.Harness over sandbox Redis servers in one of the
-// driver's modes: "single", "redlock" (every node an independent primary)
-// or "cluster".
+// harness is a conformance.Harness (with ServerControl, Partitioner and
+// ReplyDropper) over sandbox Redis servers in one of the driver's modes:
+// "single", "redlock" (every node an independent primary) or "cluster".
+//
+// Every driver ("process") reaches every node through proxies of its own
+// (sandbox.Proxy): a partition or a lost reply of one driver leaves the
+// others connected.
 type harness struct {
 	g    *sandbox.Group
 	mode string
@@ -27,18 +33,117 @@ type harness struct {
 
 	mu      sync.Mutex
 	clients map[backend.Driver][]redis.UniversalClient
+	paths   map[backend.Driver]*paths
 	paused  bool // the docker provider refuses to resume a running node
 }
 
 func newHarness(g *sandbox.Group, mode string) *harness {
-	return &harness{g: g, mode: mode, ttl: time.Second, clients: map[backend.Driver][]redis.UniversalClient{}}
+	return &harness{g: g, mode: mode, ttl: time.Second, clients: map[backend.Driver][]redis.UniversalClient{}, paths: map[backend.Driver]*paths{}}
+}
+
+// paths are one driver's proxies, one per node it talks to. A cluster
+// client learns node addresses from the cluster itself, so its proxies are
+// made on first dial of each address.
+type paths struct {
+	mu          sync.Mutex
+	byAddr      map[string]*sandbox.Proxy // cluster: by the node address the client dials
+	all         []*sandbox.Proxy
+	partitioned bool
+	closed      bool
+}
+
+func newPaths() *paths { return &paths{byAddr: map[string]*sandbox.Proxy{}} }
+
+// add makes a proxy to target (asked per connection: a container's port
+// changes after a restart), cut at once if the driver is partitioned.
+func (ps *paths) add(target func() string) (*sandbox.Proxy, error) {
+	p, err := sandbox.StartProxy(target)
+	if err != nil {
+		return nil, err
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.closed {
+		_ = p.Close()
+		return nil, errors.New("redislock test: driver's proxies closed")
+	}
+	if ps.partitioned {
+		p.Blackhole(sandbox.Both)
+	}
+	ps.all = append(ps.all, p)
+	return p, nil
+}
+
+// forAddr returns the proxy to the cluster node at addr, made on first use.
+func (ps *paths) forAddr(addr string) (*sandbox.Proxy, error) {
+	ps.mu.Lock()
+	p := ps.byAddr[addr]
+	ps.mu.Unlock()
+	if p != nil {
+		return p, nil
+	}
+	p, err := ps.add(func() string { return addr }) // cluster nodes keep their address
+	if err != nil {
+		return nil, err
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if q := ps.byAddr[addr]; q != nil { // lost a race: keep the first
+		ps.all = ps.all[:len(ps.all)-1]
+		_ = p.Close()
+		return q, nil
+	}
+	ps.byAddr[addr] = p
+	return p, nil
+}
+
+func (ps *paths) each(f func(p *sandbox.Proxy)) {
+	ps.mu.Lock()
+	all := append([]*sandbox.Proxy(nil), ps.all...)
+	ps.mu.Unlock()
+	for _, p := range all {
+		f(p)
+	}
+}
+
+func (ps *paths) partition(on bool) {
+	ps.mu.Lock()
+	ps.partitioned = on
+	ps.mu.Unlock()
+	ps.each(func(p *sandbox.Proxy) {
+		if on {
+			p.Blackhole(sandbox.Both)
+		} else {
+			p.Heal()
+		}
+	})
+}
+
+func (ps *paths) close() {
+	ps.mu.Lock()
+	ps.closed = true
+	ps.mu.Unlock()
+	ps.each(func(p *sandbox.Proxy) { _ = p.Close() })
+}
+
+// isScriptCall matches a chunk that runs one of the driver's scripts
+// (EVALSHA, or EVAL after NOSCRIPT): the driver's lock operations, not
+// its pub/sub traffic.
+func isScriptCall(chunk []byte) bool {
+	c := bytes.ToLower(chunk)
+	return bytes.Contains(c, []byte("\r\nevalsha\r\n")) || bytes.Contains(c, []byte("\r\neval\r\n"))
 }
 
 // maker returns a conformance.Maker sharing one group for every case.
 func (h *harness) maker() conformance.Maker {
-	return func(context.Context, *testing.T) (conformance.Harness, error) {
+	return func(ctx context.Context, _ *testing.T) (conformance.Harness, error) {
 		nh := newHarness(h.g, h.mode)
 		nh.opts = h.opts
+		// Load the scripts, so that a lost reply hits a script that runs,
+		// not a NOSCRIPT probe.
+		if err := loadScripts(ctx, h.g); err != nil {
+			return nil, err
+		}
 		return nh, nil
 	}
 }
@@ -54,6 +159,49 @@ func nodeClient(n sandbox.Node) *redis.Client {
 		},
 		DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
 		MaxRetries: -1,
+	})
+}
+
+// loadScripts loads the driver's scripts on every node.
+func loadScripts(ctx context.Context, g *sandbox.Group) error {
+	for _, n := range g.Nodes() {
+		c := nodeClient(n)
+		for _, s := range []*redis.Script{acquireScript, waitScript, releaseScript, refreshScript, fenceScript} {
+			if err := s.Load(ctx, c).Err(); err != nil {
+				c.Close()
+				return fmt.Errorf("load scripts on %s: %w", n.Name(), err)
+			}
+		}
+		c.Close()
+	}
+	return nil
+}
+
+// proxiedNodeClient is nodeClient through p.
+func proxiedNodeClient(p *sandbox.Proxy) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr:        p.Addr(),
+		DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
+		MaxRetries: -1,
+	})
+}
+
+// proxiedClusterClient is clusterClient whose every connection goes
+// through ps: go-redis passes the dialer the node address it wants (from
+// the seeds or the cluster's slot map), which picks that node's proxy.
+func proxiedClusterClient(g *sandbox.Group, ps *paths) *redis.ClusterClient {
+	return redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: g.Addrs(),
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			p, err := ps.forAddr(addr)
+			if err != nil {
+				return nil, err
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, p.Addr())
+		},
+		DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
+		MaxRedirects: 3,
 	})
 }
 
@@ -81,10 +229,38 @@ func (h *harness) newClients() []redis.UniversalClient {
 	}
 }
 
+// newProxiedClients returns the clients of one driver, each node reached
+// through a proxy of ps. The clients are configured as newClients's:
+// single and redlock with MaxRetries -1 (no go-redis retries: what the
+// harness always did), cluster with go-redis's default retries.
+func (h *harness) newProxiedClients(ps *paths) ([]redis.UniversalClient, error) {
+	if h.mode == "cluster" {
+		return []redis.UniversalClient{proxiedClusterClient(h.g, ps)}, nil
+	}
+	nodes := h.g.Nodes()
+	if h.mode != "redlock" {
+		nodes = nodes[:1]
+	}
+	var cs []redis.UniversalClient
+	for _, n := range nodes {
+		p, err := ps.add(n.Addr)
+		if err != nil {
+			closeAll(cs)
+			return nil, err
+		}
+		cs = append(cs, proxiedNodeClient(p))
+	}
+	return cs, nil
+}
+
 func (h *harness) NewDriver(context.Context) (backend.Driver, error) {
-	cs := h.newClients()
+	ps := newPaths()
+	cs, err := h.newProxiedClients(ps)
+	if err != nil {
+		ps.close()
+		return nil, err
+	}
 	var d backend.Driver
-	var err error
 	if h.mode == "redlock" {
 		d, err = NewRedlock(cs, h.opts)
 	} else {
@@ -92,12 +268,79 @@ func (h *harness) NewDriver(context.Context) (backend.Driver, error) {
 	}
 	if err != nil {
 		closeAll(cs)
+		ps.close()
 		return nil, err
 	}
 	h.mu.Lock()
 	h.clients[d] = cs
+	h.paths[d] = ps
 	h.mu.Unlock()
 	return d, nil
+}
+
+func (h *harness) pathsOf(d backend.Driver) (*paths, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ps := h.paths[d]
+	if ps == nil {
+		return nil, fmt.Errorf("driver %T was not made by this harness", d)
+	}
+	return ps, nil
+}
+
+// Partition black-holes every proxy of d, and those it makes later.
+func (h *harness) Partition(_ context.Context, d backend.Driver) error {
+	ps, err := h.pathsOf(d)
+	if err != nil {
+		return err
+	}
+	ps.partition(true)
+	return nil
+}
+
+func (h *harness) Heal(_ context.Context, d backend.Driver) error {
+	ps, err := h.pathsOf(d)
+	if err != nil {
+		return err
+	}
+	ps.partition(false)
+	return nil
+}
+
+// DropNextReply loses the reply to d's next script call on each of its
+// nodes (Redlock: the replies of every node to the same request).
+func (h *harness) DropNextReply(_ context.Context, d backend.Driver) error {
+	ps, err := h.pathsOf(d)
+	if err != nil {
+		return err
+	}
+	if h.mode != "cluster" {
+		ps.each(func(p *sandbox.Proxy) { p.DropReply(isScriptCall, nil) })
+		return nil
+	}
+	// A request goes to one node, which is not known here: arm every
+	// node's proxy (made now if the client has not dialled it yet), and
+	// let the first script call through any of them take the loss.
+	for _, a := range h.g.Addrs() {
+		if _, err := ps.forAddr(a); err != nil {
+			return err
+		}
+	}
+	var taken atomic.Bool
+	ps.each(func(p *sandbox.Proxy) {
+		p.DropReply(func(c []byte) bool { return isScriptCall(c) && taken.CompareAndSwap(false, true) }, nil)
+	})
+	return nil
+}
+
+func (h *harness) Dropped(d backend.Driver) int {
+	ps, err := h.pathsOf(d)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	ps.each(func(p *sandbox.Proxy) { n += p.Dropped() })
+	return n
 }
 
 func (h *harness) TTL() time.Duration { return h.ttl }
@@ -170,7 +413,11 @@ func (h *harness) Close() error {
 		_ = d.Close()
 		closeAll(cs)
 	}
+	for _, ps := range h.paths {
+		ps.close()
+	}
 	clear(h.clients)
+	clear(h.paths)
 	return nil
 }
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -12,18 +12,24 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// lock is a lock held on one Redis deployment.
+// lock is one hold of a lock on one Redis deployment.
 type lock struct {
 	d     *Driver
 	key   string
 	ks    keyset
 	owner string
+	hold  string // the attempt or wait that took it
+
+	released atomic.Bool // Release was called: a second call is refused locally
 }
 
-// Release implements backend.Lock: it lowers the owner's hold count and
-// deletes the lock (announcing it) when the count reaches zero.
+// Release implements backend.Lock: it gives back this hold, and deletes
+// the lock (announcing it, or handing it to a waiter) when it was the last.
 func (l *lock) Release(ctx context.Context) error {
-	n, err := releaseScript.Run(ctx, l.d.c, l.ks.releaseKeys(), l.owner, l.ks.channel, "release").Int64()
+	if !l.released.CompareAndSwap(false, true) {
+		return fmt.Errorf("redislock: release %q: %w: already released", l.key, backend.ErrNotHeld)
+	}
+	n, err := release(ctx, l.d.c, l.ks, l.owner, l.hold, "release")
 	if err != nil {
 		l.d.suspect(err)
 		return fmt.Errorf("redislock: release %q: %w: %w", l.key, backend.ErrUnavailable, err)
@@ -36,9 +42,19 @@ func (l *lock) Release(ctx context.Context) error {
 
 // Refresh implements backend.Lock.
 func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
-	n, err := refreshScript.Run(ctx, l.d.c, []string{l.ks.lock}, l.owner, millis(ttl)).Int64()
+	n, err := refreshScript.Run(ctx, l.d.c, []string{l.ks.lock}, l.owner, millis(ttl), l.hold).Int64()
 	l.d.suspect(err)
 	return refreshResult(l.key, n, err)
+}
+
+// releasedMemory is how long a freed lock remembers the hold released
+// last, so that a release the client retried after losing the reply
+// succeeds (go-redis retries within its read timeouts and backoff).
+const releasedMemory = 10 * time.Second
+
+// release runs releaseScript for hold of owner.
+func release(ctx context.Context, c redis.Scripter, ks keyset, owner, hold, mode string) (int64, error) {
+	return releaseScript.Run(ctx, c, ks.releaseKeys(), owner, ks.channel, mode, hold, millis(releasedMemory)).Int64()
 }
 
 func refreshResult(key string, n int64, err error) error {
@@ -68,7 +84,7 @@ func (d *Driver) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []ti
 		if mine[i] == nil {
 			return nil, nil, false
 		}
-		return []string{mine[i].ks.lock}, []any{mine[i].owner, millis(ttls[i])}, true
+		return []string{mine[i].ks.lock}, []any{mine[i].owner, millis(ttls[i]), mine[i].hold}, true
 	})
 	for i, l := range mine {
 		if l == nil {
@@ -131,43 +147,4 @@ func transportErr(err error, cmds []*redis.Cmd) error {
 		return nil
 	}
 	return err
-}
-
-// Inspect implements backend.Inspector.
-func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) {
-	ks := d.keys(key)
-	var h *redis.MapStringStringCmd
-	var pttl *redis.DurationCmd
-	var fence *redis.StringCmd
-	var queued *redis.IntCmd
-	_, err := d.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		h = p.HGetAll(ctx, ks.lock)
-		pttl = p.PTTL(ctx, ks.lock)
-		fence = p.Get(ctx, ks.fence)
-		queued = p.ZCard(ctx, ks.queue)
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return backend.Info{}, fmt.Errorf("redislock: inspect %q: %w: %w", key, backend.ErrUnavailable, err)
-	}
-	info := infoFrom(key, h.Val(), pttl.Val(), fence.Val())
-	if d.opts.Wait == WaitQueue {
-		info.Waiters = int(queued.Val()) // may count waiters that died within their liveness window
-	}
-	return info, nil
-}
-
-// infoFrom builds an Info from a lock hash, its PTTL and the counter.
-func infoFrom(key string, h map[string]string, pttl time.Duration, fence string) backend.Info {
-	info := backend.Info{Key: key, Waiters: -1}
-	if owner, ok := h["o"]; ok {
-		info.Held, info.Owner = true, owner
-		info.Token, _ = strconv.ParseUint(h["t"], 10, 64)
-		if pttl > 0 {
-			info.TTL = pttl
-		}
-		return info
-	}
-	info.Token, _ = strconv.ParseUint(fence, 10, 64)
-	return info
 }

@@ -3,10 +3,12 @@ package redislock
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -42,9 +44,10 @@ type clientConfig struct {
 	opts     Options
 }
 
-// open is the backend.Opener for redis:// and rediss://. It dials nothing:
-// go-redis connects on first use.
-func open(_ context.Context, u *backend.URL) (backend.Driver, error) {
+// open is the backend.Opener for redis:// and rediss://. It confirms the
+// store answers (PING; in Redlock mode a majority of the nodes) within ctx
+// and dial_timeout+read_timeout.
+func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 	cfg, err := parseConfig(u)
 	if err != nil {
 		return nil, err
@@ -60,6 +63,10 @@ func open(_ context.Context, u *backend.URL) (backend.Driver, error) {
 			return nil, err
 		}
 		r.owned = true
+		if err := cfg.ping(ctx, clients, len(clients)/2+1); err != nil {
+			_ = r.Close()
+			return nil, err
+		}
 		return r, nil
 	}
 	var c redis.UniversalClient
@@ -74,7 +81,40 @@ func open(_ context.Context, u *backend.URL) (backend.Driver, error) {
 		return nil, err
 	}
 	d.owned = true
+	if err := cfg.ping(ctx, []redis.UniversalClient{c}, 1); err != nil {
+		_ = d.Close()
+		return nil, err
+	}
 	return d, nil
+}
+
+// ping sends PING through every client at once and wants at least need
+// answers, within ctx and the dial and read timeouts; else ErrUnavailable.
+func (cfg clientConfig) ping(ctx context.Context, clients []redis.UniversalClient, need int) error {
+	ctx, cancel := context.WithTimeout(ctx, cfg.dial+cfg.read)
+	defer cancel()
+	errs := make([]error, len(clients))
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Go(func() { errs[i] = c.Ping(ctx).Err() })
+	}
+	wg.Wait()
+	ok := 0
+	var failed []error
+	for i, err := range errs {
+		if err == nil || notAllowed(err) {
+			// A refused login or command is an answer: the first lock
+			// call reports it (ErrInvalidConfig).
+			ok++
+			continue
+		}
+		failed = append(failed, fmt.Errorf("%s: %w", cfg.addrs[i], err))
+	}
+	if ok >= need {
+		return nil
+	}
+	return fmt.Errorf("redislock: connect: %w: %d of %d node(s) answered PING, %d needed: %w",
+		backend.ErrUnavailable, ok, len(clients), need, errors.Join(failed...))
 }
 
 func closeAll(clients []redis.UniversalClient) {
@@ -175,7 +215,8 @@ func (cfg clientConfig) cluster() *redis.ClusterOptions {
 	return &redis.ClusterOptions{
 		Addrs: cfg.addrs, Username: cfg.username, Password: cfg.password, TLSConfig: cfg.tls,
 		DialTimeout: cfg.dial, ReadTimeout: cfg.read, WriteTimeout: cfg.write, PoolSize: cfg.pool,
-		MaxRedirects:          3, // MOVED/ASK during resharding are not failures
+		MaxRetries:            -1, // one attempt per node call (go-redis's cluster default, made explicit)
+		MaxRedirects:          3,  // MOVED/ASK during resharding are not failures; go-redis also re-sends after a network error within this bound
 		ContextTimeoutEnabled: true,
 		// A dead primary answers no MOVED: go-redis keeps sending its
 		// slots' commands there until it reloads the slot map, which it

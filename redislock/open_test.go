@@ -152,3 +152,26 @@ func hashTag(s string) string {
 	}
 	return s[i+1 : i+1+j]
 }
+
+// TestURLClientsOneAttempt: clients opened from a URL make one attempt per
+// command in single and Redlock modes (docs/redis.md); in Cluster mode the
+// node clients do, and MaxRedirects covers MOVED/ASK (and, in go-redis,
+// network errors: see docs/redis.md).
+func TestURLClientsOneAttempt(t *testing.T) {
+	for _, raw := range []string{"redis://h1/0", "redis://h1,h2,h3?mode=redlock"} {
+		cfg, err := parse(t, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o := cfg.single(cfg.addrs[0]); o.MaxRetries != -1 {
+			t.Errorf("%s: MaxRetries = %d, want -1 (one attempt)", raw, o.MaxRetries)
+		}
+	}
+	cfg, err := parse(t, "redis://h1,h2?mode=cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := cfg.cluster(); o.MaxRetries != -1 {
+		t.Errorf("cluster: MaxRetries = %d, want -1 (one attempt per node call)", o.MaxRetries)
+	}
+}

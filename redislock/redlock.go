@@ -84,6 +84,7 @@ func NewRedlock(clients []redis.UniversalClient, opts *Options) (*Redlock, error
 		Lifetime:            backend.LifetimeTTL,
 		PerLockTTL:          true,
 		MinTTL:              MinTTL,
+		MaxTTL:              MaxTTL,
 		CrossProcessReentry: true,
 		Replication:         fmt.Sprintf("Redlock: majority (%d of %d) of independent primaries", r.quorum, len(clients)),
 	}
@@ -190,18 +191,23 @@ func someNodes[T any](r *Redlock, ctx context.Context, timeout time.Duration, on
 
 // TryAcquire implements backend.Driver. Phase one takes the lock on every
 // node and reads each node's fencing counter; with a majority, the token is
-// the highest counter seen plus one (or the hold's token on a re-entry).
+// the highest counter or token seen plus one, unless this is a re-entry of
+// a hold that every granting node records with one token (see newToken).
 // Phase two raises the counter to the token on the nodes that granted, and
 // the grant counts only if a majority confirmed it and the validity left
 // (TTL − elapsed since the first request − drift) is positive. Otherwise
-// the attempt is released on every node.
+// the attempt's own hold is released on every node.
 func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	if err := ctx.Err(); err != nil {
+		// Nothing was sent: nothing to clean up.
+		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w", req.Key, context.Cause(ctx))
+	}
 	ks := r.keys(req.Key)
+	hold := newID()
 	first := time.Now()
 	res := make([]acquireResult, len(r.nodes))
 	errs := make([]error, len(r.nodes))
 	held, refused, failed := 0, 0, 0
-	var token, counter uint64
 	var retry time.Duration
 	// Nodes are asked one after another, in the same order by every client,
 	// stopping once a quorum is out of reach: concurrent contenders then
@@ -212,11 +218,19 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 			break
 		}
 		rs, es := someNodes(r, ctx, nodeTimeout(req.TTL, len(r.nodes)), []int{i}, func(ctx context.Context, _ int, n *node) (acquireResult, error) {
-			v, err := acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), "1").Int64Slice()
+			v, err := acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), "1", hold).Int64Slice()
 			if err != nil {
 				return acquireResult{}, err
 			}
 			return parseAcquire(v)
+		}, func(late acquireResult) {
+			// The node granted after the attempt stopped waiting for it
+			// (and after any cleanup): give that hold back now.
+			if late.held {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+				defer cancel()
+				_, _ = release(rctx, r.nodes[i].c, ks, req.Owner, hold, "release")
+			}
 		})
 		res[i], errs[i] = rs[i], es[i]
 		switch {
@@ -224,7 +238,6 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 			failed++
 		case res[i].held:
 			held++
-			token, counter = max(token, res[i].token), max(counter, res[i].counter)
 		default:
 			refused++
 			if retry == 0 || res[i].pttl < retry {
@@ -233,7 +246,7 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 		}
 	}
 	fail := func(err error) (backend.Grant, error) {
-		r.cleanup(ctx, ks, req.Owner, res, errs)
+		r.cleanup(ctx, ks, req.Owner, hold, res, errs)
 		return backend.Grant{}, err
 	}
 	if held < r.quorum {
@@ -243,27 +256,52 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 		return fail(fmt.Errorf("redislock: acquire %q: %w: %d of %d nodes granted, %d failed (need %d): %w",
 			req.Key, backend.ErrUnavailable, held, len(r.nodes), failed, r.quorum, errors.Join(errs...)))
 	}
-	if token == 0 {
-		token = counter + 1
-	}
-	if err := r.fence(ctx, ks, req, token, res); err != nil {
+	token := newToken(res)
+	if err := r.fence(ctx, ks, req, hold, token, res); err != nil {
 		return fail(fmt.Errorf("redislock: acquire %q: %w", req.Key, err))
 	}
 	if elapsed := time.Since(first); elapsed >= req.TTL-driftOf(req) {
 		return fail(fmt.Errorf("redislock: acquire %q: %w: a majority granted, but only after %v of the %v TTL", req.Key, backend.ErrUnavailable, elapsed, req.TTL))
 	}
-	l := &rlock{r: r, key: req.Key, ks: ks, owner: req.Owner}
+	l := &rlock{r: r, key: req.Key, ks: ks, owner: req.Owner, hold: hold}
 	return backend.Grant{Lock: l, Token: token, ValidFrom: first}, nil
+}
+
+// newToken picks the fencing token of a grant from the granting nodes'
+// replies. A re-entry keeps its hold's token T only if every granting node
+// records the owner's lock with T and no granting node has counted past
+// it: the hold then lived on a majority since T was minted, so no other
+// holder can have had a later token. Anything else (a new lock, or a stale
+// hold of the owner surviving on some nodes only, whose old token a holder
+// in between has surpassed) gets a new token above every counter and token
+// seen.
+func newToken(res []acquireResult) uint64 {
+	var keep, top uint64
+	first, same := true, true
+	for _, r := range res {
+		if !r.held {
+			continue
+		}
+		if first {
+			keep, first = r.token, false
+		}
+		same = same && r.token == keep
+		top = max(top, r.token, r.counter)
+	}
+	if same && keep != 0 && keep >= top {
+		return keep
+	}
+	return top + 1
 }
 
 // fence writes token to the nodes that granted (phase two) and succeeds
 // when a majority confirmed that the lock is still held with it.
-func (r *Redlock) fence(ctx context.Context, ks keyset, req backend.Request, token uint64, res []acquireResult) error {
+func (r *Redlock) fence(ctx context.Context, ks keyset, req backend.Request, hold string, token uint64, res []acquireResult) error {
 	ok, errs := eachNode(r, ctx, nodeTimeout(req.TTL, 1), func(ctx context.Context, i int, n *node) (bool, error) {
 		if !res[i].held {
 			return false, nil
 		}
-		v, err := fenceScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, token).Int64()
+		v, err := fenceScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, token, hold).Int64()
 		return err == nil && v == 1, err
 	})
 	confirmed := 0
@@ -293,13 +331,15 @@ func drift(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl)*driftFactor) + driftFixed
 }
 
-// cleanup releases a failed attempt on every node that granted it or did
-// not answer (its outcome is unknown), with its own short timeout.
-func (r *Redlock) cleanup(ctx context.Context, ks keyset, owner string, res []acquireResult, errs []error) {
+// cleanup gives back a failed attempt's hold on every node that granted it
+// or did not answer (its outcome is unknown), with its own short timeout.
+// Other holds of the same owner are left alone.
+func (r *Redlock) cleanup(ctx context.Context, ks keyset, owner, hold string, res []acquireResult, errs []error) {
 	ctx = context.WithoutCancel(ctx)
 	eachNode(r, ctx, cleanupTimeout, func(ctx context.Context, i int, n *node) (struct{}, error) {
 		if res[i].held || errs[i] != nil {
-			return struct{}{}, releaseScript.Run(ctx, n.c, ks.releaseKeys(), owner, ks.channel, "release").Err()
+			_, err := release(ctx, n.c, ks, owner, hold, "release")
+			return struct{}{}, err
 		}
 		return struct{}{}, nil
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,14 +18,20 @@ type rlock struct {
 	key   string
 	ks    keyset
 	owner string
+	hold  string // the attempt that took it, on every node
+
+	released atomic.Bool // Release was called: a second call is refused locally
 }
 
 // Release implements backend.Lock: it releases on every node. It fails
 // with ErrNotHeld only if no node held the lock for its owner.
 func (l *rlock) Release(ctx context.Context) error {
+	if !l.released.CompareAndSwap(false, true) {
+		return fmt.Errorf("redislock: release %q: %w: already released", l.key, backend.ErrNotHeld)
+	}
 	n := len(l.r.nodes)
 	released, errs := eachNode(l.r, ctx, releaseTimeout, func(ctx context.Context, _ int, nd *node) (bool, error) {
-		v, err := releaseScript.Run(ctx, nd.c, l.ks.releaseKeys(), l.owner, l.ks.channel, "release").Int64()
+		v, err := release(ctx, nd.c, l.ks, l.owner, l.hold, "release")
 		return err == nil && v >= 0, err
 	})
 	notHeld, failed := 0, 0
@@ -48,7 +55,7 @@ func (l *rlock) Release(ctx context.Context) error {
 // nodes still held it for its owner and extended it.
 func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) error {
 	vals, errs := eachNode(l.r, ctx, nodeTimeout(ttl, 1), func(ctx context.Context, _ int, nd *node) (int64, error) {
-		return refreshScript.Run(ctx, nd.c, []string{l.ks.lock}, l.owner, millis(ttl)).Int64()
+		return refreshScript.Run(ctx, nd.c, []string{l.ks.lock}, l.owner, millis(ttl), l.hold).Int64()
 	})
 	return l.r.refreshVerdict(l.key, vals, errs)
 }
@@ -94,7 +101,7 @@ func (r *Redlock) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []t
 			if mine[i] == nil {
 				return nil, nil, false
 			}
-			return []string{mine[i].ks.lock}, []any{mine[i].owner, millis(ttls[i])}, true
+			return []string{mine[i].ks.lock}, []any{mine[i].owner, millis(ttls[i]), mine[i].hold}, true
 		})
 	})
 	for i, l := range mine {

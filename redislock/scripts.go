@@ -2,16 +2,27 @@ package redislock
 
 import "github.com/redis/go-redis/v9"
 
-// The lock is a hash at KEYS[1] with the fields o (owner), n (hold count)
-// and t (fencing token), and a TTL; the fencing counter is KEYS[2]. Every
-// script checks the owner before it changes anything. go-redis runs them with
-// EVALSHA and falls back to EVAL (which loads the script) on NOSCRIPT.
+// The lock is a hash at KEYS[1] with the fields o (owner), n (hold count),
+// t (fencing token) and one field a:<hold> per hold, and a TTL; the fencing
+// counter is KEYS[2]. A hold is one acquisition attempt (or one queued
+// wait), named by a random id the client sends with every delivery of that
+// attempt: scripts that find their hold's field know an earlier delivery
+// already ran, so a request the client retried after losing its reply has
+// the effect of one, and a failed attempt's cleanup removes only its own
+// hold, never another process's hold of the same owner. The field r names
+// the last hold released, kept for releasedMemory after the lock is freed,
+// so that a retried release of it succeeds instead of reporting ErrNotHeld.
+// Every script checks the hold (or the owner) before it changes anything.
+// go-redis runs them with EVALSHA and falls back to EVAL (which loads the
+// script) on NOSCRIPT.
 
 // acquireScript takes the lock if it is free, or re-enters it if ARGV[1]
-// owns it, and sets the TTL (ARGV[2] ms) in the same step; a re-entry never
-// shortens the TTL. A new hold gets the next value of the counter as its
-// token. ARGV[3] is "1" in Redlock mode: the token is then written later by
-// fenceScript, and the reply carries the counter's current value instead.
+// owns it, for hold ARGV[4], and sets the TTL (ARGV[2] ms) in the same
+// step; a re-entry never shortens the TTL, and a hold already recorded
+// (a retried delivery) is not counted again. A new lock gets the next
+// value of the counter as its token. ARGV[3] is "1" in Redlock mode: the
+// token is then written later by fenceScript, and the reply carries the
+// counter's current value instead.
 //
 // Reply: {1, token, pttl, counter} when held by ARGV[1] (token 0 for a new
 // Redlock hold; counter is the counter's value before this call); {0, 0,
@@ -19,18 +30,21 @@ import "github.com/redis/go-redis/v9"
 var acquireScript = redis.NewScript(`
 local owner = redis.call('HGET', KEYS[1], 'o')
 local ttl = tonumber(ARGV[2])
+local hold = 'a:' .. ARGV[4]
 if owner == false then
   local token = 0
   local counter = tonumber(redis.call('GET', KEYS[2]) or '0')
   if ARGV[3] ~= '1' then
     token = redis.call('INCR', KEYS[2])
   end
-  redis.call('HSET', KEYS[1], 'o', ARGV[1], 'n', 1, 't', token)
+  redis.call('HSET', KEYS[1], 'o', ARGV[1], 'n', 1, 't', token, hold, 1)
   redis.call('PEXPIRE', KEYS[1], ttl)
   return {1, token, ttl, counter}
 end
 if owner == ARGV[1] then
-  redis.call('HINCRBY', KEYS[1], 'n', 1)
+  if redis.call('HSETNX', KEYS[1], hold, 1) == 1 then
+    redis.call('HINCRBY', KEYS[1], 'n', 1)
+  end
   local pttl = redis.call('PTTL', KEYS[1])
   if pttl < ttl then
     redis.call('PEXPIRE', KEYS[1], ttl)
@@ -42,16 +56,22 @@ end
 return {0, 0, redis.call('PTTL', KEYS[1]), 0}
 `)
 
+// A queue entry is live while its deadline is in the future, and no more
+// than a minute ahead (a waiter's liveness window is at most 3 s): an entry
+// the driver could not have written (malformed, or with a far deadline,
+// from a client with write access to the keys) is dropped instead of
+// jamming the queue.
+
 // handOff is shared Lua: it hands a freed lock (KEYS[1]) to the oldest
 // live waiter of the fair queue (KEYS[2], liveness in KEYS[3]), minting its
-// token from KEYS[4]. The waiter holds it from this moment (n=1), with the
-// field h naming the wait it was handed to, and its TTL no longer than the
-// waiter's liveness window, so a lock handed to a waiter that died is freed
-// soon. The message "h:<wait>:<attempt>:<token>", sent to the waiter's own
-// inbox channel (one connection hears it, not every waiter of the key), is
-// the grant itself: the waiter needs no further round trip. With no live
-// waiter it announces "released" on ARGV[2]. Dead waiters met on the way
-// are dropped.
+// token from KEYS[4]. The lock is recorded held by the waiter's wait (its
+// hold field), with a TTL no longer than the waiter's liveness window, so a
+// lock handed to a waiter that died is freed soon. The message
+// "h:<wait>", sent to the waiter's own inbox channel (one connection hears
+// it, not every waiter of the key), only wakes the waiter: it confirms the
+// grant with its next attempt (waitScript), so a forged message grants
+// nothing. With no live waiter it announces "released" on ARGV[2]. Dead
+// waiters met on the way are dropped.
 const handOff = `
 local function handoff()
   if redis.call('EXISTS', KEYS[2]) == 1 then
@@ -65,11 +85,11 @@ local function handoff()
       redis.call('HDEL', KEYS[3], w)
       if a then
         local dl, ttl, win, wait, attempt, inbox = string.match(a, '^(%d+):(%d+):(%d+):(%w+):(%d+):(.+)$')
-        if dl and tonumber(dl) > now then
+        if dl and tonumber(dl) > now and tonumber(dl) <= now + 60000 then
           local token = redis.call('INCR', KEYS[4])
-          redis.call('HSET', KEYS[1], 'o', w, 'n', 1, 't', token, 'h', wait)
+          redis.call('HSET', KEYS[1], 'o', w, 'n', 1, 't', token, 'a:' .. wait, 1)
           redis.call('PEXPIRE', KEYS[1], math.min(tonumber(ttl), tonumber(win)))
-          redis.call('PUBLISH', inbox, 'h:' .. wait .. ':' .. attempt .. ':' .. token)
+          redis.call('PUBLISH', inbox, 'h:' .. wait)
           return
         end
       end
@@ -79,56 +99,67 @@ local function handoff()
 end
 `
 
-// releaseScript lowers ARGV[1]'s hold count and, when it reaches zero,
-// frees the lock or hands it to the oldest live waiter (handOff). With
-// ARGV[3] = "abandon" it is a waiter (wait ARGV[4]) giving up instead: it
-// leaves the queue and gives back the hold of a lock handed to that wait.
+// releaseScript gives back hold ARGV[4] of owner ARGV[1]: it lowers the
+// hold count and, when it reaches zero, frees the lock (remembering the
+// hold for ARGV[5] ms) or hands it to the oldest live waiter (handOff).
+// With ARGV[3] = "abandon" it is a waiter (wait ARGV[4]) giving up
+// instead: it leaves the queue (if its place is still its own) and gives
+// back a lock handed to it.
 //
-// KEYS: lock, queue, alive, fence. Reply: -1 if ARGV[1] does not hold the
-// lock, else the remaining count.
+// KEYS: lock, queue, alive, fence. Reply: -1 if the hold is not held (and
+// was not the last released), else the remaining count.
 var releaseScript = redis.NewScript(handOff + `
 if ARGV[3] == 'abandon' then
-  redis.call('ZREM', KEYS[2], ARGV[1])
-  redis.call('HDEL', KEYS[3], ARGV[1])
-  if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] or redis.call('HGET', KEYS[1], 'h') ~= ARGV[4] then
-    return -1
+  local a = redis.call('HGET', KEYS[3], ARGV[1])
+  if a and string.match(a, '^%d+:%d+:%d+:(%w+):') == ARGV[4] then
+    redis.call('ZREM', KEYS[2], ARGV[1])
+    redis.call('HDEL', KEYS[3], ARGV[1])
   end
-  redis.call('HDEL', KEYS[1], 'h')
 end
-if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] then
+if redis.call('HDEL', KEYS[1], 'a:' .. ARGV[4]) == 0 then
+  if redis.call('HGET', KEYS[1], 'r') == ARGV[4] then
+    return 0
+  end
   return -1
 end
 local n = redis.call('HINCRBY', KEYS[1], 'n', -1)
 if n > 0 then
+  redis.call('HSET', KEYS[1], 'r', ARGV[4])
   return n
 end
 redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'r', ARGV[4])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[5]))
 handoff()
 return 0
 `)
 
-// waitScript is the acquire of queue mode. A lock handed to this wait
-// (ARGV[5]) is confirmed (a hand-off whose message was missed), a lock the
-// owner holds otherwise is re-entered; a free lock goes to the caller only
-// if no live waiter is ahead of it. Otherwise, with ARGV[3] = "1", the
-// caller joins the queue (or stays in place) and renews its liveness:
-// ARGV[4] ms from now, with its TTL ARGV[2] for a hand-off, and its attempt
-// number ARGV[6] and inbox channel ARGV[7] for the hand-off message.
+// waitScript is the acquire of queue mode, for hold ARGV[5] (a wait, or
+// one TryAcquire). A lock held by the owner is confirmed (handed to this
+// wait, or a retried delivery) or re-entered; a free lock goes to the
+// caller only if no live waiter of another owner is ahead of it.
+// Otherwise, with ARGV[3] = "1", the caller joins the queue (or stays in
+// place) and renews its liveness: ARGV[4] ms from now, with its TTL ARGV[2]
+// for a hand-off, and its attempt number ARGV[6] and inbox channel ARGV[7]
+// for the hand-off message. A caller that gets the lock leaves the queue
+// if its place there is its own.
 //
 // KEYS: lock, fence, queue, alive. Reply as acquireScript.
 var waitScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local me, ttl = ARGV[1], tonumber(ARGV[2])
+local hold = 'a:' .. ARGV[5]
 local function leave()
-  redis.call('ZREM', KEYS[3], me)
-  redis.call('HDEL', KEYS[4], me)
+  local a = redis.call('HGET', KEYS[4], me)
+  if a and string.match(a, '^%d+:%d+:%d+:(%w+):') == ARGV[5] then
+    redis.call('ZREM', KEYS[3], me)
+    redis.call('HDEL', KEYS[4], me)
+  end
 end
 local owner = redis.call('HGET', KEYS[1], 'o')
 if owner == me then
-  if ARGV[5] ~= '' and redis.call('HGET', KEYS[1], 'h') == ARGV[5] then
-    redis.call('HDEL', KEYS[1], 'h')
-  else
+  if redis.call('HSETNX', KEYS[1], hold, 1) == 1 then
     redis.call('HINCRBY', KEYS[1], 'n', 1)
   end
   local pttl = redis.call('PTTL', KEYS[1])
@@ -145,7 +176,8 @@ if owner == false then
     local w = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
     if not w then break end
     local a = redis.call('HGET', KEYS[4], w)
-    if a and tonumber(string.match(a, '^(%d+)')) > now then
+    local dl = a and tonumber(string.match(a, '^(%d+):'))
+    if dl and dl > now and dl <= now + 60000 then
       head = w
       break
     end
@@ -154,7 +186,7 @@ if owner == false then
   end
   if head == nil or head == me then
     local token = redis.call('INCR', KEYS[2])
-    redis.call('HSET', KEYS[1], 'o', me, 'n', 1, 't', token)
+    redis.call('HSET', KEYS[1], 'o', me, 'n', 1, 't', token, hold, 1)
     redis.call('PEXPIRE', KEYS[1], ttl)
     leave()
     return {1, token, ttl, 0}
@@ -171,10 +203,11 @@ if pttl < 0 then pttl = 0 end
 return {0, 0, pttl, 0}
 `)
 
-// refreshScript extends ARGV[1]'s lock to live at least ARGV[2] ms, never
-// shortening it. Reply: 1 if held by ARGV[1], else 0.
+// refreshScript extends hold ARGV[3] of owner ARGV[1] so the lock lives at
+// least ARGV[2] ms, never shortening it. Reply: 1 if the hold is held,
+// else 0.
 var refreshScript = redis.NewScript(`
-if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] then
+if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] or redis.call('HEXISTS', KEYS[1], 'a:' .. ARGV[3]) == 0 then
   return 0
 end
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
@@ -184,14 +217,14 @@ return 1
 `)
 
 // fenceScript (Redlock) raises the counter KEYS[2] to at least ARGV[2] and,
-// if ARGV[1] still holds the lock, records ARGV[2] as its token.
-// Reply: 1 if ARGV[1] holds the lock, else 0.
+// if hold ARGV[3] of owner ARGV[1] is still held, records ARGV[2] as the
+// lock's token. Reply: 1 if the hold is held, else 0.
 var fenceScript = redis.NewScript(`
 local token = tonumber(ARGV[2])
 if tonumber(redis.call('GET', KEYS[2]) or '0') < token then
   redis.call('SET', KEYS[2], token)
 end
-if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] then
+if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] or redis.call('HEXISTS', KEYS[1], 'a:' .. ARGV[3]) == 0 then
   return 0
 end
 redis.call('HSET', KEYS[1], 't', token)

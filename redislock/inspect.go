@@ -1,0 +1,52 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// Inspect implements backend.Inspector.
+func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) {
+	ks := d.keys(key)
+	var h *redis.MapStringStringCmd
+	var pttl *redis.DurationCmd
+	var fence *redis.StringCmd
+	var queued *redis.IntCmd
+	_, err := d.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		h = p.HGetAll(ctx, ks.lock)
+		pttl = p.PTTL(ctx, ks.lock)
+		fence = p.Get(ctx, ks.fence)
+		queued = p.ZCard(ctx, ks.queue)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return backend.Info{}, fmt.Errorf("redislock: inspect %q: %w: %w", key, backend.ErrUnavailable, err)
+	}
+	info := infoFrom(key, h.Val(), pttl.Val(), fence.Val())
+	if d.opts.Wait == WaitQueue {
+		info.Waiters = int(queued.Val()) // may count waiters that died within their liveness window
+	}
+	return info, nil
+}
+
+// infoFrom builds an Info from a lock hash, its PTTL and the counter.
+func infoFrom(key string, h map[string]string, pttl time.Duration, fence string) backend.Info {
+	info := backend.Info{Key: key, Waiters: -1}
+	if owner, ok := h["o"]; ok {
+		info.Held, info.Owner = true, owner
+		info.Token, _ = strconv.ParseUint(h["t"], 10, 64)
+		if pttl > 0 {
+			info.TTL = pttl
+		}
+		return info
+	}
+	info.Token, _ = strconv.ParseUint(fence, 10, 64)
+	return info
+}

@@ -1,0 +1,177 @@
+package redislock
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/sandbox"
+)
+
+// replyDropper loses the reply to chosen requests of a go-redis client
+// whose connections go through a sandbox.Proxy: the request reaches Redis
+// and runs (the proxy waits for the reply before it drops it), the reply is
+// thrown away, and the client sees its connection closed (EOF). A client
+// made the way users make them (go-redis's default MaxRetries: 3) then
+// sends the same request again.
+type replyDropper struct{ p *sandbox.Proxy }
+
+// arm drops the reply to the next request that runs one of scripts.
+func (r replyDropper) arm(scripts ...*redis.Script) {
+	var markers [][]byte
+	for _, s := range scripts {
+		markers = append(markers, []byte(s.Hash()))
+	}
+	r.p.DropReply(func(chunk []byte) bool {
+		for _, m := range markers {
+			if bytes.Contains(chunk, m) {
+				return true
+			}
+		}
+		return false
+	}, nil)
+}
+
+func (r replyDropper) count() int { return r.p.Dropped() }
+
+// retryingClient is a client of n with go-redis's default retries, through
+// a proxy whose replies the returned dropper may drop. The scripts are
+// loaded first, so that the dropped request is the one that runs the
+// script (not a NOSCRIPT probe).
+func retryingClient(t *testing.T, n sandbox.Node) (*redis.Client, replyDropper) {
+	t.Helper()
+	p := sandbox.StartProxyT(t, n.Addr)
+	c := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	t.Cleanup(func() { c.Close() })
+	ctx := testCtx(t, 10*time.Second)
+	for _, s := range []*redis.Script{acquireScript, waitScript, releaseScript, refreshScript, fenceScript} {
+		if err := s.Load(ctx, c).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c, replyDropper{p}
+}
+
+// TestLostReplyRetried: a lost reply retried by the client has the effect
+// of one delivery. A retried acquisition must not count a second hold (the
+// lock would stay held by nobody after Release), a retried release must not
+// report ErrNotHeld for a release that happened, nor lower a hold count
+// twice (freeing another process's hold of the same owner).
+func TestLostReplyRetried(t *testing.T) {
+	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
+	for _, mode := range []WaitMode{WaitQueue, WaitNotify} {
+		t.Run(mode.String(), func(t *testing.T) {
+			ctx := testCtx(t, time.Minute)
+			c, drop := retryingClient(t, g.Node(0))
+			d, err := New(c, &Options{Wait: mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := distlock.New(d, distlock.WithDefaultTTL(10*time.Second))
+			t.Cleanup(func() { l.Close() })
+			other := singleLocker(t, g.Node(0), 10*time.Second)
+			peer := singleLocker(t, g.Node(0), 10*time.Second)
+			free := func(key string) bool {
+				t.Helper()
+				le, err := other.TryAcquire(ctx, key)
+				if err != nil {
+					if !errors.Is(err, distlock.ErrNotAcquired) {
+						t.Fatal(err)
+					}
+					return false
+				}
+				_ = le.Release(ctx)
+				return true
+			}
+
+			t.Run("acquire", func(t *testing.T) {
+				key := "lost-acquire-" + mode.String()
+				drop.arm(acquireScript, waitScript)
+				le, err := l.TryAcquire(ctx, key)
+				if err != nil {
+					t.Fatalf("TryAcquire with its reply lost once: %v", err)
+				}
+				if drop.count() == 0 {
+					t.Fatal("no reply was dropped")
+				}
+				if err := le.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if !free(key) {
+					t.Error("after the only lease was released the lock is still held: the retried acquisition counted a second hold")
+				}
+			})
+
+			t.Run("release", func(t *testing.T) {
+				key := "lost-release-" + mode.String()
+				le, err := l.TryAcquire(ctx, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				before := drop.count()
+				drop.arm(releaseScript)
+				if err := le.Release(ctx); err != nil {
+					t.Errorf("Release with its reply lost once: %v", err)
+				}
+				if drop.count() == before {
+					t.Fatal("no reply was dropped")
+				}
+				if !free(key) {
+					t.Error("the lock is still held after Release")
+				}
+			})
+
+			t.Run("release-shared", func(t *testing.T) {
+				key := "lost-release-shared-" + mode.String()
+				owner := "shared-owner-0123456789abcdef-" + mode.String()
+				la, err := peer.Acquire(ctx, key, distlock.WithOwner(owner))
+				if err != nil {
+					t.Fatal(err)
+				}
+				lb, err := l.TryAcquire(ctx, key, distlock.WithOwner(owner))
+				if err != nil {
+					t.Fatal(err)
+				}
+				drop.arm(releaseScript)
+				_ = lb.Release(ctx)
+				if free(key) {
+					t.Fatal("a retried release freed the other process's hold of the same owner")
+				}
+				if la.Err() != nil {
+					t.Fatal(la.Err())
+				}
+				if err := la.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if !free(key) {
+					t.Error("the lock is still held after both holds were released")
+				}
+			})
+		})
+	}
+}
+
+// TestLongTTLKept: the longest TTL the driver accepts reaches Redis exactly
+// (no millisecond count that overflows into a 1 ms expiry).
+func TestLongTTLKept(t *testing.T) {
+	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
+	ctx := testCtx(t, 30*time.Second)
+	c := nodeClient(g.Node(0))
+	t.Cleanup(func() { c.Close() })
+	l := singleLocker(t, g.Node(0), time.Second)
+	le, err := l.TryAcquire(ctx, "long", distlock.WithTTL(MaxTTL), distlock.WithoutAutoRenew())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer le.Release(ctx)
+	if pttl := c.PTTL(ctx, keysFor(DefaultPrefix, "long").lock).Val(); pttl < MaxTTL-time.Minute {
+		t.Errorf("Redis keeps a lock asked for %v for %v", MaxTTL, pttl)
+	}
+	if got := millis(1<<63 - 1); got <= 0 {
+		t.Errorf("millis of the largest duration = %d", got)
+	}
+}

@@ -1,0 +1,40 @@
+package redislock
+
+import (
+	"testing"
+	"time"
+)
+
+// FuzzParseAcquire: any reply an acquire script could be made to return
+// (by a server of another version, or a hostile one) is parsed without a
+// panic; a reply of the wrong shape is an error, never a grant, and a
+// negative remaining TTL never becomes a wait.
+func FuzzParseAcquire(f *testing.F) {
+	f.Add(4, int64(1), int64(7), int64(1000), int64(6))
+	f.Add(4, int64(0), int64(0), int64(-2), int64(0))
+	f.Add(3, int64(1), int64(1), int64(1), int64(1))
+	f.Add(5, int64(1), int64(-1), int64(-1), int64(-1))
+	f.Add(4, int64(0), int64(0), int64(1<<62), int64(0))
+	f.Fuzz(func(t *testing.T, n int, held, token, pttl, counter int64) {
+		if n < 0 || n > 8 {
+			return
+		}
+		v := []int64{held, token, pttl, counter, 0, 0, 0, 0}[:n]
+		r, err := parseAcquire(v)
+		if n != 4 {
+			if err == nil || r.held {
+				t.Fatalf("reply %v of %d values: %+v, %v; want an error", v, n, r, err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("reply %v: %v", v, err)
+		}
+		if r.held != (held == 1) {
+			t.Errorf("reply %v: held = %v", v, r.held)
+		}
+		if r.pttl < 0 || r.pttl > MaxTTL || (pttl <= 0 && r.pttl != 0) || (pttl > 0 && pttl <= MaxTTL.Milliseconds() && r.pttl != time.Duration(pttl)*time.Millisecond) {
+			t.Errorf("reply %v: pttl %v", v, r.pttl)
+		}
+	})
+}
