@@ -18,7 +18,7 @@ const giveUpTimeout = 5 * time.Second
 // TryAcquire creates a node in key's queue and keeps it only if it is
 // first; otherwise it deletes the node at once and reports ErrNotAcquired.
 func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
-	n, q, sent, err := d.enqueue(ctx, req)
+	n, q, sent, err := d.enqueue(ctx, req, false)
 	if err != nil {
 		return backend.Grant{}, err
 	}
@@ -40,7 +40,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.G
 // its immediate predecessor. When ctx ends, the node is deleted before Wait
 // returns. If the session expires while waiting, Wait returns ErrLost.
 func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, error) {
-	n, q, sent, err := d.enqueue(ctx, req)
+	n, q, sent, err := d.enqueue(ctx, req, true)
 	if err != nil {
 		return backend.Grant{}, err
 	}
@@ -151,7 +151,7 @@ func (n *lockNode) leave(ctx context.Context, err error) {
 func (n *lockNode) giveUp(ctx context.Context) {
 	n.released.Store(true)
 	n.held.Store(false)
-	n.d.untrack(n)
+	n.untrack()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveUpTimeout)
 	defer cancel()
 	_ = n.remove(ctx)

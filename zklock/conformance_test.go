@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/internal/hooktest"
 )
 
 func TestConformance(t *testing.T) {
@@ -19,4 +20,10 @@ func TestConformanceEnsemble(t *testing.T) {
 	conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
 		return harness{c: c}, nil
 	})
+}
+
+// TestHarnessHooks checks the harness's Partitioner and ReplyDropper
+// (per-driver proxies) before the conformance cases rely on them.
+func TestHarnessHooks(t *testing.T) {
+	hooktest.Run(t, harness{c: startCluster(t, 1)})
 }

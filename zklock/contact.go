@@ -2,7 +2,6 @@ package zklock
 
 import (
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -18,50 +17,38 @@ import (
 // gives up on a connection after two thirds without a read).
 const trustedNum, trustedDen = 2, 3
 
-// contact follows the connection on behalf of the locks the driver holds:
-// when it drops, every held lock is reported in doubt at once
-// (backend.Request.OnDoubt), vouched for until the last contact plus two
-// thirds of the session timeout; when the session is back, they are told
-// (OnRestored) so that the portable layer checks them at once; when the
-// server reports the session expired, every held lock is lost (OnLost).
-// Locks set no watch of their own: a node deleted behind its holder's
-// back is found by the next renewal.
-type contact struct {
-	mu    sync.Mutex
-	held  map[*lockNode]struct{}
-	lost  bool // a disconnect was reported and no session came back since
-	cause error
-	until time.Time
+// The driver follows the connection on behalf of the locks it holds, kept
+// in a backend.HeldSet per session: when the connection drops, every held
+// lock is reported in doubt at once (backend.Request.OnDoubt), vouched for
+// until the last contact plus two thirds of the session timeout; when the
+// session is back, they are told (OnRestored) so that the portable layer
+// checks them at once; when the server reports the session expired, every
+// held lock is lost (OnLost) and later grants go to a new set. Locks set no
+// watch of their own: a node deleted behind its holder's back is found by
+// the next renewal.
+
+// heldSet returns the set of the current session's locks.
+func (d *Driver) heldSet() *backend.HeldSet[*lockNode] {
+	d.heldMu.Lock()
+	defer d.heldMu.Unlock()
+	return d.held
 }
 
-func (c *contact) init() { c.held = map[*lockNode]struct{}{} }
-
-// track registers a lock just granted; if contact is lost at the moment,
-// the lock is reported in doubt at once.
-func (d *Driver) track(n *lockNode) {
-	d.contact.mu.Lock()
-	d.contact.held[n] = struct{}{}
-	lost, cause, until := d.contact.lost, d.contact.cause, d.contact.until
-	d.contact.mu.Unlock()
-	if lost && n.onDoubt != nil {
-		n.onDoubt(cause, until)
+// sessionExpired ends the set of the expired session's locks: each node is
+// marked gone (so its Refresh and Release no longer ask the server), and
+// each lock is reported lost.
+func (d *Driver) sessionExpired() {
+	d.heldMu.Lock()
+	old := d.held
+	d.held = &backend.HeldSet[*lockNode]{}
+	d.heldMu.Unlock()
+	cause := fmt.Errorf("zklock: %w: session expired", backend.ErrLost)
+	for _, n := range old.Locks() {
+		n.gone(cause)
 	}
-}
-
-// untrack forgets a lock released, given up or gone.
-func (d *Driver) untrack(n *lockNode) {
-	d.contact.mu.Lock()
-	delete(d.contact.held, n)
-	d.contact.mu.Unlock()
-}
-
-// held returns the locks the driver holds. d.contact.mu is held.
-func (c *contact) snapshot() []*lockNode {
-	out := make([]*lockNode, 0, len(c.held))
-	for n := range c.held {
-		out = append(out, n)
+	for _, n := range old.Lost(cause) {
+		n.gone(cause) // tracked meanwhile
 	}
-	return out
 }
 
 // stateChanged is called (never concurrently with itself) on every change
@@ -72,26 +59,9 @@ func (d *Driver) stateChanged(state zk.State) {
 	case zk.StateDisconnected, zk.StateConnecting:
 		d.lostContact(state, false)
 	case zk.StateExpired:
-		d.contact.mu.Lock()
-		nodes := d.contact.snapshot()
-		d.contact.mu.Unlock()
-		for _, n := range nodes {
-			n.gone(fmt.Errorf("zklock: lock %q: %w: session %#x expired", n.key, backend.ErrLost, n.session))
-		}
+		d.sessionExpired()
 	case zk.StateHasSession:
-		d.contact.mu.Lock()
-		if !d.contact.lost {
-			d.contact.mu.Unlock()
-			return
-		}
-		d.contact.lost = false
-		nodes := d.contact.snapshot()
-		d.contact.mu.Unlock()
-		for _, n := range nodes {
-			if n.onRestored != nil {
-				n.onRestored()
-			}
-		}
+		d.heldSet().Restored()
 	}
 }
 
@@ -102,21 +72,11 @@ func (d *Driver) lostContact(state zk.State, again bool) {
 	if last := d.sess.lastContact(); !last.IsZero() {
 		until = last.Add(d.timeout() * trustedNum / trustedDen)
 	}
-	d.contact.mu.Lock()
-	if d.contact.lost && !again {
-		d.contact.mu.Unlock()
+	held := d.heldSet()
+	if held.InDoubt() && !again {
 		return
 	}
-	d.contact.lost = true
-	d.contact.cause = fmt.Errorf("zklock: %w: connection to ZooKeeper lost (%v); the session lives on until the server expires it", backend.ErrUnavailable, state)
-	d.contact.until = until
-	nodes, cause := d.contact.snapshot(), d.contact.cause
-	d.contact.mu.Unlock()
-	for _, n := range nodes {
-		if n.onDoubt != nil {
-			n.onDoubt(cause, until)
-		}
-	}
+	held.Doubt(fmt.Errorf("zklock: %w: connection to ZooKeeper lost (%v); the session lives on until the server expires it", backend.ErrUnavailable, state), until)
 }
 
 // pollState follows the state of a connection passed to New, whose events

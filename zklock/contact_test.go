@@ -36,7 +36,7 @@ func waitState(le *distlock.Lease, want distlock.State, d time.Duration) (time.D
 // goes in doubt within bound of the disconnect, comes back after a
 // reconnect within the session, and a partition longer than the session
 // ends it with ErrLost before b can hold the lock.
-func checkPushedDoubt(t *testing.T, c *cluster, a *distlock.Locker, k *killSwitch, bound time.Duration, shortened bool) {
+func checkPushedDoubt(t *testing.T, c *cluster, a *distlock.Locker, k *netPath, bound time.Duration, shortened bool) {
 	key := uniqueKey(t)
 	b := newClient(t, c, testSession)
 	le, err := a.Acquire(ctxFor(t, 10*time.Second), key, distlock.WithoutAutoRenew())
@@ -125,13 +125,16 @@ func TestDisconnectPushesDoubt(t *testing.T) {
 // the last renewal gave.
 func TestDisconnectPushesDoubtOnUserConn(t *testing.T) {
 	c := startCluster(t, 1)
-	k := &killSwitch{}
+	k, err := c.newPath(c.g.Addrs())
+	if err != nil {
+		t.Fatal(err)
+	}
 	conn, events, err := zk.Connect(c.g.Addrs(), contactSession, zk.WithDialer(k.dial), zk.WithLogger(quietLogger{}), zk.WithLogInfo(false))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(conn.Close)
-	if err := awaitSession(ctxFor(t, 30*time.Second), events); err != nil {
+	if err := awaitSession(ctxFor(t, 30*time.Second), events, nil); err != nil {
 		t.Fatal(err)
 	}
 	d, err := New(conn, &Options{SessionTimeout: contactSession})
@@ -147,10 +150,11 @@ type quietLogger struct{}
 
 func (quietLogger) Printf(string, ...any) {}
 
-// TestGoneNodeUntracked: a lock whose node a Refresh finds gone leaves the
-// locks the driver follows (and pushes doubt to); the portable layer does
-// not release such a lock.
-func TestGoneNodeUntracked(t *testing.T) {
+// TestGoneNodeReleased: a lock whose node a Refresh finds gone stays in
+// the locks the driver follows until the portable layer releases it, as it
+// releases every Grant; that Release reports ErrNotHeld, leaves them, and
+// deletes nothing (the next holder's node stays).
+func TestGoneNodeReleased(t *testing.T) {
 	c := startCluster(t, 1)
 	d, _, err := c.newDriver(ctxFor(t, 30*time.Second), testSession)
 	if err != nil {
@@ -162,12 +166,7 @@ func TestGoneNodeUntracked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	followed := func() int {
-		d.contact.mu.Lock()
-		defer d.contact.mu.Unlock()
-		return len(d.contact.held)
-	}
-	if n := followed(); n != 1 {
+	if n := d.heldSet().Len(); n != 1 {
 		t.Fatalf("%d locks followed after a grant, want 1", n)
 	}
 	if err := c.deleteHolder(key); err != nil {
@@ -176,7 +175,23 @@ func TestGoneNodeUntracked(t *testing.T) {
 	if err := g.Lock.Refresh(ctxFor(t, 10*time.Second), testSession); !errors.Is(err, backend.ErrNotHeld) {
 		t.Fatalf("Refresh after the node was deleted: %v, want ErrNotHeld", err)
 	}
-	if n := followed(); n != 0 {
-		t.Errorf("%d locks followed after a Refresh found the node gone, want 0", n)
+	d2, _, err := c.newDriver(ctxFor(t, 30*time.Second), testSession)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer d2.Close()
+	g2, err := d2.TryAcquire(ctxFor(t, 10*time.Second), backend.Request{Key: key, Owner: "o2", TTL: testSession})
+	if err != nil {
+		t.Fatalf("another driver could not take the key: %v", err)
+	}
+	if err := g.Lock.Release(ctxFor(t, 10*time.Second)); !errors.Is(err, backend.ErrNotHeld) {
+		t.Errorf("Release of the gone lock: %v, want ErrNotHeld", err)
+	}
+	if n := d.heldSet().Len(); n != 0 {
+		t.Errorf("%d locks followed after the gone lock's Release, want 0", n)
+	}
+	if err := g2.Lock.Refresh(ctxFor(t, 10*time.Second), testSession); err != nil {
+		t.Errorf("the next holder's lock after the gone lock's Release: %v", err)
+	}
+	_ = g2.Lock.Release(ctxFor(t, 10*time.Second))
 }

@@ -2,8 +2,9 @@
 // lock queue of ephemeral sequential nodes, one ZooKeeper session per
 // driver shared by all its locks.
 //
-// Import it for its side effect to make zk:// URLs work with distlock.Open,
-// or build a driver over your own connection with [New].
+// Import it for its side effect to make zk:// and zks:// (TLS) URLs work
+// with distlock.Open, or build a driver over your own connection with [New]
+// (dialled with [TLSDialer] for TLS).
 //
 // # URLs
 //
@@ -22,6 +23,9 @@
 //   - acl: "open" (world:anyone:all, the default without credentials),
 //     "creator" (only the URL's user, the default with credentials), or
 //     "creator-read" (the URL's user may do anything, everyone may read).
+//   - zks:// only: tls_ca, tls_cert, tls_key, tls_server_name,
+//     tls_insecure_skip_verify, as for rediss:// and etcds://. The servers
+//     must serve TLS on the port given (ZooKeeper's secureClientPort).
 //
 // A user and password in the URL add digest authentication to the session
 // (AddAuth "digest" user:password). Passwords never appear in errors.
@@ -44,8 +48,10 @@
 //
 // Locks live as long as the driver's session. The TTL of every lease is the
 // session timeout the server granted (Capabilities.PerLockTTL is false); a
-// Refresh is one Exists round trip proving the session is alive and the node
-// still ours. When the connection drops, the driver reports every lease of
+// Refresh is a Sync and an Exists proving the session is alive and the node
+// still ours (the Sync makes a follower catch up with the leader first, so
+// a follower cut off from the leader cannot renew a lease from a stale
+// copy). When the connection drops, the driver reports every lease of
 // the session in doubt at once (backend.Request.OnDoubt), vouched for until
 // the last contact with the server plus two thirds of the session timeout;
 // the portable layer declares a lease lost at that instant (minus a drift

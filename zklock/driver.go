@@ -49,7 +49,9 @@ type Driver struct {
 
 	noContainers atomic.Bool // the server rejected container nodes
 	orphans      orphans
-	contact      contact
+
+	heldMu sync.Mutex
+	held   *backend.HeldSet[*lockNode] // the current session's locks (contact.go)
 
 	closing chan struct{}
 	mu      sync.Mutex // guards closed and the Add side of wg
@@ -92,7 +94,7 @@ func newDriver(conn *zk.Conn, o Options, owned bool, s *session) (*Driver, error
 	}
 	d := &Driver{conn: conn, owned: owned, base: base, acl: acl, timeout: s.timeout, sess: s, closing: make(chan struct{})}
 	d.orphans.init()
-	d.contact.init()
+	d.held = &backend.HeldSet[*lockNode]{}
 	d.goTracked(d.reap)
 	if owned {
 		f := d.stateChanged
@@ -111,6 +113,7 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		Wait:        backend.WaitQueue,
 		Lifetime:    backend.LifetimeSession,
 		PerLockTTL:  false,
+		MaxTTL:      backend.TTLLimit, // requests' TTLs are not used: every lock has the session's
 		Fair:        true,
 		Replication: "majority quorum (Zab)",
 	}

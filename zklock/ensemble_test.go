@@ -81,7 +81,7 @@ func TestLeaderKilled(t *testing.T) {
 // leaderIndex returns the index of the ensemble's leader, asked with the
 // "srvr" four-letter command (go-zookeeper's FLWSrvr cannot parse the
 // version line of ZooKeeper 3.8).
-func leaderIndex(t *testing.T, c *cluster) int {
+func leaderIndex(t testing.TB, c *cluster) int {
 	t.Helper()
 	leader := -1
 	ok := eventually(30*time.Second, func() bool {
@@ -112,4 +112,108 @@ func fourLetter(addr, cmd string) string {
 	}
 	out, _ := io.ReadAll(conn)
 	return string(out)
+}
+
+// TestStaleFollowerRefresh: a holder connected to a follower F must not
+// have its lease extended by F while F cannot reach the leader.
+//
+// The scenario: A holds a lock with a 1 s session through F only; B waits
+// through F2 with a long session. The leader and F2 are paused for 1.8 s:
+// shorter than syncLimit (2.5 s), so F still believes it follows the leader
+// and answers reads and pings from its own state, longer than A's session,
+// so when the leader resumes, it has heard nothing of A's session for more
+// than its timeout (F had nobody to forward A's pings to), expires it,
+// deletes A's node and B is granted the lock. A refresh that F answers
+// locally (a plain Exists) succeeds during the pause and extends A's
+// validity past B's grant: two holders. A refresh that must reach the
+// leader (Sync first) does not complete, so A's validity ends about one
+// session timeout after the pause began, before the leader can expire the
+// session.
+func TestStaleFollowerRefresh(t *testing.T) {
+	c := startCluster(t, 3)
+	if err := c.g.Wait(ctxFor(t, time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	leader := leaderIndex(t, c)
+	f, f2 := (leader+1)%3, (leader+2)%3
+	addrs := c.g.Addrs()
+	key := uniqueKey(t)
+	const sessionA, pauseFor = time.Second, 1800 * time.Millisecond
+	a := newClientAt(t, c, sessionA, addrs[f:f+1])
+	b := newClientAt(t, c, 10*time.Second, addrs[f2:f2+1])
+	la, err := a.Acquire(ctxFor(t, 10*time.Second), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := make(chan time.Time, 1)
+	go func() {
+		lb, err := b.Acquire(ctxFor(t, 60*time.Second), key)
+		if err != nil {
+			t.Errorf("b: %v", err)
+			close(granted)
+			return
+		}
+		granted <- time.Now()
+		_ = lb.Release(ctxFor(t, 10*time.Second))
+	}()
+	waitQueue(t, c, key, 2)
+	time.Sleep(sessionA) // a few renewals in normal operation
+
+	// Sample the validity A claims while its lease is not reported lost.
+	var mu sync.Mutex
+	var claimed time.Time
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			dl, err := la.Deadline(), la.Err()
+			if err == nil {
+				mu.Lock()
+				if dl.After(claimed) {
+					claimed = dl
+				}
+				mu.Unlock()
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+
+	pausedAt := time.Now()
+	for _, i := range []int{f2, leader} {
+		if err := c.pause(ctxFor(t, 30*time.Second), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, i := range []int{leader, f2} {
+			_ = c.resume(ctxFor(t, 30*time.Second), i)
+		}
+	})
+	time.Sleep(pauseFor - time.Since(pausedAt))
+	for _, i := range []int{leader, f2} {
+		if err := c.resume(ctxFor(t, 30*time.Second), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resumedAt := time.Now()
+	tb, ok := <-granted
+	close(stop)
+	<-sampled
+	if !ok {
+		t.Fatal("b never got the lock")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("paused %v; b granted %v after the resume; a claimed validity until %v after the pause began; a: %v",
+		resumedAt.Sub(pausedAt).Round(time.Millisecond), tb.Sub(resumedAt).Round(time.Millisecond),
+		claimed.Sub(pausedAt).Round(time.Millisecond), la.Err())
+	if claimed.After(tb) {
+		t.Errorf("a's lease claimed validity until %v, %v after b was granted the lock: refreshed by a follower cut off from the leader",
+			claimed.Format(time.StampMicro), claimed.Sub(tb).Round(time.Millisecond))
+	}
 }

@@ -10,18 +10,24 @@ import (
 	"github.com/distlock/distlock"
 )
 
-// client is one Locker over its own session, with its kill switch.
+// client is one Locker over its own session, with its network path.
 type client struct {
 	*distlock.Locker
 	d *Driver
-	k *killSwitch
+	k *netPath
 }
 
 func newClient(t *testing.T, c *cluster, session time.Duration) *client {
 	t.Helper()
+	return newClientAt(t, c, session, c.g.Addrs())
+}
+
+// newClientAt is newClient connecting only to hosts.
+func newClientAt(t *testing.T, c *cluster, session time.Duration, hosts []string) *client {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	d, k, err := c.newDriver(ctx, session)
+	d, k, err := c.newDriverAt(ctx, session, hosts)
 	if err != nil {
 		t.Fatalf("newDriver: %v", err)
 	}

@@ -22,106 +22,189 @@ import (
 // grants anything from 500 ms).
 const testSession = 2 * time.Second
 
-// killSwitch is a dialer whose connections can be cut at once, as if the
-// process had died: no closeSession reaches the server, so the session
-// and its ephemeral nodes live on until the server expires it.
-type killSwitch struct {
-	mu      sync.Mutex
-	dead    bool // killed for good
-	blocked bool // partitioned: no new connections until unblocked
-	conns   []net.Conn
-	dropOp  int32       // opcode whose reply is to be lost; 0 for none
-	didDrop atomic.Bool // a reply was lost
+// netPath is one driver's network path to the ensemble: a sandbox.Proxy
+// per server, which the driver's dialer picks by the server address
+// go-zookeeper dials. Faults of one driver leave the others connected.
+type netPath struct {
+	proxies map[string]*sandbox.Proxy // by server address as given to go-zookeeper
+
+	mu   sync.Mutex
+	dead bool // killed for good: connections cut, no new ones, ever
+	base int  // Dropped() when the last dropAfter was armed
+}
+
+// newPath makes proxies to hosts; a host that is a node of g follows the
+// node's current address (a container's port changes after a restart).
+func newPath(g *sandbox.Group, hosts []string) (*netPath, error) {
+	np := &netPath{proxies: map[string]*sandbox.Proxy{}}
+	for _, h := range hosts {
+		target := func() string { return h }
+		for _, n := range g.Nodes() {
+			if n.Addr() == h {
+				target = n.Addr
+			}
+		}
+		p, err := sandbox.StartProxy(target)
+		if err != nil {
+			np.close()
+			return nil, err
+		}
+		np.proxies[h] = p
+	}
+	return np, nil
+}
+
+var errUnknownHost = errors.New("zklock test: host without a proxy")
+
+// dial is the driver's zk.Dialer: addr's proxy instead of addr.
+func (np *netPath) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
+	p, ok := np.proxies[addr]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", errUnknownHost, addr)
+	}
+	return net.DialTimeout(network, p.Addr(), timeout)
+}
+
+func (np *netPath) each(f func(*sandbox.Proxy)) {
+	for _, p := range np.proxies {
+		f(p)
+	}
+}
+
+// block cuts every connection of the driver and refuses new ones (a
+// partition the client notices at once: its connection drops), or heals
+// that.
+func (np *netPath) block(on bool) {
+	np.mu.Lock()
+	dead := np.dead
+	np.mu.Unlock()
+	np.each(func(p *sandbox.Proxy) {
+		switch {
+		case on:
+			p.Refuse(true)
+			p.Reset()
+		case !dead:
+			p.Heal()
+		}
+	})
+}
+
+// cut resets every live connection; later ones succeed again (a network
+// blip), unless kill: then none ever does, as if the process had died (no
+// closeSession reaches the server, so the session and its ephemeral nodes
+// live on until the server expires it).
+func (np *netPath) cut(kill bool) {
+	if kill {
+		np.mu.Lock()
+		np.dead = true
+		np.mu.Unlock()
+	}
+	np.each(func(p *sandbox.Proxy) {
+		if kill {
+			p.Refuse(true)
+		}
+		p.Reset()
+	})
+}
+
+// partition black-holes every connection of the driver, current and new,
+// nothing closed (conformance.Partitioner); heal ends it.
+func (np *netPath) partition(on bool) {
+	np.each(func(p *sandbox.Proxy) {
+		if on {
+			p.Blackhole(sandbox.Both)
+		} else {
+			p.Heal()
+		}
+	})
 }
 
 // opcodeLockCreate is the opcode of the request that creates a lock node:
 // a multi (create + setData on the parent, for the token).
 const opcodeLockCreate = 14
 
-var errKilled = errors.New("zklock test: client killed")
+// opcodePing is the opcode of the client's pings.
+const opcodePing = 11
 
-func (k *killSwitch) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.dead || k.blocked {
-		return nil, errKilled
+// dropAfter loses the reply to the driver's next request with opcode op
+// (any request but a ping when op is 0): the request reaches the server,
+// the proxy waits for the server's reply to it (by xid), drops it and
+// closes the connection.
+func (np *netPath) dropAfter(op int32) {
+	np.mu.Lock()
+	np.base = np.droppedCount()
+	np.mu.Unlock()
+	var taken atomic.Bool
+	claim := func(chunk []byte) bool {
+		_, ok := zkRequest(chunk, op)
+		return ok && taken.CompareAndSwap(false, true)
 	}
-	c, err := net.DialTimeout(network, addr, timeout)
-	if err != nil {
-		return nil, err
-	}
-	fc := &faultConn{Conn: c, k: k}
-	k.conns = append(k.conns, fc)
-	return fc, nil
+	np.each(func(p *sandbox.Proxy) { p.DropReply(claim, zkAnswers(op)) })
 }
 
-// block partitions the client (cutting its connections) or heals it.
-func (k *killSwitch) block(on bool) {
-	k.mu.Lock()
-	k.blocked = on
-	k.mu.Unlock()
-	if on {
-		k.cut(false)
+func (np *netPath) droppedCount() int {
+	n := 0
+	np.each(func(p *sandbox.Proxy) { n += p.Dropped() })
+	return n
+}
+
+// dropped reports whether a reply was lost since the last dropAfter.
+func (np *netPath) dropped() bool {
+	np.mu.Lock()
+	defer np.mu.Unlock()
+	return np.droppedCount() > np.base
+}
+
+func (np *netPath) close() { np.each(func(p *sandbox.Proxy) { _ = p.Close() }) }
+
+// zkFrames calls f with the payload of each length-prefixed ZooKeeper
+// frame in chunk until it returns true.
+func zkFrames(chunk []byte, f func(payload []byte) bool) bool {
+	for len(chunk) >= 4 {
+		n := int(binary.BigEndian.Uint32(chunk))
+		if n < 0 || 4+n > len(chunk) {
+			return false
+		}
+		if f(chunk[4 : 4+n]) {
+			return true
+		}
+		chunk = chunk[4+n:]
 	}
+	return false
 }
 
-// dropAfter makes the connection drop right after the next request with
-// opcode op reached the server, so its reply is lost.
-func (k *killSwitch) dropAfter(op int32) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.dropOp = op
-	k.didDrop.Store(false)
+// zkRequest returns the xid of a request in chunk with opcode op (any but
+// a ping when op is 0). Client requests have xids from 1; a connect
+// request (no xid) and the special xids (pings, setWatches, auth) are
+// negative or zero there.
+func zkRequest(chunk []byte, op int32) (int32, bool) {
+	var xid int32
+	ok := zkFrames(chunk, func(b []byte) bool {
+		if len(b) < 8 {
+			return false
+		}
+		x, o := int32(binary.BigEndian.Uint32(b)), int32(binary.BigEndian.Uint32(b[4:]))
+		if x <= 0 || o == opcodePing || (op != 0 && o != op) {
+			return false
+		}
+		xid = x
+		return true
+	})
+	return xid, ok
 }
 
-func (k *killSwitch) dropped() bool { return k.didDrop.Load() }
-
-// takeDrop reports whether a request with opcode op must lose its reply.
-func (k *killSwitch) takeDrop(op int32) bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.dropOp == 0 || k.dropOp != op {
-		return false
+// zkAnswers returns a reply matcher: the chunk holds the reply to the
+// request's xid.
+func zkAnswers(op int32) func(request, reply []byte) bool {
+	return func(request, reply []byte) bool {
+		xid, ok := zkRequest(request, op)
+		if !ok {
+			return true
+		}
+		return zkFrames(reply, func(b []byte) bool {
+			return len(b) >= 4 && int32(binary.BigEndian.Uint32(b)) == xid
+		})
 	}
-	k.dropOp = 0
-	return true
-}
-
-// faultConn loses every reply after a request chosen by dropAfter, then
-// fails: the server has applied the request, the client never learns.
-type faultConn struct {
-	net.Conn
-	k       *killSwitch
-	swallow atomic.Bool
-}
-
-func (c *faultConn) Write(p []byte) (int, error) {
-	if len(p) >= 12 && c.k.takeDrop(int32(binary.BigEndian.Uint32(p[8:12]))) {
-		c.swallow.Store(true)
-		c.k.didDrop.Store(true)
-	}
-	return c.Conn.Write(p)
-}
-
-func (c *faultConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if c.swallow.Load() {
-		_ = c.Conn.Close()
-		return 0, errors.New("zklock test: reply lost")
-	}
-	return n, err
-}
-
-// cut closes every live connection; later ones succeed again (a network
-// blip), unless kill was called.
-func (k *killSwitch) cut(kill bool) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.dead = k.dead || kill
-	for _, c := range k.conns {
-		_ = c.Close()
-	}
-	k.conns = nil
 }
 
 // cluster is a sandbox ZooKeeper group with an admin session for
@@ -131,11 +214,12 @@ type cluster struct {
 	admin *zk.Conn
 
 	mu     sync.Mutex
-	kills  map[backend.Driver]*killSwitch
+	paths  map[backend.Driver]*netPath
+	all    []*netPath   // closed when the test ends
 	paused map[int]bool // nodes paused by the harness
 }
 
-func startCluster(t *testing.T, nodes int) *cluster {
+func startCluster(t testing.TB, nodes int) *cluster {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs ZooKeeper servers (sandbox); skipped with -short")
@@ -148,15 +232,47 @@ func startCluster(t *testing.T, nodes int) *cluster {
 		t.Fatalf("admin session: %v", err)
 	}
 	t.Cleanup(admin.Close)
-	return &cluster{g: g, admin: admin, kills: map[backend.Driver]*killSwitch{}, paused: map[int]bool{}}
+	c := &cluster{g: g, admin: admin, paths: map[backend.Driver]*netPath{}, paused: map[int]bool{}}
+	t.Cleanup(c.closePaths) // after the drivers' cleanups, registered later
+	return c
 }
 
-// newDriver makes a driver with its own session through a kill switch.
-func (c *cluster) newDriver(ctx context.Context, session time.Duration) (*Driver, *killSwitch, error) {
-	k := &killSwitch{}
+// newPath makes a driver's path to hosts, closed when the test ends.
+func (c *cluster) newPath(hosts []string) (*netPath, error) {
+	np, err := newPath(c.g, hosts)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.all = append(c.all, np)
+	c.mu.Unlock()
+	return np, nil
+}
+
+func (c *cluster) closePaths() {
+	c.mu.Lock()
+	all := c.all
+	c.all = nil
+	c.mu.Unlock()
+	for _, np := range all {
+		np.close()
+	}
+}
+
+// newDriver makes a driver with its own session through proxies of its own.
+func (c *cluster) newDriver(ctx context.Context, session time.Duration) (*Driver, *netPath, error) {
+	return c.newDriverAt(ctx, session, c.g.Addrs())
+}
+
+// newDriverAt is newDriver connecting only to hosts.
+func (c *cluster) newDriverAt(ctx context.Context, session time.Duration, hosts []string) (*Driver, *netPath, error) {
+	np, err := c.newPath(hosts)
+	if err != nil {
+		return nil, nil, err
+	}
 	cfg := urlConfig{
-		hosts: c.g.Addrs(),
-		dial:  dialConfig{timeout: session, connectTimeout: 30 * time.Second, dialer: k.dial},
+		hosts: hosts,
+		dial:  dialConfig{timeout: session, connectTimeout: 30 * time.Second, dialer: np.dial},
 		opts:  Options{Base: defaultBase},
 	}
 	d, err := dialDriver(ctx, cfg)
@@ -164,19 +280,19 @@ func (c *cluster) newDriver(ctx context.Context, session time.Duration) (*Driver
 		return nil, nil, err
 	}
 	c.mu.Lock()
-	c.kills[d] = k
+	c.paths[d] = np
 	c.mu.Unlock()
-	return d, k, nil
+	return d, np, nil
 }
 
-func (c *cluster) killSwitch(d backend.Driver) (*killSwitch, error) {
+func (c *cluster) pathOf(d backend.Driver) (*netPath, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k, ok := c.kills[d]
+	np, ok := c.paths[d]
 	if !ok {
 		return nil, fmt.Errorf("driver %p was not made by this cluster", d)
 	}
-	return k, nil
+	return np, nil
 }
 
 // queue returns key's lock nodes in order, read by the admin session after
@@ -205,7 +321,9 @@ func (c *cluster) deleteHolder(key string) error {
 	return c.admin.Delete(defaultBase+"/"+encodeKey(key)+"/"+q[0].name, -1)
 }
 
-// harness adapts a cluster to conformance.Harness and ServerControl.
+// harness adapts a cluster to conformance.Harness, ServerControl,
+// Partitioner and ReplyDropper. Each driver reaches the servers through
+// proxies of its own.
 type harness struct{ c *cluster }
 
 func (h harness) NewDriver(ctx context.Context) (backend.Driver, error) {
@@ -216,12 +334,51 @@ func (h harness) NewDriver(ctx context.Context) (backend.Driver, error) {
 func (h harness) TTL() time.Duration { return testSession }
 
 func (h harness) Kill(_ context.Context, d backend.Driver) error {
-	k, err := h.c.killSwitch(d)
+	np, err := h.c.pathOf(d)
 	if err != nil {
 		return err
 	}
-	k.cut(true)
+	np.cut(true)
 	return nil
+}
+
+// Partition black-holes d's connections, current and new: go-zookeeper
+// notices when its reads time out (2/3 of the session timeout), not at
+// once, as in a real partition.
+func (h harness) Partition(_ context.Context, d backend.Driver) error {
+	np, err := h.c.pathOf(d)
+	if err != nil {
+		return err
+	}
+	np.partition(true)
+	return nil
+}
+
+func (h harness) Heal(_ context.Context, d backend.Driver) error {
+	np, err := h.c.pathOf(d)
+	if err != nil {
+		return err
+	}
+	np.partition(false)
+	return nil
+}
+
+// DropNextReply loses the reply to d's next request other than a ping.
+func (h harness) DropNextReply(_ context.Context, d backend.Driver) error {
+	np, err := h.c.pathOf(d)
+	if err != nil {
+		return err
+	}
+	np.dropAfter(0)
+	return nil
+}
+
+func (h harness) Dropped(d backend.Driver) int {
+	np, err := h.c.pathOf(d)
+	if err != nil {
+		return 0
+	}
+	return np.droppedCount()
 }
 
 func (h harness) Delete(_ context.Context, key string) error { return h.c.deleteHolder(key) }

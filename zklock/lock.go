@@ -26,30 +26,32 @@ type lockNode struct {
 
 	session int64 // the session the node lives in
 	czxid   int64 // zxid of the create: the fencing token
-	onLost  func(error)
+	hooks   backend.Hooks
 
-	onDoubt    func(error, time.Time)
-	onRestored func()
-
-	held     atomic.Bool // granted to the caller
-	released atomic.Bool // Release was called (or the node given up)
+	held     atomic.Bool                 // granted to the caller
+	released atomic.Bool                 // Release was called (or the node given up)
+	set      *backend.HeldSet[*lockNode] // the set grant tracked it in
 
 	lostOnce sync.Once
 	lost     chan struct{} // closed when the node or its session is gone
 	lostErr  error         // why; set before lost is closed
 }
 
-// gone records that the node is gone and, if it was held and not released,
-// reports the loss to the portable layer.
+// gone records that the node is gone (its session expired, or a Refresh
+// found it deleted or another session's): its Refresh and Release no
+// longer ask the server.
 func (n *lockNode) gone(err error) {
 	n.lostOnce.Do(func() {
-		n.d.untrack(n)
 		n.lostErr = err
 		close(n.lost)
-		if n.held.Load() && !n.released.Load() && n.onLost != nil && !errors.Is(err, backend.ErrClosed) {
-			n.onLost(err)
-		}
 	})
+}
+
+// untrack takes a node released or given up out of its held set.
+func (n *lockNode) untrack() {
+	if n.set != nil {
+		n.set.Untrack(n)
+	}
 }
 
 // lostReason returns why the node is gone, or nil.
@@ -62,29 +64,45 @@ func (n *lockNode) lostReason() error {
 	}
 }
 
-// Refresh proves the session alive and the node still ours with one Exists
-// round trip. The TTL is the session's, so ttl is not used.
+// Refresh proves the session alive and the node still ours: a Sync, then
+// an Exists. The TTL is the session's, so ttl is not used.
+//
+// The Sync makes the answer the leader's: a follower serves reads (and
+// pings) from its own state, and one cut off from the leader keeps doing so
+// for up to syncLimit ticks, while the leader, hearing nothing of the
+// session through it, may expire the session and hand the lock on. A bare
+// Exists on that follower would extend the lease from a stale read
+// (TestStaleFollowerRefresh). The follower forwards the Sync to the leader
+// and answers it, and then the Exists sent after it on the same session,
+// only once it has applied everything the leader had committed when it
+// received the Sync.
 func (n *lockNode) Refresh(ctx context.Context, _ time.Duration) error {
 	if n.released.Load() {
 		return fmt.Errorf("zklock: refresh %q: %w: released", n.key, backend.ErrNotHeld)
 	}
-	if err := n.lostReason(); err != nil && !errors.Is(err, backend.ErrClosed) {
+	if err := n.lostReason(); err != nil {
 		return fmt.Errorf("zklock: refresh %q: %w: %w", n.key, backend.ErrNotHeld, err)
 	}
 	var exists bool
 	var stat *zk.Stat
 	var zerr error
-	if err := n.d.do(ctx, func() { exists, stat, zerr = n.d.conn.Exists(n.path) }); err != nil {
+	if err := n.d.do(ctx, func() {
+		if _, zerr = n.d.conn.Sync(n.path); zerr == nil {
+			exists, stat, zerr = n.d.conn.Exists(n.path)
+		}
+	}); err != nil {
 		return failure("refresh", n.key, err)
 	}
 	switch {
 	case zerr != nil:
 		return failure("refresh", n.key, zerr)
 	case !exists:
-		n.d.untrack(n) // gone: the portable layer does not release it
+		n.gone(fmt.Errorf("node %s is gone", n.name))
 		return fmt.Errorf("zklock: refresh %q: %w: node %s is gone", n.key, backend.ErrNotHeld, n.name)
 	case stat.EphemeralOwner != n.session:
-		n.d.untrack(n)
+		// Its parent was deleted and made again, and the name reused: that
+		// node is not ours to delete.
+		n.gone(fmt.Errorf("node %s belongs to session %#x, not %#x", n.name, stat.EphemeralOwner, n.session))
 		return fmt.Errorf("zklock: refresh %q: %w: node %s belongs to session %#x, not %#x", n.key, backend.ErrNotHeld, n.name, stat.EphemeralOwner, n.session)
 	}
 	return nil
@@ -92,12 +110,17 @@ func (n *lockNode) Refresh(ctx context.Context, _ time.Duration) error {
 
 // Release deletes the node. If the reply is lost, the node is handed to the
 // orphan reaper, which deletes it once the connection is back (or the
-// session ends), and Release reports ErrUnavailable.
+// session ends), and Release reports ErrUnavailable. A node known gone
+// (its session expired, or a Refresh found it gone) is not deleted:
+// Release reports ErrNotHeld.
 func (n *lockNode) Release(ctx context.Context) error {
 	if !n.released.CompareAndSwap(false, true) {
 		return fmt.Errorf("zklock: release %q: %w: already released", n.key, backend.ErrNotHeld)
 	}
-	n.d.untrack(n)
+	n.untrack()
+	if err := n.lostReason(); err != nil {
+		return fmt.Errorf("zklock: release %q: %w: %w", n.key, backend.ErrNotHeld, err)
+	}
 	err := n.remove(ctx)
 	switch {
 	case err == nil:
@@ -137,6 +160,10 @@ func (n *lockNode) grant(sent time.Time) (backend.Grant, error) {
 		n.held.Store(false)
 		return backend.Grant{}, fmt.Errorf("zklock: acquire %q: %w", n.key, err)
 	}
-	n.d.track(n)
+	n.set = n.d.heldSet()
+	if err := n.set.Track(n, n.hooks); err != nil {
+		n.held.Store(false)
+		return backend.Grant{}, fmt.Errorf("zklock: acquire %q: %w", n.key, err)
+	}
 	return backend.Grant{Lock: n, Token: uint64(n.czxid), TTL: n.d.timeout(), ValidFrom: sent}, nil
 }

@@ -12,6 +12,7 @@ import (
 
 func init() {
 	backend.Register("zk", open)
+	backend.Register("zks", open)
 }
 
 // URL defaults.
@@ -39,7 +40,7 @@ type urlConfig struct {
 func parseURL(u *backend.URL) (urlConfig, error) {
 	var c urlConfig
 	if len(u.Hosts) == 0 {
-		u.Query.Fail("no host: want zk://host:2181[,host:2181...]/base")
+		u.Query.Fail("no host: want %s://host:2181[,host:2181...]/base", u.Scheme)
 	}
 	c.hosts = u.HostsWithDefaultPort(defaultPort)
 	base, err := cleanBase(u.Path)
@@ -69,6 +70,7 @@ func parseURL(u *backend.URL) (urlConfig, error) {
 		u.Query.Fail("parameter acl=%s needs credentials in the URL (zk://user:password@host/...)", mode)
 	}
 	c.opts.ACL = aclFor(mode)
+	c.dial.tls = u.Query.TLS(u.Scheme == "zks", "zks")
 	c.opts.SessionTimeout = c.dial.timeout
 	return c, u.Query.Err()
 }

@@ -1,13 +1,13 @@
 package zklock
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,11 +19,19 @@ import (
 )
 
 // Lock node names: "_c_<32 hex>-lock-<sequence>". The "_c_<guid>-" prefix
-// is the protected-node convention of Curator and go-zookeeper.
+// is the protected-node convention of Curator and go-zookeeper. The driver
+// writes the prefix (its guid is 32 lower-case hex digits, from newGUID);
+// ZooKeeper appends the sequence number as exactly 10 decimal digits of a
+// non-negative counter. Nothing else is a lock node: a child of another
+// shape (a negative or short sequence, an upper-case or non-hex guid) was
+// made by some other client, and the queue ignores it, so that it cannot
+// take the head of the line (see docs/zookeeper.md, ACLs).
 const (
 	protectedPrefix = "_c_"
 	nameMarker      = "-lock-"
 	guidLen         = 32
+	seqLen          = 10
+	nameLen         = len(protectedPrefix) + guidLen + len(nameMarker) + seqLen
 )
 
 // entry is one node of a lock's queue.
@@ -32,20 +40,38 @@ type entry struct {
 	seq  int64
 }
 
-// parseName returns the guid and sequence number of a lock node name.
+// namePrefix is the path segment the driver asks ZooKeeper to append a
+// sequence number to.
+func namePrefix(guid string) string { return protectedPrefix + guid + nameMarker }
+
+// nodeName is the name ZooKeeper gives a node created with namePrefix(guid)
+// when its parent's counter is seq ("%010d").
+func nodeName(guid string, seq int64) string {
+	return namePrefix(guid) + fmt.Sprintf("%0*d", seqLen, seq)
+}
+
+// parseName returns the guid and sequence number of a lock node name: ok
+// only for names nodeName makes from a guid newGUID makes and a
+// non-negative sequence number of at most 10 digits.
 func parseName(name string) (guid string, seq int64, ok bool) {
-	rest, found := strings.CutPrefix(name, protectedPrefix)
-	if !found || len(rest) < guidLen+len(nameMarker)+1 {
+	if len(name) != nameLen || !strings.HasPrefix(name, protectedPrefix) {
 		return "", 0, false
 	}
-	guid, rest = rest[:guidLen], rest[guidLen:]
-	digits, found := strings.CutPrefix(rest, nameMarker)
-	if !found {
+	guid = name[len(protectedPrefix) : len(protectedPrefix)+guidLen]
+	rest := name[len(protectedPrefix)+guidLen:]
+	if !strings.HasPrefix(rest, nameMarker) {
 		return "", 0, false
 	}
-	seq, err := strconv.ParseInt(digits, 10, 64)
-	if err != nil {
-		return "", 0, false
+	for i := 0; i < len(guid); i++ {
+		if c := guid[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return "", 0, false
+		}
+	}
+	for _, c := range []byte(rest[len(nameMarker):]) {
+		if c < '0' || c > '9' {
+			return "", 0, false
+		}
+		seq = seq*10 + int64(c-'0')
 	}
 	return guid, seq, true
 }
@@ -58,7 +84,7 @@ func queueOf(children []string) []entry {
 			q = append(q, entry{c, seq})
 		}
 	}
-	slices.SortFunc(q, func(a, b entry) int { return int(max(-1, min(1, a.seq-b.seq))) })
+	slices.SortFunc(q, func(a, b entry) int { return cmp.Compare(a.seq, b.seq) })
 	return q
 }
 
@@ -76,10 +102,19 @@ func newGUID() string {
 // enqueue puts a node for req in key's queue: it reuses the node of an
 // earlier attempt by the same owner whose reply was lost, or creates one.
 // It returns the node, watched for loss, and the queue as seen after it
-// was created, read by a request sent at sent.
-func (d *Driver) enqueue(ctx context.Context, req backend.Request) (n *lockNode, q []entry, sent time.Time, err error) {
+// was created, read by a request sent at sent. With keep (a wait, which
+// the portable layer retries at once when the server was unreachable), a
+// node whose create or read failed keeps its place in line for that
+// retry; without (a TryAcquire, which no one retries), it is handed to the
+// reaper to be deleted as soon as the server answers, so it cannot hold
+// the lock as a ghost.
+func (d *Driver) enqueue(ctx context.Context, req backend.Request, keep bool) (n *lockNode, q []entry, sent time.Time, err error) {
+	reuser := ""
+	if keep {
+		reuser = req.Owner
+	}
 	parent := d.base + "/" + encodeKey(req.Key)
-	n = &lockNode{d: d, key: req.Key, owner: req.Owner, parent: parent, onLost: req.OnLost, onDoubt: req.OnDoubt, onRestored: req.OnRestored, lost: make(chan struct{})}
+	n = &lockNode{d: d, key: req.Key, owner: req.Owner, parent: parent, hooks: req.Hooks(), lost: make(chan struct{})}
 	reused := false
 	if o, ok := d.orphans.take(req.Key, req.Owner, d.conn.SessionID()); ok {
 		n.guid, n.name, reused = o.guid, o.name, true
@@ -94,7 +129,7 @@ func (d *Driver) enqueue(ctx context.Context, req backend.Request) (n *lockNode,
 	}
 	fresh := n.name == ""
 	if fresh {
-		n.name, n.session, n.czxid, err = d.create(ctx, req, n.guid, parent)
+		n.name, n.session, n.czxid, err = d.create(ctx, req, reuser, n.guid, parent)
 		if err != nil {
 			return nil, nil, time.Time{}, err
 		}
@@ -102,7 +137,7 @@ func (d *Driver) enqueue(ctx context.Context, req backend.Request) (n *lockNode,
 	n.path = parent + "/" + n.name
 	q, sent, err = d.adopt(ctx, n, fresh)
 	if err != nil {
-		d.orphans.add(orphan{key: req.Key, owner: req.Owner, parent: parent, guid: n.guid, name: n.name, session: n.session})
+		d.orphans.add(orphan{key: req.Key, owner: reuser, parent: parent, guid: n.guid, name: n.name, session: n.session})
 		return nil, nil, time.Time{}, err
 	}
 	return n, q, sent, nil
@@ -112,10 +147,10 @@ func (d *Driver) enqueue(ctx context.Context, req backend.Request) (n *lockNode,
 // container (and the base path) when missing, and returns its name. If the
 // outcome is unknown (connection lost after sending, or ctx ended first),
 // the node is handed to the orphan reaper (or to the next attempt by the
-// same owner) before create returns.
-func (d *Driver) create(ctx context.Context, req backend.Request, guid, parent string) (name string, session, czxid int64, err error) {
-	prefix := parent + "/" + protectedPrefix + guid + nameMarker
-	pending := orphan{key: req.Key, owner: req.Owner, parent: parent, guid: guid, session: d.conn.SessionID()}
+// same owner, reuser, if not "") before create returns.
+func (d *Driver) create(ctx context.Context, req backend.Request, reuser, guid, parent string) (name string, session, czxid int64, err error) {
+	prefix := parent + "/" + namePrefix(guid)
+	pending := orphan{key: req.Key, owner: reuser, parent: parent, guid: guid, session: d.conn.SessionID()}
 	for attempt := 0; ; attempt++ {
 		var path string
 		var czxid int64

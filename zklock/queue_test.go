@@ -2,10 +2,13 @@ package zklock
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock"
 )
@@ -232,4 +235,68 @@ func TestInspect(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-waiting
+}
+
+// hostileNames are lock-node-like names the driver never creates: negative,
+// signed, short, long or non-decimal sequence numbers, guids that are not
+// 32 lower-case hex digits. Each would sort before (or among) real nodes if
+// the queue accepted it.
+func hostileNames() []string {
+	g := strings.Repeat("ab", 16)
+	return []string{
+		"_c_" + g + "-lock--000000001",
+		"_c_" + g + "-lock--2147483648",
+		"_c_" + g + "-lock-+000000000",
+		"_c_" + g + "-lock-000000000",
+		"_c_" + g + "-lock-00000000000",
+		"_c_" + g + "-lock- 000000000",
+		"_c_" + g + "-lock-0x00000000",
+		"_c_" + strings.ToUpper(g) + "-lock-0000000000",
+		"_c_" + strings.Repeat("zz", 16) + "-lock-0000000000",
+		"_c_" + strings.Repeat("-", 32) + "-lock-0000000000",
+	}
+}
+
+// TestHostileChildrenIgnored: under an open ACL another client creates
+// (persistent) children that look like lock nodes but that the driver could
+// not have created; the lock still works: TryAcquire wins, Inspect reports
+// no stranger, a waiter is handed the lock on release.
+func TestHostileChildrenIgnored(t *testing.T) {
+	c := startCluster(t, 1)
+	key := uniqueKey(t)
+	parent := defaultBase + "/" + encodeKey(key)
+	for _, p := range []string{defaultBase, parent} {
+		if _, err := c.admin.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range hostileNames() {
+		if _, err := c.admin.Create(parent+"/"+name, []byte("hostile"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatalf("create %s: %v", name, err)
+		}
+	}
+	a, b := newClient(t, c, testSession), newClient(t, c, testSession)
+	la, err := a.TryAcquire(ctxFor(t, 10*time.Second), key)
+	if err != nil {
+		t.Fatalf("TryAcquire with hostile children present: %v", err)
+	}
+	info, err := b.d.Inspect(ctxFor(t, 10*time.Second), key)
+	if err != nil || !info.Held || info.Owner != la.Owner() || info.Waiters != 0 {
+		t.Errorf("Inspect = %+v, %v; want held by %q, no waiters", info, err, la.Owner())
+	}
+	got := make(chan error, 1)
+	go func() {
+		lb, err := b.Acquire(ctxFor(t, 30*time.Second), key)
+		if err == nil {
+			err = lb.Release(ctxFor(t, 10*time.Second))
+		}
+		got <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if err := la.Release(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiter behind hostile children: %v", err)
+	}
 }

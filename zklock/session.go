@@ -2,7 +2,9 @@ package zklock
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -40,6 +42,12 @@ type session struct {
 	lastRead atomic.Int64                   // unix ns of the last read that returned data; 0 if unknown
 	onState  atomic.Pointer[func(zk.State)] // the driver's stateChanged, once it exists
 
+	lastFail   atomic.Pointer[string] // go-zookeeper's last "failed to connect"/"authentication failed"
+	refusedMu  sync.Mutex
+	refused    map[string]error // servers whose certificate a TLS handshake refused
+	allRefused chan struct{}    // closed once every server's certificate was refused
+	hosts      int              // servers in the connection string
+
 	mu   sync.Mutex
 	made int          // setWatches requests go-zookeeper made (one per armed connection)
 	sent int          // setWatches requests resolved: written, or failed unsent
@@ -51,7 +59,11 @@ type session struct {
 // tried to send a setWatches request and could not (the connection closed
 // first): that request is resolved without a write.
 func (s *session) Printf(format string, args ...any) {
-	slog.Debug("zklock: go-zookeeper: " + fmt.Sprintf(format, args...))
+	msg := fmt.Sprintf(format, args...)
+	slog.Debug("zklock: go-zookeeper: " + msg)
+	if strings.HasPrefix(format, "failed to connect") || strings.HasPrefix(format, "authentication failed") {
+		s.lastFail.Store(&msg)
+	}
 	if strings.HasPrefix(format, "Failed to set previous watches") {
 		s.mu.Lock()
 		s.resolvedLocked()
@@ -112,9 +124,32 @@ func (s *session) wrap(next zk.Dialer) zk.Dialer {
 	return func(network, addr string, timeout time.Duration) (net.Conn, error) {
 		c, err := next(network, addr, timeout)
 		if err != nil {
+			s.dialFailed(addr, err)
 			return nil, err
 		}
 		return &sessionConn{Conn: c, s: s, gate: make(chan struct{})}, nil
+	}
+}
+
+// dialFailed notes a server whose certificate was refused; when every
+// server's was, connect gives up at once.
+func (s *session) dialFailed(addr string, err error) {
+	var te *tlsError
+	if !errors.As(err, &te) || !te.verification() {
+		return
+	}
+	s.refusedMu.Lock()
+	defer s.refusedMu.Unlock()
+	if s.refused == nil || s.allRefused == nil {
+		return
+	}
+	s.refused[addr] = err
+	if len(s.refused) >= s.hosts {
+		select {
+		case <-s.allRefused:
+		default:
+			close(s.allRefused)
+		}
 	}
 }
 
@@ -218,15 +253,19 @@ type dialConfig struct {
 	connectTimeout time.Duration // bound on the first session
 	dialer         zk.Dialer     // nil for net.DialTimeout
 	user, password string        // digest auth when user != ""
+	tls            *tls.Config   // zks://: TLS with this configuration
 }
 
 // connect opens a session and waits until the server granted it (bounded by
 // ctx and cfg.connectTimeout).
 func connect(ctx context.Context, hosts []string, cfg dialConfig) (*zk.Conn, *session, error) {
-	g := &session{asked: cfg.timeout}
+	g := &session{asked: cfg.timeout, refused: map[string]error{}, allRefused: make(chan struct{}), hosts: len(hosts)}
 	dial := cfg.dialer
 	if dial == nil {
 		dial = net.DialTimeout
+	}
+	if cfg.tls != nil {
+		dial = tlsDialer(cfg.tls, dial)
 	}
 	conn, events, err := zk.Connect(hosts, cfg.timeout,
 		zk.WithDialer(g.wrap(dial)), zk.WithLogger(g), zk.WithLogInfo(false), zk.WithEventCallback(g.event))
@@ -235,8 +274,26 @@ func connect(ctx context.Context, hosts []string, cfg dialConfig) (*zk.Conn, *se
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.connectTimeout)
 	defer cancel()
-	if err := awaitSession(ctx, events); err != nil {
+	if err := awaitSession(ctx, events, g.allRefused); err != nil {
 		conn.Close()
+		if errors.Is(err, errCertRefused) {
+			g.refusedMu.Lock()
+			defer g.refusedMu.Unlock()
+			errs := make([]error, 0, len(g.refused))
+			for _, h := range hosts {
+				if e, ok := g.refused[h]; ok {
+					errs = append(errs, e)
+				}
+			}
+			return nil, nil, fmt.Errorf("zklock: connect to %v: %w: %w: %w", hosts, backend.ErrInvalidConfig, err, errors.Join(errs...))
+		}
+		if last := g.lastFail.Load(); last != nil {
+			hint := ""
+			if cfg.tls == nil && strings.HasPrefix(*last, "authentication failed") {
+				hint = " (the server closed the connection during the session handshake: if the port serves TLS only, use zks://)"
+			}
+			return nil, nil, fmt.Errorf("zklock: connect to %v: %w: %w; last attempt: %s%s", hosts, backend.ErrUnavailable, err, *last, hint)
+		}
 		return nil, nil, fmt.Errorf("zklock: connect to %v: %w: %w", hosts, backend.ErrUnavailable, err)
 	}
 	if cfg.user != "" {
@@ -248,10 +305,17 @@ func connect(ctx context.Context, hosts []string, cfg dialConfig) (*zk.Conn, *se
 	return conn, g, nil
 }
 
-// awaitSession reads session events until the session is established.
-func awaitSession(ctx context.Context, events <-chan zk.Event) error {
+// errCertRefused reports that the TLS handshake refused every server's
+// certificate.
+var errCertRefused = errors.New("every server's TLS certificate was refused")
+
+// awaitSession reads session events until the session is established, or
+// refused is closed.
+func awaitSession(ctx context.Context, events <-chan zk.Event, refused <-chan struct{}) error {
 	for {
 		select {
+		case <-refused:
+			return errCertRefused
 		case ev, ok := <-events:
 			if !ok {
 				return zk.ErrClosing
