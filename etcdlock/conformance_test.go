@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/internal/hooktest"
 )
 
 func runConformance(t *testing.T, nodes int) *cluster {
@@ -39,4 +40,11 @@ func TestConformanceCluster(t *testing.T) {
 	}
 	c := runConformance(t, 3)
 	t.Run("QueueChurn", func(t *testing.T) { testQueueChurn(t, c) })
+}
+
+// TestHarnessHooks checks the harness's Partitioner and ReplyDropper
+// (per-driver proxies) before the conformance cases rely on them.
+func TestHarnessHooks(t *testing.T) {
+	c := startCluster(t, 1)
+	hooktest.Run(t, newHarness(c, "hooktest/"))
 }

@@ -40,7 +40,7 @@
 // transaction. Release deletes the key by its name; a name is reused (so
 // that deleted keys do not pile up in the lock's range until compaction)
 // only once its key is known gone with no deletion in flight, so a retried
-// release cannot delete a newer holder's key. OwnerCmp gives the comparison that guards your own
+// release cannot delete a newer holder's key. Driver.OwnerCmp gives the comparison that guards your own
 // etcd transactions with the lock.
 //
 // # Errors

@@ -117,6 +117,7 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		Lifetime:    backend.LifetimeSession,
 		PerLockTTL:  false,
 		MinTTL:      MinTTL,
+		MaxTTL:      backend.TTLLimit, // etcd's own limit (9e9 s) is far above
 		Fair:        true,
 		Replication: "majority quorum (Raft); linearizable",
 	}
@@ -147,7 +148,7 @@ func (d *Driver) Close() error {
 	d.mu.Unlock()
 	d.cancel()
 	d.wg.Wait()
-	if s != nil && s.idle() && d.c.Ctx().Err() == nil {
+	if s != nil && s.held.Len() == 0 && d.c.Ctx().Err() == nil {
 		// Best effort: an unrevoked lease just expires with its TTL.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_, _ = d.c.Revoke(ctx, s.id)

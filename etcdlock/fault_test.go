@@ -15,6 +15,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/sandbox"
 )
 
 // faultPrefix is the key prefix of the fault tests.
@@ -257,8 +258,8 @@ func testWaiterKeyDeleted(t *testing.T, c *cluster, near int) {
 // loss before anyone else can hold the lock.
 func testPartitioned(t *testing.T, c *cluster) {
 	key := fmt.Sprintf("partition-%d", time.Now().UnixNano())
-	p := startProxy(t, c.g.Addrs()[0])
-	a, _ := locker(t, p.addr())
+	p := sandbox.StartProxyT(t, c.g.Node(0).Addr)
+	a, _ := locker(t, p.Addr())
 	b, _ := locker(t, c.g.Addrs()...)
 	la, err := a.Acquire(ctxT(t, 10*time.Second), key)
 	if err != nil {
@@ -269,7 +270,7 @@ func testPartitioned(t *testing.T, c *cluster) {
 		<-la.Done()
 		lostAt.Store(time.Now().UnixNano())
 	}()
-	p.partition()
+	p.Blackhole(sandbox.Both)
 	lb, err := b.Acquire(ctxT(t, 4*testTTL+10*time.Second), key)
 	gotAt := time.Now()
 	if err != nil {
@@ -295,8 +296,8 @@ func testPartitioned(t *testing.T, c *cluster) {
 // within the lease's TTL.
 func testDoubtPushed(t *testing.T, c *cluster) {
 	key := fmt.Sprintf("doubt-%d", time.Now().UnixNano())
-	p := startProxy(t, c.g.Addrs()[0])
-	a, _ := locker(t, p.addr())
+	p := sandbox.StartProxyT(t, c.g.Node(0).Addr)
+	a, _ := locker(t, p.Addr())
 	le, err := a.Acquire(ctxT(t, 10*time.Second), key, distlock.WithoutAutoRenew())
 	if err != nil {
 		t.Fatal(err)
@@ -314,14 +315,14 @@ func testDoubtPushed(t *testing.T, c *cluster) {
 		return time.Since(start)
 	}
 	cut := time.Now()
-	p.partition()
+	p.Blackhole(sandbox.Both)
 	// A renewal is sent every TTL/3 and given up after TTL/6.
 	took := waitState(distlock.StateInDoubt, testTTL)
 	if left := time.Until(le.Deadline()); left <= 0 {
 		t.Fatalf("in doubt with no validity left (%v): the push came too late", left)
 	}
 	t.Logf("in doubt %v after the cut, deadline %v after the cut", took, le.Deadline().Sub(cut))
-	p.heal()
+	p.Heal()
 	back := waitState(distlock.StateHeld, testTTL)
 	if le.Err() != nil {
 		t.Fatalf("lost: %v", le.Err())
@@ -338,7 +339,7 @@ func testOwnerCmp(t *testing.T, c *cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmp, err := etcdlock.OwnerCmp(l, le)
+	cmp, err := d.OwnerCmp(le.Key(), le.Token())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +361,7 @@ func testOwnerCmp(t *testing.T, c *cluster) {
 		t.Fatal("a guarded write succeeded after the lock was deleted")
 	}
 	_ = le.Release(ctxT(t, 5*time.Second))
-	if _, err := etcdlock.OwnerCmp(l, le); err == nil {
+	if _, err := d.OwnerCmp(le.Key(), le.Token()); err == nil {
 		t.Error("OwnerCmp of a released lease succeeded")
 	}
 	_, _ = d.Client().Delete(ctxT(t, 5*time.Second), data)
@@ -394,14 +395,14 @@ func testRefreshAll(t *testing.T, c *cluster) {
 	if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], backend.ErrNotHeld) {
 		t.Errorf("after deleting lock 1, RefreshAll = %v, want [nil ErrNotHeld nil]", errs)
 	}
-	if n := etcdlock.HeldCount(d); n != 2 {
-		t.Errorf("the driver tracks %d locks after one was found gone, want 2", n)
-	}
 	for i, l := range locks {
 		err := l.Release(ctx)
 		if (i == 1) != errors.Is(err, backend.ErrNotHeld) {
 			t.Errorf("release of lock %d: %v", i, err)
 		}
+	}
+	if n := etcdlock.HeldCount(d); n != 0 {
+		t.Errorf("the driver tracks %d locks after every one was released (one found gone first), want 0", n)
 	}
 }
 

@@ -1,7 +1,9 @@
 package etcdlock_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -40,29 +42,174 @@ func (c *cluster) client(ctx context.Context) (*clientv3.Client, error) {
 	})
 }
 
-// harness implements conformance.Harness and ServerControl over a cluster.
-// Each driver gets its own client, which Kill closes without revoking
-// anything; StopServer pauses every member (so addresses stay the same).
+// harness implements conformance.Harness, ServerControl, Partitioner and
+// ReplyDropper over a cluster. Each driver gets its own client, which
+// reaches every member through proxies of its own (sandbox.Proxy), so a
+// partition or a lost reply of one driver leaves the others connected.
+// Kill closes the client without revoking anything; StopServer pauses
+// every member (so addresses stay the same).
 type harness struct {
 	c      *cluster
 	prefix string
 
 	mu      sync.Mutex
 	clients []*clientv3.Client
+	proxies map[backend.Driver][]*sandbox.Proxy
 	paused  bool
 }
 
-func newHarness(c *cluster, prefix string) *harness { return &harness{c: c, prefix: prefix} }
+func newHarness(c *cluster, prefix string) *harness {
+	return &harness{c: c, prefix: prefix, proxies: map[backend.Driver][]*sandbox.Proxy{}}
+}
 
 func (h *harness) NewDriver(ctx context.Context) (backend.Driver, error) {
-	cli, err := h.c.client(context.Background())
+	var ps []*sandbox.Proxy
+	var endpoints []string
+	closeProxies := func() {
+		for _, p := range ps {
+			_ = p.Close()
+		}
+	}
+	for _, n := range h.c.g.Nodes() {
+		p, err := sandbox.StartProxy(n.Addr) // asked per connection: a container's port changes after a restart
+		if err != nil {
+			closeProxies()
+			return nil, err
+		}
+		ps = append(ps, p)
+		endpoints = append(endpoints, p.Addr())
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: endpoints, DialTimeout: 10 * time.Second, Context: context.Background(), Logger: zap.NewNop(),
+	})
 	if err != nil {
+		closeProxies()
 		return nil, err
 	}
 	h.mu.Lock()
 	h.clients = append(h.clients, cli)
 	h.mu.Unlock()
-	return etcdlock.New(cli, &etcdlock.Options{Prefix: h.prefix, TTL: testTTL})
+	d, err := etcdlock.New(cli, &etcdlock.Options{Prefix: h.prefix, TTL: testTTL})
+	if err != nil {
+		closeProxies()
+		return nil, err
+	}
+	h.mu.Lock()
+	h.proxies[d] = ps
+	h.mu.Unlock()
+	return d, nil
+}
+
+func (h *harness) proxiesOf(d backend.Driver) ([]*sandbox.Proxy, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ps, ok := h.proxies[d]
+	if !ok {
+		return nil, fmt.Errorf("driver %T was not made by this harness", d)
+	}
+	return ps, nil
+}
+
+// Partition black-holes d's path to every member.
+func (h *harness) Partition(_ context.Context, d backend.Driver) error {
+	ps, err := h.proxiesOf(d)
+	for _, p := range ps {
+		p.Blackhole(sandbox.Both)
+	}
+	return err
+}
+
+func (h *harness) Heal(_ context.Context, d backend.Driver) error {
+	ps, err := h.proxiesOf(d)
+	for _, p := range ps {
+		p.Heal()
+	}
+	return err
+}
+
+// DropNextReply loses the response to the next RPC d starts (an HTTP/2
+// stream it opens: a Txn, a lease grant or keep-alive, a range), on
+// whichever member it goes to: the first proxy to see one takes the
+// loss. The connection is closed once the server answers that stream, so
+// the RPC has run; frames on other streams and flow control in between are
+// lost too. A background session keep-alive (every TTL/3) is an RPC too
+// and may take the loss.
+func (h *harness) DropNextReply(_ context.Context, d backend.Driver) error {
+	ps, err := h.proxiesOf(d)
+	if err != nil {
+		return err
+	}
+	var taken sync.Mutex
+	done := false
+	claim := func(chunk []byte) bool {
+		if _, ok := newStream(chunk); !ok {
+			return false
+		}
+		taken.Lock()
+		defer taken.Unlock()
+		if done {
+			return false
+		}
+		done = true
+		return true
+	}
+	for _, p := range ps {
+		p.DropReply(claim, answersStream)
+	}
+	return nil
+}
+
+func (h *harness) Dropped(d backend.Driver) int {
+	ps, _ := h.proxiesOf(d)
+	n := 0
+	for _, p := range ps {
+		n += p.Dropped()
+	}
+	return n
+}
+
+// h2Frames calls f with the type and stream of each HTTP/2 frame in chunk
+// (after the client preface, if chunk starts with it) until f returns true.
+func h2Frames(chunk []byte, f func(typ byte, stream uint32) bool) bool {
+	chunk = bytes.TrimPrefix(chunk, []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"))
+	for len(chunk) >= 9 {
+		n := int(chunk[0])<<16 | int(chunk[1])<<8 | int(chunk[2])
+		if f(chunk[3], binary.BigEndian.Uint32(chunk[5:9])&^(1<<31)) {
+			return true
+		}
+		if 9+n > len(chunk) {
+			break
+		}
+		chunk = chunk[9+n:]
+	}
+	return false
+}
+
+const (
+	h2Data    = 0x0
+	h2Headers = 0x1
+)
+
+// newStream returns the stream a HEADERS frame in chunk opens.
+func newStream(chunk []byte) (uint32, bool) {
+	var id uint32
+	ok := h2Frames(chunk, func(typ byte, stream uint32) bool {
+		id = stream
+		return typ == h2Headers && stream != 0
+	})
+	return id, ok
+}
+
+// answersStream reports whether reply carries the response (headers or
+// data) of the stream request opened.
+func answersStream(request, reply []byte) bool {
+	id, ok := newStream(request)
+	if !ok {
+		return true
+	}
+	return h2Frames(reply, func(typ byte, stream uint32) bool {
+		return (typ == h2Data || typ == h2Headers) && stream == id
+	})
 }
 
 func (h *harness) TTL() time.Duration { return testTTL }
@@ -126,6 +273,12 @@ func (h *harness) Close() error {
 		_ = cli.Close() // a killed driver's client is closed already
 	}
 	h.clients = nil
+	for _, ps := range h.proxies {
+		for _, p := range ps {
+			_ = p.Close()
+		}
+	}
+	clear(h.proxies)
 	return nil
 }
 

@@ -21,36 +21,6 @@ type lock struct {
 	slot  uint64 // its name slot in the session
 	rev   int64  // its create revision: the fencing token
 	token uint64
-
-	onLost     func(error)
-	lostOnce   sync.Once
-	onDoubt    func(cause error, until time.Time)
-	onRestored func()
-}
-
-// reportDoubt tells the portable layer that the lease could not be renewed:
-// the lock is in doubt, vouched for until the lease's earliest expiry.
-func (l *lock) reportDoubt(err error, until time.Time) {
-	if l.onDoubt != nil {
-		l.onDoubt(fmt.Errorf("etcdlock: lock %q: lease renewal failed: %w", l.key, err), until)
-	}
-}
-
-// reportRestored tells the portable layer that renewals succeed again.
-func (l *lock) reportRestored() {
-	if l.onRestored != nil {
-		l.onRestored()
-	}
-}
-
-// reportLost calls the request's OnLost once.
-func (l *lock) reportLost(err error) {
-	if l.onLost == nil {
-		return
-	}
-	l.lostOnce.Do(func() {
-		l.onLost(fmt.Errorf("etcdlock: lock %q: %w: %w", l.key, backend.ErrLost, err))
-	})
 }
 
 // owns is the comparison that holds while the lock's key still exists with
@@ -108,7 +78,12 @@ func (l *lock) Release(ctx context.Context) error {
 
 // forget removes l from the driver's bookkeeping.
 func (l *lock) forget() {
-	l.s.unregister(l)
+	l.s.held.Untrack(l)
+	l.forgetToken()
+}
+
+// forgetToken removes l from the driver's locks by key and token (OwnerCmp).
+func (l *lock) forgetToken() {
 	l.d.mu.Lock()
 	if l.d.held[heldKey{l.key, l.token}] == l {
 		delete(l.d.held, heldKey{l.key, l.token})
@@ -194,9 +169,9 @@ func (d *Driver) checkKeys(ctx context.Context, ls []*lock) []error {
 			default:
 				kvs := resp.Responses[j].GetResponseRange().Kvs
 				if len(kvs) == 0 || kvs[0].CreateRevision != ls[i].rev {
-					// Gone: the portable layer does not release it. Its name
-					// slot stays taken (a Release may still delete by name).
-					ls[i].forget()
+					// Gone: the portable layer releases it all the same,
+					// which forgets it (and deletes by name: its name slot
+					// is still taken, so nothing else has that name).
 					errs[i] = fmt.Errorf("etcdlock: refresh %q: %w: key %s with create revision %d is gone", ls[i].key, backend.ErrNotHeld, ls[i].ekey, ls[i].rev)
 				}
 			}

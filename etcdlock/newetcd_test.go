@@ -18,7 +18,8 @@ import (
 
 // TestConformanceModuleEtcd runs the conformance suite and the queue tests
 // once more against the etcd server of the go.etcd.io/etcd/server/v3
-// version this module requires (3.7), built from the module cache by the
+// version the command's module (cmd/distlock, which embeds it) requires
+// (3.7), built from the module cache by the
 // go command and run by the local provider: the Debian package and the
 // substitute images are etcd 3.4, so this is what covers etcd ≥ 3.5 with
 // no extra install. The binary is built once per version and kept under
@@ -71,8 +72,12 @@ func atLeast(version string, major, minor int) bool {
 	return err1 == nil && err2 == nil && (ma > major || ma == major && mi >= minor)
 }
 
+// cmdModule is the command's module, whose go.mod requires the etcd server
+// (the library's go.mod does not, to stay free of server dependencies).
+var cmdModule = filepath.Join("..", "cmd", "distlock")
+
 // moduleEtcd returns the etcd server binary of the go.etcd.io/etcd/server/v3
-// version in this module's go.mod, building it on first use into
+// version in cmd/distlock/go.mod, building it on first use into
 // <user cache>/distlock/etcd-<version>/etcd.
 func moduleEtcd(t *testing.T) string {
 	t.Helper()
@@ -80,9 +85,12 @@ func moduleEtcd(t *testing.T) string {
 	if err != nil {
 		t.Skipf("no go command in PATH to build etcd with (set %s to an etcd binary instead): %v", sandbox.EnvEtcdBin, err)
 	}
+	if _, err := os.Stat(filepath.Join(cmdModule, "go.mod")); err != nil {
+		t.Skipf("no %s/go.mod to take the etcd server from (set %s to an etcd binary instead): %v", cmdModule, sandbox.EnvEtcdBin, err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, gocmd, "list", "-m", "-f", "{{.Version}}", "go.etcd.io/etcd/server/v3").Output()
+	out, err := exec.CommandContext(ctx, gocmd, "-C", cmdModule, "list", "-m", "-f", "{{.Version}}", "go.etcd.io/etcd/server/v3").Output()
 	if err != nil {
 		t.Fatalf("go list -m go.etcd.io/etcd/server/v3: %v", exitErr(err))
 	}
@@ -108,7 +116,7 @@ func moduleEtcd(t *testing.T) string {
 	tmp.Close()
 	defer os.Remove(tmp.Name())
 	start := time.Now()
-	build := exec.CommandContext(ctx, gocmd, "build", "-o", tmp.Name(), "go.etcd.io/etcd/server/v3")
+	build := exec.CommandContext(ctx, gocmd, "-C", cmdModule, "build", "-o", tmp.Name(), "go.etcd.io/etcd/server/v3")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build go.etcd.io/etcd/server/v3@%s: %v\n%s", version, err, out)
 	}

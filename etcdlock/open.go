@@ -71,8 +71,9 @@ func parseURL(u *backend.URL) (*config, error) {
 	return c, nil
 }
 
-// open is the Opener for etcd:// and etcds://. It dials the cluster
-// (bounded by ctx and dial_timeout) and the driver closes the client.
+// open is the Opener for etcd:// and etcds://. It dials the cluster and
+// confirms it answers a read, bounded by ctx and dial_timeout; the driver
+// closes the client.
 func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 	c, err := parseURL(u)
 	if err != nil {
@@ -89,12 +90,35 @@ func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 		}
 		return nil, fmt.Errorf("etcdlock: connect to %s: %w: %w", strings.Join(u.Hosts, ","), kind, err)
 	}
+	// clientv3.New dials without waiting for the connection: confirm the
+	// cluster answers (a count-only read of the prefix, which the lock
+	// user may read anyway) within ctx and dial_timeout.
+	pctx, cancel := context.WithTimeout(ctx, c.client.DialTimeout)
+	defer cancel()
+	if _, err := cli.Get(pctx, pingKey(c.options.Prefix), clientv3.WithCountOnly(), clientv3.WithSerializable()); err != nil {
+		_ = cli.Close()
+		kind := backend.ErrUnavailable
+		if errors.Is(err, rpctypes.ErrAuthFailed) || errors.Is(err, rpctypes.ErrPermissionDenied) || errors.Is(err, rpctypes.ErrUserEmpty) {
+			kind = backend.ErrInvalidConfig
+		}
+		return nil, fmt.Errorf("etcdlock: connect to %s: %w: %w", strings.Join(u.Hosts, ","), kind, err)
+	}
 	d, err := newDriver(cli, true, c.options)
 	if err != nil {
 		_ = cli.Close()
 		return nil, err
 	}
 	return d, nil
+}
+
+// pingKey is the key Open reads to confirm the cluster answers: the
+// prefix's own (normalized) key.
+func pingKey(prefix string) string {
+	p, err := normalizePrefix(prefix)
+	if err != nil || p == "" {
+		return "distlock/"
+	}
+	return p
 }
 
 // untilDeadline is the time left before ctx's deadline, or a long time.

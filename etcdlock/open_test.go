@@ -12,6 +12,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/sandbox"
 )
 
 func TestParseURL(t *testing.T) {
@@ -75,8 +76,43 @@ func TestOpenUnreachable(t *testing.T) {
 	}
 }
 
-func ExampleOwnerCmp() {
+func ExampleDriver_OwnerCmp() {
 	_, err := distlock.Open(context.Background(), "etcd://127.0.0.1:2379/locks?ttl=1s")
 	fmt.Println(errors.Is(err, distlock.ErrInvalidConfig))
 	// Output: true
+}
+
+// TestTryAcquireUnreachable: with the cluster gone after Open, TryAcquire
+// fails within its ctx with an error matching ErrUnavailable (the etcd
+// client waits for a connection instead of failing; issue 12, item 9).
+func TestTryAcquireUnreachable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an etcd server")
+	}
+	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Etcd})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := distlock.Open(ctx, g.URL()+"/unreachable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := g.Node(0).Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const bound = 2 * time.Second
+	tctx, tcancel := context.WithTimeout(context.Background(), bound)
+	defer tcancel()
+	t0 := time.Now()
+	le, err := l.TryAcquire(tctx, "k")
+	if err == nil {
+		_ = le.Release(ctx)
+		t.Fatal("TryAcquire succeeded with the server stopped")
+	}
+	if took := time.Since(t0); took > bound+time.Second {
+		t.Errorf("TryAcquire took %v, beyond its ctx's %v", took, bound)
+	}
+	if !errors.Is(err, distlock.ErrUnavailable) {
+		t.Errorf("TryAcquire with the server stopped = %v, want an error matching ErrUnavailable", err)
+	}
 }

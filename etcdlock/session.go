@@ -27,11 +27,11 @@ type session struct {
 	ttl  time.Duration
 	done chan struct{} // closed when lost
 
+	held backend.HeldSet[*lock] // the locks on it; in doubt while renewals fail
+
 	mu        sync.Mutex
-	lastAlive time.Time // send time of the last confirmed grant or renewal
-	doubting  bool      // the last renewal failed; its locks were told
-	err       error     // why it was lost
-	locks     map[*lock]struct{}
+	lastAlive time.Time         // send time of the last confirmed grant or renewal
+	err       error             // why it was lost
 	slots     map[string]uint64 // per lock key, the name slots in use (see takeSlot)
 	spill     uint64            // names handed out past the 64 slots of a key
 }
@@ -105,22 +105,6 @@ func (s *session) confirmedAt() time.Time {
 	return s.lastAlive
 }
 
-// setDoubt records whether renewals are failing and, when that changes,
-// returns the session's locks to tell.
-func (s *session) setDoubt(doubting bool) []*lock {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.doubting == doubting || s.err != nil {
-		return nil
-	}
-	s.doubting = doubting
-	locks := make([]*lock, 0, len(s.locks))
-	for l := range s.locks {
-		locks = append(locks, l)
-	}
-	return locks
-}
-
 // lost reports whether the session ended.
 func (s *session) lost() bool {
 	select {
@@ -138,46 +122,16 @@ func (s *session) cause() error {
 	return s.err
 }
 
-// register adds l to the session; false if the session already ended.
-func (s *session) register(l *lock) bool {
+// end marks the session lost with cause; false if it already was.
+func (s *session) end(cause error) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
 		return false
 	}
-	s.locks[l] = struct{}{}
-	return true
-}
-
-func (s *session) unregister(l *lock) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.locks, l)
-}
-
-// idle reports whether no lock is registered.
-func (s *session) idle() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.locks) == 0
-}
-
-// end marks the session lost with cause and returns its locks, once; later
-// calls return nil.
-func (s *session) end(cause error) []*lock {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err != nil {
-		return nil
-	}
 	s.err = fmt.Errorf("%w: lease %x: %w", errSessionLost, int64(s.id), cause)
 	close(s.done)
-	locks := make([]*lock, 0, len(s.locks))
-	for l := range s.locks {
-		locks = append(locks, l)
-	}
-	clear(s.locks)
-	return locks
+	return true
 }
 
 // session returns the driver's live session, granting a new lease when
@@ -205,7 +159,7 @@ func (d *Driver) session(ctx context.Context) (*session, error) {
 	}
 	s := &session{
 		id: resp.ID, ttl: time.Duration(resp.TTL) * time.Second,
-		done: make(chan struct{}), lastAlive: sent, locks: map[*lock]struct{}{},
+		done: make(chan struct{}), lastAlive: sent,
 	}
 	d.mu.Lock()
 	if d.closed {
@@ -250,9 +204,7 @@ func (d *Driver) keepAlive(s *session) {
 		err := d.renew(s, sent)
 		switch {
 		case err == nil:
-			for _, l := range s.setDoubt(false) {
-				l.reportRestored()
-			}
+			s.held.Restored()
 			timer.Reset(interval)
 		case errors.Is(err, backend.ErrNotHeld):
 			d.loseSession(s, err)
@@ -264,8 +216,8 @@ func (d *Driver) keepAlive(s *session) {
 			// The lease may still live on the server until validUntil:
 			// the locks are in doubt until then (or until a renewal works).
 			until := s.validUntil()
-			for _, l := range s.setDoubt(true) {
-				l.reportDoubt(err, until)
+			if !s.held.InDoubt() {
+				s.held.Doubt(fmt.Errorf("etcdlock: lease %x renewal failed: %w", int64(s.id), err), until)
 			}
 			timer.Reset(max(min(interval, time.Until(until))/2, 10*time.Millisecond))
 		}
@@ -288,21 +240,16 @@ func (d *Driver) renew(s *session, sent time.Time) error {
 // loseSession ends s, reports every lock on it lost, and revokes the lease
 // in the background in case the server still has it.
 func (d *Driver) loseSession(s *session, cause error) {
-	locks := s.end(cause)
-	if locks == nil && !s.lost() {
+	if !s.end(cause) {
 		return
 	}
 	d.mu.Lock()
 	if d.sess == s {
 		d.sess = nil
 	}
-	for _, l := range locks {
-		delete(d.held, heldKey{l.key, l.token})
-	}
 	d.mu.Unlock()
-	err := s.cause()
-	for _, l := range locks {
-		l.reportLost(err)
+	for _, l := range s.held.Lost(fmt.Errorf("etcdlock: %w: %w", backend.ErrLost, s.cause())) {
+		l.forgetToken()
 	}
 	d.revokeAsync(s.id)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/internal/hooktest"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -29,9 +30,57 @@ func (h *harness) Kill(_ context.Context, d backend.Driver) error {
 	return nil
 }
 func (h *harness) Delete(_ context.Context, key string) error { h.s.Delete(key); return nil }
-func (h *harness) StopServer(context.Context) error           { h.s.SetAvailable(false); return nil }
-func (h *harness) StartServer(context.Context) error          { h.s.SetAvailable(true); return nil }
-func (h *harness) Close() error                               { return nil }
+
+// Partition and Heal are the driver's own (conformance.Partitioner): calls
+// fail as unavailable while its locks keep expiring in the store, and its
+// locks are reported in doubt at once, vouched for until the expiry the
+// store last confirmed.
+func (h *harness) Partition(_ context.Context, d backend.Driver) error {
+	md, err := asMem(d)
+	if err != nil {
+		return err
+	}
+	md.Partition(0)
+	return nil
+}
+
+func (h *harness) Heal(_ context.Context, d backend.Driver) error {
+	md, err := asMem(d)
+	if err != nil {
+		return err
+	}
+	md.Heal()
+	return nil
+}
+
+// DropNextReply and Dropped are the driver's own (conformance.ReplyDropper).
+func (h *harness) DropNextReply(_ context.Context, d backend.Driver) error {
+	md, err := asMem(d)
+	if err != nil {
+		return err
+	}
+	md.DropNextReply()
+	return nil
+}
+
+func (h *harness) Dropped(d backend.Driver) int {
+	md, err := asMem(d)
+	if err != nil {
+		return 0
+	}
+	return md.Dropped()
+}
+
+func asMem(d backend.Driver) (*memlock.Driver, error) {
+	md, ok := d.(*memlock.Driver)
+	if !ok {
+		return nil, fmt.Errorf("not a memlock driver: %T", d)
+	}
+	return md, nil
+}
+func (h *harness) StopServer(context.Context) error  { h.s.SetAvailable(false); return nil }
+func (h *harness) StartServer(context.Context) error { h.s.SetAvailable(true); return nil }
+func (h *harness) Close() error                      { return nil }
 
 func TestConformance(t *testing.T) {
 	for _, wait := range []backend.WaitKind{backend.WaitNotify, backend.WaitQueue, backend.WaitPoll} {
@@ -50,4 +99,9 @@ func TestConformance(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHarnessHooks checks the harness's Partitioner and ReplyDropper.
+func TestHarnessHooks(t *testing.T) {
+	hooktest.Run(t, &harness{s: memlock.NewStore(), wait: backend.WaitNotify})
 }

@@ -29,9 +29,11 @@ type Driver struct {
 	killed      bool
 	closed      bool
 	partitioned bool
+	dropNext    bool // DropNextReply armed
+	dropped     int
 	subs        map[*subscription]struct{}
 	queued      map[*waiter]struct{}
-	held        map[*lock]struct{} // locks granted through d and not released
+	held        backend.HeldSet[*lock] // locks granted through d and not released
 }
 
 type waiter struct {
@@ -39,7 +41,7 @@ type waiter struct {
 	e       *entry
 	owner   string
 	ttl     time.Duration
-	hooks   hooks
+	hooks   backend.Hooks
 	granted chan backend.Grant // buffered: the store never blocks on it
 	gone    chan error         // buffered: the driver was killed or closed
 }
@@ -62,7 +64,7 @@ func (s *Store) NewDriver(opts *Options) (*Driver, error) {
 	default:
 		return nil, fmt.Errorf("memlock: %w: unknown wait kind %q (want poll, notify or queue)", backend.ErrInvalidConfig, o.Wait)
 	}
-	return &Driver{s: s, wait: o.Wait, subs: map[*subscription]struct{}{}, queued: map[*waiter]struct{}{}, held: map[*lock]struct{}{}}, nil
+	return &Driver{s: s, wait: o.Wait, subs: map[*subscription]struct{}{}, queued: map[*waiter]struct{}{}}, nil
 }
 
 // Capabilities implements backend.Driver.
@@ -73,6 +75,7 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		Lifetime:            backend.LifetimeTTL,
 		PerLockTTL:          true,
 		MinTTL:              time.Millisecond,
+		MaxTTL:              backend.TTLLimit,
 		Fair:                d.wait == backend.WaitQueue,
 		CrossProcessReentry: true,
 		Replication:         "none (one process)",
@@ -93,37 +96,21 @@ func (d *Driver) Kill() {
 // would, reversibly: its calls fail with an error matching
 // distlock.ErrUnavailable while its locks keep expiring in the store, and
 // it reports every lock it holds in doubt at once (backend.Request.OnDoubt),
-// vouching for each until the expiry the store last confirmed to it, or
-// for trustFor from now if that is sooner and trustFor > 0 (a store whose
-// clients stop trusting a session early, as ZooKeeper's do). Heal ends the
-// partition. Use them to test how code behaves while a lease is in doubt.
+// vouching for each for trustFor from now if trustFor > 0 (a store whose
+// clients stop trusting a session early, as ZooKeeper's do), else for what
+// its last renewal gave (until zero). Heal ends the partition. Use them to
+// test how code behaves while a lease is in doubt.
 func (d *Driver) Partition(trustFor time.Duration) {
-	now := time.Now()
-	type push struct {
-		l     *lock
-		until time.Time
+	var until time.Time
+	if trustFor > 0 {
+		until = time.Now().Add(trustFor)
 	}
-	var pushes []push
 	d.s.mu.Lock()
 	d.mu.Lock()
 	d.partitioned = true
-	for l := range d.held {
-		until := l.known
-		if trustFor > 0 {
-			if t := now.Add(trustFor); t.Before(until) {
-				until = t
-			}
-		}
-		pushes = append(pushes, push{l, until})
-	}
 	d.mu.Unlock()
 	d.s.mu.Unlock()
-	cause := fmt.Errorf("memlock: %w: client partitioned from its store", backend.ErrUnavailable)
-	for _, p := range pushes {
-		if p.l.hooks.onDoubt != nil {
-			p.l.hooks.onDoubt(cause, p.until)
-		}
-	}
+	d.held.Doubt(fmt.Errorf("memlock: %w: client partitioned from its store", backend.ErrUnavailable), until)
 }
 
 // Heal ends a Partition and reports contact restored
@@ -131,35 +118,59 @@ func (d *Driver) Partition(trustFor time.Duration) {
 func (d *Driver) Heal() {
 	d.mu.Lock()
 	d.partitioned = false
-	var locks []*lock
-	for l := range d.held {
-		locks = append(locks, l)
-	}
 	d.mu.Unlock()
-	for _, l := range locks {
-		if l.hooks.onRestored != nil {
-			l.hooks.onRestored()
-		}
+	d.held.Restored()
+}
+
+// DropNextReply makes the driver's next request (TryAcquire, Wait,
+// Refresh or Release) lose its reply, as a network can: the request takes
+// effect in the store, and the call fails with an error matching
+// distlock.ErrUnavailable. A lock granted that way is given back by the
+// driver before the call returns, as the driver contract asks of an
+// acquisition whose outcome the driver could not learn (so no ghost holds
+// the key); a Release or Refresh whose reply is lost happened. There is no
+// client retry to model: a retry is the caller's own. Dropped counts the
+// replies lost.
+func (d *Driver) DropNextReply() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.dropNext = true
+}
+
+// Dropped reports how many replies DropNextReply lost.
+func (d *Driver) Dropped() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.dropped
+}
+
+// claimDrop reports whether the call being made loses its reply, and
+// disarms DropNextReply if so.
+func (d *Driver) claimDrop() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.dropNext {
+		return false
 	}
+	d.dropNext = false
+	d.dropped++
+	return true
 }
 
-// hooks are the callbacks of the request a lock was granted for.
-type hooks struct {
-	onDoubt    func(error, time.Time)
-	onRestored func()
-}
-
-func hooksOf(req backend.Request) hooks {
-	return hooks{onDoubt: req.OnDoubt, onRestored: req.OnRestored}
+// lostReply is the error of a call whose reply was lost; a lock it
+// granted is given back (owner-checked), as a driver's cleanup would.
+func lostReply(op string, g backend.Grant) error {
+	if l, ok := g.Lock.(*lock); ok {
+		_ = l.Release(context.Background())
+	}
+	return fmt.Errorf("memlock: %s: %w: reply lost", op, backend.ErrUnavailable)
 }
 
 // grantLocked makes the lock of a grant to d and tracks it. d.s.mu is held.
-func (d *Driver) grantLocked(g *backend.Grant, key, owner string, h hooks, expires time.Time) {
-	l := &lock{d: d, key: key, owner: owner, token: g.Token, hooks: h, known: expires}
+func (d *Driver) grantLocked(g *backend.Grant, key, owner string, h backend.Hooks) {
+	l := &lock{d: d, key: key, owner: owner, token: g.Token}
 	g.Lock = l
-	d.mu.Lock()
-	d.held[l] = struct{}{}
-	d.mu.Unlock()
+	_ = d.held.Track(l, h) // the set never ends
 }
 
 // Close implements backend.Driver: waits of this driver end with ErrClosed.
@@ -222,14 +233,23 @@ func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.G
 	if err := d.enter(ctx, "acquire"); err != nil {
 		return backend.Grant{}, err
 	}
-	defer d.s.mu.Unlock()
+	drop := d.claimDrop()
 	now := time.Now()
 	e := d.s.lookup(req.Key, now, true)
 	g, ok := d.s.take(e, req.Owner, req.TTL, now)
 	if !ok {
-		return backend.Grant{}, backend.NotAcquired(req.Key, e.expires.Sub(now))
+		left := e.expires.Sub(now)
+		d.s.mu.Unlock()
+		if drop {
+			return backend.Grant{}, lostReply("acquire", g)
+		}
+		return backend.Grant{}, backend.NotAcquired(req.Key, left)
 	}
-	d.grantLocked(&g, req.Key, req.Owner, hooksOf(req), e.expires)
+	d.grantLocked(&g, req.Key, req.Owner, req.Hooks())
+	d.s.mu.Unlock()
+	if drop {
+		return backend.Grant{}, lostReply("acquire", g) // releases: not under d.s.mu
+	}
 	return g, nil
 }
 
@@ -241,16 +261,20 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 	if err := d.enter(ctx, "wait"); err != nil {
 		return backend.Grant{}, err
 	}
+	drop := d.claimDrop()
 	now := time.Now()
 	e := d.s.lookup(req.Key, now, true)
 	if len(e.waiters) == 0 {
 		if g, ok := d.s.take(e, req.Owner, req.TTL, now); ok {
-			d.grantLocked(&g, req.Key, req.Owner, hooksOf(req), e.expires)
+			d.grantLocked(&g, req.Key, req.Owner, req.Hooks())
 			d.s.mu.Unlock()
+			if drop {
+				return backend.Grant{}, lostReply("wait", g)
+			}
 			return g, nil
 		}
 	}
-	w := &waiter{d: d, e: e, owner: req.Owner, ttl: req.TTL, hooks: hooksOf(req), granted: make(chan backend.Grant, 1), gone: make(chan error, 1)}
+	w := &waiter{d: d, e: e, owner: req.Owner, ttl: req.TTL, hooks: req.Hooks(), granted: make(chan backend.Grant, 1), gone: make(chan error, 1)}
 	e.waiters = append(e.waiters, w)
 	d.s.armTimer(e)
 	d.mu.Lock()
@@ -261,6 +285,9 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 	select {
 	case g := <-w.granted:
 		d.forget(w)
+		if drop {
+			return backend.Grant{}, lostReply("wait", g)
+		}
 		return g, nil
 	case err := <-w.gone:
 		select {

@@ -14,8 +14,6 @@ type lock struct {
 	key   string
 	owner string
 	token uint64
-	hooks hooks
-	known time.Time // the expiry the store last confirmed to d; guarded by d.s.mu
 }
 
 // mine returns key's entry if it is still held under this lock's owner and
@@ -34,17 +32,22 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	defer l.d.s.mu.Unlock()
+	drop := l.d.claimDrop()
 	now := time.Now()
 	e := l.mine(now)
 	if e == nil {
-		l.forget() // gone: the portable layer does not release it
+		if drop {
+			return lostReply("refresh", backend.Grant{})
+		}
 		return fmt.Errorf("memlock: refresh %q: %w", l.key, backend.ErrNotHeld)
 	}
 	if exp := now.Add(ttl); exp.After(e.expires) {
 		e.expires = exp
 	}
-	l.known = e.expires
 	l.d.s.armTimer(e)
+	if drop {
+		return lostReply("refresh", backend.Grant{})
+	}
 	return nil
 }
 
@@ -55,22 +58,25 @@ func (l *lock) Release(ctx context.Context) error {
 		return err
 	}
 	defer l.d.s.mu.Unlock()
+	drop := l.d.claimDrop()
 	now := time.Now()
 	e := l.mine(now)
 	if e == nil {
+		if drop {
+			return lostReply("release", backend.Grant{})
+		}
 		return fmt.Errorf("memlock: release %q: %w", l.key, backend.ErrNotHeld)
 	}
 	e.holds--
 	if e.holds == 0 {
 		l.d.s.freeLocked(e, now)
 	}
+	if drop {
+		return lostReply("release", backend.Grant{})
+	}
 	return nil
 }
 
 // forget drops l from its driver's held locks (those Partition and Heal
 // report to).
-func (l *lock) forget() {
-	l.d.mu.Lock()
-	delete(l.d.held, l)
-	l.d.mu.Unlock()
-}
+func (l *lock) forget() { l.d.held.Untrack(l) }

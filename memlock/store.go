@@ -113,7 +113,7 @@ func (s *Store) freeLocked(e *entry, now time.Time) {
 		w := e.waiters[0]
 		e.waiters = e.waiters[1:]
 		if g, ok := s.take(e, w.owner, w.ttl, now); ok {
-			w.d.grantLocked(&g, e.key, w.owner, w.hooks, e.expires)
+			w.d.grantLocked(&g, e.key, w.owner, w.hooks)
 			w.granted <- g
 			return
 		}

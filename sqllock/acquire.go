@@ -103,6 +103,10 @@ func (d *Driver) granted(ctx context.Context, p *pinned, req backend.Request, tt
 // client-side validity.
 const maxTTL = 31536000 * time.Second
 
+// maxLockWaitTimeout is the largest innodb_lock_wait_timeout MySQL and
+// MariaDB accept.
+const maxLockWaitTimeout = 1073741824 * time.Second
+
 // freshWait: a wait shorter than TTL/freshWait costs the lease at most that
 // fraction of its validity, so it needs no extra statement to restart it.
 const freshWait = 10
@@ -158,9 +162,10 @@ func (p *pinned) end(err error) {
 // grant wraps a held row lock in a Lock.
 func (d *Driver) grant(p *pinned, req backend.Request, ttl int, token uint64, validFrom time.Time) (backend.Grant, error) {
 	l := &lock{p: p, key: req.Key, ttl: ttl, onLost: req.OnLost, sem: make(chan struct{}, 1)}
-	if !d.track(l) {
+	// Tracked so that Close can abandon it; that fails once Close began.
+	if err := d.held.Track(l, req.Hooks()); err != nil {
 		p.discard()
-		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w", req.Key, backend.ErrClosed)
+		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w", req.Key, err)
 	}
 	return backend.Grant{Lock: l, Token: token, ValidFrom: validFrom}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/internal/hooktest"
 )
 
 // TestConformance runs the suite with statements sent one at a time and
@@ -16,5 +17,14 @@ func TestConformance(t *testing.T) {
 		conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
 			return newHarness(s, time.Second, batch), nil
 		})
+	})
+}
+
+// TestHarnessHooks checks the harness's Partitioner and ReplyDropper
+// (per-driver proxies) before the conformance cases rely on them.
+func TestHarnessHooks(t *testing.T) {
+	s := startServer(t)
+	bothModes(t, func(t *testing.T, batch bool) {
+		hooktest.Run(t, newHarness(s, time.Second, batch))
 	})
 }

@@ -31,11 +31,11 @@ type Driver struct {
 
 	mu         sync.Mutex
 	closed     bool
-	locks      map[*lock]struct{} // held, not yet released
-	spares     []*pinned          // idle connections kept for the next lock (spare.go)
-	spareTimer *time.Timer        // runs trimSpares
-	spareAt    time.Time          // when spareTimer fires; zero if it is not set
-	spareWG    sync.WaitGroup     // a trimSpares running
+	held       backend.HeldSet[*lock] // held, not yet released
+	spares     []*pinned              // idle connections kept for the next lock (spare.go)
+	spareTimer *time.Timer            // runs trimSpares
+	spareAt    time.Time              // when spareTimer fires; zero if it is not set
+	spareWG    sync.WaitGroup         // a trimSpares running
 }
 
 var (
@@ -66,7 +66,12 @@ func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
 	if opts.LockWaitTimeout < 0 {
 		return nil, fmt.Errorf("sqllock: %w: negative LockWaitTimeout %v", backend.ErrInvalidConfig, opts.LockWaitTimeout)
 	}
-	d := &Driver{db: db, q: newStatements(opts.Table), locks: map[*lock]struct{}{}}
+	if opts.LockWaitTimeout > maxLockWaitTimeout {
+		// The server would cut it down to its maximum with only a warning.
+		return nil, fmt.Errorf("sqllock: %w: LockWaitTimeout %v is above the server's maximum innodb_lock_wait_timeout (%v)",
+			backend.ErrInvalidConfig, opts.LockWaitTimeout, maxLockWaitTimeout)
+	}
+	d := &Driver{db: db, q: newStatements(opts.Table)}
 	if opts.LockWaitTimeout > 0 {
 		d.lwt = seconds(opts.LockWaitTimeout)
 	}
@@ -94,6 +99,7 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		Lifetime:    backend.LifetimeConnection,
 		PerLockTTL:  true,
 		MinTTL:      time.Second,
+		MaxTTL:      maxTTL,
 		MaxKeyLen:   maxKeyLen,
 		Fair:        false,
 		Replication: "single server: row locks are not replicated, a failover to a replica loses every lock",
@@ -110,13 +116,8 @@ func (d *Driver) Close() error {
 		return fmt.Errorf("sqllock: close: %w", backend.ErrClosed)
 	}
 	d.closed = true
-	held := make([]*lock, 0, len(d.locks))
-	for l := range d.locks {
-		held = append(held, l)
-	}
-	clear(d.locks)
 	d.mu.Unlock()
-	for _, l := range held {
+	for _, l := range d.held.End(backend.ErrClosed) {
 		l.abandon()
 	}
 	d.dropSpares()
@@ -146,24 +147,6 @@ func (d *Driver) pin(ctx context.Context, op, key string) (*pinned, error) {
 		return nil, fmt.Errorf("sqllock: %s %q: %w", op, key, classify(err))
 	}
 	return &pinned{d: d, c: c, raw: rawConn(c)}, nil
-}
-
-// track records a held lock so Close can abandon it; it fails if the
-// Driver closed meanwhile.
-func (d *Driver) track(l *lock) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return false
-	}
-	d.locks[l] = struct{}{}
-	return true
-}
-
-func (d *Driver) untrack(l *lock) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	delete(d.locks, l)
 }
 
 // connIDs remembers the server ids of pooled connections (keyed by the

@@ -48,7 +48,7 @@ func startServer(t *testing.T) *server {
 			shared.err = err
 		} else {
 			s := &server{g: g}
-			s.admin = s.newDB(nil, false)
+			s.admin = s.newDB(s.addr, false)
 			shared.srv = s
 		}
 	}
@@ -77,12 +77,12 @@ func stopServer() error {
 // is started again).
 func (s *server) addr() string { return s.g.Node(0).Addr() }
 
-// newDB opens a *sql.DB whose connections are dialled through track (when
-// not nil), always to the server's current address.
+// newDB opens a *sql.DB whose connections dial addr() (the server's
+// current address, or a proxy's), asked per connection.
 //
 // batch turns on multiStatements, as a URL-opened Driver does, so the
 // Driver sends its statements in batches; without it, one at a time.
-func (s *server) newDB(track func(net.Conn), batch bool) *sql.DB {
+func (s *server) newDB(addr func() string, batch bool) *sql.DB {
 	cfg, err := mysql.ParseDSN(sandbox.MySQLDSN(s.addr()))
 	if err != nil {
 		panic(err)
@@ -91,11 +91,7 @@ func (s *server) newDB(track func(net.Conn), batch bool) *sql.DB {
 	cfg.MultiStatements = batch
 	cfg.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", s.addr())
-		if err == nil && track != nil {
-			track(c)
-		}
-		return c, err
+		return d.DialContext(ctx, "tcp", addr())
 	}
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
@@ -106,25 +102,25 @@ func (s *server) newDB(track func(net.Conn), batch bool) *sql.DB {
 	return db
 }
 
-// client is one Driver with its own *sql.DB and the raw connections it
-// dialled, so Kill can cut them as a dying process would.
+// client is one Driver with its own *sql.DB, whose connections go through
+// a proxy of its own (nil for clients that need no faults).
 type client struct {
-	db    *sql.DB
-	mu    sync.Mutex
-	conns []net.Conn
+	db *sql.DB
+	p  *sandbox.Proxy
 }
 
+// kill cuts every connection at once and refuses new ones: no rollback, no
+// COM_QUIT, the server sees the connections end as for a process that
+// died (with an RST).
 func (c *client) kill() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, nc := range c.conns {
-		_ = nc.Close()
-	}
+	c.p.Refuse(true)
+	c.p.Reset()
 	_ = c.db.Close() // reports the connections just cut
 	return nil
 }
 
-// harness implements conformance.Harness over the shared server.
+// harness implements conformance.Harness, Partitioner and ReplyDropper
+// over the shared server.
 type harness struct {
 	s       *server
 	ttl     time.Duration
@@ -138,15 +134,15 @@ func newHarness(s *server, ttl time.Duration, batch bool) *harness {
 }
 
 func (h *harness) NewDriver(ctx context.Context) (backend.Driver, error) {
-	c := &client{}
-	c.db = h.s.newDB(func(nc net.Conn) {
-		c.mu.Lock()
-		c.conns = append(c.conns, nc)
-		c.mu.Unlock()
-	}, h.batch)
+	p, err := sandbox.StartProxy(h.s.addr)
+	if err != nil {
+		return nil, err
+	}
+	c := &client{db: h.s.newDB(p.Addr, h.batch), p: p}
 	d, err := sqllock.New(ctx, c.db, sqllock.Options{Table: testTable})
 	if err != nil {
 		_ = c.db.Close()
+		_ = p.Close()
 		return nil, err
 	}
 	h.mu.Lock()
@@ -155,16 +151,70 @@ func (h *harness) NewDriver(ctx context.Context) (backend.Driver, error) {
 	return d, nil
 }
 
+func (h *harness) client(d backend.Driver) (*client, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.clients[d]
+	if c == nil {
+		return nil, fmt.Errorf("unknown driver %T", d)
+	}
+	return c, nil
+}
+
+// Partition black-holes d's connections, current and new.
+func (h *harness) Partition(_ context.Context, d backend.Driver) error {
+	c, err := h.client(d)
+	if err != nil {
+		return err
+	}
+	c.p.Blackhole(sandbox.Both)
+	return nil
+}
+
+func (h *harness) Heal(_ context.Context, d backend.Driver) error {
+	c, err := h.client(d)
+	if err != nil {
+		return err
+	}
+	c.p.Heal()
+	return nil
+}
+
+// DropNextReply loses the reply to d's next command (a packet with
+// sequence number 0 other than COM_QUIT: a query, a prepared statement's
+// execution, a ping), not to a connection's handshake. The connection then
+// closes, which ends whatever it held.
+func (h *harness) DropNextReply(_ context.Context, d backend.Driver) error {
+	c, err := h.client(d)
+	if err != nil {
+		return err
+	}
+	c.p.DropReply(isCommand, nil)
+	return nil
+}
+
+func (h *harness) Dropped(d backend.Driver) int {
+	c, err := h.client(d)
+	if err != nil {
+		return 0
+	}
+	return c.p.Dropped()
+}
+
+// isCommand reports whether chunk starts a MySQL command packet.
+func isCommand(chunk []byte) bool {
+	const comQuit = 0x01
+	return len(chunk) >= 5 && chunk[3] == 0 && chunk[4] != comQuit
+}
+
 func (h *harness) TTL() time.Duration { return h.ttl }
 
-// Kill closes every socket of d's connections: no rollback, no COM_QUIT,
-// exactly what the kernel does for a process that died.
+// Kill resets every connection of d through its proxy and refuses new
+// ones: no rollback, no COM_QUIT, as for a process that died.
 func (h *harness) Kill(_ context.Context, d backend.Driver) error {
-	h.mu.Lock()
-	c := h.clients[d]
-	h.mu.Unlock()
-	if c == nil {
-		return fmt.Errorf("unknown driver %T", d)
+	c, err := h.client(d)
+	if err != nil {
+		return err
 	}
 	return c.kill()
 }
@@ -192,6 +242,7 @@ func (h *harness) Close() error {
 	defer h.mu.Unlock()
 	for _, c := range h.clients {
 		_ = c.db.Close()
+		_ = c.p.Close()
 	}
 	clear(h.clients)
 	return nil

@@ -3,7 +3,6 @@ package sqllock
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/distlock/distlock/backend"
@@ -14,7 +13,6 @@ type lock struct {
 	p      *pinned
 	key    string
 	onLost func(error)
-	lost   sync.Once
 	sem    chan struct{} // serialises statements on the connection; honours ctx
 
 	// Guarded by sem.
@@ -66,7 +64,7 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	l.finish()
 	err = fmt.Errorf("sqllock: refresh %q: %w: its connection failed: %w", l.key, backend.ErrNotHeld, err)
 	if l.onLost != nil {
-		l.lost.Do(func() { l.onLost(err) })
+		l.onLost(err) // once: an ended lock's Refresh returns before this
 	}
 	return err
 }
@@ -80,11 +78,11 @@ func (l *lock) Release(ctx context.Context) error {
 		return fmt.Errorf("sqllock: release %q: %w: %w", l.key, backend.ErrUnavailable, err)
 	}
 	defer l.leave()
+	l.p.d.held.Untrack(l)
 	if l.ended {
 		return fmt.Errorf("sqllock: release %q: %w", l.key, backend.ErrNotHeld)
 	}
 	l.ended = true
-	l.p.d.untrack(l)
 	err := l.p.giveBack(ctx)
 	switch {
 	case err == nil:
@@ -99,10 +97,10 @@ func (l *lock) Release(ctx context.Context) error {
 	}
 }
 
-// finish closes the connection of a lock that has ended. sem is held.
+// finish closes the connection of a lock that has ended (its Release
+// still comes). sem is held.
 func (l *lock) finish() {
 	l.ended = true
-	l.p.d.untrack(l)
 	l.p.discard()
 }
 

@@ -37,7 +37,9 @@ type Options struct {
 	LockWaitTimeout time.Duration
 }
 
-// open is the backend.Opener for mysql:// URLs.
+// open is the backend.Opener for mysql:// URLs. It connects (CREATE TABLE
+// IF NOT EXISTS, or a ping with create_table=false) within ctx and
+// dial_timeout.
 func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 	cfg, opts, err := configFromURL(u)
 	if err != nil {
@@ -63,6 +65,11 @@ func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 	// Locker does not dial for every acquisition.
 	db.SetMaxIdleConns(64)
 	db.SetConnMaxIdleTime(5 * time.Minute)
+	if opts.NoCreateTable { // else New's CREATE TABLE dials
+		if err := db.PingContext(ctx); err != nil {
+			return fail(fmt.Errorf("sqllock: connect to %s: %w", cfg.Addr, classify(err)))
+		}
+	}
 	d, err := New(ctx, db, opts)
 	if err != nil {
 		var verr *tls.CertificateVerificationError

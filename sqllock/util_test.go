@@ -34,7 +34,7 @@ func newDriver(t *testing.T, s *server, opts sqllock.Options) (*sqllock.Driver, 
 func newDriverMode(t *testing.T, s *server, opts sqllock.Options, batch bool) (*sqllock.Driver, *client) {
 	t.Helper()
 	c := &client{}
-	c.db = s.newDB(nil, batch)
+	c.db = s.newDB(s.addr, batch)
 	if opts.Table == "" {
 		opts.Table = testTable
 	}

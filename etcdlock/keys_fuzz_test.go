@@ -1,0 +1,26 @@
+package etcdlock
+
+import (
+	"strings"
+	"testing"
+)
+
+// FuzzLockRange: distinct keys get ranges neither of which is a prefix of
+// the other (a lock is every etcd key under its range), and a range has no
+// '/' but its last byte, so it stays one segment under the prefix.
+func FuzzLockRange(f *testing.F) {
+	for _, p := range [][2]string{{"a", "a/b"}, {"a%2Fb", "a/b"}, {"%", "%25"}, {"a", "ab"}, {"x/", "x%2F"}, {"ключ", "🔒"}} {
+		f.Add(p[0], p[1])
+	}
+	const prefix = DefaultPrefix
+	f.Fuzz(func(t *testing.T, k1, k2 string) {
+		r1, r2 := lockRange(prefix, k1), lockRange(prefix, k2)
+		if k1 != k2 && (strings.HasPrefix(r1, r2) || strings.HasPrefix(r2, r1)) {
+			t.Fatalf("keys %q and %q: ranges %q and %q overlap", k1, k2, r1, r2)
+		}
+		seg := strings.TrimPrefix(r1, prefix)
+		if strings.Count(seg, "/") != 1 || !strings.HasSuffix(seg, "/") || !strings.HasPrefix(seg, "%") {
+			t.Errorf("key %q: range %q is not one '%%'-led segment under %q", k1, r1, prefix)
+		}
+	})
+}
