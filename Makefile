@@ -11,21 +11,39 @@ TEST_TIMEOUT  ?= 25m
 # Docker engine is reachable (CI does).
 REQUIRE_DOCKER ?= 0
 DEMO_OUT      ?= distlock-report
+# The command (cmd/distlock, with its comparison engine) is a module of its
+# own, so the library's go.mod stays free of CLI, plotting and server
+# dependencies; bench/ is one too. `go mod tidy` must leave each unchanged.
+CMD_MOD       ?= cmd/distlock
+MODULES       ?= . $(CMD_MOD) bench
+# Fuzz targets as package:Name; `make fuzz` runs each for FUZZTIME, `make
+# test` for FUZZTIME_SHORT (go test runs one fuzz target at a time).
+FUZZ_TARGETS  ?= ./backend:FuzzParseURL .:FuzzCheckKey ./redislock:FuzzKeysFor ./redislock:FuzzParseAcquire \
+                 ./etcdlock:FuzzLockRange ./zklock:FuzzParseName ./zklock:FuzzEncodeKeyDistinct
+FUZZTIME      ?= 60s
+FUZZTIME_SHORT ?= 5s
+# make faults: how long faults are injected per backend (make test runs the
+# same test with a 10 s default). DISTLOCK_FAULTS_SEED and
+# DISTLOCK_FAULTS_BACKENDS pass through (docs/testing.md).
+FAULTS_DURATION ?= 60s
 
-.PHONY: all deps servers images test test-unit test-local test-docker lint bench demo clean-containers help
+.PHONY: all deps servers images test test-unit test-local test-docker fuzz fuzz-short faults lint bench demo clean-containers help
 
 all: test
 
 help:
 	@echo "make demo   - compare every backend side by side on this machine (report in $(DEMO_OUT)/)"
 	@echo "make test   - install what is missing, run every test with -race, local servers then containers"
-	@echo "make lint   - gofmt, go vet, staticcheck"
+	@echo "make faults - every backend under a seeded random fault schedule, judged by the history checker (FAULTS_DURATION=$(FAULTS_DURATION) each)"
+	@echo "make lint   - gofmt, go vet, staticcheck, go mod tidy leaves every go.mod unchanged"
+	@echo "make fuzz   - every fuzz target for FUZZTIME (default 60s) each"
 	@echo "make images - build the substitute container images from Debian packages (no registry needed)"
 	@echo "make bench  - benchmarks, including peer libraries (bench/ module)"
 
 # Go modules, and on Debian as root the server packages.
 deps:
 	$(GO) mod download
+	$(GO) -C $(CMD_MOD) mod download
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		scripts/install-servers.sh; \
 	else \
@@ -40,13 +58,15 @@ images: deps
 
 # Every test, first with servers as local processes, then the server-backed
 # packages again through testcontainers (when a Docker engine is reachable).
-test: deps test-local test-docker
+test: deps test-local test-docker fuzz-short
 
 test-unit:
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e /sandbox -e /redislock -e /sqllock -e /zklock -e /etcdlock)
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e /sandbox -e /redislock -e /sqllock -e /zklock -e /etcdlock -e /faults)
+	$(GO) -C $(CMD_MOD) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 test-local:
 	DISTLOCK_SANDBOX=local $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	DISTLOCK_SANDBOX=local $(GO) -C $(CMD_MOD) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 test-docker:
 	@if docker info >/dev/null 2>&1; then \
@@ -58,18 +78,42 @@ test-docker:
 		echo "test-docker: no Docker engine reachable: container pass skipped"; \
 	fi
 
+# Each fuzz target for a bounded time; the seed corpora under
+# testdata/fuzz/ also run as plain tests in every go test.
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz: $${t##*:} ($${t%%:*}) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime $(FUZZTIME) "$${t%%:*}" || exit 1; \
+	done
+
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
+
+# Every backend under a seeded random fault schedule for FAULTS_DURATION
+# each; prints per backend the operations, faults by kind, violations,
+# double grants and the recovery time after the last heal.
+faults: deps
+	DISTLOCK_FAULTS_DURATION=$(FAULTS_DURATION) $(GO) test -count=1 -timeout 90m -run '^TestFaults$$' -v ./faults/
+
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	$(GO) -C $(CMD_MOD) vet ./...
+	$(GO) -C $(CMD_MOD) run $(STATICCHECK) ./...
 	@if [ -f bench/go.mod ]; then cd bench && $(GO) vet ./...; fi
+	@for m in $(MODULES); do \
+		[ -f $$m/go.mod ] || continue; \
+		echo "$(GO) -C $$m mod tidy -diff"; \
+		$(GO) -C $$m mod tidy -diff || { echo "lint: go mod tidy would change $$m/go.mod or go.sum" >&2; exit 1; }; \
+	done
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
 	@if [ -f bench/go.mod ]; then cd bench && $(GO) test -run '^$$' -bench . -benchtime 2s ./...; fi
 
 demo: deps
-	$(GO) run ./cmd/distlock bench --out $(DEMO_OUT)
+	$(GO) -C $(CMD_MOD) run . bench --out $(abspath $(DEMO_OUT))
 
 clean-containers:
 	scripts/cleanup-containers.sh
