@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,9 +90,26 @@ func checkProgram(path string) error {
 	return nil
 }
 
+// startTries bounds the starts of one group whose ports were taken by
+// another process between freePorts and the servers' bind.
+const startTries = 3
+
 // start creates a temporary directory, configures one process per node and
 // starts them all at once (ensemble members need each other to come up).
+// A start that fails because a port was taken meanwhile is tried again on
+// new ports, up to startTries times.
 func (p *localProvider) start(ctx context.Context, spec Spec) ([]member, func(context.Context) error, error) {
+	for try := 1; ; try++ {
+		members, release, err := p.startOnce(ctx, spec)
+		if !portTaken(err) || try == startTries || ctx.Err() != nil {
+			return members, release, err
+		}
+		spec.Logf("sandbox: a port of %s was taken before the server bound it; starting again on new ports", spec.Kind)
+	}
+}
+
+// startOnce is one try of start.
+func (p *localProvider) startOnce(ctx context.Context, spec Spec) ([]member, func(context.Context) error, error) {
 	root, err := os.MkdirTemp("", "distlock-sandbox-"+string(spec.Kind)+"-")
 	if err != nil {
 		return nil, nil, fmt.Errorf("sandbox: %w", err)
@@ -163,25 +179,4 @@ func portsPerNode(spec Spec) int {
 		return 2 // client, cluster bus
 	}
 	return 1
-}
-
-// freePorts returns n distinct free TCP ports on 127.0.0.1. They are free
-// when returned; a server binds them a moment later.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, n)
-	listeners := make([]net.Listener, 0, n)
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("sandbox: find a free port: %w", err)
-		}
-		listeners = append(listeners, l)
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	return ports, nil
 }
