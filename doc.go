@@ -34,13 +34,21 @@
 // # Semantics
 //
 //   - Mutual exclusion per key, and a fencing token per grant that is
-//     strictly greater than every earlier token for that key, on every
-//     backend. Pass it to the resource you protect.
+//     greater than every earlier token for that key, on every backend,
+//     except where the store itself forgets (a Redis failover or restart
+//     without persistence can repeat a token: docs/safety.md). Pass it to
+//     the resource you protect, which rejects a token lower than the last
+//     it accepted, and an equal one from another owner.
 //   - While held, a lease is renewed every TTL/3 by one watchdog goroutine
 //     per Locker. It is valid until (send time of its last successful
 //     renewal) + TTL − drift; when that passes without a renewal it is
-//     lost, before the store can grant the lock to anyone else. Between a
-//     failed renewal and then, [Lease.State] is [StateInDoubt].
+//     lost. Where the store frees a lock only by its TTL or session
+//     timeout, that is before the store can grant the lock to anyone
+//     else; where it frees it at once (a SQL connection killed, a server
+//     restarted, an operator deleting the lock) the holder learns at its
+//     next renewal, and only the fencing token protects the resource
+//     meanwhile. Between a failed renewal and the deadline, [Lease.State]
+//     is [StateInDoubt].
 //   - Reentrancy by owner: [Lease.Context] (or [ContextWithOwner], or
 //     [WithOwner]) makes Acquire re-enter a lock its owner holds; the lock is
 //     freed when every re-entry is released. A re-entry never shortens the

@@ -156,3 +156,38 @@ func TestErrHonoursDeadline(t *testing.T) {
 		}
 	}
 }
+
+// silentDriver is a store that never answers a lock request: a driver
+// whose call ends only with its ctx, returning the bare ctx error (as a
+// client blocked on a frozen server does).
+type silentDriver struct{ backend.Driver }
+
+func (silentDriver) TryAcquire(ctx context.Context, _ backend.Request) (backend.Grant, error) {
+	<-ctx.Done()
+	return backend.Grant{}, ctx.Err()
+}
+
+// A TryAcquire the store never answered within its ctx's deadline fails
+// with an error matching ErrUnavailable, whatever the driver returned, and
+// the deadline stays recognisable; a ctx the caller canceled is not
+// unavailability.
+func TestUnansweredTryAcquireUnavailable(t *testing.T) {
+	d, err := memlock.NewStore().NewDriver(&memlock.Options{Wait: backend.WaitPoll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := distlock.New(silentDriver{d})
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err = l.TryAcquire(ctx, "k")
+	if !errors.Is(err, distlock.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("TryAcquire on a silent store = %v, want ErrUnavailable and DeadlineExceeded", err)
+	}
+	cctx, ccancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, ccancel)
+	_, err = l.TryAcquire(cctx, "k")
+	if errors.Is(err, distlock.ErrUnavailable) || !errors.Is(err, context.Canceled) {
+		t.Errorf("TryAcquire canceled by its caller = %v, want context.Canceled only", err)
+	}
+}

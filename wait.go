@@ -29,6 +29,7 @@ func (l *Locker) obtain(ctx context.Context, req backend.Request, wait bool) (ba
 	switch {
 	case !wait:
 		g, err = l.d.TryAcquire(ctx, req)
+		err = unanswered(ctx, err)
 	case l.waiter != nil:
 		g, err = l.queueWait(ctx, req)
 	default:
@@ -41,6 +42,20 @@ func (l *Locker) obtain(ctx context.Context, req backend.Request, wait bool) (ba
 		g.ValidFrom = started
 	}
 	return g, nil
+}
+
+// unanswered marks a single attempt that ended with its ctx's deadline,
+// before the store gave any answer, as ErrUnavailable too: the store did
+// not answer in the time the caller allowed. The deadline stays matchable;
+// a ctx the caller canceled is not unavailability.
+func unanswered(ctx context.Context, err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrInvalidConfig) {
+		return err
+	}
+	if errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%w: no answer within the ctx: %w", ErrUnavailable, err)
+	}
+	return err
 }
 
 // queueWait lets the driver wait in its store's queue, retrying the whole

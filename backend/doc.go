@@ -32,7 +32,11 @@
 // the connection that holds it closes ([LifetimeConnection]). In every case
 // the portable layer calls Refresh at a third of the TTL as a liveness check
 // and declares a lease lost when its client-side validity runs out, so a
-// holder learns of a loss before the store can grant the lock to another.
+// holder learns of a loss before the store can expire the lock and grant
+// it to another. A store that frees a lock at once (a SQL connection
+// closed, a server restarted, an operator deleting the lock) is the
+// exception: the holder learns at its next Refresh, or when the driver
+// pushes OnLost.
 // A driver that learns of trouble first may push it: [Request.OnLost] ends
 // the lease at once, [Request.OnDoubt] puts it in doubt with the time the
 // driver can still vouch for, and [Request.OnRestored] asks for a re-check

@@ -226,5 +226,3 @@ func waitDone(le *distlock.Lease, d time.Duration) bool {
 		return false
 	}
 }
-
-var errDeadline = context.DeadlineExceeded

@@ -254,6 +254,9 @@ func TestACLErrors(t *testing.T) {
 		if !strings.Contains(err.Error(), "release") {
 			t.Errorf("the failure is not the release's: %v", err)
 		}
+		if !errors.Is(err, distlock.ErrInvalidConfig) || errors.Is(err, distlock.ErrUnavailable) {
+			t.Errorf("a release refused at PUBLISH: %v, want ErrInvalidConfig (no retry fixes it)", err)
+		}
 		held, kerr := admin.HExists(ctx, keysFor(DefaultPrefix, "acl-"+strings.ReplaceAll(t.Name(), "/", "-")).lock, "o").Result()
 		if kerr != nil {
 			t.Fatal(kerr)

@@ -228,11 +228,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.G
 		d.suspect(err)
 		// The script may have run: remove this attempt's hold, if any.
 		cerr := d.cleanup(ctx, ks, req.Owner, hold)
-		kind := backend.ErrUnavailable
-		if scriptRefused(err) {
-			kind = backend.ErrInvalidConfig
-		}
-		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: %w", req.Key, kind, errors.Join(err, cerr))
+		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: %w", req.Key, errKind(err), errors.Join(err, cerr))
 	}
 	if !res.held {
 		return backend.Grant{}, backend.NotAcquired(req.Key, res.pttl)
@@ -268,6 +264,15 @@ func (d *Driver) suspect(err error) {
 	if cc, ok := d.c.(*redis.ClusterClient); ok && err != nil && !errors.Is(err, redis.Nil) {
 		cc.ReloadState(context.Background())
 	}
+}
+
+// errKind is the portable kind of a failed command: ErrInvalidConfig when
+// the ACL refused it (no retry fixes that), else ErrUnavailable.
+func errKind(err error) error {
+	if notAllowed(err) || scriptRefused(err) {
+		return backend.ErrInvalidConfig
+	}
+	return backend.ErrUnavailable
 }
 
 // scriptRefused reports whether the ACL refused a command inside a script

@@ -50,11 +50,7 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 	out := make(chan struct{}, 1)
 	unsubscribe, err := d.notify.subscribe(ctx, d.inbox, out, filter{only: "h:" + wait})
 	if err != nil {
-		kind := backend.ErrUnavailable
-		if notAllowed(err) {
-			kind = backend.ErrInvalidConfig
-		}
-		return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w", req.Key, kind, err)
+		return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w", req.Key, errKind(err), err)
 	}
 	defer unsubscribe()
 	beat := heartbeat(req.TTL)
@@ -73,7 +69,7 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 			// The script may have taken or confirmed the lock for this
 			// wait: give that back, and the place in the queue.
 			aerr := d.abandon(ctx, ks, req.Owner, wait)
-			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w", req.Key, backend.ErrUnavailable, errors.Join(err, aerr))
+			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w", req.Key, errKind(err), errors.Join(err, aerr))
 		}
 		if res.held {
 			l := &lock{d: d, key: req.Key, ks: ks, owner: req.Owner, hold: wait}

@@ -32,7 +32,7 @@ func (l *lock) Release(ctx context.Context) error {
 	n, err := release(ctx, l.d.c, l.ks, l.owner, l.hold, "release")
 	if err != nil {
 		l.d.suspect(err)
-		return fmt.Errorf("redislock: release %q: %w: %w", l.key, backend.ErrUnavailable, err)
+		return fmt.Errorf("redislock: release %q: %w: %w", l.key, errKind(err), err)
 	}
 	if n < 0 {
 		return fmt.Errorf("redislock: release %q: %w", l.key, backend.ErrNotHeld)
@@ -59,7 +59,7 @@ func release(ctx context.Context, c redis.Scripter, ks keyset, owner, hold, mode
 
 func refreshResult(key string, n int64, err error) error {
 	if err != nil {
-		return fmt.Errorf("redislock: refresh %q: %w: %w", key, backend.ErrUnavailable, err)
+		return fmt.Errorf("redislock: refresh %q: %w: %w", key, errKind(err), err)
 	}
 	if n != 1 {
 		return fmt.Errorf("redislock: refresh %q: %w", key, backend.ErrNotHeld)
