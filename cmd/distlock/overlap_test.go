@@ -119,3 +119,33 @@ func alive(pid int) bool {
 	}
 	return true
 }
+
+// TestRunCommandGroupDiesWithDistlock: when distlock is SIGKILLed, the
+// processes CMD started in its group die too (a shell's background job
+// here), not only CMD itself: none of them may run on without the lock.
+func TestRunCommandGroupDiesWithDistlock(t *testing.T) {
+	holder := exec.Command(binary, "run", "--url", "mem://", "--key", "k", "--", "sh", "-c", `sleep 600 & echo $!; wait`)
+	stdout, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		_ = holder.Process.Kill()
+		_ = holder.Wait()
+		t.Fatalf("holder said %q", line)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	_ = holder.Process.Kill()
+	_ = holder.Wait()
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if !alive(pid) {
+			return
+		}
+	}
+	t.Errorf("CMD's child (pid %d) still runs 5s after distlock was killed", pid)
+}

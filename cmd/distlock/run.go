@@ -148,7 +148,8 @@ func acquireForRun(ctx context.Context, locker *distlock.Locker, o runOpts) (*di
 // backend reporting lost contact) and is re-read at least every poll.
 // grace is capped at a third of the validity the lease had when CMD
 // started, so renewals that succeed (every third of the TTL) never let it
-// get that close. CMD dies with distlock (Pdeathsig, on Linux). It returns
+// get that close. CMD's process group dies with distlock (on Linux: a
+// guard process, see guard_linux.go). It returns
 // CMD's exit code and whether CMD was terminated for the lease.
 func supervise(lease *distlock.Lease, grace time.Duration, args []string) (int, bool) {
 	validity := time.Until(lease.Deadline())
@@ -156,7 +157,8 @@ func supervise(lease *distlock.Lease, grace time.Duration, args []string) (int, 
 	grace = min(grace, validity/3)
 	poll := min(max(validity/20, 10*time.Millisecond), 250*time.Millisecond)
 
-	cmd := exec.Command(args[0], args[1:]...)
+	prog, argv := guarded(args)
+	cmd := exec.Command(prog, argv...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(),
 		"DISTLOCK_KEY="+lease.Key(),
