@@ -102,18 +102,9 @@ func TestLeaderKilled(t *testing.T) {
 // findLeader returns the index of the cluster's leader.
 func findLeader(t *testing.T, c *cluster) int {
 	t.Helper()
-	ctx := ctxT(t, 30*time.Second)
-	cli, err := c.client(ctx)
+	leader, err := c.g.Leader(ctxT(t, 30*time.Second), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cli.Close()
-	for i, addr := range c.g.Addrs() {
-		st, err := cli.Status(ctx, addr)
-		if err == nil && st.Leader == st.Header.MemberId {
-			return i
-		}
-	}
-	t.Fatal("no leader found")
-	return -1
+	return leader
 }

@@ -36,9 +36,10 @@ const (
 	fRestart   = "restart"   // stop a server, then start it again
 	fPartition = "partition" // cut one client off the store, then heal
 	fReplyLoss = "replyloss" // the store's next reply to one client is dropped
+	fLeader    = "leader"    // kill the node that decides for the lock (ensemble or cluster leader, the key's primary), then start it again
 )
 
-var allKinds = []string{fKill, fStop, fPause, fRestart, fPartition, fReplyLoss}
+var allKinds = []string{fKill, fStop, fPause, fRestart, fPartition, fReplyLoss, fLeader}
 
 // A step of a schedule: at At (from the run's start, or as soon as the
 // previous step healed), inject Kind on client Slot or server Node, and
@@ -73,6 +74,8 @@ func schedule(seed uint64, kinds []string, clients, nodes int, ttl, d time.Durat
 			s.For = between(300*time.Millisecond, 2*ttl)
 		case fRestart:
 			s.For = between(200*time.Millisecond, time.Second)
+		case fLeader:
+			s.For = between(500*time.Millisecond, 2*ttl)
 		case fReplyLoss:
 			s.For = between(100*time.Millisecond, 500*time.Millisecond)
 		}
@@ -81,21 +84,6 @@ func schedule(seed uint64, kinds []string, clients, nodes int, ttl, d time.Durat
 	}
 	return out
 }
-
-// netFault is what a run needs of the shared fault proxy (sandbox.Proxy,
-// from the s4-faults branch): one proxy per client and server node.
-type netFault interface {
-	Addr() string
-	Partition()
-	Heal()
-	DropNextReply()
-	Dropped() int
-	Close() error
-}
-
-// newProxy starts a proxy to target (proxy_test.go: sandbox.StartProxy);
-// nil: partition and reply loss are skipped for process clients.
-var newProxy func(target func() string) (netFault, error)
 
 // A target is one backend configuration a run is made against.
 type target struct {
@@ -247,11 +235,11 @@ func (r *run) startClient(ctx context.Context, i int) (client, error) {
 	if r.tg.spec == nil {
 		return r.startMemClient(cfg)
 	}
-	var proxies []netFault
+	var proxies []*sandbox.Proxy
 	addrs := r.nodeAddrs()
-	if newProxy != nil && !r.tg.noProxy {
+	if !r.tg.noProxy {
 		for n := range addrs {
-			p, err := newProxy(func() string { return r.g.Node(n).Addr() })
+			p, err := sandbox.StartProxy(func() string { return r.g.Node(n).Addr() })
 			if err != nil {
 				for _, p := range proxies {
 					_ = p.Close()
@@ -288,7 +276,7 @@ type procClient struct {
 	cid     string
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
-	proxies []netFault
+	proxies []*sandbox.Proxy
 	done    chan struct{}
 	killed  atomic.Int64 // unix ns of the SIGKILL
 }
@@ -341,7 +329,7 @@ func (p *procClient) stop() { p.signal(syscall.SIGSTOP) }
 func (p *procClient) cont() { p.signal(syscall.SIGCONT) }
 func (p *procClient) partition() {
 	for _, pr := range p.proxies {
-		pr.Partition()
+		pr.Blackhole(sandbox.Both)
 	}
 }
 func (p *procClient) heal() {
@@ -451,12 +439,10 @@ func (r *run) kinds() (kinds []string, skipped []string) {
 			why = "mem clients are goroutines"
 		case r.tg.spec == nil && (k == fRestart || k == fReplyLoss):
 			why = "no server"
-		case r.tg.spec != nil && (k == fPartition || k == fReplyLoss) && newProxy == nil:
-			why = "no fault proxy in sandbox yet"
 		case r.tg.spec != nil && (k == fPartition || k == fReplyLoss) && r.tg.noProxy:
 			why = "cluster clients follow announced addresses"
-		case k == fRestart && r.g != nil && r.g.Provider() == "docker" && newProxy == nil && r.tg.spec.Topology != sandbox.Cluster:
-			why = "a restarted container gets a new port, which clients only follow through a proxy"
+		case k == fLeader && !hasLeader(r.tg.spec):
+			why = "no leader: a single node or independent primaries"
 		}
 		if why == "" {
 			kinds = append(kinds, k)
@@ -465,6 +451,17 @@ func (r *run) kinds() (kinds []string, skipped []string) {
 		}
 	}
 	return kinds, skipped
+}
+
+// hasLeader reports whether spec's group has a node that decides for
+// the others: a ZooKeeper ensemble or etcd cluster of several members, or
+// a Redis Cluster (the key's primary).
+func hasLeader(spec *sandbox.Spec) bool {
+	if spec == nil {
+		return false
+	}
+	multi := spec.Nodes > 1 && (spec.Kind == sandbox.ZooKeeper || spec.Kind == sandbox.Etcd)
+	return multi || (spec.Kind == sandbox.Redis && spec.Topology == sandbox.Cluster)
 }
 
 // nameHash mixes a backend's name into the seed, so that backends get
@@ -649,17 +646,32 @@ func (r *run) inject(ctx context.Context, s step, clients []client, cmu *sync.Mu
 		sleep()
 		return n.Resume(nctx)
 	case fRestart:
-		n := r.g.Node(s.Node)
-		if err := n.Stop(nctx); err != nil {
+		return r.restart(nctx, s.Node, sleep, sandbox.Node.Stop)
+	case fLeader:
+		// The key's hash tag: a Redis Cluster serves every key of the
+		// lock from that tag's slot.
+		leader, err := r.g.Leader(nctx, "{"+r.key+"}")
+		if err != nil {
 			return err
 		}
-		sleep()
-		if err := n.Start(nctx); err != nil {
-			return err
-		}
-		return r.g.Wait(nctx)
+		r.note(fmt.Sprintf("%v leader: node %d killed", s.At.Round(time.Millisecond), leader))
+		return r.restart(nctx, leader, sleep, sandbox.Node.Kill)
 	}
 	return nil
+}
+
+// restart ends server node i with end (Stop: clean, Kill: SIGKILL), waits
+// for the fault's duration, starts it again and waits for the group.
+func (r *run) restart(ctx context.Context, i int, sleep func(), end func(sandbox.Node, context.Context) error) error {
+	n := r.g.Node(i)
+	if err := end(n, ctx); err != nil {
+		return err
+	}
+	sleep()
+	if err := n.Start(ctx); err != nil {
+		return err
+	}
+	return r.g.Wait(ctx)
 }
 
 func (o outcome) counted() string {

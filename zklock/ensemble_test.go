@@ -1,10 +1,8 @@
 package zklock
 
 import (
+	"context"
 	"errors"
-	"io"
-	"net"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -78,40 +76,16 @@ func TestLeaderKilled(t *testing.T) {
 	}
 }
 
-// leaderIndex returns the index of the ensemble's leader, asked with the
-// "srvr" four-letter command (go-zookeeper's FLWSrvr cannot parse the
-// version line of ZooKeeper 3.8).
+// leaderIndex returns the index of the ensemble's leader.
 func leaderIndex(t testing.TB, c *cluster) int {
 	t.Helper()
-	leader := -1
-	ok := eventually(30*time.Second, func() bool {
-		for i, addr := range c.g.Addrs() {
-			if strings.Contains(fourLetter(addr, "srvr"), "Mode: leader") {
-				leader = i
-				return true
-			}
-		}
-		return false
-	})
-	if !ok {
-		t.Fatal("no leader found")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	leader, err := c.g.Leader(ctx, "")
+	if err != nil {
+		t.Fatal(err)
 	}
 	return leader
-}
-
-// fourLetter sends a four-letter command and returns the answer ("" on error).
-func fourLetter(addr, cmd string) string {
-	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		return ""
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := conn.Write([]byte(cmd)); err != nil {
-		return ""
-	}
-	out, _ := io.ReadAll(conn)
-	return string(out)
 }
 
 // TestStaleFollowerRefresh: a holder connected to a follower F must not
