@@ -56,7 +56,7 @@ var cases = []testCase{
 	{"BatchRefresh", "RefreshAll (where implemented) answers for each lock on its own and refuses another driver's", testBatchRefresh},
 	{"Notify", "Subscribe (where implemented) announces a release within a TTL", testNotify},
 	{"Wait", "Wait (where implemented) grants soon after the release with a greater token; a Wait that gives up leaves nothing", testWait},
-	{"PartitionedHolder", "a holder cut off by a partition reports the lease in doubt within half its TTL and lost before the store grants the lock to anyone else", testPartitionedHolder},
+	{"PartitionedHolder", "a holder cut off by a partition reports the lease in doubt within three quarters of its TTL (its renewal is due by TTL/3 and unanswered after TTL/6 more) and lost before the store grants the lock to anyone else", testPartitionedHolder},
 	{"PartitionHealed", "a partition shorter than the validity is survived: the lease is held again after the heal", testPartitionHealed},
 	{"LostAcquireReply", "an acquisition whose reply is lost leaves no ghost: the caller holds the lock, or it is free within 2×TTL", testLostAcquireReply},
 	{"LostReleaseReply", "a release whose reply is lost frees the lock once: never the next holder's, never another process's hold of the same owner", testLostReleaseReply},
