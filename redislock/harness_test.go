@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -89,7 +90,9 @@ func (ps *paths) forAddr(addr string) (*sandbox.Proxy, error) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if q := ps.byAddr[addr]; q != nil { // lost a race: keep the first
-		ps.all = ps.all[:len(ps.all)-1]
+		// Remove p itself: other addresses' proxies may have been added
+		// since (removing the last one leaked a proxy another dial made).
+		ps.all = slices.DeleteFunc(ps.all, func(x *sandbox.Proxy) bool { return x == p })
 		_ = p.Close()
 		return q, nil
 	}
