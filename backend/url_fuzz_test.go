@@ -38,6 +38,7 @@ func FuzzParseURL(f *testing.F) {
 		{"mysql", "root", "pa?ss", "127.0.0.1:1/db"},
 		{"mysql", "root", "pa#ss", "127.0.0.1:1/db"},
 		{"zk", "app", "se:cr@et", "h1,h2:2181/locks?acl=creator"},
+		{"zks", "app", "t/ls#pw", "h1:2281/locks?tls_ca=/ca.pem&tls_server_name=zk"},
 		{"etcd", "root", "ab%zzcd", "h/locks"},
 		{"etcds", "root", "1234/5678", "h:2379/x?dial_timeout=1s"},
 		{"mem", "u", "p@ss", "name?wait=queue"},
