@@ -1,8 +1,10 @@
 package distlock
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/distlock/distlock/backend"
@@ -55,7 +57,7 @@ func (l *Locker) extended(h *hold, sent time.Time, ttl time.Duration) bool {
 	}
 	h.nextRenew = sent.Add(h.ttl / 3)
 	if h.doubt.cause != nil {
-		l.cfg.logger.Info("distlock: lease confirmed again", "key", h.key)
+		l.logHold(slog.LevelInfo, "distlock: lease held again", h)
 	}
 	h.doubt.cause, h.doubt.checking = nil, false
 	l.wd.reschedule(h)
@@ -103,6 +105,7 @@ func (l *Locker) driverDoubt(h *hold, cause error, until time.Time) {
 	if cause == nil {
 		cause = errors.New("driver lost contact with the store")
 	}
+	first := h.doubt.cause == nil
 	h.doubt.cause = fmt.Errorf("store out of contact: %w", cause)
 	h.doubt.at = now
 	if h.state == holdPending {
@@ -113,7 +116,9 @@ func (l *Locker) driverDoubt(h *hold, cause error, until time.Time) {
 		}
 		return
 	}
-	l.cfg.logger.Info("distlock: store out of contact; lease in doubt", "key", h.key, "cause", cause, "until", until)
+	if first {
+		l.logHold(slog.LevelWarn, "distlock: lease in doubt", h, "cause", cause)
+	}
 	if !until.IsZero() {
 		h.deadline = earliest(h.deadline, until.Add(-l.cfg.drift(h.ttl)))
 	}
@@ -270,7 +275,19 @@ func (l *Locker) lose(h *hold, cause error) {
 	}
 	l.endLocked(h, &lostError{key: h.key, cause: cause})
 	delete(l.holds, holdKey{h.key, h.owner})
-	l.cfg.logger.Warn("distlock: lease lost", "key", h.key, "cause", cause)
+	l.logHold(slog.LevelWarn, "distlock: lease lost", h, "cause", cause)
 	lock := h.grant.Lock
 	l.goBackground(func() { l.releaseQuietly(lock) })
+}
+
+// logHold logs a change of h's state, once per change, with what
+// identifies the lease: its key, its owner (shortened) and its token.
+// Locker.mu is held.
+func (l *Locker) logHold(level slog.Level, msg string, h *hold, args ...any) {
+	owner := h.owner
+	if len(owner) > 12 {
+		owner = owner[:12]
+	}
+	args = append([]any{"key", h.key, "owner", owner, "token", h.grant.Token}, args...)
+	l.cfg.logger.Log(context.Background(), level, msg, args...)
 }

@@ -74,6 +74,9 @@ func newLocker(d backend.Driver, opts []LockerOption) (*Locker, error) {
 		l.notifier = d.(backend.Notifier)
 	}
 	l.batch, _ = d.(backend.BatchRefresher)
+	if lg, ok := d.(backend.Logging); ok {
+		lg.SetLogger(cfg.logger)
+	}
 	l.closeCtx, l.closeCancel = context.WithCancelCause(context.Background())
 	l.wd.init()
 	return l, nil

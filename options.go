@@ -65,7 +65,11 @@ func WithReleaseTimeout(d time.Duration) LockerOption {
 	}
 }
 
-// WithLogger logs renewal failures and lost leases (default: nothing).
+// WithLogger sets the logger for the Locker and its driver (default:
+// nothing is logged). Each change of a lease's state is one line, with the
+// key, the owner (shortened) and the token: in doubt (WARN), held again
+// (INFO), lost (WARN); a renewal that fails again while in doubt is DEBUG.
+// A driver that logs (backend.Logging) logs through it too.
 func WithLogger(l *slog.Logger) LockerOption {
 	return func(c *lockerConfig) {
 		if l != nil {

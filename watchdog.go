@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -183,11 +184,15 @@ func (l *Locker) renewed(h *hold, sent time.Time, ttl time.Duration, err error) 
 	case errors.Is(err, ErrNotHeld):
 		l.lose(h, err)
 	default:
-		l.cfg.logger.Info("distlock: renewal failed; lease in doubt", "key", h.key, "err", err)
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if h.state != holdHeld {
 			return
+		}
+		if h.doubt.cause == nil {
+			l.logHold(slog.LevelWarn, "distlock: lease in doubt", h, "cause", err, "deadline", h.deadline)
+		} else {
+			l.logHold(slog.LevelDebug, "distlock: renewal failed again", h, "cause", err)
 		}
 		l.failedLocked(h, err)
 		if h.autoRenew || h.doubt.checking {

@@ -12,32 +12,36 @@ import (
 //	fmt.Errorf("redislock: acquire %q: %w: %w", key, backend.ErrUnavailable, err)
 //
 // so that errors.Is finds the kind and errors.As finds the native error.
+// Their texts carry no package prefix: they are always wrapped by one
+// ("redislock: acquire "k": store unavailable: ..."), and an error reads
+// each prefix once.
 var (
 	// ErrNotAcquired: the lock is held by another owner.
-	ErrNotAcquired = errors.New("distlock: lock held by another owner")
+	ErrNotAcquired = errors.New("lock held by another owner")
 	// ErrNotHeld: the store no longer holds the lock for this owner.
-	ErrNotHeld = errors.New("distlock: lock not held")
+	ErrNotHeld = errors.New("lock not held")
 	// ErrLost: a lease ended without Release (expired, deleted, session or
 	// connection gone, validity ran out while the store was unreachable).
-	ErrLost = errors.New("distlock: lease lost")
+	ErrLost = errors.New("lease lost")
 	// ErrReleased: the lease was released by its holder.
-	ErrReleased = errors.New("distlock: lease released")
+	ErrReleased = errors.New("lease released")
 	// ErrClosed: the Locker or Driver is closed.
-	ErrClosed = errors.New("distlock: locker closed")
+	ErrClosed = errors.New("locker closed")
 	// ErrInvalidKey: the key is empty, too long, or has characters no store
 	// may see.
-	ErrInvalidKey = errors.New("distlock: invalid key")
+	ErrInvalidKey = errors.New("invalid key")
 	// ErrUnsupported: the store cannot do what was asked.
-	ErrUnsupported = errors.New("distlock: unsupported")
+	ErrUnsupported = errors.New("unsupported")
 	// ErrUnavailable: the store could not be reached or did not answer; the
 	// operation's outcome may be unknown.
-	ErrUnavailable = errors.New("distlock: store unavailable")
+	ErrUnavailable = errors.New("store unavailable")
 	// ErrInvalidConfig: a URL, option or parameter is malformed or impossible.
-	ErrInvalidConfig = errors.New("distlock: invalid configuration")
+	ErrInvalidConfig = errors.New("invalid configuration")
 )
 
 // NotAcquiredError reports that a key is held by another owner. It matches
-// ErrNotAcquired with errors.Is.
+// ErrNotAcquired with errors.Is. Its text names no key: the error it is
+// wrapped in does (distlock: acquire "k": held by another owner).
 type NotAcquiredError struct {
 	Key string
 	// RetryAfter is the holder's remaining lifetime if the store knows it
@@ -52,9 +56,18 @@ func NotAcquired(key string, retryAfter time.Duration) error {
 
 func (e *NotAcquiredError) Error() string {
 	if e.RetryAfter > 0 {
-		return fmt.Sprintf("distlock: lock %q held by another owner (expires within %v)", e.Key, e.RetryAfter)
+		return fmt.Sprintf("held by another owner (expires within %v)", roundRetry(e.RetryAfter))
 	}
-	return fmt.Sprintf("distlock: lock %q held by another owner", e.Key)
+	return "held by another owner"
+}
+
+// roundRetry rounds a remaining lifetime for people: to the millisecond,
+// or to 0.1 s beyond 10 s.
+func roundRetry(d time.Duration) time.Duration {
+	if d > 10*time.Second {
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Millisecond)
 }
 
 // Is reports whether target is ErrNotAcquired.

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"log/slog"
 	"time"
 )
 
@@ -48,6 +49,15 @@ type BatchRefresher interface {
 type Inspector interface {
 	// Inspect reports the state of key's lock.
 	Inspect(ctx context.Context, key string) (Info, error)
+}
+
+// Logging is implemented by drivers that log (a store client's own
+// messages, a reconnect). The portable layer calls SetLogger once, before
+// any other call, with the Locker's logger (distlock.WithLogger; a logger
+// that discards everything by default), and the driver logs through it
+// from then on, never through slog's default logger.
+type Logging interface {
+	SetLogger(l *slog.Logger)
 }
 
 // Info is a snapshot of a lock's state in the store.

@@ -36,6 +36,18 @@ type URL struct {
 // and echoed. Percent-encode an '@' in a path or a parameter value too.
 func ParseURL(raw string) (*URL, error) {
 	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		s, r, colon := strings.Cut(raw, ":")
+		switch {
+		case !colon || !validScheme(strings.ToLower(s)):
+		case r == "" || r[0] == '?':
+			// net/url's form of scheme:// with neither host nor path
+			// ("mem:?ttl=2s"): the same URL.
+			scheme, rest, ok = s, r, true
+		case r[0] == '/':
+			return nil, fmt.Errorf("%w: URL %q: the '//' before the host is missing (want e.g. %s://host/...)", ErrInvalidConfig, redactRaw(raw), strings.ToLower(s))
+		}
+	}
 	if !ok || scheme == "" {
 		return nil, fmt.Errorf("%w: URL %q has no scheme (want e.g. redis://host:6379)", ErrInvalidConfig, redactRaw(raw))
 	}
@@ -377,9 +389,11 @@ func (p *Params) Err() error {
 	if len(errs) == 0 {
 		return nil
 	}
-	msgs := make([]string, len(errs))
-	for i, e := range errs {
-		msgs[i] = e.Error()
+	var msgs []string
+	for _, e := range errs {
+		if m := e.Error(); !slices.Contains(msgs, m) { // a value read twice is wrong once
+			msgs = append(msgs, m)
+		}
 	}
 	return fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(msgs, "; "))
 }

@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"errors"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -40,6 +41,8 @@ func TestParseURL(t *testing.T) {
 func TestParseURLErrors(t *testing.T) {
 	for _, tc := range []struct{ raw, want string }{
 		{"h1:6379", "has no scheme"},
+		{"redis:/host", "the '//' before the host is missing"},
+		{"redis:host:6379", "has no scheme"},
 		{"redis://h1,,h2", "empty host"},
 		{"redis://h1:0", `port "0"`},
 		{"redis://h1:abc", `port "abc"`},
@@ -149,5 +152,36 @@ func TestPasswordNeverEchoed(t *testing.T) {
 	}
 	if r := u.Redacted(); r != "etcds://u:xxxxx@h:2379/locks?tls_ca=%2Fca.pem&tls_key=%2Fk.pem&ttl=5s" {
 		t.Errorf("Redacted = %q", r)
+	}
+}
+
+// A bad value read twice (the portable layer and the driver both read
+// ttl) is reported once.
+func TestParamsErrOnce(t *testing.T) {
+	u, err := ParseURL("etcd://h?ttl=-1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Query.Duration("ttl", 0)
+	u.Query.Duration("ttl", 0)
+	msg := u.Query.Err().Error()
+	if n := strings.Count(msg, `ttl="-1s"`); n != 1 {
+		t.Errorf("Err() = %q names the bad ttl %d times, want once", msg, n)
+	}
+}
+
+// What net/url writes for a URL with a scheme and neither host nor path
+// ("mem:?ttl=2s" for mem://?ttl=2s) is that URL.
+func TestParseURLNetURLForms(t *testing.T) {
+	for _, u := range []url.URL{{Scheme: "mem", RawQuery: "ttl=2s"}, {Scheme: "mem"}, {Scheme: "redis", Host: "h1:6379", Path: "/0"}} {
+		raw := u.String()
+		got, err := ParseURL(raw)
+		if err != nil {
+			t.Errorf("ParseURL(%q) (net/url's form of %#v): %v", raw, u, err)
+			continue
+		}
+		if got.Scheme != u.Scheme || got.Query.String("ttl", "") != u.Query().Get("ttl") {
+			t.Errorf("ParseURL(%q) = %+v", raw, got)
+		}
 	}
 }

@@ -42,22 +42,22 @@ func parseURL(u *backend.URL) (*config, error) {
 	c.options.Prefix = u.Path
 	tc := q.TLS(u.Scheme == "etcds", "etcds")
 	if err := q.Err(); err != nil {
-		return nil, fmt.Errorf("etcdlock: URL %s: %w", u.Redacted(), err)
+		return nil, fmt.Errorf("etcdlock: %w", err)
 	}
 	if len(u.Hosts) == 0 {
-		return nil, fmt.Errorf("etcdlock: URL %s: %w: no host (want e.g. etcd://127.0.0.1:2379/locks)", u.Redacted(), backend.ErrInvalidConfig)
+		return nil, fmt.Errorf("etcdlock: %w: no host (want e.g. etcd://127.0.0.1:2379/locks)", backend.ErrInvalidConfig)
 	}
 	if _, err := normalizePrefix(u.Path); err != nil {
-		return nil, fmt.Errorf("etcdlock: URL %s: %w", u.Redacted(), err)
+		return nil, fmt.Errorf("etcdlock: %w", err)
 	}
 	if _, err := leaseTTL(c.options.TTL); err != nil {
-		return nil, fmt.Errorf("etcdlock: URL %s: parameter ttl: %w", u.Redacted(), err)
+		return nil, fmt.Errorf("etcdlock: parameter ttl: %w", err)
 	}
 	if u.User != nil {
 		c.client.Username = u.Username()
 		c.client.Password, _ = u.Password()
 		if c.client.Username == "" {
-			return nil, fmt.Errorf("etcdlock: URL %s: %w: a password needs a user name", u.Redacted(), backend.ErrInvalidConfig)
+			return nil, fmt.Errorf("etcdlock: %w: a password needs a user name", backend.ErrInvalidConfig)
 		}
 	}
 	c.client.TLS = tc

@@ -290,3 +290,14 @@ func TestACLErrors(t *testing.T) {
 		}
 	})
 }
+
+// A database number the server does not have is a configuration error,
+// reported by Open (a CLI exits 64, not 69), not an unreachable store.
+func TestOpenDatabaseOutOfRange(t *testing.T) {
+	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
+	u := sandbox.RedisURL(g.Addrs()...) + "/17"
+	_, err := distlock.Open(testCtx(t, time.Minute), u)
+	if !errors.Is(err, distlock.ErrInvalidConfig) || errors.Is(err, distlock.ErrUnavailable) || !strings.Contains(err.Error(), "database 17") {
+		t.Fatalf("Open(%s) = %v, want ErrInvalidConfig naming database 17", u, err)
+	}
+}

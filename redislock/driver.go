@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -227,7 +228,10 @@ func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.G
 		}
 		d.suspect(err)
 		// The script may have run: remove this attempt's hold, if any.
-		cerr := d.cleanup(ctx, ks, req.Owner, hold)
+		var cerr error
+		if !neverSent(err) {
+			cerr = d.cleanup(ctx, ks, req.Owner, hold)
+		}
 		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: %w", req.Key, errKind(err), errors.Join(err, cerr))
 	}
 	if !res.held {
@@ -264,6 +268,13 @@ func (d *Driver) suspect(err error) {
 	if cc, ok := d.c.(*redis.ClusterClient); ok && err != nil && !errors.Is(err, redis.Nil) {
 		cc.ReloadState(context.Background())
 	}
+}
+
+// neverSent reports whether a command failed before it could reach the
+// server (no connection could be made), so that it cannot have run.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // errKind is the portable kind of a failed command: ErrInvalidConfig when

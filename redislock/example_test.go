@@ -17,5 +17,5 @@ func Example_invalidURL() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// distlock: open redis://app:xxxxx@127.0.0.1:6379/0?colour=xxxxx&ttl=10s&wait_replicas=1: redislock: distlock: invalid configuration: unknown parameter(s): colour
+	// distlock: open redis://app:xxxxx@127.0.0.1:6379/0?colour=xxxxx&ttl=10s&wait_replicas=1: redislock: invalid configuration: unknown parameter(s): colour
 }

@@ -102,6 +102,9 @@ func (cfg clientConfig) ping(ctx context.Context, clients []redis.UniversalClien
 	ok := 0
 	var failed []error
 	for i, err := range errs {
+		if err != nil && strings.Contains(err.Error(), "DB index is out of range") {
+			return fmt.Errorf("redislock: %w: database %d: the server at %s has fewer databases: %w", backend.ErrInvalidConfig, cfg.db, cfg.addrs[i], err)
+		}
 		if err == nil || notAllowed(err) {
 			// A refused login or command is an answer: the first lock
 			// call reports it (ErrInvalidConfig).

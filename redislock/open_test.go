@@ -175,3 +175,22 @@ func TestURLClientsOneAttempt(t *testing.T) {
 		t.Errorf("cluster: MaxRetries = %d, want -1 (one attempt per node call)", o.MaxRetries)
 	}
 }
+
+// An acquisition that could not even connect took nothing: its error says
+// the store is unavailable, without a cleanup that cannot have had
+// anything to remove (and failed the same way).
+func TestUnreachableTryAcquireNoCleanup(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	defer c.Close()
+	d, err := New(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = d.TryAcquire(ctx, backend.Request{Key: "k", Owner: "o", TTL: time.Second})
+	if !errors.Is(err, backend.ErrUnavailable) || strings.Contains(err.Error(), "cleanup") {
+		t.Errorf("TryAcquire on a closed port = %v, want ErrUnavailable with no cleanup", err)
+	}
+}

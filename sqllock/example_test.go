@@ -17,7 +17,7 @@ func Example_invalidURL() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// distlock: open mysql://app:xxxxx@db.internal:3306/app?table=app-locks: sqllock: distlock: invalid configuration: parameter table="app-locks": want letters, digits or underscores (at most 58), not starting with a digit
+	// distlock: open mysql://app:xxxxx@db.internal:3306/app?table=app-locks: sqllock: invalid configuration: parameter table="app-locks": want letters, digits or underscores (at most 58), not starting with a digit
 }
 
 // DDL prints the statements a DBA runs to create the tables by hand.

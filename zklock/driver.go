@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,6 +105,11 @@ func newDriver(conn *zk.Conn, o Options, owned bool, s *session) (*Driver, error
 	}
 	return d, nil
 }
+
+// SetLogger implements backend.Logging: go-zookeeper's messages about a
+// connection the driver made (URL-opened) go to l at DEBUG. A connection
+// given to New keeps the logger it was made with.
+func (d *Driver) SetLogger(l *slog.Logger) { d.sess.logger.Store(l) }
 
 // Capabilities reports a fair queue whose locks live as long as the
 // driver's session; the TTL of every lock is the session timeout.

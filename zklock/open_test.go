@@ -1,13 +1,17 @@
 package zklock
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 )
 
@@ -105,5 +109,31 @@ func TestParseURLHidesPassword(t *testing.T) {
 func TestNewNeedsSessionTimeout(t *testing.T) {
 	if _, err := New(nil, &Options{SessionTimeout: time.Second}); !errors.Is(err, backend.ErrInvalidConfig) {
 		t.Errorf("New(nil) = %v, want ErrInvalidConfig", err)
+	}
+}
+
+// recorder is a slog.Handler counting records.
+type recorder struct{ n atomic.Int64 }
+
+func (r *recorder) Enabled(context.Context, slog.Level) bool  { return true }
+func (r *recorder) Handle(context.Context, slog.Record) error { r.n.Add(1); return nil }
+func (r *recorder) WithAttrs([]slog.Attr) slog.Handler        { return r }
+func (r *recorder) WithGroup(string) slog.Handler             { return r }
+
+// The driver never logs through slog's default logger: go-zookeeper's
+// messages go to the Locker's logger (backend.Logging), or nowhere.
+func TestNoDefaultLogger(t *testing.T) {
+	rec := &recorder{}
+	prev := slog.Default()
+	slog.SetDefault(slog.New(rec))
+	defer slog.SetDefault(prev)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if l, err := distlock.Open(ctx, "zk://127.0.0.1:1/locks?session_timeout=2s&connect_timeout=1s"); err == nil {
+		l.Close()
+		t.Fatal("Open of a closed port succeeded")
+	}
+	if n := rec.n.Load(); n > 0 {
+		t.Errorf("%d record(s) went to slog's default logger", n)
 	}
 }

@@ -42,7 +42,8 @@ type session struct {
 	lastRead atomic.Int64                   // unix ns of the last read that returned data; 0 if unknown
 	onState  atomic.Pointer[func(zk.State)] // the driver's stateChanged, once it exists
 
-	lastFail   atomic.Pointer[string] // go-zookeeper's last "failed to connect"/"authentication failed"
+	logger     atomic.Pointer[slog.Logger] // the Locker's (Driver.SetLogger); nil: log nothing
+	lastFail   atomic.Pointer[string]      // go-zookeeper's last "failed to connect"/"authentication failed"
 	refusedMu  sync.Mutex
 	refused    map[string]error // servers whose certificate a TLS handshake refused
 	allRefused chan struct{}    // closed once every server's certificate was refused
@@ -60,7 +61,9 @@ type session struct {
 // first): that request is resolved without a write.
 func (s *session) Printf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
-	slog.Debug("zklock: go-zookeeper: " + msg)
+	if l := s.logger.Load(); l != nil {
+		l.Debug("zklock: go-zookeeper: " + msg)
+	}
 	if strings.HasPrefix(format, "failed to connect") || strings.HasPrefix(format, "authentication failed") {
 		s.lastFail.Store(&msg)
 	}

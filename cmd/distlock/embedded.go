@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -46,7 +47,12 @@ func startEmbeddedEtcd(ctx context.Context) (string, func() error, error) {
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	cfg.LogLevel = "error"
+	// The embedded server's own log (zap, on stderr) is the command's
+	// business only when asked for; its shutdown errors are noise.
+	cfg.LogLevel = "fatal"
+	if logger.Enabled(ctx, slog.LevelDebug) {
+		cfg.LogLevel = "info"
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		os.RemoveAll(dir)

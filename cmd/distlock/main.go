@@ -83,6 +83,7 @@ func newRoot() *cobra.Command {
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitWith(ExitUsage, err) })
 	root.AddCommand(newRunCmd(), newStatusCmd(), newBenchCmd())
+	addLogFlag(root)
 	return root
 }
 

@@ -218,3 +218,24 @@ func TestNoCredentialInOutput(t *testing.T) {
 		}
 	}
 }
+
+// The store clients' own log lines (go-redis prints "redis: <date>
+// pool.go:...: failed to dial" on stderr by itself) go through the
+// command's logger: hidden by default, shown with --log-level=debug.
+func TestClientLogsThroughLogger(t *testing.T) {
+	out, code := runCLI(t, nil, "status", "--url", "redis://127.0.0.1:1/0", "--key", "k")
+	if code != ExitUnavailable {
+		t.Errorf("exit %d, want %d:\n%s", code, ExitUnavailable, out)
+	}
+	if strings.Contains(out, "pool.go") {
+		t.Errorf("go-redis logged on its own:\n%s", out)
+	}
+	out, _ = runCLI(t, nil, "--log-level", "debug", "status", "--url", "redis://127.0.0.1:1/0", "--key", "k")
+	if !strings.Contains(out, "level=DEBUG msg=\"go-redis: ") {
+		t.Errorf("--log-level debug does not show go-redis's messages:\n%s", out)
+	}
+	out, code = runCLI(t, nil, "--log-level", "loud", "status", "--url", "mem://", "--key", "k")
+	if code != ExitUsage || !strings.Contains(out, "--log-level") {
+		t.Errorf("a bad --log-level: exit %d, want %d naming the flag:\n%s", code, ExitUsage, out)
+	}
+}

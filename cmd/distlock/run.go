@@ -85,7 +85,7 @@ func runLocked(ctx context.Context, o runOpts, args []string) error {
 	}
 	octx, cancel := context.WithTimeout(ctx, o.openTimeout)
 	defer cancel()
-	locker, err := distlock.Open(octx, o.url)
+	locker, err := distlock.Open(octx, o.url, distlock.WithLogger(logger))
 	if err != nil {
 		return err
 	}

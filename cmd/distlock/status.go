@@ -56,7 +56,7 @@ type statusJSON struct {
 func status(ctx context.Context, w io.Writer, url, key string, asJSON bool, timeout time.Duration) error {
 	octx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	locker, err := distlock.Open(octx, url)
+	locker, err := distlock.Open(octx, url, distlock.WithLogger(logger))
 	if err != nil {
 		return err
 	}
