@@ -142,7 +142,9 @@ func (n *procNode) Kill(ctx context.Context) error {
 }
 
 func (n *procNode) kill(ctx context.Context) error {
-	if n.run == nil {
+	if n.run == nil || !n.run.running() {
+		// Reaped already: its pid, and so its group id, may belong to
+		// another process by now.
 		return nil
 	}
 	if err := signalGroup(n.run.cmd.Process.Pid, sigKill); err != nil {
@@ -199,6 +201,7 @@ func (n *procNode) signalRunning(s groupSignal, paused bool) error {
 	if err := signalGroup(n.run.cmd.Process.Pid, s); err != nil {
 		return fmt.Errorf("sandbox: signal %s: %w", n.name, err)
 	}
+	settled(n.run.cmd.Process.Pid, s)
 	n.paused = paused
 	return nil
 }

@@ -15,3 +15,5 @@ func procAttr() *syscall.SysProcAttr { return nil }
 func signalGroup(int, groupSignal) error {
 	return errors.New("sandbox: process groups need a unix system")
 }
+
+func settled(int, groupSignal) {}
