@@ -41,7 +41,6 @@ func (d Direction) String() string {
 const (
 	proxyDialTimeout  = 5 * time.Second
 	proxyDrainTimeout = 2 * time.Second // a dropped reply's server side: wait for the server to close
-	proxyRelisten     = 2 * time.Second // Refuse(false): retrying to listen on the same port
 	proxyReplyWait    = 5 * time.Second // DropReply: longest wait for the matching reply
 	proxyChunk        = 32 << 10
 )
@@ -65,8 +64,8 @@ type Proxy struct {
 	done   chan struct{} // closed by Close
 
 	mu        sync.Mutex
-	ln        net.Listener // nil while refusing
-	listenErr error        // the last failure to listen again after Refuse(false)
+	ln        net.Listener
+	refusing  bool // new connections are reset at once
 	holdUp    bool
 	holdDown  bool
 	healed    chan struct{} // closed while nothing is held; replaced when a hold begins
@@ -170,43 +169,16 @@ func (p *Proxy) Reset() {
 	}
 }
 
-// Refuse(true) stops listening, so that new connections are refused
-// (ECONNREFUSED); current connections carry on. Refuse(false) and Heal
-// listen again on the same port.
+// Refuse(true) resets every new connection as soon as it is made, as a
+// port no process listens on would refuse it; current connections carry
+// on. Refuse(false) and Heal accept connections again. The proxy keeps
+// listening meanwhile: a port it closed could be given to another socket
+// (another test's proxy or server), through which a client the test
+// "killed" would reach a live server again.
 func (p *Proxy) Refuse(on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if on {
-		if p.ln != nil {
-			_ = p.ln.Close()
-			p.ln = nil
-		}
-		return
-	}
-	p.relistenLocked()
-}
-
-// relistenLocked listens on the proxy's port again if it stopped. p.mu is
-// held; the port was ours a moment ago, so a few retries are enough.
-func (p *Proxy) relistenLocked() {
-	if p.ln != nil || p.closed {
-		return
-	}
-	deadline := time.Now().Add(proxyRelisten)
-	for {
-		ln, err := net.Listen("tcp", p.addr)
-		if err == nil {
-			p.ln, p.listenErr = ln, nil
-			p.wg.Add(1)
-			go p.accept(ln)
-			return
-		}
-		if time.Now().After(deadline) {
-			p.listenErr = err
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	p.refusing = on
 }
 
 // DropNextReply loses one reply: the next chunk any client sends through
@@ -255,7 +227,7 @@ func (p *Proxy) Heal() {
 	}
 	p.holdUp, p.holdDown = false, false
 	p.latency = 0
-	p.relistenLocked()
+	p.refusing = false
 }
 
 // Close stops listening, closes every connection and waits for every
@@ -269,10 +241,7 @@ func (p *Proxy) Close() error {
 	p.closed = true
 	close(p.done)
 	p.cancel()
-	if p.ln != nil {
-		_ = p.ln.Close()
-		p.ln = nil
-	}
+	_ = p.ln.Close()
 	links := make([]*link, 0, len(p.links))
 	for l := range p.links {
 		links = append(links, l)
@@ -287,7 +256,7 @@ func (p *Proxy) Close() error {
 
 func (p *Proxy) String() string { return "proxy " + p.addr }
 
-// accept serves one listener until it is closed (Refuse or Close).
+// accept serves the listener until Close.
 func (p *Proxy) accept(ln net.Listener) {
 	defer p.wg.Done()
 	for {
@@ -300,6 +269,12 @@ func (p *Proxy) accept(ln net.Listener) {
 			p.mu.Unlock()
 			_ = c.Close()
 			return
+		}
+		if p.refusing {
+			p.mu.Unlock()
+			_ = c.(*net.TCPConn).SetLinger(0) // a reset, not an orderly close
+			_ = c.Close()
+			continue
 		}
 		p.wg.Add(1)
 		p.mu.Unlock()

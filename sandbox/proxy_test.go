@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"sync/atomic"
 	"syscall"
@@ -253,9 +255,9 @@ func TestProxy(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.Refuse(true)
-		if _, err := net.DialTimeout("tcp", p.Addr(), 2*time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+		if err := refused(p.Addr()); err != nil {
 			p.Heal()
-			t.Fatalf("dial while refusing: %v, want ECONNREFUSED", err)
+			t.Fatal(err)
 		}
 		if err := c.Ping(ctx).Err(); err != nil {
 			p.Heal()
@@ -320,4 +322,25 @@ func TestProxy(t *testing.T) {
 			t.Fatalf("second Close: %v", err)
 		}
 	})
+}
+
+// refused checks that a new connection to addr is reset before any byte
+// passes, and that the port is still the proxy's (a closed port could be
+// taken by another socket).
+func refused(addr string) error {
+	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return fmt.Errorf("dial while refusing: %v, want a connection reset at once", err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	_, _ = conn.Write([]byte("PING\r\n"))
+	if _, err := conn.Read(make([]byte, 16)); !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read while refusing: %v, want a reset", err)
+	}
+	if ln, err := net.Listen("tcp", addr); err == nil {
+		ln.Close()
+		return fmt.Errorf("the refusing proxy's port %s is free for others", addr)
+	}
+	return nil
 }
