@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// pinned is a connection checked out of the pool for one acquisition and,
+// lockConn is a connection checked out of the pool for one acquisition and,
 // once granted, for the life of the lock.
-type pinned struct {
+type lockConn struct {
 	d   *Driver
 	c   *sql.Conn
 	raw any    // the driver's connection, to remember id across checkouts
@@ -31,7 +31,7 @@ type pinned struct {
 }
 
 // setUp records that the session settings of begin are in place.
-func (p *pinned) setUp() { p.sessTTL, p.sessLWT = p.beginTTL, p.beginLWT }
+func (lc *lockConn) setUp() { lc.sessTTL, lc.sessLWT = lc.beginTTL, lc.beginLWT }
 
 // rawConn returns c's driver connection (nil if c is already closed).
 func rawConn(c *sql.Conn) any {
@@ -42,51 +42,51 @@ func rawConn(c *sql.Conn) any {
 
 // loadID learns the connection's server id, needed to interrupt a blocked
 // wait, from the Driver's memory or by asking.
-func (p *pinned) loadID(ctx context.Context) error {
-	if id, ok := p.d.ids.get(p.raw); ok {
-		p.id = id
+func (lc *lockConn) loadID(ctx context.Context) error {
+	if id, ok := lc.d.ids.get(lc.raw); ok {
+		lc.id = id
 		return nil
 	}
-	if err := p.c.QueryRowContext(ctx, p.d.q.connID).Scan(&p.id); err != nil {
+	if err := lc.c.QueryRowContext(ctx, lc.d.q.connID).Scan(&lc.id); err != nil {
 		return err
 	}
-	p.d.ids.put(p.raw, p.id)
+	lc.d.ids.put(lc.raw, lc.id)
 	return nil
 }
 
 // discard closes the connection instead of returning it to the pool: its
 // state (transaction, session variables) is unknown or unwanted. Closing
 // it ends the session, so the server rolls back and frees the row.
-func (p *pinned) discard() {
-	p.d.ids.forget(p.raw)
-	_ = p.c.Raw(func(any) error { return driver.ErrBadConn })
-	_ = p.c.Close()
+func (lc *lockConn) discard() {
+	lc.d.ids.forget(lc.raw)
+	_ = lc.c.Raw(func(any) error { return driver.ErrBadConn })
+	_ = lc.c.Close()
 }
 
 // giveBack ends the transaction (it changed nothing) and keeps the
 // connection as a spare (see spare.go), or restores the session's defaults
 // (a COMMIT by switching autocommit back on) and returns it to the pool;
 // if that fails the connection is discarded.
-func (p *pinned) giveBack(ctx context.Context) error {
-	if p.sessTTL > 0 && p.d.spareRoom() {
-		if _, err := p.c.ExecContext(ctx, p.d.q.commit); err != nil {
-			p.discard()
+func (lc *lockConn) giveBack(ctx context.Context) error {
+	if lc.sessTTL > 0 && lc.d.spareRoom() {
+		if _, err := lc.c.ExecContext(ctx, lc.d.q.commit); err != nil {
+			lc.discard()
 			return err
 		}
-		if p.d.keep(p) {
+		if lc.d.keep(lc) {
 			return nil
 		}
 	}
-	return p.reset(ctx)
+	return lc.reset(ctx)
 }
 
 // reset restores the session's defaults (ending any transaction: switching
 // autocommit on commits) and returns the connection to the pool; if that
 // fails the connection is discarded.
-func (p *pinned) reset(ctx context.Context) error {
-	if _, err := p.c.ExecContext(ctx, p.d.q.reset); err != nil {
-		p.discard()
+func (lc *lockConn) reset(ctx context.Context) error {
+	if _, err := lc.c.ExecContext(ctx, lc.d.q.reset); err != nil {
+		lc.discard()
 		return err
 	}
-	return p.c.Close()
+	return lc.c.Close()
 }

@@ -32,7 +32,7 @@ type Driver struct {
 	mu         sync.Mutex
 	closed     bool
 	held       backend.HeldSet[*lock] // held, not yet released
-	spares     []*pinned              // idle connections kept for the next lock (spare.go)
+	spares     []*lockConn            // idle connections kept for the next lock (spare.go)
 	spareTimer *time.Timer            // runs trimSpares
 	spareAt    time.Time              // when spareTimer fires; zero if it is not set
 	spareWG    sync.WaitGroup         // a trimSpares running
@@ -132,21 +132,21 @@ func (d *Driver) Close() error {
 
 // pin returns a connection to pin for one acquisition: a spare, or one
 // checked out of the pool.
-func (d *Driver) pin(ctx context.Context, op, key string) (*pinned, error) {
+func (d *Driver) pin(ctx context.Context, op, key string) (*lockConn, error) {
 	d.mu.Lock()
 	closed := d.closed
 	d.mu.Unlock()
 	if closed {
 		return nil, fmt.Errorf("sqllock: %s %q: %w", op, key, backend.ErrClosed)
 	}
-	if p := d.spare(ctx); p != nil {
-		return p, nil
+	if lc := d.spare(ctx); lc != nil {
+		return lc, nil
 	}
 	c, err := d.db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sqllock: %s %q: %w", op, key, classify(err))
 	}
-	return &pinned{d: d, c: c, raw: rawConn(c)}, nil
+	return &lockConn{d: d, c: c, raw: rawConn(c)}, nil
 }
 
 // connIDs remembers the server ids of pooled connections (keyed by the

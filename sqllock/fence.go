@@ -7,11 +7,11 @@ import (
 
 // token returns the grant's fencing token: the live counter's, or the first
 // of a new epoch.
-func (p *pinned) token(ctx context.Context, key, owner string, g grab) (uint64, error) {
-	if g.token != 0 {
-		return g.token, nil
+func (lc *lockConn) token(ctx context.Context, key, owner string, lr lockResult) (uint64, error) {
+	if lr.token != 0 {
+		return lr.token, nil
 	}
-	return p.newEpoch(ctx, key, owner)
+	return lc.newEpoch(ctx, key, owner)
 }
 
 // newEpoch starts key's next fencing epoch while this session holds the
@@ -22,8 +22,8 @@ func (p *pinned) token(ctx context.Context, key, owner string, g grab) (uint64, 
 // connection, whose answer shows that the session, and so the row lock,
 // is alive. Every token of earlier epochs is smaller, whatever the live
 // counter held before (a restart emptied it, or it was evicted).
-func (p *pinned) newEpoch(ctx context.Context, key, owner string) (uint64, error) {
-	e, err := p.d.fence(ctx, key, owner, p.id)
+func (lc *lockConn) newEpoch(ctx context.Context, key, owner string) (uint64, error) {
+	e, err := lc.d.fence(ctx, key, owner, lc.id)
 	if err != nil {
 		return 0, err
 	}
@@ -32,7 +32,7 @@ func (p *pinned) newEpoch(ctx context.Context, key, owner string) (uint64, error
 	}
 	first := e<<seqBits | 1
 	for evicted := false; ; evicted = true {
-		res, err := p.c.ExecContext(ctx, p.d.q.liveSet, key, first, owner, first, owner)
+		res, err := lc.c.ExecContext(ctx, lc.d.q.liveSet, key, first, owner, first, owner)
 		switch {
 		case err == nil:
 			tok, err := res.LastInsertId()
@@ -40,7 +40,7 @@ func (p *pinned) newEpoch(ctx context.Context, key, owner string) (uint64, error
 		case serverCode(err) == errTableFull && !evicted:
 			// Forgetting live counters is always safe: a key without one
 			// starts a new epoch at its next grant.
-			if _, err := p.d.db.ExecContext(ctx, p.d.q.liveEvict); err != nil {
+			if _, err := lc.d.db.ExecContext(ctx, lc.d.q.liveEvict); err != nil {
 				return 0, err
 			}
 		case serverCode(err) == errTableFull:

@@ -16,13 +16,13 @@ const killGrace = 5 * time.Second
 // within killGrace, fn's context is canceled (the driver then closes the
 // connection). It returns once no KILL can reach a later statement of the
 // connection, and sets *killed (when not nil) if ctx ended while fn ran.
-func (p *pinned) interruptible(ctx context.Context, fn func(sctx context.Context) error, killed *bool) error {
+func (lc *lockConn) interruptible(ctx context.Context, fn func(sctx context.Context) error, killed *bool) error {
 	sctx, scancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer scancel()
 	returned, done := make(chan struct{}), make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(done)
-		if err := p.d.killQuery(p.id); err != nil {
+		if err := lc.d.killQuery(lc.id); err != nil {
 			scancel()
 			return
 		}

@@ -12,8 +12,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
-// grab is the outcome of one locking attempt.
-type grab struct {
+// lockResult is the outcome of one locking attempt.
+type lockResult struct {
 	found bool   // the lock row exists and this session holds its lock
 	id    uint64 // the session's CONNECTION_ID()
 	token uint64 // the live counter's next token; 0 when a new epoch must start
@@ -25,101 +25,101 @@ type grab struct {
 // connection after this transaction is rolled back (so no gap lock is held
 // meanwhile, and two first-time lockers never deadlock). ctx bounds the
 // locking statement, ectx the creation.
-func (p *pinned) lockRow(ctx, ectx context.Context, key, owner string, nowait bool) (grab, error) {
+func (lc *lockConn) lockRow(ctx, ectx context.Context, key, owner string, nowait bool) (lockResult, error) {
 	for range 3 {
-		g, err := p.lockOnce(ctx, key, owner, nowait)
-		if err != nil || g.found {
-			return g, err
+		lr, err := lc.lockOnce(ctx, key, owner, nowait)
+		if err != nil || lr.found {
+			return lr, err
 		}
-		if _, err := p.c.ExecContext(ctx, p.d.q.rollback); err != nil {
-			return grab{}, err
+		if _, err := lc.c.ExecContext(ctx, lc.d.q.rollback); err != nil {
+			return lockResult{}, err
 		}
-		if err := p.d.ensure(ectx, key, nowait); err != nil {
-			return grab{}, err
+		if err := lc.d.ensure(ectx, key, nowait); err != nil {
+			return lockResult{}, err
 		}
 	}
-	return grab{}, errNoRow
+	return lockResult{}, errNoRow
 }
 
 // lockOnce sends the locking read, then the live counter's increment,
 // which runs only once the row lock is granted (a failed read ends the
 // batch) and runs on this session, so it cannot run after the session,
-// and with it the lock, is gone. The first call also sends p.begin, the
+// and with it the lock, is gone. The first call also sends lc.begin, the
 // session settings, which outlast rollbacks. When the Driver batches, all
 // of it is one round trip; else one statement each.
-func (p *pinned) lockOnce(ctx context.Context, key, owner string, nowait bool) (grab, error) {
-	q := p.d.q.lockWait
+func (lc *lockConn) lockOnce(ctx context.Context, key, owner string, nowait bool) (lockResult, error) {
+	q := lc.d.q.lockWait
 	if nowait {
-		q = p.d.q.lockNowait
+		q = lc.d.q.lockNowait
 	}
-	begin := !p.begun
-	p.begun = true
+	begin := !lc.begun
+	lc.begun = true
 	if begin {
-		p.sessTTL = 0 // unknown until the settings are known to have run
+		lc.sessTTL = 0 // unknown until the settings are known to have run
 	}
-	var g grab
-	if !p.batch {
+	var lr lockResult
+	if !lc.batch {
 		if begin {
-			if _, err := p.c.ExecContext(ctx, p.begin, p.beginArgs...); err != nil {
-				return g, err
+			if _, err := lc.c.ExecContext(ctx, lc.begin, lc.beginArgs...); err != nil {
+				return lr, err
 			}
-			p.setUp()
+			lc.setUp()
 		}
-		err := p.c.QueryRowContext(ctx, q, key).Scan(&g.id)
+		err := lc.c.QueryRowContext(ctx, q, key).Scan(&lr.id)
 		if errors.Is(err, sql.ErrNoRows) {
-			return g, nil
+			return lr, nil
 		}
 		if err != nil {
-			return g, err
+			return lr, err
 		}
-		g.found = true
-		res, err := p.c.ExecContext(ctx, p.d.q.liveNext, owner, key)
+		lr.found = true
+		res, err := lc.c.ExecContext(ctx, lc.d.q.liveNext, owner, key)
 		if err != nil {
-			return g, err
+			return lr, err
 		}
 		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			return g, err // no live counter, or at the end of its epoch
+			return lr, err // no live counter, or at the end of its epoch
 		}
 		tok, err := res.LastInsertId()
-		g.token = uint64(tok)
-		return g, err
+		lr.token = uint64(tok)
+		return lr, err
 	}
 	// One batch: [settings;] locking read; increment, executed for the
 	// per-statement counts of their OK packets. If the read finds no row,
 	// the increment still runs; it is then discarded (moving a counter on
 	// is always safe: only the tokens handed out must come from increments
 	// made while holding the lock).
-	if p.id == 0 { // a wait has loaded it before: a KILL may read it meanwhile
-		if err := p.loadID(ctx); err != nil {
-			return g, err
+	if lc.id == 0 { // a wait has loaded it before: a KILL may read it meanwhile
+		if err := lc.loadID(ctx); err != nil {
+			return lr, err
 		}
 	}
-	q = p.d.q.lockInto
+	q = lc.d.q.lockInto
 	if nowait {
-		q = p.d.q.lockIntoNowait
+		q = lc.d.q.lockIntoNowait
 	}
 	args := []any{key, owner, key}
-	q += "; " + p.d.q.liveNext
+	q += "; " + lc.d.q.liveNext
 	if begin {
-		q = p.begin + "; " + q
-		args = append(slices.Clone(p.beginArgs), args...)
+		q = lc.begin + "; " + q
+		args = append(slices.Clone(lc.beginArgs), args...)
 	}
-	rows, ids, err := execBatch(ctx, p.c, q, args)
+	rows, ids, err := execBatch(ctx, lc.c, q, args)
 	if begin && (err == nil || isConflict(err)) {
-		p.setUp() // the settings ran: a batch stops at its first failed statement
+		lc.setUp() // the settings ran: a batch stops at its first failed statement
 	}
 	if err != nil {
-		return g, err
+		return lr, err
 	}
 	if len(rows) < 2 {
-		return g, fmt.Errorf("sqllock: a batch of statements returned %d results", len(rows))
+		return lr, fmt.Errorf("sqllock: a batch of statements returned %d results", len(rows))
 	}
-	g.id = p.id
-	g.found = rows[len(rows)-2] == 1
-	if g.found && rows[len(rows)-1] == 1 {
-		g.token = uint64(ids[len(ids)-1])
+	lr.id = lc.id
+	lr.found = rows[len(rows)-2] == 1
+	if lr.found && rows[len(rows)-1] == 1 {
+		lr.token = uint64(ids[len(ids)-1])
 	}
-	return g, nil
+	return lr, nil
 }
 
 // execBatch executes q, several statements, on c, and returns each
@@ -160,14 +160,14 @@ func execBatch(ctx context.Context, c *sql.Conn, q string, args []any) (rows, id
 // canceled, which makes the driver close the connection (the server then
 // ends the session once it notices). The statement may still have won the
 // lock in the meantime: the caller checks ctx and releases it.
-func (p *pinned) blockingLock(ctx context.Context, key, owner string) (grab, error) {
-	var g grab
-	err := p.interruptible(ctx, func(sctx context.Context) error {
+func (lc *lockConn) blockingLock(ctx context.Context, key, owner string) (lockResult, error) {
+	var lr lockResult
+	err := lc.interruptible(ctx, func(sctx context.Context) error {
 		var err error
-		g, err = p.lockRow(sctx, ctx, key, owner, false)
+		lr, err = lc.lockRow(sctx, ctx, key, owner, false)
 		return err
 	}, nil)
-	return g, err
+	return lr, err
 }
 
 // ensureWait bounds the row creation of a NOWAIT acquisition: the INSERT
@@ -214,25 +214,25 @@ func (d *Driver) insertRow(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	p := &pinned{d: d, c: c, raw: rawConn(c)}
-	if err := p.loadID(ctx); err != nil {
-		p.discard()
+	lc := &lockConn{d: d, c: c, raw: rawConn(c)}
+	if err := lc.loadID(ctx); err != nil {
+		lc.discard()
 		return err
 	}
 	var killed bool
-	err = p.interruptible(ctx, func(sctx context.Context) error {
+	err = lc.interruptible(ctx, func(sctx context.Context) error {
 		_, err := c.ExecContext(sctx, d.q.ensure, key)
 		return err
 	}, &killed)
 	if killed {
-		p.discard() // a KILL may have come after the statement ended
+		lc.discard() // a KILL may have come after the statement ended
 		if err == nil {
 			return nil
 		}
 		return fmt.Errorf("%w (%w)", context.Cause(ctx), err)
 	}
 	if err != nil {
-		p.discard()
+		lc.discard()
 		return err
 	}
 	return c.Close()
