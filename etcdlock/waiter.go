@@ -34,13 +34,10 @@ const (
 // while the key before it holds the lock, so it is out of the hand-off's
 // way.
 //
-// Watches start at the current revision (without a start revision) and
-// the waiter re-reads the queue if anything was written before the
-// watches started, so no deletion is missed. A watch with an older start
-// revision would be "unsynced" in etcd's watchable store, which catches
-// such watchers up only every 100 ms: that delay, paid at nearly every
-// hand-off, is what limits etcd's concurrency.Mutex under contention (see
-// docs/etcd.md).
+// Watches start at the current revision, not at an older one, which etcd
+// would catch up only every 100 ms; the waiter re-reads the queue if
+// anything was written before they started, so no deletion is missed (see
+// docs/etcd.md, "Why waiting is fast").
 type waiter struct {
 	d    *Driver
 	s    *session
@@ -203,12 +200,10 @@ func (w *waiter) waitFor(ctx context.Context, qv queueView) (queueView, error) {
 	}
 }
 
-// A watch created while etcd commits a write can land in etcd's
-// "unsynced" group, whose events are delivered only at the next resync,
-// up to 100 ms later (etcd 3.4 reads the start revision before it takes
-// the store's lock). Watches are synced after that, so a waiter re-reads
-// the queue every recheckEvery during its watches' first 100 ms; after
-// that, as a bound on any delay of a watch, every recheckSlow.
+// A watch created while etcd commits a write may see its events only at
+// etcd's next resync, up to 100 ms later (docs/etcd.md): a waiter re-reads
+// the queue every recheckEvery for its watches' first 100 ms, then every
+// recheckSlow.
 const (
 	recheckEvery = 25 * time.Millisecond
 	maxRechecks  = 4
