@@ -71,11 +71,11 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 	w := &waiter{d: d, s: s, key: req.Key, rng: rng, ekey: ekey, rev: rev}
 	newest := (*clientv3.GetResponse)(resp.Responses[1].GetResponseRange())
 	newest.Kvs = slices.DeleteFunc(newest.Kvs, func(kv *mvccpb.KeyValue) bool { return kv.CreateRevision == rev })
-	sg := readQueue(rev, newest)
-	if !sg.first() {
-		d.startAnchor() // this acquisition will watch
+	qv := readQueue(rev, newest)
+	if !qv.first() {
+		d.startIdleWatch() // this acquisition will watch
 	}
-	if err := w.wait(ctx, sg); err != nil {
+	if err := w.wait(ctx, qv); err != nil {
 		return backend.Grant{}, d.failed(s, k, true, err)
 	}
 	return d.grant(s, req, k, w.rev)

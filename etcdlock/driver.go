@@ -49,11 +49,11 @@ type Driver struct {
 	grantSem chan struct{} // serialises lease grants
 	near     int           // how many keys ahead of its own a waiter watches
 
-	mu       sync.Mutex
-	sess     *session
-	anchored bool // the anchor watch runs (see anchor.go)
-	held     map[heldKey]*lock
-	closed   bool
+	mu           sync.Mutex
+	sess         *session
+	idleWatching bool // the idle watch runs (see idlewatch.go)
+	held         map[heldKey]*lock
+	closed       bool
 }
 
 type heldKey struct {

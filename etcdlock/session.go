@@ -38,12 +38,9 @@ type session struct {
 
 // Name slots. Each acquisition's etcd key is named after the session's
 // lease and a slot, the lowest slot of that lock key not in use by the
-// session: one at a time, slot 0 again and again. etcd keeps a deleted key
-// in its index until the next compaction, and every range read of the
-// queue visits the deleted keys of the range too (measured: +45 µs per read
-// with 1,500 of them, +0.7 ms with 10,000), so a name per acquisition
-// would slow a busy lock down more with every use, until compaction.
-// concurrency.Mutex reuses one name per session, as this does.
+// session: one at a time, slot 0 again and again. Reusing names keeps
+// deleted keys, which every read of the queue visits until compaction,
+// from piling up in a busy lock's range (figures in docs/etcd.md, Keys).
 //
 // A slot is in use from takeSlot until the key of its name is known gone
 // with no request in flight that could delete a later key of the same

@@ -34,13 +34,10 @@ const (
 // while the key before it holds the lock, so it is out of the hand-off's
 // way.
 //
-// Watches start at the current revision (without a start revision) and
-// the waiter re-reads the queue if anything was written before the
-// watches started, so no deletion is missed. A watch with an older start
-// revision would be "unsynced" in etcd's watchable store, which catches
-// such watchers up only every 100 ms: that delay, paid at nearly every
-// hand-off, is what limits etcd's concurrency.Mutex under contention (see
-// docs/etcd.md).
+// Watches start at the current revision, not at an older one, which etcd
+// would catch up only every 100 ms; the waiter re-reads the queue if
+// anything was written before they started, so no deletion is missed (see
+// docs/etcd.md, "Why waiting is fast").
 type waiter struct {
 	d    *Driver
 	s    *session
@@ -53,12 +50,12 @@ type waiter struct {
 // wait returns nil once no key older than ours remains. Transient failures
 // (no leader, connection lost) keep our place in line and are retried with
 // backoff while our lease lives.
-func (w *waiter) wait(ctx context.Context, sg sighting) error {
+func (w *waiter) wait(ctx context.Context, qv queueView) error {
 	delay := 5 * time.Millisecond
-	for !sg.first() {
-		next, err := w.waitFor(ctx, sg)
+	for !qv.first() {
+		next, err := w.waitFor(ctx, qv)
 		if err == nil {
-			sg, delay = next, 5*time.Millisecond
+			qv, delay = next, 5*time.Millisecond
 			continue
 		}
 		if !errors.Is(err, backend.ErrUnavailable) {
@@ -79,50 +76,50 @@ func (w *waiter) wait(ctx context.Context, sg sighting) error {
 	return nil
 }
 
-// A sighting is what a read of the queue showed at revision rev: the near
+// A queueView is what a read of the queue showed at revision rev: the near
 // keys just ahead of ours (fewer if fewer are left), oldest first, and
 // whether they are all the keys ahead.
-type sighting struct {
+type queueView struct {
 	rev      int64
 	ahead    []string
 	complete bool
 }
 
 // first reports whether no key older than ours was left.
-func (sg sighting) first() bool { return sg.complete && len(sg.ahead) == 0 }
+func (qv queueView) first() bool { return qv.complete && len(qv.ahead) == 0 }
 
-// readQueue makes a sighting at rev from a read of the keys older than
+// readQueue makes a queueView at rev from a read of the keys older than
 // ours, newest first, limited to near.
-func readQueue(rev int64, newest *clientv3.GetResponse) sighting {
-	sg := sighting{rev: rev, complete: !newest.More}
+func readQueue(rev int64, newest *clientv3.GetResponse) queueView {
+	qv := queueView{rev: rev, complete: !newest.More}
 	for _, kv := range slices.Backward(newest.Kvs) {
-		sg.ahead = append(sg.ahead, string(kv.Key))
+		qv.ahead = append(qv.ahead, string(kv.Key))
 	}
-	return sg
+	return qv
 }
 
-// waitFor waits until the queue changes from what sg saw in a way that
+// waitFor waits until the queue changes from what qv saw in a way that
 // matters, and returns what it looks like then: with no key ahead of ours
 // (the lock is ours), or with keys ahead that it does not watch.
 //
-// When sg's keys are all the keys ahead and the last of them is deleted,
+// When qv's keys are all the keys ahead and the last of them is deleted,
 // no key is older than ours: none created later can be. Our own key, the
 // other condition of a grant, is watched too. It can still be gone unseen
 // only if our lease expired just now, which cannot have happened while the
 // lease's last confirmation is less than a TTL old (the grant's validity
 // starts there): with less than a third of the TTL left, the waiter reads
 // the queue to make sure.
-func (w *waiter) waitFor(ctx context.Context, sg sighting) (sighting, error) {
+func (w *waiter) waitFor(ctx context.Context, qv queueView) (queueView, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	// chans[0] watches our key, the others sg.ahead (at most maxNear).
+	// chans[0] watches our key, the others qv.ahead (at most maxNear).
 	var chans [1 + maxNear]clientv3.WatchChan
-	keys := append([]string{w.ekey}, sg.ahead...)
+	keys := append([]string{w.ekey}, qv.ahead...)
 	for i, k := range keys {
 		chans[i] = w.d.c.Watch(wctx, k, clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
 	}
 	// next reads the queue again, and tells whether the watches cover it.
-	next := func(minRev int64) (sighting, bool, error) {
+	next := func(minRev int64) (queueView, bool, error) {
 		cur, err := w.predecessor(ctx, minRev)
 		if err != nil || cur.first() {
 			return cur, false, err
@@ -135,10 +132,10 @@ func (w *waiter) waitFor(ctx context.Context, sg sighting) (sighting, error) {
 		return cur, true, nil
 	}
 	// Every watch sees the deletions after the revision in its creation
-	// notice: if none started after sg was read, no deletion was missed;
+	// notice: if none started after qv was read, no deletion was missed;
 	// else the queue is read again once all have started.
-	start, pending := sg.rev, len(keys)
-	sg.ahead = slices.Clone(sg.ahead) // the caller's sighting stays as it was
+	start, pending := qv.rev, len(keys)
+	qv.ahead = slices.Clone(qv.ahead) // the caller's view stays as it was
 	poll := time.NewTimer(recheckEvery)
 	defer poll.Stop()
 	rechecks := 0
@@ -149,66 +146,64 @@ func (w *waiter) waitFor(ctx context.Context, sg sighting) (sighting, error) {
 			if !ok {
 				return cur, err
 			}
-			sg = cur
+			qv = cur
 			rechecks++
 			poll.Reset(recheckDelay(rechecks))
 			continue
 		}
 		if err != nil {
-			return sighting{}, err
+			return queueView{}, err
 		}
 		if wr.Created {
 			start = max(start, wr.Header.Revision)
-			if pending--; pending == 0 && start > sg.rev {
+			if pending--; pending == 0 && start > qv.rev {
 				cur, ok, err := next(start)
 				if !ok {
 					return cur, err
 				}
-				sg = cur
+				qv = cur
 			}
 			continue
 		}
-		before := len(sg.ahead)
+		before := len(qv.ahead)
 		for _, ev := range wr.Events {
-			if ev.Type != mvccpb.DELETE || ev.Kv.ModRevision <= sg.rev {
-				// A deletion sg already reflects: of an earlier key of the
+			if ev.Type != mvccpb.DELETE || ev.Kv.ModRevision <= qv.rev {
+				// A deletion qv already reflects: of an earlier key of the
 				// same name (names are reused, see takeSlot), seen by a watch
-				// on a member whose current revision was behind sg's.
+				// on a member whose current revision was behind qv's.
 				continue
 			}
 			// Go by the event's key, not by the watch it came on.
 			k := string(ev.Kv.Key)
 			if k == w.ekey {
-				return sighting{}, fmt.Errorf("etcdlock: wait for %q: %w: our key %s was deleted while waiting", w.key, backend.ErrLost, w.ekey)
+				return queueView{}, fmt.Errorf("etcdlock: wait for %q: %w: our key %s was deleted while waiting", w.key, backend.ErrLost, w.ekey)
 			}
-			sg.ahead = slices.DeleteFunc(sg.ahead, func(a string) bool { return a == k })
+			qv.ahead = slices.DeleteFunc(qv.ahead, func(a string) bool { return a == k })
 		}
-		if len(sg.ahead) == before {
+		if len(qv.ahead) == before {
 			continue // nothing we wait for was deleted
 		}
 		switch {
-		case !sg.complete:
+		case !qv.complete:
 			// More keys are ahead than we watch: find out which.
 			cur, ok, err := next(wr.Header.Revision)
 			if !ok {
 				return cur, err
 			}
-			sg = cur
-		case !sg.first():
+			qv = cur
+		case !qv.first():
 		case time.Until(w.s.validUntil()) > w.s.ttl/3:
-			return sg, nil
+			return qv, nil
 		default:
 			return w.predecessor(ctx, wr.Header.Revision)
 		}
 	}
 }
 
-// A watch created while etcd commits a write can land in etcd's
-// "unsynced" group, whose events are delivered only at the next resync,
-// up to 100 ms later (etcd 3.4 reads the start revision before it takes
-// the store's lock). Watches are synced after that, so a waiter re-reads
-// the queue every recheckEvery during its watches' first 100 ms; after
-// that, as a bound on any delay of a watch, every recheckSlow.
+// A watch created while etcd commits a write may see its events only at
+// etcd's next resync, up to 100 ms later (docs/etcd.md): a waiter re-reads
+// the queue every recheckEvery for its watches' first 100 ms, then every
+// recheckSlow.
 const (
 	recheckEvery = 25 * time.Millisecond
 	maxRechecks  = 4
@@ -267,16 +262,16 @@ func (w *waiter) recv(ctx context.Context, chans [1 + maxNear]clientv3.WatchChan
 // could only show keys that are gone since, delaying the grant; to keep
 // that from delaying it at all, a reply older than minRev (a lagging
 // member) is read again linearizably.
-func (w *waiter) predecessor(ctx context.Context, minRev int64) (sighting, error) {
+func (w *waiter) predecessor(ctx context.Context, minRev int64) (queueView, error) {
 	resp, err := w.d.c.Txn(ctx).Then(w.readOps(clientv3.WithSerializable())...).Commit()
 	if err == nil && resp.Header.Revision < minRev {
 		resp, err = w.d.c.Txn(ctx).Then(w.readOps()...).Commit()
 	}
 	if err != nil {
-		return sighting{}, w.d.wrap(ctx, "wait for", w.key, err)
+		return queueView{}, w.d.wrap(ctx, "wait for", w.key, err)
 	}
 	if own := resp.Responses[0].GetResponseRange().Kvs; len(own) == 0 || own[0].CreateRevision != w.rev {
-		return sighting{}, fmt.Errorf("etcdlock: wait for %q: %w: our key %s disappeared while waiting", w.key, backend.ErrLost, w.ekey)
+		return queueView{}, fmt.Errorf("etcdlock: wait for %q: %w: our key %s disappeared while waiting", w.key, backend.ErrLost, w.ekey)
 	}
 	return readQueue(resp.Header.Revision, (*clientv3.GetResponse)(resp.Responses[1].GetResponseRange())), nil
 }

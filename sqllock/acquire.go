@@ -33,48 +33,48 @@ func (d *Driver) acquire(ctx context.Context, req backend.Request, wait bool) (b
 		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w: TTL %v is beyond the server's longest idle timeout (%v)",
 			op, req.Key, backend.ErrInvalidConfig, req.TTL, maxTTL)
 	}
-	p, err := d.pin(ctx, op, req.Key)
+	lc, err := d.pin(ctx, op, req.Key)
 	if err != nil {
 		return backend.Grant{}, err
 	}
 	ttl := seconds(req.TTL)
-	p.begin, p.beginArgs, p.beginTTL, p.beginLWT = d.q.beginTry, []any{ttl}, ttl, false
+	lc.begin, lc.beginArgs, lc.beginTTL, lc.beginLWT = d.q.beginTry, []any{ttl}, ttl, false
 	if wait && d.lwt > 0 {
-		p.begin, p.beginArgs, p.beginLWT = d.q.beginWait, []any{ttl, d.lwt}, true
+		lc.begin, lc.beginArgs, lc.beginLWT = d.q.beginWait, []any{ttl, d.lwt}, true
 	}
 	// A spare whose session has these settings needs none sent.
-	p.begun = p.sessTTL == ttl && (p.sessLWT || !p.beginLWT)
-	if p.batch, err = d.batching(ctx, p.c); err != nil {
-		p.discard()
+	lc.begun = lc.sessTTL == ttl && (lc.sessLWT || !lc.beginLWT)
+	if lc.batch, err = d.batching(ctx, lc.c); err != nil {
+		lc.discard()
 		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, classify(err))
 	}
 	if wait {
-		sent, g, err := p.waitRow(ctx, req.Key, req.Owner)
+		sent, lr, err := lc.waitRow(ctx, req.Key, req.Owner)
 		if err != nil {
 			return backend.Grant{}, err
 		}
-		return d.granted(ctx, p, req, ttl, sent, g)
+		return d.granted(ctx, lc, req, ttl, sent, lr)
 	}
-	g, err := p.lockRow(ctx, ctx, req.Key, req.Owner, true)
+	lr, err := lc.lockRow(ctx, ctx, req.Key, req.Owner, true)
 	switch {
 	case err == nil:
-		p.id = g.id
-		d.ids.put(p.raw, p.id)
-	case isConflict(err) && !g.found:
-		if gerr := p.giveBack(ctx); gerr != nil {
+		lc.id = lr.id
+		d.ids.put(lc.raw, lc.id)
+	case isConflict(err) && !lr.found:
+		if gerr := lc.giveBack(ctx); gerr != nil {
 			return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, classify(gerr))
 		}
 		return backend.Grant{}, backend.NotAcquired(req.Key, 0)
 	default:
-		p.discard()
+		lc.discard()
 		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, classify(err))
 	}
-	token, err := p.token(ctx, req.Key, req.Owner, g)
+	token, err := lc.token(ctx, req.Key, req.Owner, lr)
 	if err != nil {
-		p.discard() // frees the row; a counter may have moved on, which is harmless
+		lc.discard() // frees the row; a counter may have moved on, which is harmless
 		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: fencing token: %w", op, req.Key, classify(err))
 	}
-	return d.grant(p, req, ttl, token, time.Time{})
+	return d.grant(lc, req, ttl, token, time.Time{})
 }
 
 // granted finishes an acquisition that waited. The lock's lifetime starts
@@ -82,20 +82,20 @@ func (d *Driver) acquire(ctx context.Context, req backend.Request, wait bool) (b
 // locking statement's send time (sent) is a safe lower bound, and used as
 // Grant.ValidFrom when the wait was short. After a long wait that would cut
 // the lease short, a statement sent now marks the start instead.
-func (d *Driver) granted(ctx context.Context, p *pinned, req backend.Request, ttl int, sent time.Time, g grab) (backend.Grant, error) {
+func (d *Driver) granted(ctx context.Context, lc *lockConn, req backend.Request, ttl int, sent time.Time, lr lockResult) (backend.Grant, error) {
 	if time.Since(sent) >= req.TTL/freshWait {
 		sent = time.Now()
-		if _, err := p.c.ExecContext(ctx, d.q.setIdle, ttl); err != nil {
-			p.discard()
+		if _, err := lc.c.ExecContext(ctx, d.q.setIdle, ttl); err != nil {
+			lc.discard()
 			return backend.Grant{}, fmt.Errorf("sqllock: wait %q: %w", req.Key, classify(err))
 		}
 	}
-	token, err := p.token(ctx, req.Key, req.Owner, g)
+	token, err := lc.token(ctx, req.Key, req.Owner, lr)
 	if err != nil {
-		p.discard()
+		lc.discard()
 		return backend.Grant{}, fmt.Errorf("sqllock: wait %q: fencing token: %w", req.Key, classify(err))
 	}
-	return d.grant(p, req, ttl, token, sent)
+	return d.grant(lc, req, ttl, token, sent)
 }
 
 // maxTTL is the largest wait_timeout MySQL and MariaDB accept (one year);
@@ -114,31 +114,31 @@ const freshWait = 10
 // waitRow blocks until the row lock is granted or ctx ends, and returns
 // when the statement that won it was sent. On error the connection has been
 // returned or discarded.
-func (p *pinned) waitRow(ctx context.Context, key, owner string) (time.Time, grab, error) {
-	fail := func(err error) (time.Time, grab, error) {
-		p.end(err)
-		return time.Time{}, grab{}, fmt.Errorf("sqllock: wait %q: %w", key, classify(err))
+func (lc *lockConn) waitRow(ctx context.Context, key, owner string) (time.Time, lockResult, error) {
+	fail := func(err error) (time.Time, lockResult, error) {
+		lc.end(err)
+		return time.Time{}, lockResult{}, fmt.Errorf("sqllock: wait %q: %w", key, classify(err))
 	}
-	if err := p.loadID(ctx); err != nil {
+	if err := lc.loadID(ctx); err != nil {
 		return fail(err)
 	}
 	for {
 		sent := time.Now()
-		g, err := p.blockingLock(ctx, key, owner)
+		lr, err := lc.blockingLock(ctx, key, owner)
 		switch {
 		case err == nil && ctx.Err() == nil:
-			return sent, g, nil
+			return sent, lr, nil
 		case err == nil: // won just as the caller gave up: let it go
-			p.end(nil)
-			return time.Time{}, grab{}, fmt.Errorf("sqllock: wait %q: %w", key, context.Cause(ctx))
+			lc.end(nil)
+			return time.Time{}, lockResult{}, fmt.Errorf("sqllock: wait %q: %w", key, context.Cause(ctx))
 		case ctx.Err() != nil:
-			p.end(err)
-			return time.Time{}, grab{}, fmt.Errorf("sqllock: wait %q: %w (%w)", key, context.Cause(ctx), classify(err))
-		case g.found: // held, but the live counter failed
-			p.discard()
-			return time.Time{}, grab{}, fmt.Errorf("sqllock: wait %q: fencing token: %w", key, classify(err))
+			lc.end(err)
+			return time.Time{}, lockResult{}, fmt.Errorf("sqllock: wait %q: %w (%w)", key, context.Cause(ctx), classify(err))
+		case lr.found: // held, but the live counter failed
+			lc.discard()
+			return time.Time{}, lockResult{}, fmt.Errorf("sqllock: wait %q: fencing token: %w", key, classify(err))
 		case serverCode(err) == errLockWaitTimeout || serverCode(err) == errDeadlock:
-			if _, rerr := p.c.ExecContext(ctx, p.d.q.rollback); rerr != nil {
+			if _, rerr := lc.c.ExecContext(ctx, lc.d.q.rollback); rerr != nil {
 				return fail(rerr)
 			}
 		default:
@@ -149,22 +149,22 @@ func (p *pinned) waitRow(ctx context.Context, key, owner string) (time.Time, gra
 
 // end returns the connection to the pool if err left it in a known state
 // (a statement the server refused or interrupted), else discards it.
-func (p *pinned) end(err error) {
+func (lc *lockConn) end(err error) {
 	if connGone(err) {
-		p.discard()
+		lc.discard()
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), killGrace)
 	defer cancel()
-	_ = p.giveBack(ctx)
+	_ = lc.giveBack(ctx)
 }
 
 // grant wraps a held row lock in a Lock.
-func (d *Driver) grant(p *pinned, req backend.Request, ttl int, token uint64, validFrom time.Time) (backend.Grant, error) {
-	l := &lock{p: p, key: req.Key, ttl: ttl, onLost: req.OnLost, sem: make(chan struct{}, 1)}
+func (d *Driver) grant(lc *lockConn, req backend.Request, ttl int, token uint64, validFrom time.Time) (backend.Grant, error) {
+	l := &lock{conn: lc, key: req.Key, ttl: ttl, onLost: req.OnLost, sem: make(chan struct{}, 1)}
 	// Tracked so that Close can abandon it; that fails once Close began.
 	if err := d.held.Track(l, req.Hooks()); err != nil {
-		p.discard()
+		lc.discard()
 		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w", req.Key, err)
 	}
 	return backend.Grant{Lock: l, Token: token, ValidFrom: validFrom}, nil

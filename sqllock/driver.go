@@ -32,7 +32,7 @@ type Driver struct {
 	mu         sync.Mutex
 	closed     bool
 	held       backend.HeldSet[*lock] // held, not yet released
-	spares     []*pinned              // idle connections kept for the next lock (spare.go)
+	spares     []*lockConn            // idle connections kept for the next lock (spare.go)
 	spareTimer *time.Timer            // runs trimSpares
 	spareAt    time.Time              // when spareTimer fires; zero if it is not set
 	spareWG    sync.WaitGroup         // a trimSpares running
@@ -45,37 +45,42 @@ var (
 )
 
 // New returns a Driver over db, a *sql.DB of github.com/go-sql-driver/mysql.
-// It creates the lock tables if missing (unless opts.NoCreateTable), bounded
-// by ctx. The Driver never closes db: the caller does, after closing the
-// Driver (which returns the Driver's spare connections to db). Each held
-// lock and each waiter uses one of db's connections, and every acquisition
-// briefly needs one more: a db.SetMaxOpenConns below the number of
-// concurrent acquisitions plus one makes acquisitions wait for a free
-// connection. While db has no connection limit, the Driver also keeps up to
-// 8 idle spare connections (see the package doc).
-func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
+// opts may be nil (defaults); New never modifies it. It creates the lock
+// tables if missing (unless opts.NoCreateTable), bounded by ctx. The Driver
+// never closes db: the caller does, after closing the Driver (which returns
+// the Driver's spare connections to db). Each held lock and each waiter
+// uses one of db's connections, and every acquisition briefly needs one
+// more: a db.SetMaxOpenConns below the number of concurrent acquisitions
+// plus one makes acquisitions wait for a free connection. While db has no
+// connection limit, the Driver also keeps up to 8 idle spare connections
+// (see the package doc).
+func New(ctx context.Context, db *sql.DB, opts *Options) (*Driver, error) {
 	if db == nil {
 		return nil, fmt.Errorf("sqllock: %w: nil *sql.DB", backend.ErrInvalidConfig)
 	}
-	if opts.Table == "" {
-		opts.Table = DefaultTable
+	var o Options
+	if opts != nil {
+		o = *opts
 	}
-	if err := checkTable(opts.Table); err != nil {
+	if o.Table == "" {
+		o.Table = DefaultTable
+	}
+	if err := checkTable(o.Table); err != nil {
 		return nil, fmt.Errorf("sqllock: %w", err)
 	}
-	if opts.LockWaitTimeout < 0 {
-		return nil, fmt.Errorf("sqllock: %w: negative LockWaitTimeout %v", backend.ErrInvalidConfig, opts.LockWaitTimeout)
+	if o.LockWaitTimeout < 0 {
+		return nil, fmt.Errorf("sqllock: %w: negative LockWaitTimeout %v", backend.ErrInvalidConfig, o.LockWaitTimeout)
 	}
-	if opts.LockWaitTimeout > maxLockWaitTimeout {
+	if o.LockWaitTimeout > maxLockWaitTimeout {
 		// The server would cut it down to its maximum with only a warning.
 		return nil, fmt.Errorf("sqllock: %w: LockWaitTimeout %v is above the server's maximum innodb_lock_wait_timeout (%v)",
-			backend.ErrInvalidConfig, opts.LockWaitTimeout, maxLockWaitTimeout)
+			backend.ErrInvalidConfig, o.LockWaitTimeout, maxLockWaitTimeout)
 	}
-	d := &Driver{db: db, q: newStatements(opts.Table)}
-	if opts.LockWaitTimeout > 0 {
-		d.lwt = seconds(opts.LockWaitTimeout)
+	d := &Driver{db: db, q: newStatements(o.Table)}
+	if o.LockWaitTimeout > 0 {
+		d.lwt = seconds(o.LockWaitTimeout)
 	}
-	if !opts.NoCreateTable {
+	if !o.NoCreateTable {
 		if err := d.createTables(ctx); err != nil {
 			return nil, err
 		}
@@ -132,21 +137,21 @@ func (d *Driver) Close() error {
 
 // pin returns a connection to pin for one acquisition: a spare, or one
 // checked out of the pool.
-func (d *Driver) pin(ctx context.Context, op, key string) (*pinned, error) {
+func (d *Driver) pin(ctx context.Context, op, key string) (*lockConn, error) {
 	d.mu.Lock()
 	closed := d.closed
 	d.mu.Unlock()
 	if closed {
 		return nil, fmt.Errorf("sqllock: %s %q: %w", op, key, backend.ErrClosed)
 	}
-	if p := d.spare(ctx); p != nil {
-		return p, nil
+	if lc := d.spare(ctx); lc != nil {
+		return lc, nil
 	}
 	c, err := d.db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sqllock: %s %q: %w", op, key, classify(err))
 	}
-	return &pinned{d: d, c: c, raw: rawConn(c)}, nil
+	return &lockConn{d: d, c: c, raw: rawConn(c)}, nil
 }
 
 // connIDs remembers the server ids of pooled connections (keyed by the

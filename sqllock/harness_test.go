@@ -139,7 +139,7 @@ func (h *harness) NewDriver(ctx context.Context) (backend.Driver, error) {
 		return nil, err
 	}
 	c := &client{db: h.s.newDB(p.Addr, h.batch), p: p}
-	d, err := sqllock.New(ctx, c.db, sqllock.Options{Table: testTable})
+	d, err := sqllock.New(ctx, c.db, &sqllock.Options{Table: testTable})
 	if err != nil {
 		_ = c.db.Close()
 		_ = p.Close()

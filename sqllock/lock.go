@@ -10,7 +10,7 @@ import (
 
 // lock is a held row lock: an open transaction on a pinned connection.
 type lock struct {
-	p      *pinned
+	conn   *lockConn
 	key    string
 	onLost func(error)
 	sem    chan struct{} // serialises statements on the connection; honours ctx
@@ -50,11 +50,11 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 			l.key, backend.ErrInvalidConfig, ttl, maxTTL)
 	}
 	if s := seconds(ttl); s > l.ttl {
-		if _, err = l.p.c.ExecContext(ctx, l.p.d.q.setIdle, s); err == nil {
-			l.ttl, l.p.sessTTL = s, s
+		if _, err = l.conn.c.ExecContext(ctx, l.conn.d.q.setIdle, s); err == nil {
+			l.ttl, l.conn.sessTTL = s, s
 		}
 	} else {
-		err = l.p.c.PingContext(ctx)
+		err = l.conn.c.PingContext(ctx)
 	}
 	if err == nil {
 		return nil
@@ -78,12 +78,12 @@ func (l *lock) Release(ctx context.Context) error {
 		return fmt.Errorf("sqllock: release %q: %w: %w", l.key, backend.ErrUnavailable, err)
 	}
 	defer l.leave()
-	l.p.d.held.Untrack(l)
+	l.conn.d.held.Untrack(l)
 	if l.ended {
 		return fmt.Errorf("sqllock: release %q: %w", l.key, backend.ErrNotHeld)
 	}
 	l.ended = true
-	err := l.p.giveBack(ctx)
+	err := l.conn.giveBack(ctx)
 	switch {
 	case err == nil:
 		return nil
@@ -101,7 +101,7 @@ func (l *lock) Release(ctx context.Context) error {
 // still comes). sem is held.
 func (l *lock) finish() {
 	l.ended = true
-	l.p.discard()
+	l.conn.discard()
 }
 
 // abandon closes the connection of a lock the Driver gives up on (Close).
@@ -110,6 +110,6 @@ func (l *lock) abandon() {
 	defer l.leave()
 	if !l.ended {
 		l.ended = true
-		l.p.discard()
+		l.conn.discard()
 	}
 }

@@ -70,7 +70,7 @@ func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 			return fail(fmt.Errorf("sqllock: connect to %s: %w", cfg.Addr, classify(err)))
 		}
 	}
-	d, err := New(ctx, db, opts)
+	d, err := New(ctx, db, &opts)
 	if err != nil {
 		var verr *tls.CertificateVerificationError
 		if errors.As(err, &verr) {

@@ -2,12 +2,14 @@ package sqllock_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/sqllock"
+	"github.com/go-sql-driver/mysql"
 )
 
 // TestOpenURLErrors: bad URLs fail before dialling, name the bad part, and
@@ -56,5 +58,36 @@ func TestDDL(t *testing.T) {
 	}
 	if _, err := sqllock.DDL("x; DROP TABLE y"); !errors.Is(err, distlock.ErrInvalidConfig) {
 		t.Errorf("DDL of a bad name = %v", err)
+	}
+}
+
+// TestNewOptions: New takes *Options like the other drivers' New; it never
+// changes the caller's struct, and a bad option fails before dialling.
+func TestNewOptions(t *testing.T) {
+	conn, err := mysql.NewConnector(&mysql.Config{Net: "tcp", Addr: "127.0.0.1:1", DBName: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(conn) // never dials: no statement is sent
+	defer db.Close()
+	ctx := context.Background()
+	opts := &sqllock.Options{NoCreateTable: true}
+	d, err := sqllock.New(ctx, db, opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	_ = d.Close()
+	if *opts != (sqllock.Options{NoCreateTable: true}) {
+		t.Errorf("New changed the caller's Options to %+v", *opts)
+	}
+	if _, err := sqllock.New(ctx, db, &sqllock.Options{Table: "a-b"}); !errors.Is(err, distlock.ErrInvalidConfig) {
+		t.Errorf("New with a bad table = %v, want ErrInvalidConfig", err)
+	}
+	// nil means defaults: New goes on to create the tables, and fails to dial.
+	if _, err := sqllock.New(ctx, db, nil); err == nil || errors.Is(err, distlock.ErrInvalidConfig) {
+		t.Errorf("New(nil opts) over an unreachable server = %v, want a connection error", err)
+	}
+	if _, err := sqllock.New(ctx, nil, nil); !errors.Is(err, distlock.ErrInvalidConfig) {
+		t.Errorf("New(nil db, nil opts) = %v, want ErrInvalidConfig", err)
 	}
 }

@@ -20,7 +20,7 @@ func TestServerSidePrepare(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	d, err := sqllock.New(ctxFor(t, 30*time.Second), db, sqllock.Options{Table: testTable, LockWaitTimeout: time.Second})
+	d, err := sqllock.New(ctxFor(t, 30*time.Second), db, &sqllock.Options{Table: testTable, LockWaitTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,18 +35,18 @@ func (d *Driver) spareRoom() bool {
 	return ok && d.db.Stats().MaxOpenConnections == 0
 }
 
-// keep makes p, with no transaction open, a spare. It returns false if the
+// keep makes lc, with no transaction open, a spare. It returns false if the
 // Driver closed or has enough spares meanwhile.
-func (d *Driver) keep(p *pinned) bool {
+func (d *Driver) keep(lc *lockConn) bool {
 	now := time.Now()
-	until := now.Add(min(spareIdle, time.Duration(p.sessTTL)*time.Second/2))
+	until := now.Add(min(spareIdle, time.Duration(lc.sessTTL)*time.Second/2))
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed || len(d.spares) >= maxSpares {
 		return false
 	}
-	p.spareUntil = until
-	d.spares = append(d.spares, p)
+	lc.spareUntil = until
+	d.spares = append(d.spares, lc)
 	switch {
 	case d.spareTimer == nil:
 		d.spareAt = until
@@ -59,32 +59,32 @@ func (d *Driver) keep(p *pinned) bool {
 }
 
 // spare returns the most recently kept spare still fresh and alive, or nil.
-func (d *Driver) spare(ctx context.Context) *pinned {
+func (d *Driver) spare(ctx context.Context) *lockConn {
 	for {
 		now := time.Now()
 		d.mu.Lock()
-		var p *pinned
+		var lc *lockConn
 		if n := len(d.spares); n > 0 && now.Before(d.spares[n-1].spareUntil) {
-			p = d.spares[n-1]
+			lc = d.spares[n-1]
 			d.spares[n-1] = nil
 			d.spares = d.spares[:n-1]
 		}
 		d.mu.Unlock()
-		if p == nil {
+		if lc == nil {
 			return nil // expired ones are left to trimSpares
 		}
 		// The pool's own liveness check (a connection the server closed
 		// is detected here, not by the locking read).
-		err := p.c.Raw(func(dc any) error {
+		err := lc.c.Raw(func(dc any) error {
 			if r, ok := dc.(driver.SessionResetter); ok {
 				return r.ResetSession(ctx)
 			}
 			return nil
 		})
 		if err == nil {
-			return p
+			return lc
 		}
-		p.discard()
+		lc.discard()
 	}
 }
 
@@ -99,17 +99,17 @@ func (d *Driver) trimSpares() {
 	}
 	d.spareWG.Add(1)
 	defer d.spareWG.Done()
-	var old []*pinned
+	var old []*lockConn
 	live := d.spares[:0]
 	var next time.Time
-	for _, p := range d.spares {
-		if now.Before(p.spareUntil) {
-			live = append(live, p)
-			if next.IsZero() || p.spareUntil.Before(next) {
-				next = p.spareUntil
+	for _, lc := range d.spares {
+		if now.Before(lc.spareUntil) {
+			live = append(live, lc)
+			if next.IsZero() || lc.spareUntil.Before(next) {
+				next = lc.spareUntil
 			}
 		} else {
-			old = append(old, p)
+			old = append(old, lc)
 		}
 	}
 	clear(d.spares[len(live):])
@@ -119,8 +119,8 @@ func (d *Driver) trimSpares() {
 		d.spareTimer.Reset(next.Sub(now))
 	}
 	d.mu.Unlock()
-	for _, p := range old {
-		p.restore()
+	for _, lc := range old {
+		lc.restore()
 	}
 }
 
@@ -135,19 +135,19 @@ func (d *Driver) dropSpares() {
 	}
 	d.mu.Unlock()
 	d.spareWG.Wait()
-	for _, p := range all {
+	for _, lc := range all {
 		if d.ownDB {
-			p.discard()
+			lc.discard()
 		} else {
-			p.restore()
+			lc.restore()
 		}
 	}
 }
 
 // restore resets a spare and returns it to the pool (see reset), within
 // killGrace.
-func (p *pinned) restore() {
+func (lc *lockConn) restore() {
 	ctx, cancel := context.WithTimeout(context.Background(), killGrace)
 	defer cancel()
-	_ = p.reset(ctx)
+	_ = lc.reset(ctx)
 }

@@ -213,7 +213,7 @@ func TestBatchedRoundTrips(t *testing.T) {
 		}
 		db := sql.OpenDB(conn)
 		t.Cleanup(func() { _ = db.Close() })
-		d, err := sqllock.New(ctxFor(t, 30*time.Second), db, sqllock.Options{Table: testTable})
+		d, err := sqllock.New(ctxFor(t, 30*time.Second), db, &sqllock.Options{Table: testTable})
 		if err != nil {
 			t.Fatal(err)
 		}

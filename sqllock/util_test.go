@@ -38,7 +38,7 @@ func newDriverMode(t *testing.T, s *server, opts sqllock.Options, batch bool) (*
 	if opts.Table == "" {
 		opts.Table = testTable
 	}
-	d, err := sqllock.New(ctxFor(t, 30*time.Second), c.db, opts)
+	d, err := sqllock.New(ctxFor(t, 30*time.Second), c.db, &opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

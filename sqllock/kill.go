@@ -1,0 +1,58 @@
+package sqllock
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// killGrace is how long a waiter whose ctx ended waits for KILL QUERY to
+// interrupt its blocked statement before closing the connection instead.
+const killGrace = 5 * time.Second
+
+// interruptible runs fn with a context that outlives ctx; when ctx ends
+// first, the statement fn is running is interrupted with KILL QUERY from
+// another connection, and if that cannot be sent, or does not end fn
+// within killGrace, fn's context is canceled (the driver then closes the
+// connection). It returns once no KILL can reach a later statement of the
+// connection, and sets *killed (when not nil) if ctx ended while fn ran.
+func (lc *lockConn) interruptible(ctx context.Context, fn func(sctx context.Context) error, killed *bool) error {
+	sctx, scancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer scancel()
+	returned, done := make(chan struct{}), make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(done)
+		if err := lc.d.killQuery(lc.id); err != nil {
+			scancel()
+			return
+		}
+		t := time.NewTimer(killGrace)
+		defer t.Stop()
+		select {
+		case <-returned:
+		case <-t.C:
+			scancel()
+		}
+	})
+	err := fn(sctx)
+	close(returned)
+	if !stop() {
+		<-done // no KILL may reach a later statement of this connection
+		if killed != nil {
+			*killed = true
+		}
+	}
+	return err
+}
+
+// killQuery interrupts whatever connection id is running, from a pooled
+// connection. An id that no longer exists is not an error.
+func (d *Driver) killQuery(id uint64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), killGrace)
+	defer cancel()
+	_, err := d.db.ExecContext(ctx, fmt.Sprintf(d.q.killQuery, id))
+	if serverCode(err) == 1094 { // ER_NO_SUCH_THREAD
+		return nil
+	}
+	return err
+}
