@@ -1,6 +1,7 @@
 package etcdbench
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/bench/internal/lockbench"
+	"github.com/distlock/distlock/internal/measure"
 )
 
 // Settings of the comparison. The libraries are measured in alternating
@@ -33,16 +35,18 @@ func TestCompare(t *testing.T) {
 	var out strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&out, format, args...) }
 
-	unc, err := lockbench.UncontendedRounds(slices.Concat(baselines, libraries), rounds, uncontendedOps)
+	ctx := context.Background()
+	all := slices.Concat(baselines, libraries)
+	unc, err := measure.UncontendedRounds(ctx, all, rounds, uncontendedOps, lockbench.UniqueKey("uncontended"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	p("uncontended acquire+release (one client, one free key), %d alternating rounds of %d each:\n", rounds, uncontendedOps)
 	p("  %-11s %10s %6s %13s  %s\n", "", "median", "Puts", "distlock/this", "per round")
-	for _, lib := range slices.Concat(baselines, libraries) {
-		m := lockbench.Median(unc[lib.Name])
-		p("  %-11s %10v %6.2f %13.2f  %v\n", lib.Name, m.Round(time.Microsecond), float64(m)/float64(lockbench.Median(unc["Put"])),
-			float64(lockbench.Median(unc["distlock"]))/float64(m), roundDurations(unc[lib.Name]))
+	for _, lib := range all {
+		m := measure.Median(unc[lib.Name])
+		p("  %-11s %10v %6.2f %13.2f  %v\n", lib.Name, m.Round(time.Microsecond), float64(m)/float64(measure.Median(unc["Put"])),
+			float64(measure.Median(unc["distlock"]))/float64(m), roundDurations(unc[lib.Name]))
 	}
 	p("  distlock/etcd-mutex per round: %s\n", roundRatios(unc["distlock"], unc["etcd-mutex"]))
 	p("  etcdlock/etcd-mutex per round: %s\n", roundRatios(unc["etcdlock"], unc["etcd-mutex"]))
@@ -55,25 +59,27 @@ func TestCompare(t *testing.T) {
 	for _, lib := range libraries {
 		requestCounts(lib.Name) // count the contended rounds only
 	}
-	rates, pooled, err := lockbench.ContendRounds(libraries, contendRounds, contendWorkers, contendFor)
+	run := measure.Run{Key: lockbench.UniqueKey("contended"), Workers: contendWorkers, For: contendFor}
+	rs, err := measure.ContendRounds(ctx, libraries, contendRounds, run)
 	if err != nil {
 		t.Error(err)
 	}
-	if rates == nil {
+	if rs == nil {
 		t.FailNow()
 	}
+	pooled := map[string]measure.Contention{}
 	for _, lib := range libraries {
-		c := pooled[lib.Name]
-		all := slices.Concat(c.Waits...)
+		c := rs[lib.Name].Pooled()
+		pooled[lib.Name] = c
+		rel, hand, wait := lockbench.Summarize(c.Releases), lockbench.Summarize(c.Handoffs), lockbench.Summarize(c.AllWaits())
 		shares := c.Shares()
-		p("  %-11s %8.0f %9v %9v %9v %9v | %9v %9v %9v %5.1f%% %5.1f%% %9d\n", lib.Name, lockbench.Median(rates[lib.Name]),
-			lockbench.Pct(c.Releases, 50), lockbench.Pct(c.Handoffs, 50), lockbench.Pct(c.Handoffs, 99), lockbench.Pct(c.Handoffs, 100), lockbench.Pct(all, 50), lockbench.Pct(all, 99), lockbench.Pct(all, 100),
-			slices.Max(shares), slices.Min(shares), c.Overtakes)
+		p("  %-11s %8.0f %9v %9v %9v %9v | %9v %9v %9v %5.1f%% %5.1f%% %9d\n", lib.Name, measure.Median(rs[lib.Name].Rates()),
+			rel.P50, hand.P50, hand.P99, hand.Max, wait.P50, wait.P99, wait.Max, 100*slices.Max(shares), 100*slices.Min(shares), c.Overtakes)
 	}
 	p("  requests per acquisition: %s\n", perAcquisition(func(lib string) int { return pooled[lib].Acquisitions }))
 	p("  throughput distlock / etcd-mutex = %.2f× (median rates); per round: %s\n",
-		lockbench.Median(rates["distlock"])/max(lockbench.Median(rates["etcd-mutex"]), 1e-9),
-		roundRatios(rates["distlock"], rates["etcd-mutex"]))
+		measure.Median(rs["distlock"].Rates())/max(measure.Median(rs["etcd-mutex"].Rates()), 1e-9),
+		roundRatios(rs["distlock"].Rates(), rs["etcd-mutex"].Rates()))
 	fmt.Fprint(os.Stdout, out.String())
 	t.Log("\n" + out.String())
 }

@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/distlock/distlock/bench/internal/lockbench"
-
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
@@ -17,21 +15,23 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/bench/internal/lockbench"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/internal/measure"
 )
 
 // leaseTTL is the lease TTL of both libraries: long enough that nothing
 // expires during a measurement.
 const leaseTTL = 10 * time.Second
 
-var libraries = []lockbench.Library{
+var libraries = []measure.Library{
 	{Name: "distlock", Make: newDistlock},
 	{Name: "etcd-mutex", Make: newMutex},
 }
 
 // baselines are measured alongside the libraries when uncontended: a bare
 // Put round trip, and the etcdlock driver without the portable layer.
-var baselines = []lockbench.Library{
+var baselines = []measure.Library{
 	{Name: "Put", Make: newPut},
 	{Name: "etcdlock", Make: newDriver},
 }
@@ -64,13 +64,8 @@ func requestCounts(lib string) map[string]int64 {
 	return out
 }
 
-// distlockContender is a distlock Locker over an etcdlock Driver.
-type distlockContender struct {
-	cli *clientv3.Client
-	l   *distlock.Locker
-}
-
-func newDistlock() (lockbench.Contender, error) {
+// newDistlock is a distlock Locker over an etcdlock Driver.
+func newDistlock() (measure.Contender, error) {
 	cli, err := newClient("distlock")
 	if err != nil {
 		return nil, err
@@ -80,20 +75,8 @@ func newDistlock() (lockbench.Contender, error) {
 		cli.Close()
 		return nil, err
 	}
-	return &distlockContender{cli: cli, l: distlock.New(d, distlock.WithDefaultTTL(leaseTTL))}, nil
-}
-
-func (c *distlockContender) Acquire(ctx context.Context, key string) (func(context.Context) error, error) {
-	le, err := c.l.Acquire(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	return le.Release, nil
-}
-
-func (c *distlockContender) Close() {
-	_ = c.l.Close()
-	_ = c.cli.Close()
+	l := distlock.New(d, distlock.WithDefaultTTL(leaseTTL))
+	return &lockbench.LockerContender{L: l, CloseClient: func() { _ = cli.Close() }}, nil
 }
 
 // driverContender is an etcdlock Driver used directly (Wait and Release),
@@ -103,7 +86,7 @@ type driverContender struct {
 	d   *etcdlock.Driver
 }
 
-func newDriver() (lockbench.Contender, error) {
+func newDriver() (measure.Contender, error) {
 	cli, err := newClient("etcdlock")
 	if err != nil {
 		return nil, err
@@ -133,7 +116,7 @@ func (c *driverContender) Close() {
 // round trip the others are compared with.
 type putContender struct{ cli *clientv3.Client }
 
-func newPut() (lockbench.Contender, error) {
+func newPut() (measure.Contender, error) {
 	cli, err := newClient("Put")
 	if err != nil {
 		return nil, err
@@ -156,7 +139,7 @@ type mutexContender struct {
 	s   *concurrency.Session
 }
 
-func newMutex() (lockbench.Contender, error) {
+func newMutex() (measure.Contender, error) {
 	cli, err := newClient("etcd-mutex")
 	if err != nil {
 		return nil, err

@@ -6,7 +6,6 @@ package redisbench
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -15,6 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/bench/internal/lockbench"
+	"github.com/distlock/distlock/internal/measure"
 	dlredis "github.com/distlock/distlock/redislock"
 )
 
@@ -24,11 +25,10 @@ const leaseTTL = 10 * time.Second
 
 // contender is one lock library as a process would use it: its own client.
 type contender interface {
-	// acquire blocks until key is held or ctx ends.
-	acquire(ctx context.Context, key string) (release func(context.Context) error, err error)
-	// try makes one attempt.
-	try(ctx context.Context, key string) (release func(context.Context) error, err error)
-	close()
+	// Acquire (measure.Contender) blocks until key is held or ctx ends.
+	measure.Contender
+	// Try makes one attempt.
+	Try(ctx context.Context, key string) (release func(context.Context) error, err error)
 }
 
 // library makes contenders of one library.
@@ -37,11 +37,28 @@ type library struct {
 	make func(addr string) contender
 }
 
+// waiting returns lib for the measurement core: contenders that wait.
+func (lib library) waiting() measure.Library {
+	return measure.Library{Name: lib.name, Make: func() (measure.Contender, error) { return lib.make(addr), nil }}
+}
+
+// trying returns lib with contenders whose Acquire makes one attempt.
+func (lib library) trying() measure.Library {
+	return measure.Library{Name: lib.name, Make: func() (measure.Contender, error) { return tries{lib.make(addr)}, nil }}
+}
+
+// tries is a contender whose Acquire is its Try.
+type tries struct{ contender }
+
+func (x tries) Acquire(ctx context.Context, key string) (func(context.Context) error, error) {
+	return x.Try(ctx, key)
+}
+
 var libraries = []library{
-	{"distlock", newDistlock},
-	{"distlock-notify", newDistlockNotify},
-	{"redsync", newRedsync},
-	{"bsm/redislock", newBSM},
+	{name: "distlock", make: newDistlock},
+	{name: "distlock-notify", make: newDistlockNotify},
+	{name: "redsync", make: newRedsync},
+	{name: "bsm/redislock", make: newBSM},
 }
 
 func newClient(addr string) *redis.Client {
@@ -49,11 +66,6 @@ func newClient(addr string) *redis.Client {
 }
 
 // distlock: a Locker over the redislock driver (default: wait=queue, fair hand-off).
-type distlockC struct {
-	c *redis.Client
-	l *distlock.Locker
-}
-
 func newDistlock(addr string) contender { return newDistlockOpts(addr, nil) }
 
 // newDistlockNotify uses wait=notify instead of the default queue: a
@@ -68,26 +80,9 @@ func newDistlockOpts(addr string, opts *dlredis.Options) contender {
 	if err != nil {
 		panic(err)
 	}
-	return &distlockC{c: c, l: distlock.New(d, distlock.WithDefaultTTL(leaseTTL))}
+	l := distlock.New(d, distlock.WithDefaultTTL(leaseTTL))
+	return &lockbench.LockerContender{L: l, CloseClient: func() { _ = c.Close() }}
 }
-
-func (x *distlockC) acquire(ctx context.Context, key string) (func(context.Context) error, error) {
-	le, err := x.l.Acquire(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	return le.Release, nil
-}
-
-func (x *distlockC) try(ctx context.Context, key string) (func(context.Context) error, error) {
-	le, err := x.l.TryAcquire(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	return le.Release, nil
-}
-
-func (x *distlockC) close() { _ = x.l.Close(); _ = x.c.Close() }
 
 // redsync: its defaults (32 tries, 50–250 ms random delay between them).
 type redsyncC struct {
@@ -114,7 +109,7 @@ func (x *redsyncC) lock(ctx context.Context, key string, opts ...redsync.Option)
 	}, nil
 }
 
-func (x *redsyncC) acquire(ctx context.Context, key string) (func(context.Context) error, error) {
+func (x *redsyncC) Acquire(ctx context.Context, key string) (func(context.Context) error, error) {
 	for {
 		rel, err := x.lock(ctx, key)
 		if err == nil || ctx.Err() != nil {
@@ -124,11 +119,11 @@ func (x *redsyncC) acquire(ctx context.Context, key string) (func(context.Contex
 	}
 }
 
-func (x *redsyncC) try(ctx context.Context, key string) (func(context.Context) error, error) {
+func (x *redsyncC) Try(ctx context.Context, key string) (func(context.Context) error, error) {
 	return x.lock(ctx, key, redsync.WithTries(1))
 }
 
-func (x *redsyncC) close() { _ = x.c.Close() }
+func (x *redsyncC) Close() { _ = x.c.Close() }
 
 // bsm/redislock: linear backoff of 100 ms while waiting (its README's
 // example), no retry for a single attempt.
@@ -150,20 +145,12 @@ func (x *bsmC) obtain(ctx context.Context, key string, opt *redislock.Options) (
 	return l.Release, nil
 }
 
-func (x *bsmC) acquire(ctx context.Context, key string) (func(context.Context) error, error) {
+func (x *bsmC) Acquire(ctx context.Context, key string) (func(context.Context) error, error) {
 	return x.obtain(ctx, key, &redislock.Options{RetryStrategy: redislock.LinearBackoff(100 * time.Millisecond)})
 }
 
-func (x *bsmC) try(ctx context.Context, key string) (func(context.Context) error, error) {
+func (x *bsmC) Try(ctx context.Context, key string) (func(context.Context) error, error) {
 	return x.obtain(ctx, key, nil)
 }
 
-func (x *bsmC) close() { _ = x.c.Close() }
-
-func mustRelease(rel func(context.Context) error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := rel(ctx); err != nil {
-		panic(fmt.Sprintf("release: %v", err))
-	}
-}
+func (x *bsmC) Close() { _ = x.c.Close() }

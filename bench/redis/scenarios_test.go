@@ -3,7 +3,6 @@ package redisbench
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,16 +12,10 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 
-	dlredis "github.com/distlock/distlock/redislock"
-
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/bench/internal/lockbench"
+	dlredis "github.com/distlock/distlock/redislock"
 )
-
-var keySeq atomic.Int64
-
-func uniqueKey(prefix string) string {
-	return fmt.Sprintf("bench-%s-%d-%d", prefix, time.Now().UnixNano(), keySeq.Add(1))
-}
 
 // benchPing measures a bare PING round trip.
 func benchPing(b *testing.B) {
@@ -36,95 +29,12 @@ func benchPing(b *testing.B) {
 	}
 }
 
-// benchUncontended measures one acquire + release of a free key.
-func benchUncontended(b *testing.B, lib library) {
-	x := lib.make(addr)
-	defer x.close()
-	ctx := context.Background()
-	key := uniqueKey("uncontended")
-	for b.Loop() {
-		rel, err := x.try(ctx, key)
-		if err != nil {
-			b.Fatal(err)
-		}
-		mustRelease(rel)
-	}
-}
-
 func BenchmarkPing(b *testing.B) { benchPing(b) }
 
 func BenchmarkUncontended(b *testing.B) {
 	for _, lib := range libraries {
-		b.Run(lib.name, func(b *testing.B) { benchUncontended(b, lib) })
+		b.Run(lib.name, func(b *testing.B) { lockbench.Uncontended(b, lib.trying()) })
 	}
-}
-
-// contention is the outcome of workers contending for one key.
-type contention struct {
-	acquisitions int
-	duration     time.Duration
-	handoffs     []time.Duration // from a release to the next holder's grant
-	waits        [][]time.Duration
-	counts       []int
-	overlaps     int64 // times two workers held the lock at once (must be 0)
-}
-
-// contend runs workers, each with its own client, taking key in a loop for
-// d (no work inside the lock, none between acquisitions). A wait still
-// unfinished at the end counts with its length so far.
-func contend(lib library, workers int, d time.Duration) contention {
-	key := uniqueKey("contended")
-	xs := make([]contender, workers)
-	for i := range xs {
-		xs[i] = lib.make(addr)
-		defer xs[i].close()
-	}
-	type event struct {
-		got, releasing time.Time
-	}
-	var mu sync.Mutex
-	var events []event
-	res := contention{waits: make([][]time.Duration, workers), counts: make([]int, workers)}
-	var holders atomic.Int64
-	start := time.Now()
-	end := start.Add(d)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			ctx, cancel := context.WithDeadline(context.Background(), end)
-			defer cancel()
-			for ctx.Err() == nil {
-				asked := time.Now()
-				rel, err := xs[w].acquire(ctx, key)
-				got := time.Now()
-				if err != nil {
-					res.waits[w] = append(res.waits[w], got.Sub(asked))
-					return
-				}
-				if holders.Add(1) != 1 {
-					atomic.AddInt64(&res.overlaps, 1)
-				}
-				holders.Add(-1)
-				releasing := time.Now()
-				mustRelease(rel)
-				res.waits[w] = append(res.waits[w], got.Sub(asked))
-				res.counts[w]++
-				mu.Lock()
-				events = append(events, event{got, releasing})
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	res.duration = time.Since(start)
-	slices.SortFunc(events, func(a, b event) int { return a.got.Compare(b.got) })
-	for i := 1; i < len(events); i++ {
-		if h := events[i].got.Sub(events[i-1].releasing); h > 0 {
-			res.handoffs = append(res.handoffs, h)
-		}
-	}
-	res.acquisitions = len(events)
-	return res
 }
 
 // renewal is the cost of renewing many held leases once.
@@ -140,7 +50,7 @@ type renewal struct {
 // watchdog calls).
 func renewAll(lib library, n, rounds int) (renewal, error) {
 	ctx := context.Background()
-	prefix := uniqueKey("renew")
+	prefix := lockbench.UniqueKey("renew")
 	key := func(i int) string { return fmt.Sprintf("%s-%d", prefix, i) }
 	var round func() error
 	var cleanup func()

@@ -1,6 +1,10 @@
 package sqlbench
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/distlock/distlock/bench/internal/lockbench"
+)
 
 // BenchmarkSelect1 is the bare round trip.
 func BenchmarkSelect1(b *testing.B) { benchSelect1(b) }
@@ -8,6 +12,6 @@ func BenchmarkSelect1(b *testing.B) { benchSelect1(b) }
 // BenchmarkUncontended is one client taking and freeing one free key.
 func BenchmarkUncontended(b *testing.B) {
 	for _, c := range contenders {
-		b.Run(c.name, func(b *testing.B) { benchUncontended(b, c) })
+		b.Run(c.Name, func(b *testing.B) { lockbench.Uncontended(b, c) })
 	}
 }

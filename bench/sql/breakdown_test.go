@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/measure"
 	"github.com/distlock/distlock/sqllock"
 )
 
@@ -96,10 +97,10 @@ func TestBreakdown(t *testing.T) {
 	}
 	n := new(atomic.Int64)
 	fu := &forUpdateClient{db: openDBWith(false, countingDial(n)), rows: map[string]bool{}}
-	closers = append(closers, fu.close)
+	closers = append(closers, fu.Close)
 	counters["bare FOR UPDATE"] = n
 	cycles = append(cycles, cycle{"bare FOR UPDATE", func() error {
-		unlock, err := fu.lock(ctx, req.Key)
+		unlock, err := fu.Acquire(ctx, req.Key)
 		if err != nil {
 			return err
 		}
@@ -216,8 +217,7 @@ func TestBreakdown(t *testing.T) {
 		}
 		var total time.Duration
 		for i, s := range pr.steps {
-			slices.Sort(times[i])
-			med := times[i][len(times[i])/2]
+			med := measure.Median(times[i])
 			total += med
 			p("  %-34s %10v\n", s.name, med)
 		}

@@ -9,76 +9,55 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/bench/internal/lockbench"
+	"github.com/distlock/distlock/internal/measure"
 	"github.com/distlock/distlock/sandbox"
 	"github.com/distlock/distlock/sqllock"
 )
 
-// A contender is one way to take and free a lock on one key. Each worker
-// (as a separate process would) makes its own with newClient.
-type contender struct {
-	name      string
-	newClient func(ctx context.Context) (client, error)
-}
-
-type client interface {
-	// lock waits for key; unlock frees it.
-	lock(ctx context.Context, key string) (unlock func(ctx context.Context) error, err error)
-	close()
-}
-
 const table = "bench_locks"
 
-var contenders = []contender{
-	{"distlock", newDistlock},
-	{"distlock unbatched", newDistlockUnbatched},
-	{"sqllock driver", newDriverOnly},
-	{"FOR UPDATE", newForUpdate},
-	{"FOR UPDATE batched", newForUpdateBatched},
-	{"FOR UPDATE+fence", newForUpdateFence},
-	{"GET_LOCK", newGetLock},
+// contenders are the ways to take and free a lock on one key that the
+// comparison measures. Each worker (as a separate process would) makes its
+// own client.
+var contenders = []measure.Library{
+	lib("distlock", newDistlock),
+	lib("distlock unbatched", newDistlockUnbatched),
+	lib("sqllock driver", newDriverOnly),
+	lib("FOR UPDATE", newForUpdate),
+	lib("FOR UPDATE batched", newForUpdateBatched),
+	lib("FOR UPDATE+fence", newForUpdateFence),
+	lib("GET_LOCK", newGetLock),
+}
+
+// lib names a client constructor as a library; its clients are set up
+// without a deadline.
+func lib(name string, newClient func(context.Context) (measure.Contender, error)) measure.Library {
+	return measure.Library{Name: name, Make: func() (measure.Contender, error) { return newClient(context.Background()) }}
 }
 
 // distlock: the Locker opened from a URL (watchdog, fencing tokens,
 // session timeouts, pool hygiene), as users get it: its pool batches
 // statements (multiStatements).
-type distlockClient struct {
-	db *sql.DB // nil when the Locker owns its pool
-	l  *distlock.Locker
-}
-
-func newDistlock(ctx context.Context) (client, error) {
+func newDistlock(ctx context.Context) (measure.Contender, error) {
 	l, err := distlock.Open(ctx, sandbox.MySQLURL(addr)+"?table="+table+"&ttl=30s")
 	if err != nil {
 		return nil, err
 	}
-	return &distlockClient{l: l}, nil
+	return &lockbench.LockerContender{L: l}, nil
 }
 
 // distlock unbatched: the Locker over a *sql.DB without multiStatements
 // (sqllock.New with a user's pool): one round trip per statement.
-func newDistlockUnbatched(ctx context.Context) (client, error) {
+func newDistlockUnbatched(ctx context.Context) (measure.Contender, error) {
 	db := openDB()
 	d, err := sqllock.New(ctx, db, sqllock.Options{Table: table})
 	if err != nil {
 		_ = db.Close()
 		return nil, err
 	}
-	return &distlockClient{db: db, l: distlock.New(d, distlock.WithDefaultTTL(30*time.Second))}, nil
-}
-
-func (c *distlockClient) lock(ctx context.Context, key string) (func(context.Context) error, error) {
-	le, err := c.l.Acquire(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	return le.Release, nil
-}
-
-func (c *distlockClient) close() {
-	_ = c.l.Close()
-	if c.db != nil {
-		_ = c.db.Close()
-	}
+	l := distlock.New(d, distlock.WithDefaultTTL(30*time.Second))
+	return &lockbench.LockerContender{L: l, CloseClient: func() { _ = db.Close() }}, nil
 }
 
 // sqllock driver: the backend alone over a batching pool, without the
@@ -90,7 +69,7 @@ type driverClient struct {
 	n  int
 }
 
-func newDriverOnly(ctx context.Context) (client, error) {
+func newDriverOnly(ctx context.Context) (measure.Contender, error) {
 	db := openDBWith(true, nil)
 	d, err := sqllock.New(ctx, db, sqllock.Options{Table: table})
 	if err != nil {
@@ -100,7 +79,7 @@ func newDriverOnly(ctx context.Context) (client, error) {
 	return &driverClient{db: db, d: d}, nil
 }
 
-func (c *driverClient) lock(ctx context.Context, key string) (func(context.Context) error, error) {
+func (c *driverClient) Acquire(ctx context.Context, key string) (func(context.Context) error, error) {
 	c.n++
 	g, err := c.d.Wait(ctx, backend.Request{Key: key, Owner: fmt.Sprintf("bench-owner-%p-%d", c, c.n), TTL: 30 * time.Second})
 	if err != nil {
@@ -109,7 +88,7 @@ func (c *driverClient) lock(ctx context.Context, key string) (func(context.Conte
 	return g.Lock.Release, nil
 }
 
-func (c *driverClient) close() { _ = c.d.Close(); _ = c.db.Close() }
+func (c *driverClient) Close() { _ = c.d.Close(); _ = c.db.Close() }
 
 // FOR UPDATE: the bare protocol, BEGIN; SELECT ... FOR UPDATE; COMMIT on
 // the same table, with the row created beforehand.
@@ -118,7 +97,7 @@ type forUpdateClient struct {
 	rows map[string]bool // keys whose row this client made sure of
 }
 
-func newForUpdate(ctx context.Context) (client, error) {
+func newForUpdate(ctx context.Context) (measure.Contender, error) {
 	db := openDB()
 	// distlock has created the table; make sure of it for a run without it.
 	_, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+table+" (name VARBINARY(1024) NOT NULL PRIMARY KEY) ENGINE=InnoDB")
@@ -129,7 +108,7 @@ func newForUpdate(ctx context.Context) (client, error) {
 	return &forUpdateClient{db: db, rows: map[string]bool{}}, nil
 }
 
-func (c *forUpdateClient) lock(ctx context.Context, key string) (func(context.Context) error, error) {
+func (c *forUpdateClient) Acquire(ctx context.Context, key string) (func(context.Context) error, error) {
 	if !c.rows[key] { // once per key, outside the measured protocol's steady state
 		if _, err := c.db.ExecContext(ctx, "INSERT IGNORE INTO "+table+" (name) VALUES (?)", key); err != nil {
 			return nil, err
@@ -148,7 +127,7 @@ func (c *forUpdateClient) lock(ctx context.Context, key string) (func(context.Co
 	return func(context.Context) error { return tx.Commit() }, nil
 }
 
-func (c *forUpdateClient) close() { _ = c.db.Close() }
+func (c *forUpdateClient) Close() { _ = c.db.Close() }
 
 // FOR UPDATE batched: the bare protocol in two round trips instead of
 // three, START TRANSACTION and the locking read sent together
@@ -156,7 +135,7 @@ func (c *forUpdateClient) close() { _ = c.db.Close() }
 // distlock.
 type forUpdateBatchedClient struct{ *forUpdateClient }
 
-func newForUpdateBatched(ctx context.Context) (client, error) {
+func newForUpdateBatched(ctx context.Context) (measure.Contender, error) {
 	db := openDBWith(true, nil)
 	_, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+table+" (name VARBINARY(1024) NOT NULL PRIMARY KEY) ENGINE=InnoDB")
 	if err != nil {
@@ -166,7 +145,7 @@ func newForUpdateBatched(ctx context.Context) (client, error) {
 	return &forUpdateBatchedClient{&forUpdateClient{db: db, rows: map[string]bool{}}}, nil
 }
 
-func (c *forUpdateBatchedClient) lock(ctx context.Context, key string) (func(context.Context) error, error) {
+func (c *forUpdateBatchedClient) Acquire(ctx context.Context, key string) (func(context.Context) error, error) {
 	if !c.rows[key] {
 		if _, err := c.db.ExecContext(ctx, "INSERT IGNORE INTO "+table+" (name) VALUES (?)", key); err != nil {
 			return nil, err
@@ -203,7 +182,7 @@ func (c *forUpdateBatchedClient) lock(ctx context.Context, key string) (func(con
 // floor for a FOR UPDATE lock that pays one durable commit per grant, as
 // sqllock did before its tokens moved to a durable epoch and a live
 // counter. Shows what a durable write per grant costs on this server.
-func newForUpdateFence(ctx context.Context) (client, error) {
+func newForUpdateFence(ctx context.Context) (measure.Contender, error) {
 	c, err := newForUpdate(ctx)
 	if err != nil {
 		return nil, err
@@ -211,7 +190,7 @@ func newForUpdateFence(ctx context.Context) (client, error) {
 	fc := c.(*forUpdateClient)
 	_, err = fc.db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+table+"_benchfence (name VARBINARY(1024) NOT NULL PRIMARY KEY, token BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB")
 	if err != nil {
-		fc.close()
+		fc.Close()
 		return nil, err
 	}
 	return &forUpdateFenceClient{fc}, nil
@@ -219,8 +198,8 @@ func newForUpdateFence(ctx context.Context) (client, error) {
 
 type forUpdateFenceClient struct{ *forUpdateClient }
 
-func (c *forUpdateFenceClient) lock(ctx context.Context, key string) (func(context.Context) error, error) {
-	unlock, err := c.forUpdateClient.lock(ctx, key)
+func (c *forUpdateFenceClient) Acquire(ctx context.Context, key string) (func(context.Context) error, error) {
+	unlock, err := c.forUpdateClient.Acquire(ctx, key)
 	if err != nil {
 		return nil, err
 	}
@@ -239,9 +218,9 @@ func (c *forUpdateFenceClient) lock(ctx context.Context, key string) (func(conte
 // GET_LOCK: MySQL's named user-level locks on a pinned connection.
 type getLockClient struct{ db *sql.DB }
 
-func newGetLock(context.Context) (client, error) { return &getLockClient{db: openDB()}, nil }
+func newGetLock(context.Context) (measure.Contender, error) { return &getLockClient{db: openDB()}, nil }
 
-func (c *getLockClient) lock(ctx context.Context, key string) (func(context.Context) error, error) {
+func (c *getLockClient) Acquire(ctx context.Context, key string) (func(context.Context) error, error) {
 	conn, err := c.db.Conn(ctx)
 	if err != nil {
 		return nil, err
@@ -258,4 +237,4 @@ func (c *getLockClient) lock(ctx context.Context, key string) (func(context.Cont
 	}, nil
 }
 
-func (c *getLockClient) close() { _ = c.db.Close() }
+func (c *getLockClient) Close() { _ = c.db.Close() }

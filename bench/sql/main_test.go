@@ -6,35 +6,20 @@ package sqlbench
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"net"
-	"os"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/distlock/distlock/sandbox"
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/distlock/distlock/bench/internal/lockbench"
+	"github.com/distlock/distlock/sandbox"
 )
 
 // addr is the sandbox MariaDB server every scenario uses.
 var addr string
 
-func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	g, err := sandbox.Start(ctx, sandbox.Spec{Kind: sandbox.MariaDB})
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "sqlbench: no MariaDB server:", err)
-		os.Exit(1)
-	}
-	addr = g.Addrs()[0]
-	code := m.Run()
-	if err := g.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "sqlbench:", err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { lockbench.Main(m, sandbox.MariaDB, &addr) }
 
 // openDB opens a pool on the sandbox server. Every contender uses the same
 // settings: client-side interpolation (one round trip per statement), as a

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"time"
 
-	"github.com/distlock/distlock/bench/internal/lockbench"
-
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/bench/internal/lockbench"
+	"github.com/distlock/distlock/internal/measure"
 	"github.com/distlock/distlock/zklock"
 )
 
@@ -17,7 +17,7 @@ import (
 // nothing expires during a measurement.
 const sessionTimeout = 10 * time.Second
 
-var libraries = []lockbench.Library{
+var libraries = []measure.Library{
 	{Name: "distlock", Make: newDistlock},
 	{Name: "zk.Lock", Make: newZKLock},
 }
@@ -46,13 +46,8 @@ func newConn() (*zk.Conn, error) {
 	}
 }
 
-// distlockContender is a distlock Locker over a zklock Driver.
-type distlockContender struct {
-	conn *zk.Conn
-	l    *distlock.Locker
-}
-
-func newDistlock() (lockbench.Contender, error) {
+// newDistlock is a distlock Locker over a zklock Driver.
+func newDistlock() (measure.Contender, error) {
 	conn, err := newConn()
 	if err != nil {
 		return nil, err
@@ -62,26 +57,14 @@ func newDistlock() (lockbench.Contender, error) {
 		conn.Close()
 		return nil, err
 	}
-	return &distlockContender{conn: conn, l: distlock.New(d, distlock.WithDefaultTTL(sessionTimeout))}, nil
-}
-
-func (c *distlockContender) Acquire(ctx context.Context, key string) (func(context.Context) error, error) {
-	le, err := c.l.Acquire(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	return le.Release, nil
-}
-
-func (c *distlockContender) Close() {
-	_ = c.l.Close()
-	c.conn.Close()
+	l := distlock.New(d, distlock.WithDefaultTTL(sessionTimeout))
+	return &lockbench.LockerContender{L: l, CloseClient: conn.Close}, nil
 }
 
 // zkLockContender is go-zookeeper's zk.Lock on one session.
 type zkLockContender struct{ conn *zk.Conn }
 
-func newZKLock() (lockbench.Contender, error) {
+func newZKLock() (measure.Contender, error) {
 	conn, err := newConn()
 	if err != nil {
 		return nil, err

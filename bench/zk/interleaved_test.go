@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock/bench/internal/lockbench"
+	"github.com/distlock/distlock/internal/measure"
 )
 
 // TestInterleaved measures uncontended acquire+release of both libraries
@@ -44,44 +44,17 @@ func TestInterleaved(t *testing.T) {
 		}
 		return func(context.Context) error { return conn.Delete(p, -1) }, nil
 	}
-	type subject struct {
-		name    string
-		acquire func(context.Context, string) (func(context.Context) error, error)
-	}
-	subjects := []subject{{"bare create+children+delete", bare}}
-	for _, lib := range libraries {
-		x, err := lib.Make()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer x.Close()
-		subjects = append(subjects, subject{lib.Name, x.Acquire})
-	}
-	ctx := context.Background()
-	key := lockbench.UniqueKey("interleaved")
-	means := make([][]time.Duration, len(subjects))
-	for b := range batches {
-		for i := range subjects {
-			s := subjects[(i+b)%len(subjects)]
-			start := time.Now()
-			for range per {
-				rel, err := s.acquire(ctx, key)
-				if err != nil {
-					t.Fatalf("%s: %v", s.name, err)
-				}
-				if err := rel(ctx); err != nil {
-					t.Fatalf("%s: release: %v", s.name, err)
-				}
-			}
-			j := (i + b) % len(subjects)
-			means[j] = append(means[j], time.Since(start)/per)
-		}
+	subjects := append([]measure.Library{{Name: "bare create+children+delete",
+		Make: func() (measure.Contender, error) { return measure.AcquireFunc(bare), nil }}}, libraries...)
+	means, err := measure.UncontendedRounds(context.Background(), subjects, batches, per, lockbench.UniqueKey("interleaved"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	var out string
-	ref := lockbench.Median(means[len(subjects)-1]) // zk.Lock
-	for i, s := range subjects {
-		m := lockbench.Median(means[i])
-		out += fmt.Sprintf("  %-28s %9v per acquire+release (median of %d batches of %d)   / zk.Lock = %.2f\n", s.name, m, batches, per, float64(m)/float64(ref))
+	ref := measure.Median(means["zk.Lock"])
+	for _, s := range subjects {
+		m := measure.Median(means[s.Name])
+		out += fmt.Sprintf("  %-28s %9v per acquire+release (median of %d batches of %d)   / zk.Lock = %.2f\n", s.Name, m, batches, per, float64(m)/float64(ref))
 	}
 	fmt.Fprint(os.Stdout, "interleaved uncontended acquire+release:\n"+out)
 }

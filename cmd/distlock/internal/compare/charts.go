@@ -10,6 +10,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/distlock/distlock/internal/measure"
 )
 
 // headline lists, per workload, the metrics its chart shows.
@@ -114,7 +116,7 @@ func (rep *Report) handoffChart() ([]byte, error) {
 		}
 		pts := make(plotter.XYs, 0, 99)
 		for q := 1; q <= 99; q++ {
-			v := percentileF(r.Samples, float64(q))
+			v := measure.PercentileSorted(r.Samples, float64(q)) // Samples are sorted
 			pts = append(pts, plotter.XY{X: float64(q), Y: max(v, 0.001)})
 		}
 		line, err := plotter.NewLine(pts)
@@ -128,13 +130,6 @@ func (rep *Report) handoffChart() ([]byte, error) {
 	p.Legend.Top = true
 	p.Legend.Left = true
 	return render(p, 6*vg.Inch, 3.5*vg.Inch)
-}
-
-func percentileF(xs []float64, q float64) float64 {
-	s := append([]float64(nil), xs...)
-	sortFloats(s)
-	i := int(q/100*float64(len(s))+0.5) - 1
-	return s[max(0, min(i, len(s)-1))]
 }
 
 func render(p *plot.Plot, w, h vg.Length) ([]byte, error) {

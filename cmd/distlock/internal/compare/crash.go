@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/distlock/distlock/internal/measure"
 )
 
 // crashRecovery measures how long a waiter needs to get a lock whose holder
@@ -21,39 +23,19 @@ func crashRecovery(ctx context.Context, t Target, c Config, r *Result) error {
 	}
 	defer waiter.Close()
 
-	kill := t.Crash
-	if kill == nil {
+	kill := func(ctx context.Context, key string) (time.Time, error) { return t.Crash(ctx, key, c.TTL) }
+	if t.Crash == nil {
 		if c.Exe == "" {
 			return errors.New("crash-recovery needs the distlock binary to run a holder process")
 		}
-		kill = func(ctx context.Context, key string, ttl time.Duration) (time.Time, error) {
-			return killHolderProcess(ctx, c.Exe, t.urlWithTTL(ttl), key, ttl)
+		kill = func(ctx context.Context, key string) (time.Time, error) {
+			return killHolderProcess(ctx, c.Exe, t.urlWithTTL(c.TTL), key, c.TTL)
 		}
 	}
-	type got struct {
-		at  time.Time
-		err error
-	}
-	res := make(chan got, 1)
-	killed, err := kill(ctx, key, c.TTL)
+	rec, err := measure.Recovery(ctx, key, lockerContender{waiter}, 4*c.TTL+time.Minute, kill)
 	if err != nil {
 		return err
 	}
-	go func() {
-		wctx, cancel := context.WithTimeout(ctx, 4*c.TTL+time.Minute)
-		defer cancel()
-		le, err := waiter.Acquire(wctx, key)
-		at := time.Now()
-		if err == nil {
-			err = le.Release(ctx)
-		}
-		res <- got{at, err}
-	}()
-	g := <-res
-	if g.err != nil {
-		return fmt.Errorf("waiter after the holder was killed: %w", g.err)
-	}
-	rec := g.at.Sub(killed)
 	r.add("recovery", "s", rec.Seconds())
 	r.add("ttl", "s", c.TTL.Seconds())
 	r.add("recovery/ttl", "x", rec.Seconds()/c.TTL.Seconds())

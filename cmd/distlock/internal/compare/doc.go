@@ -14,5 +14,7 @@
 //   - crash-recovery: a holder process is killed with SIGKILL and a waiter
 //     measures how long until it gets the lock.
 //
-// Every loop is bounded in count and time.
+// Every loop is bounded in count and time. The timing, percentiles and
+// shares come from internal/measure, the core the peer comparisons of the
+// bench module use too; docs/cli.md says how each figure is computed.
 package compare

@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"html/template"
 	"os"
-	"slices"
 )
-
-func sortFloats(s []float64) { slices.Sort(s) }
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"fmt":  formatValue,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/measure"
 )
 
 // A Target is one backend under test.
@@ -74,4 +75,29 @@ func closeAll(ls []*distlock.Locker) {
 	for _, l := range ls {
 		_ = l.Close()
 	}
+}
+
+// lockerContender is a Locker as the measurement core drives it.
+type lockerContender struct{ l *distlock.Locker }
+
+func (c lockerContender) Acquire(ctx context.Context, key string) (func(context.Context) error, error) {
+	le, err := c.l.Acquire(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return le.Release, nil
+}
+
+func (c lockerContender) Close() { _ = c.l.Close() }
+
+// library makes contenders of the target: each its own Locker, as separate
+// processes would have.
+func (t Target) library(ctx context.Context, ttl time.Duration) measure.Library {
+	return measure.Library{Name: t.Name, Make: func() (measure.Contender, error) {
+		l, err := t.open(ctx, ttl)
+		if err != nil {
+			return nil, err
+		}
+		return lockerContender{l}, nil
+	}}
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/distlock/distlock/internal/measure"
 )
 
 // Config sizes the workloads. Zero values take the defaults.
@@ -109,23 +111,14 @@ func uncontended(ctx context.Context, t Target, c Config, r *Result) error {
 		return err
 	}
 	defer l.Close()
-	key := uniqueKey("uncontended")
-	lat := make([]time.Duration, 0, c.Iterations)
-	limit := time.Now().Add(c.Duration * 4)
 	start := time.Now()
-	for i := 0; i < c.Iterations && time.Now().Before(limit); i++ {
-		t0 := time.Now()
-		le, err := l.Acquire(ctx, key)
-		if err != nil {
-			return err
-		}
-		if err := le.Release(ctx); err != nil {
-			return err
-		}
-		lat = append(lat, time.Since(t0))
+	lat, err := measure.Pairs(ctx, lockerContender{l}, uniqueKey("uncontended"), c.Iterations, c.Duration*4)
+	if err != nil {
+		return err
 	}
-	r.add("p50", "ms", ms(percentile(lat, 50)))
-	r.add("p99", "ms", ms(percentile(lat, 99)))
+	s := measure.Summarize(lat)
+	r.add("p50", "ms", ms(s.P50))
+	r.add("p99", "ms", ms(s.P99))
 	r.add("pairs/s", "1/s", float64(len(lat))/time.Since(start).Seconds())
 	r.Samples = toMS(lat)
 	return nil
@@ -133,76 +126,23 @@ func uncontended(ctx context.Context, t Target, c Config, r *Result) error {
 
 // contended: every worker is its own client, competing for one key.
 func contended(ctx context.Context, t Target, c Config, r *Result) error {
-	ls, err := t.openN(ctx, c.Workers, c.TTL)
-	if err != nil {
-		return err
+	run := measure.Run{Key: uniqueKey("contended"), Workers: c.Workers, For: c.Duration}
+	res, err := measure.Contend(ctx, t.library(ctx, c.TTL), run)
+	if res.Acquisitions == 0 {
+		return fmt.Errorf("no acquisition in %v: %w", c.Duration, err)
 	}
-	defer closeAll(ls)
-	key := uniqueKey("contended")
-	var (
-		inside, violations atomic.Int32
-		lastRelease        atomic.Int64 // UnixNano of the latest release start, 0 once taken
-		mu                 sync.Mutex
-		waits, handoffs    []time.Duration
-		counts             = make([]int, len(ls))
-		errs               = make([]error, len(ls))
-		wg                 sync.WaitGroup
-	)
-	deadline := time.Now().Add(c.Duration)
-	for i, l := range ls {
-		wg.Go(func() {
-			for time.Now().Before(deadline) {
-				actx, cancel := context.WithDeadline(ctx, deadline.Add(time.Second))
-				t0 := time.Now()
-				le, err := l.Acquire(actx, key)
-				cancel()
-				if err != nil {
-					if time.Now().Before(deadline) {
-						errs[i] = err
-					}
-					return
-				}
-				got := time.Now()
-				if inside.Add(1) != 1 {
-					violations.Add(1)
-				}
-				mu.Lock()
-				waits = append(waits, got.Sub(t0))
-				if lr := lastRelease.Swap(0); lr != 0 {
-					handoffs = append(handoffs, got.Sub(time.Unix(0, lr)))
-				}
-				counts[i]++
-				mu.Unlock()
-				inside.Add(-1)
-				lastRelease.Store(time.Now().UnixNano())
-				if err := le.Release(ctx); err != nil {
-					errs[i] = err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	total := 0
-	for _, n := range counts {
-		total += n
-	}
-	if total == 0 {
-		return fmt.Errorf("no acquisition in %v: %w", c.Duration, firstErr(errs))
-	}
-	r.add("acq/s", "1/s", float64(total)/c.Duration.Seconds())
-	r.add("handoff p50", "ms", ms(percentile(handoffs, 50)))
-	r.add("handoff p99", "ms", ms(percentile(handoffs, 99)))
-	r.add("wait p50", "ms", ms(percentile(waits, 50)))
-	r.add("wait p99", "ms", ms(percentile(waits, 99)))
-	r.add("wait max", "ms", ms(maxOf(waits)))
-	r.add("max share", "x fair", float64(slices.Max(counts))*float64(len(counts))/float64(total))
-	r.add("violations", "", float64(violations.Load()))
-	for _, n := range counts {
-		r.Shares = append(r.Shares, float64(n)/float64(total))
-	}
-	r.Samples = toMS(handoffs)
-	return firstErr(errs)
+	hand, wait := measure.Summarize(res.Handoffs), measure.Summarize(res.AllWaits())
+	r.add("acq/s", "1/s", res.Rate())
+	r.add("handoff p50", "ms", ms(hand.P50))
+	r.add("handoff p99", "ms", ms(hand.P99))
+	r.add("wait p50", "ms", ms(wait.P50))
+	r.add("wait p99", "ms", ms(wait.P99))
+	r.add("wait max", "ms", ms(wait.Max))
+	r.add("max share", "x fair", res.MaxShare())
+	r.add("violations", "", float64(res.Overlaps))
+	r.Shares = res.Shares()
+	r.Samples = toMS(res.Handoffs)
+	return err
 }
 
 func manyKeys(ctx context.Context, t Target, c Config, r *Result) error {
