@@ -69,7 +69,7 @@ func TestBreakdown(t *testing.T) {
 		n := new(atomic.Int64)
 		pool := openDBWith(batch, countingDial(n))
 		closers = append(closers, func() { _ = pool.Close() })
-		d, err := sqllock.New(ctx, pool, sqllock.Options{Table: table})
+		d, err := sqllock.New(ctx, pool, &sqllock.Options{Table: table})
 		if err != nil {
 			t.Fatal(err)
 		}

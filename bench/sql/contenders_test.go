@@ -51,7 +51,7 @@ func newDistlock(ctx context.Context) (measure.Contender, error) {
 // (sqllock.New with a user's pool): one round trip per statement.
 func newDistlockUnbatched(ctx context.Context) (measure.Contender, error) {
 	db := openDB()
-	d, err := sqllock.New(ctx, db, sqllock.Options{Table: table})
+	d, err := sqllock.New(ctx, db, &sqllock.Options{Table: table})
 	if err != nil {
 		_ = db.Close()
 		return nil, err
@@ -71,7 +71,7 @@ type driverClient struct {
 
 func newDriverOnly(ctx context.Context) (measure.Contender, error) {
 	db := openDBWith(true, nil)
-	d, err := sqllock.New(ctx, db, sqllock.Options{Table: table})
+	d, err := sqllock.New(ctx, db, &sqllock.Options{Table: table})
 	if err != nil {
 		_ = db.Close()
 		return nil, err
