@@ -81,7 +81,21 @@ func TestRunKillsCommandBeforeValidityEnds(t *testing.T) {
 // direct child) is killed too instead of running on without the lock
 // (issue 12, item 10).
 func TestRunCommandDiesWithDistlock(t *testing.T) {
-	holder := exec.Command(binary, "run", "--url", "mem://", "--key", "k", "--", "sh", "-c", `echo $$; exec sleep 600`)
+	diesWithDistlock(t, `echo $$; exec sleep 600`)
+}
+
+// TestRunCommandGroupDiesWithDistlock: when distlock is SIGKILLed, the
+// processes CMD started in its group die too (a shell's background job
+// here), not only CMD itself: none of them may run on without the lock.
+func TestRunCommandGroupDiesWithDistlock(t *testing.T) {
+	diesWithDistlock(t, `sleep 600 & echo $!; wait`)
+}
+
+// diesWithDistlock runs script under `distlock run`; the script prints the
+// pid of a process that must die with distlock. It SIGKILLs distlock and
+// waits (5 s at most) for that process to go.
+func diesWithDistlock(t *testing.T, script string) {
+	holder := exec.Command(binary, "run", "--url", "mem://", "--key", "k", "--", "sh", "-c", script)
 	stdout, err := holder.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +118,7 @@ func TestRunCommandDiesWithDistlock(t *testing.T) {
 			return
 		}
 	}
-	t.Errorf("the command (pid %d) still runs 5s after distlock was killed", pid)
+	t.Errorf("pid %d still runs 5s after distlock was killed", pid)
 }
 
 // alive reports whether pid exists and is not a zombie.
@@ -118,34 +132,4 @@ func alive(pid int) bool {
 		return s[i+2] != 'Z'
 	}
 	return true
-}
-
-// TestRunCommandGroupDiesWithDistlock: when distlock is SIGKILLed, the
-// processes CMD started in its group die too (a shell's background job
-// here), not only CMD itself: none of them may run on without the lock.
-func TestRunCommandGroupDiesWithDistlock(t *testing.T) {
-	holder := exec.Command(binary, "run", "--url", "mem://", "--key", "k", "--", "sh", "-c", `sleep 600 & echo $!; wait`)
-	stdout, err := holder.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, _ := bufio.NewReader(stdout).ReadString('\n')
-	pid, err := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil {
-		_ = holder.Process.Kill()
-		_ = holder.Wait()
-		t.Fatalf("holder said %q", line)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-	_ = holder.Process.Kill()
-	_ = holder.Wait()
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if !alive(pid) {
-			return
-		}
-	}
-	t.Errorf("CMD's child (pid %d) still runs 5s after distlock was killed", pid)
 }
