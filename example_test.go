@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"os"
 	"time"
 
 	"github.com/distlock/distlock"
-	_ "github.com/distlock/distlock/memlock" // registers mem://
+	"github.com/distlock/distlock/memlock" // also registers mem://
 )
 
 func Example() {
@@ -123,4 +124,98 @@ func ExampleLease_Context() {
 	_ = inner.Release(ctx)
 	_ = outer.Release(ctx) // the lock is freed here
 	// Output: true
+}
+
+// Take the URL from the environment, so one binary locks through Redis (or
+// any registered backend) in production and in memory in tests and local
+// runs. Import the driver packages the URLs may name.
+func ExampleOpen() {
+	url := os.Getenv("DISTLOCK_URL") // e.g. redis://:secret@locks.internal:6379/0?ttl=15s
+	if url == "" {
+		url = "mem://?ttl=15s"
+	}
+	// ctx bounds the connection attempt, not the Locker's life.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	locker, err := distlock.Open(ctx, url)
+	if err != nil {
+		log.Fatal(err) // the error never shows the password
+	}
+	defer locker.Close()
+
+	err = locker.Do(ctx, "cleanup", func(ctx context.Context) error {
+		fmt.Println("cleaning up")
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Output: cleaning up
+}
+
+// A lease whose store cannot be reached is in doubt: work that must not
+// run without the lock pauses, and resumes once a check sent after contact
+// came back succeeds. If contact does not come back before the lease's
+// validity runs out, the lease is lost: Done closes and Err says why.
+// memlock's Partition and Heal stand in for the network here.
+func ExampleLease_State() {
+	ctx := context.Background()
+	d, err := memlock.NewStore().NewDriver(nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	locker := distlock.New(d) // the Locker owns d and closes it
+	defer locker.Close()
+
+	lease, err := locker.Acquire(ctx, "payments/settle", distlock.WithTTL(2*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(lease.State())
+
+	d.Partition(0) // the store is out of reach
+	fmt.Println(lease.State())
+
+	d.Heal()
+	if err := lease.Refresh(ctx, 0); err != nil { // the watchdog would do it too, a little later
+		log.Fatal(err)
+	}
+	fmt.Println(lease.State())
+
+	d.Partition(200 * time.Millisecond) // this time for good
+	<-lease.Done()
+	fmt.Println(lease.State(), errors.Is(lease.Err(), distlock.ErrLost))
+	// Output:
+	// held
+	// in doubt
+	// held
+	// lost true
+}
+
+// The ctx Do passes to its function is canceled the moment the lease is
+// lost: long work checks it between steps and stops, since another process
+// may hold the lock by then. Do's error then matches ErrLost.
+func ExampleLocker_Do_lost() {
+	d, err := memlock.NewStore().NewDriver(nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	locker := distlock.New(d)
+	defer locker.Close()
+
+	err = locker.Do(context.Background(), "reindex", func(ctx context.Context) error {
+		d.Partition(100 * time.Millisecond) // the network fails mid-job
+		for {
+			select {
+			case <-ctx.Done():
+				fmt.Println("stopped: lock lost")
+				return context.Cause(ctx)
+			case <-time.After(10 * time.Millisecond): // one step of the work
+			}
+		}
+	}, distlock.WithTTL(2*time.Second))
+	fmt.Println(errors.Is(err, distlock.ErrLost))
+	// Output:
+	// stopped: lock lost
+	// true
 }

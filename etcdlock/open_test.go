@@ -3,7 +3,6 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -74,12 +73,6 @@ func TestOpenUnreachable(t *testing.T) {
 	if strings.Contains(err.Error(), "secret") {
 		t.Errorf("error %q shows the password", err)
 	}
-}
-
-func ExampleDriver_OwnerCmp() {
-	_, err := distlock.Open(context.Background(), "etcd://127.0.0.1:2379/locks?ttl=1s")
-	fmt.Println(errors.Is(err, distlock.ErrInvalidConfig))
-	// Output: true
 }
 
 // TestTryAcquireUnreachable: with the cluster gone after Open, TryAcquire

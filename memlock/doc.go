@@ -23,5 +23,8 @@
 //
 // A Store can be made unavailable (SetAvailable), a lock deleted behind its
 // holder's back (Delete), and a Driver killed as if its process died
-// (Kill), so tests can exercise outage and loss handling.
+// (Kill), so tests can exercise outage and loss handling. A Driver can
+// also be cut off reversibly (Partition, Heal), putting its leases in
+// doubt, or lose its next reply (DropNextReply). The examples here, and
+// distlock's ExampleLease_State, show them in use.
 package memlock

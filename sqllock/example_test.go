@@ -2,8 +2,13 @@ package sqllock_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"log"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql" // registers "mysql" with database/sql
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/sqllock"
@@ -33,4 +38,83 @@ func ExampleDDL() {
 	//   name VARBINARY(1024) NOT NULL,
 	//   PRIMARY KEY (name)
 	// ) ENGINE=InnoDB
+}
+
+// Build the driver over the *sql.DB the program already has. New creates
+// the lock tables if they are missing (NoCreateTable skips that, for a user
+// without the CREATE privilege: see DDL). Each held lock keeps one of db's
+// connections, so leave room for them in db.SetMaxOpenConns. The driver
+// never closes db: close it after the Locker.
+func ExampleNew() {
+	db, err := sql.Open("mysql", "app:secret@tcp(db.internal:3306)/app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, err := sqllock.New(ctx, db, &sqllock.Options{Table: "app_locks"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	locker := distlock.New(d) // owns d, not db
+	defer locker.Close()
+
+	err = locker.Do(ctx, "schema-migrations", func(ctx context.Context) error {
+		fmt.Println("migrating") // ctx ends if the lock is lost
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+// Pass the fencing token into the write itself. The row remembers the
+// token of its last write (a column fence BIGINT UNSIGNED NOT NULL DEFAULT
+// 0), and the UPDATE matches only while no holder with a greater token has
+// written: a holder that lost its lock (paused, cut off) and writes late
+// changes nothing, and RowsAffected tells it so. This strict form allows one
+// write per lease; for several, also store the owner (docs/safety.md).
+func Example_fencedUpdate() {
+	db, err := sql.Open("mysql", "app:secret@tcp(db.internal:3306)/app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	d, err := sqllock.New(ctx, db, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	locker := distlock.New(d)
+	defer locker.Close()
+
+	lease, err := locker.Acquire(ctx, "invoice/42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = lease.Release(ctx)
+	}()
+
+	res, err := db.ExecContext(ctx,
+		"UPDATE invoices SET status = ?, fence = ? WHERE id = ? AND fence < ?",
+		"paid", lease.Token(), 42, lease.Token())
+	if err != nil {
+		log.Fatal(err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if n == 0 {
+		// A holder with a greater token wrote first (or there is no
+		// invoice 42): this lease is stale, and retrying cannot help.
+		fmt.Println("invoice 42 not updated")
+		return
+	}
+	fmt.Println("invoice 42 paid")
 }
