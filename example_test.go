@@ -128,9 +128,10 @@ func ExampleLease_Context() {
 
 // Take the URL from the environment, so one binary locks through Redis (or
 // any registered backend) in production and in memory in tests and local
-// runs. Import the driver packages the URLs may name.
+// runs. Import the driver packages the URLs may name. (The variable is the
+// application's own: the distlock command reads DISTLOCK_URL.)
 func ExampleOpen() {
-	url := os.Getenv("DISTLOCK_URL") // e.g. redis://:secret@locks.internal:6379/0?ttl=15s
+	url := os.Getenv("BILLING_LOCK_URL") // e.g. redis://:secret@locks.internal:6379/0?ttl=15s
 	if url == "" {
 		url = "mem://?ttl=15s"
 	}
