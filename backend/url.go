@@ -35,25 +35,9 @@ type URL struct {
 // character cut short, which would otherwise be read as host, path or query
 // and echoed. Percent-encode an '@' in a path or a parameter value too.
 func ParseURL(raw string) (*URL, error) {
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		s, r, colon := strings.Cut(raw, ":")
-		switch {
-		case !colon || !validScheme(strings.ToLower(s)):
-		case r == "" || r[0] == '?':
-			// net/url's form of scheme:// with neither host nor path
-			// ("mem:?ttl=2s"): the same URL.
-			scheme, rest, ok = s, r, true
-		case r[0] == '/':
-			return nil, fmt.Errorf("%w: URL %q: the '//' before the host is missing (want e.g. %s://host/...)", ErrInvalidConfig, redactRaw(raw), strings.ToLower(s))
-		}
-	}
-	if !ok || scheme == "" {
-		return nil, fmt.Errorf("%w: URL %q has no scheme (want e.g. redis://host:6379)", ErrInvalidConfig, redactRaw(raw))
-	}
-	scheme = strings.ToLower(scheme)
-	if !validScheme(scheme) {
-		return nil, fmt.Errorf("%w: URL scheme %q is not valid", ErrInvalidConfig, redactRaw(scheme))
+	scheme, rest, err := splitScheme(raw)
+	if err != nil {
+		return nil, err
 	}
 	authority, tail := rest, ""
 	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
@@ -99,6 +83,33 @@ func ParseURL(raw string) (*URL, error) {
 	}
 	u.Query = &Params{values: q, used: map[string]bool{}}
 	return u, nil
+}
+
+// splitScheme splits raw into its lower-cased scheme and what follows
+// "://". What net/url writes for a URL with neither host nor path
+// ("mem:?ttl=2s" for mem://?ttl=2s) is taken as that URL.
+func splitScheme(raw string) (scheme, rest string, err error) {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		s, r, colon := strings.Cut(raw, ":")
+		switch {
+		case !colon || !validScheme(strings.ToLower(s)):
+		case r == "" || r[0] == '?':
+			// net/url's form of scheme:// with neither host nor path
+			// ("mem:?ttl=2s"): the same URL.
+			scheme, rest, ok = s, r, true
+		case r[0] == '/':
+			return "", "", fmt.Errorf("%w: URL %q: the '//' before the host is missing (want e.g. %s://host/...)", ErrInvalidConfig, redactRaw(raw), strings.ToLower(s))
+		}
+	}
+	if !ok || scheme == "" {
+		return "", "", fmt.Errorf("%w: URL %q has no scheme (want e.g. redis://host:6379)", ErrInvalidConfig, redactRaw(raw))
+	}
+	scheme = strings.ToLower(scheme)
+	if !validScheme(scheme) {
+		return "", "", fmt.Errorf("%w: URL scheme %q is not valid", ErrInvalidConfig, redactRaw(scheme))
+	}
+	return scheme, rest, nil
 }
 
 // parseUserinfo reads user[:password], percent-decoding both. Its errors
