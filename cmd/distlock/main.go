@@ -1,9 +1,10 @@
 // Command distlock holds a distributed lock around a command, inspects
 // locks, and compares lock backends side by side.
 //
-//	distlock run    --url URL --key KEY [--ttl 30s] [--wait 5m | --no-wait] -- CMD ARGS...
-//	distlock status --url URL --key KEY [--json]
-//	distlock bench  [--url NAME=URL ...] [--config FILE] [--embedded] [--out DIR]
+//	distlock run     --url URL --key KEY [--ttl 30s] [--wait 5m | --no-wait] -- CMD ARGS...
+//	distlock status  --url URL --key KEY [--json]
+//	distlock bench   [--url NAME=URL ...] [--config FILE] [--embedded] [--out DIR]
+//	distlock version (or --version)
 //
 // --url defaults to $DISTLOCK_URL. See docs/cli.md for exit codes and
 // every flag.
@@ -78,12 +79,18 @@ func newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "distlock",
 		Short:         "Distributed locks over Redis, MySQL/MariaDB, ZooKeeper and etcd",
+		Version:       versionLine(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
+	// Defined here, cobra's would take -v as well.
+	root.Flags().Bool("version", false, "print the command's version and VCS commit, and exit")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitWith(ExitUsage, err) })
-	root.AddCommand(newRunCmd(), newStatusCmd(), newBenchCmd())
+	// Names kept for later: `run -n N` (a semaphore) and `elect`.
+	root.AddCommand(newRunCmd(), newStatusCmd(), newBenchCmd(), newVersionCmd())
 	addLogFlag(root)
+	usageExits(root)
 	return root
 }
 

@@ -92,6 +92,13 @@ func TestUsageErrors(t *testing.T) {
 		{nil, []string{"run", "--bogus-flag"}, "unknown flag"},
 		{[]string{"DISTLOCK_URL=nosuch://x"}, []string{"status", "--key", "k"}, `unknown URL scheme "nosuch"`},
 		{nil, []string{"bench", "--workloads", "fastest"}, `unknown workload "fastest"`},
+		{nil, []string{"nosuch"}, `unknown command "nosuch"`},
+		{nil, []string{"stauts"}, "did you mean status?"},
+		{nil, []string{"help", "nosuch"}, `unknown help topic "nosuch"`},
+		{nil, []string{"completion", "nosh"}, `unknown command "nosh"`},
+		{nil, []string{"-v"}, "unknown shorthand flag"},
+		{nil, []string{"version", "extra"}, `unknown command "extra"`},
+		{nil, []string{"status", "--url", "mem://", "--key", "k", "extra"}, `unknown command "extra"`},
 	} {
 		out, code := runCLI(t, tc.env, tc.args...)
 		if code != 64 || !strings.Contains(out, tc.want) {
