@@ -2,7 +2,7 @@
 // locks, and compares lock backends side by side.
 //
 //	distlock run     --url URL --key KEY [--ttl 30s] [--wait 5m | --no-wait] -- CMD ARGS...
-//	distlock status  --url URL --key KEY [--json]
+//	distlock status  --url URL --key KEY [--json] [--timeout 10s]
 //	distlock bench   [--url NAME=URL ...] [--config FILE] [--embedded] [--out DIR]
 //	distlock version (or --version)
 //
@@ -33,6 +33,7 @@ import (
 const (
 	ExitOK          = 0
 	ExitFailure     = 1  // any other error
+	ExitFree        = 3  // status: the lock is free (0: held)
 	ExitUsage       = 64 // bad flags, URL or parameters (EX_USAGE)
 	ExitUnavailable = 69 // the backend could not be reached (EX_UNAVAILABLE)
 	ExitLost        = 70 // the lock was lost while CMD ran; CMD was terminated
@@ -63,7 +64,8 @@ func classify(err error) int {
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.Is(err, distlock.ErrInvalidConfig), errors.Is(err, distlock.ErrInvalidKey):
+	case errors.Is(err, distlock.ErrInvalidConfig), errors.Is(err, distlock.ErrInvalidKey),
+		errors.Is(err, distlock.ErrUnsupported): // permanent: retrying cannot help
 		return ExitUsage
 	case errors.Is(err, distlock.ErrUnavailable):
 		return ExitUnavailable

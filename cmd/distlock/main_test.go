@@ -99,6 +99,7 @@ func TestUsageErrors(t *testing.T) {
 		{nil, []string{"-v"}, "unknown shorthand flag"},
 		{nil, []string{"version", "extra"}, `unknown command "extra"`},
 		{nil, []string{"status", "--url", "mem://", "--key", "k", "extra"}, `unknown command "extra"`},
+		{nil, []string{"status", "--url", "mem://", "--key", "k", "--timeout", "0"}, "--timeout must be positive"},
 	} {
 		out, code := runCLI(t, tc.env, tc.args...)
 		if code != 64 || !strings.Contains(out, tc.want) {
@@ -109,12 +110,12 @@ func TestUsageErrors(t *testing.T) {
 
 func TestStatusJSON(t *testing.T) {
 	out, code := runCLI(t, nil, "status", "--url", "mem://", "--key", "k", "--json")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, out)
+	if code != ExitFree {
+		t.Fatalf("exit %d, want %d (free): %s", code, ExitFree, out)
 	}
 	var st statusJSON
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		t.Fatalf("status --json printed %q: %v", out, err)
+	if err := json.Unmarshal([]byte(out), &st); err != nil || strings.Count(out, "\n") != 1 {
+		t.Fatalf("status --json printed %q (%v), want one line of JSON", out, err)
 	}
 	if st.Held || st.Key != "k" || st.Backend != "mem" || st.Waiters != -1 {
 		t.Errorf("status = %+v", st)
