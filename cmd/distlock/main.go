@@ -3,6 +3,7 @@
 //
 //	distlock run     --url URL --key KEY [--ttl 30s] [--wait 5m | --no-wait] -- CMD ARGS...
 //	distlock status  --url URL --key KEY [--json] [--timeout 10s]
+//	distlock list    --url URL [--prefix P] [--limit 100] [--json] [--timeout 10s]
 //	distlock bench   [--url NAME=URL ...] [--config FILE] [--embedded] [--out DIR]
 //	distlock version (or --version)
 //
@@ -90,7 +91,7 @@ func newRoot() *cobra.Command {
 	root.Flags().Bool("version", false, "print the command's version and VCS commit, and exit")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitWith(ExitUsage, err) })
 	// Names kept for later: `run -n N` (a semaphore) and `elect`.
-	root.AddCommand(newRunCmd(), newStatusCmd(), newBenchCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(), newStatusCmd(), newListCmd(), newBenchCmd(), newVersionCmd())
 	addLogFlag(root)
 	usageExits(root)
 	return root

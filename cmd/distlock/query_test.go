@@ -49,3 +49,50 @@ func TestStatusExitCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestListUnderPrefix: list shows the held locks under --prefix, sorted,
+// within --limit, as a table or one JSON line per lock.
+func TestListUnderPrefix(t *testing.T) {
+	const url = "mem://list-prefix"
+	l := openMem(t, url)
+	for _, key := range []string{"app/b", "app/a", "other"} {
+		if _, err := l.TryAcquire(context.Background(), key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := queryOpts{url: url, timeout: 10 * time.Second}
+	var out bytes.Buffer
+	if err := list(context.Background(), &out, o, "app/", 0); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "KEY ") || !strings.HasPrefix(lines[1], "app/a ") || !strings.HasPrefix(lines[2], "app/b ") {
+		t.Errorf("list --prefix app/ printed:\n%s", out.String())
+	}
+	out.Reset()
+	o.asJSON = true
+	if err := list(context.Background(), &out, o, "", 2); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		var st statusJSON
+		if err := json.Unmarshal([]byte(line), &st); err != nil || !st.Held || st.Backend != "mem" {
+			t.Errorf("list --json line %q (%v)", line, err)
+		}
+		keys = append(keys, st.Key)
+	}
+	if strings.Join(keys, " ") != "app/a app/b" {
+		t.Errorf("list --limit 2 listed %q, want app/a and app/b", keys)
+	}
+}
+
+// TestListBinary: the binary lists nothing for a fresh in-process store.
+func TestListBinary(t *testing.T) {
+	if out, code := runCLI(t, nil, "list", "--url", "mem://"); code != 0 || strings.TrimSpace(out) != "KEY  OWNER  TOKEN  EXPIRES IN  WAITING" {
+		t.Errorf("list of an empty store: exit %d:\n%s", code, out)
+	}
+	if out, code := runCLI(t, nil, "list", "--url", "mem://", "--json"); code != 0 || out != "" {
+		t.Errorf("list --json of an empty store: exit %d:\n%s", code, out)
+	}
+}
