@@ -1,7 +1,8 @@
-// Command distlock holds a distributed lock around a command, inspects
-// locks, and compares lock backends side by side.
+// Command distlock holds a distributed lock around a command or for a
+// script, inspects locks, and compares lock backends side by side.
 //
 //	distlock run     --url URL --key KEY [--ttl 30s] [--wait 5m | --no-wait] -- CMD ARGS...
+//	distlock hold    --url URL --key KEY [--ttl 30s] [--wait 5m | --no-wait] [--json]
 //	distlock status  --url URL --key KEY [--json] [--timeout 10s]
 //	distlock list    --url URL [--prefix P] [--limit 100] [--json] [--timeout 10s]
 //	distlock bench   [--url NAME=URL ...] [--config FILE] [--embedded] [--out DIR]
@@ -91,7 +92,7 @@ func newRoot() *cobra.Command {
 	root.Flags().Bool("version", false, "print the command's version and VCS commit, and exit")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitWith(ExitUsage, err) })
 	// Names kept for later: `run -n N` (a semaphore) and `elect`.
-	root.AddCommand(newRunCmd(), newStatusCmd(), newListCmd(), newBenchCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(), newHoldCmd(), newStatusCmd(), newListCmd(), newBenchCmd(), newVersionCmd())
 	addLogFlag(root)
 	usageExits(root)
 	return root

@@ -100,6 +100,8 @@ func TestUsageErrors(t *testing.T) {
 		{nil, []string{"version", "extra"}, `unknown command "extra"`},
 		{nil, []string{"status", "--url", "mem://", "--key", "k", "extra"}, `unknown command "extra"`},
 		{nil, []string{"status", "--url", "mem://", "--key", "k", "--timeout", "0"}, "--timeout must be positive"},
+		{nil, []string{"hold", "--url", "mem://"}, "--key is required"},
+		{nil, []string{"hold", "--url", "mem://", "--key", "k", "--", "true"}, `unknown command "true"`},
 		{nil, []string{"list", "--url", "mem://", "--limit", "-1"}, "--limit must not be negative"},
 	} {
 		out, code := runCLI(t, tc.env, tc.args...)
