@@ -51,6 +51,18 @@ type Inspector interface {
 	Inspect(ctx context.Context, key string) (Info, error)
 }
 
+// Lister is implemented by drivers whose store can enumerate its held
+// locks (used by `distlock list`).
+type Lister interface {
+	// List returns the locks held now whose key begins with prefix (every
+	// held lock when prefix is ""), sorted by key, at most limit of them
+	// (no bound when limit <= 0). Each Info is what Inspect would report
+	// for its key; free keys are not listed. The result is a snapshot of
+	// each key, not of the store as a whole: a lock taken or released
+	// while List runs may or may not appear.
+	List(ctx context.Context, prefix string, limit int) ([]Info, error)
+}
+
 // Logging is implemented by drivers that log (a store client's own
 // messages, a reconnect). The portable layer calls SetLogger once, before
 // any other call, with the Locker's logger (distlock.WithLogger; a logger

@@ -59,7 +59,7 @@ var brokenDrivers = []struct {
 	{
 		name:     "optional-interfaces-lie",
 		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return &liar{Driver: d} },
-		mustFail: []string{"Inspect", "BatchRefresh", "Notify", "Wait"},
+		mustFail: []string{"Inspect", "List", "BatchRefresh", "Notify", "Wait"},
 	},
 	{
 		name:     "gone-lock-stays-registered",
@@ -444,8 +444,8 @@ type refreshOK struct{ backend.Lock }
 
 func (refreshOK) Refresh(context.Context, time.Duration) error { return nil }
 
-// liar implements every optional interface wrongly: Inspect sees nothing
-// held, RefreshAll succeeds for anything, Subscribe never announces, and
+// liar implements every optional interface wrongly: Inspect and List see
+// nothing held, RefreshAll succeeds for anything, Subscribe never announces, and
 // Wait grants at once with a stale token.
 type liar struct{ backend.Driver }
 
@@ -457,6 +457,7 @@ func (d *liar) Capabilities() backend.Capabilities {
 func (d *liar) Inspect(_ context.Context, key string) (backend.Info, error) {
 	return backend.Info{Key: key, Waiters: -1}, nil
 }
+func (d *liar) List(context.Context, string, int) ([]backend.Info, error) { return nil, nil }
 func (d *liar) RefreshAll(_ context.Context, locks []backend.Lock, _ []time.Duration) []error {
 	return make([]error, len(locks))
 }

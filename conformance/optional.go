@@ -10,8 +10,8 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// Cases for the optional interfaces of backend (Inspector, BatchRefresher,
-// Notifier, Waiter), each run only when the driver implements it, as
+// Cases for the optional interfaces of backend (Inspector, Lister,
+// BatchRefresher, Notifier, Waiter), each run only when the driver implements it, as
 // testing/fstest checks the optional interfaces of an fs.FS.
 
 func optional[T any](t *testing.T, d backend.Driver, what string) T {
@@ -54,6 +54,43 @@ func testInspect(t *testing.T, e *env) {
 		return err == nil && !info.Held
 	}) {
 		t.Errorf("after the release Inspect still reports %+v (%v)", info, err)
+	}
+}
+
+// testList: List reports exactly the held keys under a prefix, sorted,
+// with their holders' owners and tokens, honours its limit, and drops a
+// key once it is released.
+func testList(t *testing.T, e *env) {
+	d := e.driver(t)
+	ls := optional[backend.Lister](t, d, "Lister")
+	a := e.locker(t)
+	prefix := e.key("list/")
+	b := mustAcquire(t, a, prefix+"b")
+	le := mustAcquire(t, a, prefix+"a")
+	mustAcquire(t, a, e.key("lis")) // outside the prefix
+	infos, err := ls.List(ctxFor(t, 10*time.Second), prefix, 0)
+	if err != nil {
+		t.Fatalf("List(%q): %v", prefix, err)
+	}
+	want := []*distlock.Lease{le, b}
+	if len(infos) != len(want) {
+		t.Fatalf("List(%q) = %+v, want %q and %q", prefix, infos, le.Key(), b.Key())
+	}
+	for i, w := range want {
+		got := infos[i]
+		if got.Key != w.Key() || !got.Held || got.Owner != w.Owner() || (got.Token != 0 && got.Token != w.Token()) {
+			t.Errorf("List(%q)[%d] = %+v, want %q held by %q with token %d", prefix, i, got, w.Key(), w.Owner(), w.Token())
+		}
+	}
+	if infos, err = ls.List(ctxFor(t, 10*time.Second), prefix, 1); err != nil || len(infos) != 1 || infos[0].Key != le.Key() {
+		t.Errorf("List(%q, limit 1) = %+v, %v; want only %q", prefix, infos, err, le.Key())
+	}
+	release(t, le)
+	if !eventually(e.ttl, func() bool {
+		infos, err = ls.List(ctxFor(t, 10*time.Second), prefix, 0)
+		return err == nil && len(infos) == 1 && infos[0].Key == b.Key()
+	}) {
+		t.Errorf("after releasing %q List(%q) = %+v, %v; want only %q", le.Key(), prefix, infos, err, b.Key())
 	}
 }
 

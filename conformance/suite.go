@@ -53,6 +53,7 @@ var cases = []testCase{
 	{"WaiterDies", "a waiter whose own client dies while waiting gets an error, never the lock", testWaiterDies},
 	{"Close", "Close ends every lease and wait; later calls return ErrClosed", testClose},
 	{"Inspect", "Inspect (where implemented) reports a free key free and a held key with its holder's owner and token", testInspect},
+	{"List", "List (where implemented) reports exactly the held keys under a prefix, sorted, with owners and tokens, within its limit", testList},
 	{"BatchRefresh", "RefreshAll (where implemented) answers for each lock on its own and refuses another driver's", testBatchRefresh},
 	{"Notify", "Subscribe (where implemented) announces a release within a TTL", testNotify},
 	{"Wait", "Wait (where implemented) grants soon after the release with a greater token; a Wait that gives up leaves nothing", testWait},

@@ -19,7 +19,7 @@ type Options struct {
 }
 
 // A Driver is one client of a Store, implementing backend.Driver (and
-// backend.Waiter, backend.Notifier, backend.Inspector). Use it with
+// backend.Waiter, backend.Notifier, backend.Inspector, backend.Lister). Use it with
 // distlock.New.
 type Driver struct {
 	s    *Store
@@ -361,24 +361,4 @@ func (s *Store) unsubscribeLocked(sub *subscription) {
 		delete(e.subs, sub)
 		s.gc(e)
 	}
-}
-
-// Inspect implements backend.Inspector.
-func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) {
-	if err := d.enter(ctx, "inspect"); err != nil {
-		return backend.Info{}, err
-	}
-	defer d.s.mu.Unlock()
-	now := time.Now()
-	info := backend.Info{Key: key, Waiters: -1}
-	if e := d.s.lookup(key, now, false); e != nil {
-		info.Token = e.token
-		if d.wait == backend.WaitQueue {
-			info.Waiters = len(e.waiters)
-		}
-		if e.held(now) {
-			info.Held, info.Owner, info.TTL = true, e.owner, e.expires.Sub(now)
-		}
-	}
-	return info, nil
 }

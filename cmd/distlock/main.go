@@ -1,9 +1,12 @@
-// Command distlock holds a distributed lock around a command, inspects
-// locks, and compares lock backends side by side.
+// Command distlock holds a distributed lock around a command or for a
+// script, inspects locks, and compares lock backends side by side.
 //
-//	distlock run    --url URL --key KEY [--ttl 30s] [--wait 5m | --no-wait] -- CMD ARGS...
-//	distlock status --url URL --key KEY [--json]
-//	distlock bench  [--url NAME=URL ...] [--config FILE] [--embedded] [--out DIR]
+//	distlock run     --url URL --key KEY [--ttl 30s] [--wait 5m | --no-wait] -- CMD ARGS...
+//	distlock hold    --url URL --key KEY [--ttl 30s] [--wait 5m | --no-wait] [--json]
+//	distlock status  --url URL --key KEY [--json] [--timeout 10s]
+//	distlock list    --url URL [--prefix P] [--limit 100] [--json] [--timeout 10s]
+//	distlock bench   [--url NAME=URL ...] [--config FILE] [--embedded] [--out DIR]
+//	distlock version (or --version)
 //
 // --url defaults to $DISTLOCK_URL. See docs/cli.md for exit codes and
 // every flag.
@@ -32,6 +35,7 @@ import (
 const (
 	ExitOK          = 0
 	ExitFailure     = 1  // any other error
+	ExitFree        = 3  // status: the lock is free (0: held)
 	ExitUsage       = 64 // bad flags, URL or parameters (EX_USAGE)
 	ExitUnavailable = 69 // the backend could not be reached (EX_UNAVAILABLE)
 	ExitLost        = 70 // the lock was lost while CMD ran; CMD was terminated
@@ -62,7 +66,8 @@ func classify(err error) int {
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.Is(err, distlock.ErrInvalidConfig), errors.Is(err, distlock.ErrInvalidKey):
+	case errors.Is(err, distlock.ErrInvalidConfig), errors.Is(err, distlock.ErrInvalidKey),
+		errors.Is(err, distlock.ErrUnsupported): // permanent: retrying cannot help
 		return ExitUsage
 	case errors.Is(err, distlock.ErrUnavailable):
 		return ExitUnavailable
@@ -78,12 +83,18 @@ func newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "distlock",
 		Short:         "Distributed locks over Redis, MySQL/MariaDB, ZooKeeper and etcd",
+		Version:       versionLine(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
+	// Defined here, cobra's would take -v as well.
+	root.Flags().Bool("version", false, "print the command's version and VCS commit, and exit")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitWith(ExitUsage, err) })
-	root.AddCommand(newRunCmd(), newStatusCmd(), newBenchCmd())
+	// Names kept for later: `run -n N` (a semaphore) and `elect`.
+	root.AddCommand(newRunCmd(), newHoldCmd(), newStatusCmd(), newListCmd(), newBenchCmd(), newVersionCmd())
 	addLogFlag(root)
+	usageExits(root)
 	return root
 }
 

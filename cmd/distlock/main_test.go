@@ -92,6 +92,17 @@ func TestUsageErrors(t *testing.T) {
 		{nil, []string{"run", "--bogus-flag"}, "unknown flag"},
 		{[]string{"DISTLOCK_URL=nosuch://x"}, []string{"status", "--key", "k"}, `unknown URL scheme "nosuch"`},
 		{nil, []string{"bench", "--workloads", "fastest"}, `unknown workload "fastest"`},
+		{nil, []string{"nosuch"}, `unknown command "nosuch"`},
+		{nil, []string{"stauts"}, "did you mean status?"},
+		{nil, []string{"help", "nosuch"}, `unknown help topic "nosuch"`},
+		{nil, []string{"completion", "nosh"}, `unknown command "nosh"`},
+		{nil, []string{"-v"}, "unknown shorthand flag"},
+		{nil, []string{"version", "extra"}, `unknown command "extra"`},
+		{nil, []string{"status", "--url", "mem://", "--key", "k", "extra"}, `unknown command "extra"`},
+		{nil, []string{"status", "--url", "mem://", "--key", "k", "--timeout", "0"}, "--timeout must be positive"},
+		{nil, []string{"hold", "--url", "mem://"}, "--key is required"},
+		{nil, []string{"hold", "--url", "mem://", "--key", "k", "--", "true"}, `unknown command "true"`},
+		{nil, []string{"list", "--url", "mem://", "--limit", "-1"}, "--limit must not be negative"},
 	} {
 		out, code := runCLI(t, tc.env, tc.args...)
 		if code != 64 || !strings.Contains(out, tc.want) {
@@ -102,12 +113,12 @@ func TestUsageErrors(t *testing.T) {
 
 func TestStatusJSON(t *testing.T) {
 	out, code := runCLI(t, nil, "status", "--url", "mem://", "--key", "k", "--json")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, out)
+	if code != ExitFree {
+		t.Fatalf("exit %d, want %d (free): %s", code, ExitFree, out)
 	}
 	var st statusJSON
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		t.Fatalf("status --json printed %q: %v", out, err)
+	if err := json.Unmarshal([]byte(out), &st); err != nil || strings.Count(out, "\n") != 1 {
+		t.Fatalf("status --json printed %q (%v), want one line of JSON", out, err)
 	}
 	if st.Held || st.Key != "k" || st.Backend != "mem" || st.Waiters != -1 {
 		t.Errorf("status = %+v", st)

@@ -121,3 +121,55 @@ func TestRunBackendUnreachable(t *testing.T) {
 		t.Errorf("unreachable backend: exit %d, want %d\n%s", code, ExitUnavailable, o)
 	}
 }
+
+// TestRedisLockedWithoutCommand: a `distlock hold` process keeps the lock
+// from other processes until its stdin closes, then frees it; status tells
+// held (0) from free (3), and list is refused by a store that cannot
+// enumerate its locks (64).
+func TestRedisLockedWithoutCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis server")
+	}
+	url := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis}).URL()
+	holder := exec.Command(binary, "hold", "--url", url, "--key", "deploy", "--ttl", "2s")
+	stdin, err := holder.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder.Stderr = os.Stderr
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	f := strings.Split(strings.TrimSuffix(line, "\n"), "\t")
+	if err != nil || len(f) != 3 || f[0] != "deploy" {
+		t.Fatalf("hold printed %q (%v)", line, err)
+	}
+	time.Sleep(3 * time.Second) // beyond the TTL: renewals keep it
+	if o, code := runCLI(t, nil, "run", "--url", url, "--key", "deploy", "--no-wait", "--", "true"); code != ExitNotAcquired {
+		t.Errorf("run --no-wait while hold holds the lock: exit %d, want %d\n%s", code, ExitNotAcquired, o)
+	}
+	o, code := runCLI(t, nil, "status", "--url", url, "--key", "deploy", "--json")
+	var st statusJSON
+	if code != ExitOK || json.Unmarshal([]byte(o), &st) != nil || st.Owner != f[2] || jsonNumber(st.Token) != f[1] {
+		t.Errorf("status of the held lock: exit %d, %s; want 0 and owner %s, token %s", code, o, f[2], f[1])
+	}
+	if o, code := runCLI(t, nil, "list", "--url", url); code != ExitUsage || !strings.Contains(o, "unsupported by the redis backend") {
+		t.Errorf("list on redis: exit %d, %q; want %d, unsupported", code, o, ExitUsage)
+	}
+	_ = stdin.Close()
+	if err := holder.Wait(); err != nil {
+		t.Fatalf("hold after its stdin closed: %v, want exit 0", err)
+	}
+	if o, code := runCLI(t, nil, "status", "--url", url, "--key", "deploy"); code != ExitFree {
+		t.Errorf("status after hold ended: exit %d, want %d (free)\n%s", code, ExitFree, o)
+	}
+	if o, code := runCLI(t, nil, "run", "--url", url, "--key", "deploy", "--no-wait", "--", "true"); code != 0 {
+		t.Errorf("run --no-wait after hold ended: exit %d, want 0\n%s", code, o)
+	}
+}

@@ -18,11 +18,8 @@ import (
 )
 
 type runOpts struct {
-	url, key    string
-	ttl, wait   time.Duration
-	noWait      bool
-	grace       time.Duration
-	openTimeout time.Duration
+	lockOpts
+	grace time.Duration
 }
 
 func newRunCmd() *cobra.Command {
@@ -45,36 +42,24 @@ Exit status: CMD's own when it ran (128+N if signal N killed it);
 64 bad usage, 69 backend unreachable, 70 lock lost, 75 not acquired.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return exitWith(ExitUsage, errors.New("run: no command given (distlock run --url URL --key KEY -- CMD ARGS...)"))
+				return exitWith(ExitUsage, errors.New("run: no command given (distlock run --url URL --key KEY -- CMD ARGS...; to hold a lock without a command: distlock hold)"))
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error { return runLocked(cmd.Context(), o, args) },
 	}
 	cmd.Flags().SetInterspersed(false)
-	urlFlag(cmd, &o.url)
-	cmd.Flags().StringVar(&o.key, "key", "", "lock key (required)")
-	cmd.Flags().DurationVar(&o.ttl, "ttl", 0, "lease TTL: how long the lock outlives a crashed distlock (default: the URL's ttl, else 30s)")
-	cmd.Flags().DurationVar(&o.wait, "wait", 0, "give up after waiting this long for the lock (default: wait indefinitely)")
-	cmd.Flags().BoolVar(&o.noWait, "no-wait", false, "fail at once (exit 75) if the lock is held elsewhere")
+	addLockFlags(cmd, &o.lockOpts)
 	cmd.Flags().DurationVar(&o.grace, "grace", 10*time.Second, "when renewals fail, SIGTERM to CMD this long before the lease's validity ends, SIGKILL at its end (at most a third of the TTL)")
-	connectTimeoutFlag(cmd, &o.openTimeout)
 	return cmd
 }
 
 func (o runOpts) check() error {
-	if err := needURL(o.url); err != nil {
+	if err := o.lockOpts.check("run"); err != nil {
 		return err
 	}
-	switch {
-	case o.key == "":
-		return exitWith(ExitUsage, errors.New("run: --key is required"))
-	case o.noWait && o.wait != 0:
-		return exitWith(ExitUsage, errors.New("run: --wait and --no-wait exclude each other"))
-	case o.wait < 0 || o.ttl < 0 || o.grace < 0:
-		return exitWith(ExitUsage, errors.New("run: --wait, --ttl and --grace must not be negative"))
-	case o.openTimeout <= 0:
-		return exitWith(ExitUsage, errors.New("run: --connect-timeout must be positive"))
+	if o.grace < 0 {
+		return exitWith(ExitUsage, errors.New("run: --grace must not be negative"))
 	}
 	return nil
 }
@@ -83,15 +68,13 @@ func runLocked(ctx context.Context, o runOpts, args []string) error {
 	if err := o.check(); err != nil {
 		return err
 	}
-	octx, cancel := context.WithTimeout(ctx, o.openTimeout)
-	defer cancel()
-	locker, err := distlock.Open(octx, o.url, distlock.WithLogger(logger))
+	locker, err := o.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer locker.Close()
 
-	lease, err := acquireForRun(ctx, locker, o)
+	lease, err := o.acquire(ctx, locker, "run")
 	if err != nil {
 		return err
 	}
@@ -109,35 +92,6 @@ func runLocked(ctx context.Context, o runOpts, args []string) error {
 		return exitWith(ExitLost, fmt.Errorf("run: %w; the command was terminated", cause))
 	}
 	return exitWith(code, nil)
-}
-
-func acquireForRun(ctx context.Context, locker *distlock.Locker, o runOpts) (*distlock.Lease, error) {
-	var opts []distlock.Option
-	if o.ttl > 0 {
-		opts = append(opts, distlock.WithTTL(o.ttl))
-	}
-	// One attempt first, bounded by --connect-timeout: an unreachable
-	// backend fails at once (exit 69) instead of being waited out.
-	tctx, tcancel := context.WithTimeout(ctx, o.openTimeout)
-	lease, err := locker.TryAcquire(tctx, o.key, opts...)
-	timedOut := err != nil && tctx.Err() != nil && ctx.Err() == nil
-	tcancel()
-	if timedOut && !errors.Is(err, distlock.ErrUnavailable) {
-		return nil, exitWith(ExitUnavailable, fmt.Errorf("run: the backend did not answer within --connect-timeout %v: %w", o.openTimeout, err))
-	}
-	if o.noWait || !errors.Is(err, distlock.ErrNotAcquired) {
-		return lease, err
-	}
-	if o.wait > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.wait)
-		defer cancel()
-	}
-	lease, err = locker.Acquire(ctx, o.key, opts...)
-	if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, distlock.ErrUnavailable) {
-		return nil, exitWith(ExitNotAcquired, fmt.Errorf("run: lock %q still held elsewhere after waiting %v", o.key, o.wait))
-	}
-	return lease, err
 }
 
 // supervise runs CMD and waits for it, passing signals on. CMD must not

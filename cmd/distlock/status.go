@@ -3,46 +3,43 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 )
 
 func newStatusCmd() *cobra.Command {
-	var url, key string
-	var asJSON bool
-	var timeout time.Duration
+	var o queryOpts
+	var key string
 	cmd := &cobra.Command{
-		Use:   "status --url URL --key KEY [--json]",
+		Use:   "status --url URL --key KEY [--json] [--timeout 10s]",
 		Short: "Show whether a lock is held, by whom, its token, TTL and waiters",
-		Args:  cobra.NoArgs,
+		Long: `Show whether the lock KEY is held, by which owner, its fencing token,
+its remaining TTL, and the number of waiters where the store knows it.
+
+Exit status: 0 held, 3 free, 64 bad usage, 69 backend unreachable (or
+no answer within --timeout), 1 any other error.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := needURL(url); err != nil {
+			if err := o.check("status"); err != nil {
 				return err
 			}
 			if key == "" {
 				return exitWith(ExitUsage, fmt.Errorf("status: --key is required"))
 			}
-			if timeout <= 0 {
-				return exitWith(ExitUsage, fmt.Errorf("status: --connect-timeout must be positive"))
-			}
-			return status(cmd.Context(), cmd.OutOrStdout(), url, key, asJSON, timeout)
+			return status(cmd.Context(), cmd.OutOrStdout(), o, key)
 		},
 	}
-	urlFlag(cmd, &url)
+	addQueryFlags(cmd, &o)
 	cmd.Flags().StringVar(&key, "key", "", "lock key (required)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
-	connectTimeoutFlag(cmd, &timeout)
 	return cmd
 }
 
-// statusJSON is the --json output.
+// statusJSON is the --json output of status, and of list for each lock.
 type statusJSON struct {
 	Backend string  `json:"backend"`
 	Key     string  `json:"key"`
@@ -53,40 +50,54 @@ type statusJSON struct {
 	Waiters int     `json:"waiters"` // -1: the store does not know
 }
 
-func status(ctx context.Context, w io.Writer, url, key string, asJSON bool, timeout time.Duration) error {
-	octx, cancel := context.WithTimeout(ctx, timeout)
+func newStatusJSON(name string, info backend.Info) statusJSON {
+	return statusJSON{Backend: name, Key: info.Key, Held: info.Held, Owner: info.Owner,
+		Token: info.Token, TTL: info.TTL.Seconds(), Waiters: info.Waiters}
+}
+
+// status prints key's state and exits 0 when it is held, ExitFree when not.
+func status(ctx context.Context, w io.Writer, o queryOpts, key string) error {
+	qctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	locker, err := distlock.Open(octx, url, distlock.WithLogger(logger))
+	locker, in, err := openAs[backend.Inspector](qctx, o, "status")
 	if err != nil {
-		return err
+		return o.unanswered(ctx, qctx, "status", err)
 	}
 	defer locker.Close()
-	in, ok := locker.Driver().(backend.Inspector)
-	if !ok {
-		return fmt.Errorf("status: %w: the %s backend cannot inspect locks", distlock.ErrUnsupported, locker.Capabilities().Name)
-	}
-	info, err := in.Inspect(octx, key)
+	info, err := in.Inspect(qctx, key)
 	if err != nil {
-		if octx.Err() != nil && ctx.Err() == nil && !errors.Is(err, distlock.ErrUnavailable) {
-			return exitWith(ExitUnavailable, fmt.Errorf("status: the backend did not answer within --connect-timeout %v: %w", timeout, err))
-		}
+		return o.unanswered(ctx, qctx, "status", err)
+	}
+	info.Key = key
+	if o.asJSON {
+		err = printJSONLine(w, newStatusJSON(locker.Capabilities().Name, info))
+	} else {
+		printStatus(w, info)
+	}
+	if err != nil || info.Held {
 		return err
 	}
-	out := statusJSON{Backend: locker.Capabilities().Name, Key: key, Held: info.Held, Owner: info.Owner,
-		Token: info.Token, TTL: info.TTL.Seconds(), Waiters: info.Waiters}
-	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
-	}
+	return exitWith(ExitFree, nil)
+}
+
+func printStatus(w io.Writer, info backend.Info) {
 	if !info.Held {
-		fmt.Fprintf(w, "%s: free (last token %d)\n", key, info.Token)
-		return nil
+		fmt.Fprintf(w, "%s: free (last token %d)\n", info.Key, info.Token)
+		return
 	}
-	fmt.Fprintf(w, "%s: held by %s, token %d, expires in %v", key, info.Owner, info.Token, info.TTL.Round(time.Millisecond))
+	fmt.Fprintf(w, "%s: held by %s, token %d, expires in %v", info.Key, info.Owner, info.Token, info.TTL.Round(time.Millisecond))
 	if info.Waiters >= 0 {
 		fmt.Fprintf(w, ", %d waiting", info.Waiters)
 	}
 	fmt.Fprintln(w)
-	return nil
+}
+
+// printJSONLine writes v as one line of JSON.
+func printJSONLine(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
 }

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/distlock/distlock"
+)
+
+// lockOpts are the flags of the subcommands that take a lock (run, hold).
+type lockOpts struct {
+	url, key    string
+	ttl, wait   time.Duration
+	noWait      bool
+	openTimeout time.Duration
+}
+
+// addLockFlags adds --url, --key, --ttl, --wait, --no-wait and
+// --connect-timeout to cmd.
+func addLockFlags(cmd *cobra.Command, o *lockOpts) {
+	urlFlag(cmd, &o.url)
+	cmd.Flags().StringVar(&o.key, "key", "", "lock key (required)")
+	cmd.Flags().DurationVar(&o.ttl, "ttl", 0, "lease TTL: how long the lock outlives a crashed distlock (default: the URL's ttl, else 30s)")
+	cmd.Flags().DurationVar(&o.wait, "wait", 0, "give up after waiting this long for the lock (default: wait indefinitely)")
+	cmd.Flags().BoolVar(&o.noWait, "no-wait", false, "fail at once (exit 75) if the lock is held elsewhere")
+	connectTimeoutFlag(cmd, &o.openTimeout)
+}
+
+// check reports a usage error (exit 64) in o; name is the subcommand's.
+func (o lockOpts) check(name string) error {
+	if err := needURL(o.url); err != nil {
+		return err
+	}
+	switch {
+	case o.key == "":
+		return exitWith(ExitUsage, fmt.Errorf("%s: --key is required", name))
+	case o.noWait && o.wait != 0:
+		return exitWith(ExitUsage, fmt.Errorf("%s: --wait and --no-wait exclude each other", name))
+	case o.wait < 0 || o.ttl < 0:
+		return exitWith(ExitUsage, fmt.Errorf("%s: --wait and --ttl must not be negative", name))
+	case o.openTimeout <= 0:
+		return exitWith(ExitUsage, fmt.Errorf("%s: --connect-timeout must be positive", name))
+	}
+	return nil
+}
+
+// open opens the Locker of o.url, bounded by --connect-timeout.
+func (o lockOpts) open(ctx context.Context) (*distlock.Locker, error) {
+	octx, cancel := context.WithTimeout(ctx, o.openTimeout)
+	defer cancel()
+	return distlock.Open(octx, o.url, distlock.WithLogger(logger))
+}
+
+// acquire takes o.key as --wait and --no-wait say. ctx bounds the wait
+// (a signal, or hold's stdin closing, cancels it); name is the
+// subcommand's, for messages.
+func (o lockOpts) acquire(ctx context.Context, locker *distlock.Locker, name string) (*distlock.Lease, error) {
+	var opts []distlock.Option
+	if o.ttl > 0 {
+		opts = append(opts, distlock.WithTTL(o.ttl))
+	}
+	// One attempt first, bounded by --connect-timeout: an unreachable
+	// backend fails at once (exit 69) instead of being waited out.
+	tctx, tcancel := context.WithTimeout(ctx, o.openTimeout)
+	lease, err := locker.TryAcquire(tctx, o.key, opts...)
+	timedOut := err != nil && tctx.Err() != nil && ctx.Err() == nil
+	tcancel()
+	if timedOut && !errors.Is(err, distlock.ErrUnavailable) {
+		return nil, exitWith(ExitUnavailable, fmt.Errorf("%s: the backend did not answer within --connect-timeout %v: %w", name, o.openTimeout, err))
+	}
+	if o.noWait || !errors.Is(err, distlock.ErrNotAcquired) {
+		return lease, err
+	}
+	if o.wait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.wait)
+		defer cancel()
+	}
+	lease, err = locker.Acquire(ctx, o.key, opts...)
+	if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, distlock.ErrUnavailable) {
+		return nil, exitWith(ExitNotAcquired, fmt.Errorf("%s: lock %q still held elsewhere after waiting %v", name, o.key, o.wait))
+	}
+	return lease, err
+}

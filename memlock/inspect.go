@@ -1,0 +1,60 @@
+package memlock
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+)
+
+var (
+	_ backend.Inspector = (*Driver)(nil)
+	_ backend.Lister    = (*Driver)(nil)
+)
+
+// Inspect implements backend.Inspector.
+func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) {
+	if err := d.enter(ctx, "inspect"); err != nil {
+		return backend.Info{}, err
+	}
+	defer d.s.mu.Unlock()
+	now := time.Now()
+	if e := d.s.lookup(key, now, false); e != nil {
+		return d.infoLocked(e, now), nil
+	}
+	return backend.Info{Key: key, Waiters: -1}, nil
+}
+
+// List implements backend.Lister.
+func (d *Driver) List(ctx context.Context, prefix string, limit int) ([]backend.Info, error) {
+	if err := d.enter(ctx, "list"); err != nil {
+		return nil, err
+	}
+	defer d.s.mu.Unlock()
+	now := time.Now()
+	var out []backend.Info
+	for key, e := range d.s.locks {
+		if strings.HasPrefix(key, prefix) && e.held(now) {
+			out = append(out, d.infoLocked(e, now))
+		}
+	}
+	slices.SortFunc(out, func(a, b backend.Info) int { return strings.Compare(a.Key, b.Key) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// infoLocked reports e's state at now; the store's mutex is held.
+func (d *Driver) infoLocked(e *entry, now time.Time) backend.Info {
+	info := backend.Info{Key: e.key, Token: e.token, Waiters: -1}
+	if d.wait == backend.WaitQueue {
+		info.Waiters = len(e.waiters)
+	}
+	if e.held(now) {
+		info.Held, info.Owner, info.TTL = true, e.owner, e.expires.Sub(now)
+	}
+	return info
+}
