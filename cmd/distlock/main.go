@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -108,7 +109,7 @@ func main() {
 	code := classify(err)
 	var ee *exitError
 	if err != nil && !(errors.As(err, &ee) && ee.err == nil) {
-		fmt.Fprintln(os.Stderr, "distlock:", err)
+		fmt.Fprintln(os.Stderr, "distlock: "+strings.TrimPrefix(err.Error(), "distlock: "))
 	}
 	stop()
 	os.Exit(code)

@@ -250,3 +250,11 @@ func TestClientLogsThroughLogger(t *testing.T) {
 		t.Errorf("a bad --log-level: exit %d, want %d naming the flag:\n%s", code, ExitUsage, out)
 	}
 }
+
+// An error the library already prefixes reads "distlock: " once.
+func TestErrorPrefixOnce(t *testing.T) {
+	out, code := runCLI(t, nil, "status", "--url", "mem://?bogus=1", "--key", "k")
+	if code != ExitUsage || strings.Contains(out, "distlock: distlock:") || !strings.Contains(out, "distlock: open") {
+		t.Errorf("exit %d, output %q: want 64 and one 'distlock: ' prefix", code, out)
+	}
+}
