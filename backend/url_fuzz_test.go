@@ -3,6 +3,7 @@ package backend
 import (
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // outputs is everything ParseURL and the redaction helpers may show of raw.
@@ -25,10 +26,37 @@ func outputs(raw string) string {
 	return b.String()
 }
 
+// innocuous returns pass with every letter and digit changed and every
+// other character kept: a password that parses (or fails to) as pass does,
+// so the outputs for both take the same path and differ only where the
+// password itself shows.
+func innocuous(pass string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case strings.ContainsRune("abcdefABCDEF", r): // a hex digit stays one
+			if r == 'a' || r == 'A' {
+				return r + 1
+			}
+			return r - (r-'A')%32 // 'a' or 'A'
+		case unicode.IsLetter(r):
+			if r == 'Q' {
+				return 'R'
+			}
+			return 'Q'
+		case unicode.IsDigit(r):
+			if r == '7' {
+				return '8'
+			}
+			return '7'
+		}
+		return r
+	}, pass)
+}
+
 // FuzzParseURL: for every scheme, ParseURL never panics, and the password
 // shows in no error and no redacted form. A password is taken to leak when
 // it appears in the outputs for the URL but not in those for the same URL
-// with an innocuous password in its place (so a password that is also a
+// with an innocuous password (of the same shape) in its place (so a password that is also a
 // host name, or a word of the error text, is no leak).
 func FuzzParseURL(f *testing.F) {
 	for _, s := range []struct{ scheme, user, pass, rest string }{
@@ -54,7 +82,11 @@ func FuzzParseURL(f *testing.F) {
 		if len(pass) < 4 || strings.Contains("xxxxx", pass) {
 			return
 		}
-		alt := outputs(scheme + "://" + user + ":" + strings.Repeat("Q", 7) + "@" + rest)
+		other := innocuous(pass)
+		if other == pass {
+			return // no letter or digit to change: nothing to compare with
+		}
+		alt := outputs(scheme + "://" + user + ":" + other + "@" + rest)
 		if strings.Contains(out, pass) && !strings.Contains(alt, pass) {
 			t.Errorf("URL %q: the password %q shows in %q", raw, pass, out)
 		}
