@@ -94,13 +94,20 @@ func slotPrimaryID(ctx context.Context, c *redis.Client, key string) (string, er
 	if err != nil {
 		return "", err
 	}
-	ranges, err := c.ClusterSlots(ctx).Result()
+	shards, err := c.ClusterShards(ctx).Result()
 	if err != nil {
 		return "", err
 	}
-	for _, r := range ranges {
-		if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) > 0 {
-			return r.Nodes[0].ID, nil
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if r.Start > slot || slot > r.End {
+				continue
+			}
+			for _, n := range sh.Nodes {
+				if n.Role == "master" && n.Health == "online" {
+					return n.ID, nil
+				}
+			}
 		}
 	}
 	return "", fmt.Errorf("slot %d of %q is not served", slot, key)
