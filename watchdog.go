@@ -150,6 +150,7 @@ func (l *Locker) renew(due []*hold) {
 	sent := time.Now()
 	errs := l.refreshAll(ctx, locks, ttls)
 	for i, h := range due {
+		l.renewal(ctx, h, sent, errs[i])
 		l.renewed(h, sent, ttls[i], errs[i])
 	}
 }
@@ -189,12 +190,10 @@ func (l *Locker) renewed(h *hold, sent time.Time, ttl time.Duration, err error) 
 		if h.state != holdHeld {
 			return
 		}
-		if h.doubt.cause == nil {
-			l.logHold(slog.LevelWarn, "distlock: lease in doubt", h, "cause", err, "deadline", h.deadline)
-		} else {
+		if h.doubt.cause != nil {
 			l.logHold(slog.LevelDebug, "distlock: renewal failed again", h, "cause", err)
 		}
-		l.failedLocked(h, err)
+		l.failedLocked(h, err) // in doubt now, if it was not
 		if h.autoRenew || h.doubt.checking {
 			h.nextRenew = l.recheckAt(h, sent)
 		}
