@@ -383,3 +383,33 @@ func waitSpan(t *testing.T, tr *fakeTracer, name string) *fakeSpan {
 	t.Fatalf("no %s span ended within a second", name)
 	return nil
 }
+
+// A renewal that goes unanswered for a sixth of the TTL puts the lease in
+// doubt, with an event, as State reports it; its late success restores it.
+func TestUnansweredRenewalEvent(t *testing.T) {
+	ctx := context.Background()
+	inner, _ := memlock.NewStore().NewDriver(nil)
+	d := &hookDriver{Driver: inner, gate: make(chan struct{}), refreshed: make(chan struct{}, 1)}
+	var log eventLog
+	l := distlock.New(d, distlock.WithEvents(log.add))
+	defer l.Close()
+	le, err := l.Acquire(ctx, "k", distlock.WithTTL(900*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-d.refreshed // the renewal is in flight, held at the gate
+	if !log.waitCount(distlock.EventInDoubt, 1, time.Second) {
+		t.Fatalf("no in-doubt event for an unanswered renewal; events %v, State() %v", log.kinds(), le.State())
+	}
+	if ev := log.events()[1]; !errors.Is(ev.Cause, distlock.ErrUnavailable) || !strings.Contains(ev.Cause.Error(), "unanswered") {
+		t.Errorf("in-doubt cause %v, want an unanswered renewal matching ErrUnavailable", ev.Cause)
+	}
+	if st := le.State(); st != distlock.StateInDoubt {
+		t.Errorf("State() = %v with an in-doubt event delivered", st)
+	}
+	close(d.gate)
+	if !log.waitCount(distlock.EventRestored, 1, time.Second) {
+		t.Fatalf("no restored event once the renewal was answered; events %v", log.kinds())
+	}
+	_ = le.Release(ctx)
+}
