@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	_ "github.com/distlock/distlock/memlock" // registers mem://
+	"github.com/distlock/distlock/memlock" // registers mem://
 )
 
 func Example() {
@@ -123,4 +123,42 @@ func ExampleLease_Context() {
 	_ = inner.Release(ctx)
 	_ = outer.Release(ctx) // the lock is freed here
 	// Output: true
+}
+
+func ExampleWithEvents() {
+	ctx := context.Background()
+	// The callback runs on the Locker's event goroutine: it only hands the
+	// event on, and the work (pausing, paging, stepping down) happens here.
+	events := make(chan distlock.Event, 16)
+	locker, err := distlock.Open(ctx, "mem://events", distlock.WithEvents(func(ev distlock.Event) {
+		events <- ev
+	}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+
+	lease, err := locker.Acquire(ctx, "leader")
+	if err != nil {
+		log.Fatal(err)
+	}
+	store := locker.Driver().(*memlock.Driver)
+	store.Partition(0) // cut off from the store: the lease is in doubt
+	for ev := range events {
+		fmt.Println(ev.Kind, ev.Key, ev.Token)
+		switch ev.Kind {
+		case distlock.EventInDoubt:
+			// Pause the work that needs the lock until it is restored.
+			store.Heal()
+		case distlock.EventRestored:
+			_ = lease.Release(ctx)
+		case distlock.EventLost, distlock.EventReleased:
+			return
+		}
+	}
+	// Output:
+	// acquired leader 1
+	// in_doubt leader 1
+	// restored leader 1
+	// released leader 1
 }
