@@ -393,11 +393,15 @@ func TestUnansweredRenewalEvent(t *testing.T) {
 	var log eventLog
 	l := distlock.New(d, distlock.WithEvents(log.add))
 	defer l.Close()
-	le, err := l.Acquire(ctx, "k", distlock.WithTTL(900*time.Millisecond))
+	le, err := l.Acquire(ctx, "k", distlock.WithTTL(1500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-d.refreshed // the renewal is in flight, held at the gate
+	select {
+	case <-d.refreshed: // the renewal is in flight, held at the gate
+	case <-time.After(2 * time.Second):
+		t.Fatalf("no renewal within 2s of a 1.5s TTL; events %v, State() %v", log.kinds(), le.State())
+	}
 	if !log.waitCount(distlock.EventInDoubt, 1, time.Second) {
 		t.Fatalf("no in-doubt event for an unanswered renewal; events %v, State() %v", log.kinds(), le.State())
 	}
