@@ -8,16 +8,44 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/memlock"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
 // BenchmarkAcquireRelease measures the portable layer's own cost per
 // uncontended acquire+release over the in-process store.
-func BenchmarkAcquireRelease(b *testing.B) {
+func BenchmarkAcquireRelease(b *testing.B) { benchAcquireRelease(b) }
+
+// BenchmarkAcquireReleaseOTel measures what telemetry adds to
+// BenchmarkAcquireRelease: with the default providers (the global ones,
+// none set: no-op), with no-op providers given, and with fakes of the
+// OpenTelemetry API that record every measurement and span (an SDK does
+// more per measurement, and exports), with and without WithEvents.
+func BenchmarkAcquireReleaseOTel(b *testing.B) {
+	noop := []distlock.LockerOption{
+		distlock.WithMeterProvider(metricnoop.NewMeterProvider()),
+		distlock.WithTracerProvider(tracenoop.NewTracerProvider()),
+	}
+	recording := func() []distlock.LockerOption {
+		return []distlock.LockerOption{
+			distlock.WithMeterProvider(newFakeMeterProvider()),
+			distlock.WithTracerProvider(newFakeTracerProvider(false)),
+		}
+	}
+	b.Run("default", func(b *testing.B) { benchAcquireRelease(b) })
+	b.Run("noop", func(b *testing.B) { benchAcquireRelease(b, noop...) })
+	b.Run("recording", func(b *testing.B) { benchAcquireRelease(b, recording()...) })
+	b.Run("recording+events", func(b *testing.B) {
+		benchAcquireRelease(b, append(recording(), distlock.WithEvents(func(distlock.Event) {}))...)
+	})
+}
+
+func benchAcquireRelease(b *testing.B, opts ...distlock.LockerOption) {
 	d, err := memlock.NewStore().NewDriver(nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	l := distlock.New(d)
+	l := distlock.New(d, opts...)
 	defer l.Close()
 	ctx := context.Background()
 	b.ReportAllocs()

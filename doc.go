@@ -59,6 +59,16 @@
 // What each store can promise under crashes and failover differs; see
 // docs/safety.md and the backend's package documentation.
 //
+// # Observability
+//
+// A Locker reports through the OpenTelemetry API ([WithMeterProvider],
+// [WithTracerProvider]; the global providers by default): acquisitions by
+// outcome, wait and hold times, renewals, leases in doubt, restored and
+// lost, store errors, and a span per Acquire, TryAcquire and Release under
+// the caller's span. Keys are recorded only with [WithKeyAttribute].
+// [WithEvents] calls a function of yours at each change of a lease's state.
+// See docs/observability.md.
+//
 // # Errors
 //
 // Errors match the sentinels with errors.Is: [ErrNotAcquired],

@@ -57,7 +57,7 @@ func (l *Locker) extended(h *hold, sent time.Time, ttl time.Duration) bool {
 	}
 	h.nextRenew = sent.Add(h.ttl / 3)
 	if h.doubt.cause != nil {
-		l.logHold(slog.LevelInfo, "distlock: lease held again", h)
+		l.changed(h, EventRestored, nil)
 	}
 	h.doubt.cause, h.doubt.checking = nil, false
 	l.wd.reschedule(h)
@@ -79,14 +79,15 @@ func (l *Locker) refreshFailed(h *hold, err error) {
 }
 
 // failedLocked puts h in doubt after a refresh that could not reach the
-// store. A doubt the driver pushed keeps its cause (the refreshes fail
-// because of it); otherwise the latest error is the cause. Locker.mu is
-// held.
+// store (or went unanswered). A doubt the driver pushed keeps its cause
+// (the refreshes fail because of it); otherwise the latest error is the
+// cause. Locker.mu is held.
 func (l *Locker) failedLocked(h *hold, err error) {
 	switch {
 	case h.doubt.cause == nil:
 		h.doubt.at = time.Time{} // in doubt by a failed refresh, not a push
 		h.doubt.cause = err
+		l.changed(h, EventInDoubt, err)
 	case h.doubt.at.IsZero():
 		h.doubt.cause = err
 	}
@@ -116,11 +117,11 @@ func (l *Locker) driverDoubt(h *hold, cause error, until time.Time) {
 		}
 		return
 	}
-	if first {
-		l.logHold(slog.LevelWarn, "distlock: lease in doubt", h, "cause", cause)
-	}
 	if !until.IsZero() {
 		h.deadline = earliest(h.deadline, until.Add(-l.cfg.drift(h.ttl)))
+	}
+	if first {
+		l.changed(h, EventInDoubt, h.doubt.cause)
 	}
 	h.doubt.checking = l.mayRecheck(h)
 	h.nextRenew = earliest(h.nextRenew, l.recheckAt(h, now))
@@ -195,10 +196,16 @@ func (l *Locker) expire(h *hold) {
 // that the lease was not confirmed (or renewed) in time.
 func (d *doubtState) ranOut(notWhat string) error {
 	if d.cause != nil {
-		return fmt.Errorf("validity ran out while in doubt: %w", d.cause)
+		return &expiredError{fmt.Errorf("validity ran out while in doubt: %w", d.cause)}
 	}
-	return errors.New("validity ran out: not " + notWhat + " in time")
+	return &expiredError{errors.New("validity ran out: not " + notWhat + " in time")}
 }
+
+// expiredError is the cause of a loss at the deadline (distlock.lost.reason
+// "expired").
+type expiredError struct{ error }
+
+func (e *expiredError) Unwrap() error { return e.error }
 
 // doubtAtGrant applies a doubt the driver pushed while h was pending to
 // its grant g (a store life of life): none if the grant was confirmed
@@ -214,6 +221,7 @@ func (l *Locker) doubtAtGrant(h *hold, g backend.Grant, life time.Duration) {
 		}
 		h.doubt.checking = l.mayRecheck(h)
 		h.nextRenew = l.recheckAt(h, time.Now())
+		l.changed(h, EventInDoubt, h.doubt.cause)
 	}
 }
 
@@ -231,10 +239,7 @@ func (l *Locker) endIfPastDeadline(h *hold) bool {
 		l.mu.Unlock()
 		return false
 	}
-	cause := errors.New("validity ran out: not renewed in time")
-	if h.doubt.cause != nil {
-		cause = fmt.Errorf("validity ran out while in doubt: %w", h.doubt.cause)
-	}
+	cause := h.doubt.ranOut("renewed")
 	l.mu.Unlock()
 	l.lose(h, cause)
 	return true
@@ -273,9 +278,10 @@ func (l *Locker) lose(h *hold, cause error) {
 	if h.state != holdHeld {
 		return
 	}
-	l.endLocked(h, &lostError{key: h.key, cause: cause})
+	lost := &lostError{key: h.key, cause: cause}
+	l.endLocked(h, lost)
 	delete(l.holds, holdKey{h.key, h.owner})
-	l.logHold(slog.LevelWarn, "distlock: lease lost", h, "cause", cause)
+	l.changed(h, EventLost, lost)
 	lock := h.grant.Lock
 	l.goBackground(func() { l.releaseQuietly(lock) })
 }
@@ -284,6 +290,9 @@ func (l *Locker) lose(h *hold, cause error) {
 // identifies the lease: its key, its owner (shortened) and its token.
 // Locker.mu is held.
 func (l *Locker) logHold(level slog.Level, msg string, h *hold, args ...any) {
+	if !l.cfg.logger.Enabled(context.Background(), level) {
+		return
+	}
 	owner := h.owner
 	if len(owner) > 12 {
 		owner = owner[:12]

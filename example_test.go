@@ -220,3 +220,43 @@ func ExampleLocker_Do_lost() {
 	// stopped: lock lost
 	// true
 }
+
+// React to a lease's state changes as they happen, instead of polling
+// State: each change arrives once, in order, as an Event.
+func ExampleWithEvents() {
+	ctx := context.Background()
+	// The callback runs on the Locker's event goroutine: it only hands the
+	// event on, and the work (pausing, paging, stepping down) happens here.
+	events := make(chan distlock.Event, 16)
+	locker, err := distlock.Open(ctx, "mem://events", distlock.WithEvents(func(ev distlock.Event) {
+		events <- ev
+	}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+
+	lease, err := locker.Acquire(ctx, "leader")
+	if err != nil {
+		log.Fatal(err)
+	}
+	store := locker.Driver().(*memlock.Driver)
+	store.Partition(0) // cut off from the store: the lease is in doubt
+	for ev := range events {
+		fmt.Println(ev.Kind, ev.Key, ev.Token)
+		switch ev.Kind {
+		case distlock.EventInDoubt:
+			// Pause the work that needs the lock until it is restored.
+			store.Heal()
+		case distlock.EventRestored:
+			_ = lease.Release(ctx)
+		case distlock.EventLost, distlock.EventReleased:
+			return
+		}
+	}
+	// Output:
+	// acquired leader 1
+	// in_doubt leader 1
+	// restored leader 1
+	// released leader 1
+}

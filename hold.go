@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // A hold is one owner's hold on one key through this Locker. Re-entries
@@ -28,7 +29,8 @@ type hold struct {
 	renewAt   time.Time // when the renewal in flight was collected
 	early     error     // loss reported by the driver before the grant was recorded
 	heapIndex int
-	doubt     doubtState // doubt.go
+	doubt     doubtState    // doubt.go
+	tel       holdTelemetry // observe.go
 }
 
 type holdKey struct{ key, owner string }
@@ -41,7 +43,16 @@ const (
 	holdEnded
 )
 
+// acquire is Acquire (wait) and TryAcquire, measured and traced.
 func (l *Locker) acquire(ctx context.Context, key string, opts []Option, wait bool) (*Lease, error) {
+	actx, op := l.tel.startAcquire(ctx, key, wait)
+	le, err := l.acquireAs(actx, key, opts, wait, op.label)
+	op.end(ctx, le, err)
+	return le, err
+}
+
+// acquireAs acquires key; label is its WithKeyAttribute label.
+func (l *Locker) acquireAs(ctx context.Context, key string, opts []Option, wait bool, label string) (*Lease, error) {
 	var c acquireConfig
 	for _, o := range opts {
 		o(&c)
@@ -71,7 +82,7 @@ func (l *Locker) acquire(ctx context.Context, key string, opts []Option, wait bo
 	ctx, stop := l.bindClose(ctx)
 	defer stop()
 
-	h, le, err := l.claim(ctx, holdKey{key, owner}, ttl, c)
+	h, le, err := l.claim(ctx, holdKey{key, owner}, ttl, c, label)
 	if h == nil {
 		return le, err
 	}
@@ -96,12 +107,13 @@ func (l *Locker) bindClose(ctx context.Context) (context.Context, func()) {
 // registers a pending hold for the caller to acquire in the store. Callers
 // with the same owner and key wait for a pending acquisition to resolve, so
 // a store never sees one owner queue behind itself.
-func (l *Locker) claim(ctx context.Context, hk holdKey, ttl time.Duration, c acquireConfig) (*hold, *Lease, error) {
+func (l *Locker) claim(ctx context.Context, hk holdKey, ttl time.Duration, c acquireConfig, label string) (*hold, *Lease, error) {
 	for {
 		l.mu.Lock()
 		h := l.holds[hk]
 		if h == nil {
 			h = &hold{key: hk.key, owner: hk.owner, ready: make(chan struct{}), leases: map[*Lease]struct{}{}, heapIndex: -1}
+			h.tel.label = label
 			l.holds[hk] = h
 			l.mu.Unlock()
 			return h, nil, nil
@@ -145,7 +157,9 @@ func (l *Locker) reenter(ctx context.Context, h *hold, ttl time.Duration, c acqu
 	l.mu.Unlock()
 	if longer {
 		sent := time.Now()
-		if err := lock.Refresh(ctx, ttl); err != nil {
+		err := lock.Refresh(ctx, ttl)
+		l.renewal(ctx, h, sent, err)
+		if err != nil {
 			l.refreshFailed(h, err)
 			if l.ended(h) {
 				return nil, errHoldEnded
@@ -195,6 +209,8 @@ func (l *Locker) settle(ctx context.Context, h *hold, g backend.Grant, err error
 	h.state, h.grant, h.ttl, h.autoRenew = holdHeld, g, ttl, autoRenew
 	h.deadline = g.ValidFrom.Add(life - l.cfg.drift(life))
 	h.nextRenew = g.ValidFrom.Add(life / 3)
+	h.tel.link = trace.SpanContextFromContext(ctx)
+	l.changed(h, EventAcquired, nil)
 	l.doubtAtGrant(h, g, life)
 	l.wd.reschedule(h)
 	l.startWatchdog()
@@ -204,7 +220,7 @@ func (l *Locker) settle(ctx context.Context, h *hold, g backend.Grant, err error
 // newLease makes a Lease on h. Locker.mu is held.
 func (l *Locker) newLease(ctx context.Context, h *hold) *Lease {
 	le := &Lease{l: l, h: h}
-	base := ContextWithOwner(context.WithoutCancel(ctx), h.owner)
+	base := ContextWithOwner(context.WithoutCancel(leaseBase(ctx)), h.owner)
 	le.ctx, le.cancel = context.WithCancelCause(base)
 	h.leases[le] = struct{}{}
 	return le
@@ -246,20 +262,31 @@ func (l *Locker) releaseEnded(ctx context.Context, h *hold, cause error) error {
 	lock := h.grant.Lock
 	l.mu.Unlock()
 	err := lock.Release(ctx)
+	l.tel.storeError(ctx, "release", err)
+	if err != nil {
+		err = fmt.Errorf("distlock: release %q: %w", h.key, err)
+	}
 	l.mu.Lock()
 	if hk := (holdKey{h.key, h.owner}); l.holds[hk] == h {
 		delete(l.holds, hk)
 	}
 	close(released)
+	l.changed(h, EventReleased, releasedCause(cause, err))
 	l.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("distlock: release %q: %w", h.key, err)
+	return err
+}
+
+// releasedCause is the Cause of an EventReleased: nil for a Release the
+// store confirmed; the Locker closing, or the store's error, otherwise.
+func releasedCause(cause, err error) error {
+	if cause != ErrReleased {
+		return errors.Join(fmt.Errorf("distlock: %w", ErrClosed), err)
 	}
-	return nil
+	return err
 }
 
 func (l *Locker) releaseQuietly(lock backend.Lock) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.releaseTimeout)
 	defer cancel()
-	_ = lock.Release(ctx)
+	l.tel.storeError(ctx, "release", lock.Release(ctx))
 }

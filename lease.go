@@ -150,7 +150,9 @@ func (le *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 		return fmt.Errorf("distlock: refresh %q: %w", le.h.key, err)
 	}
 	sent := time.Now()
-	if err := lock.Refresh(ctx, ttl); err != nil {
+	err := lock.Refresh(ctx, ttl)
+	le.l.renewal(ctx, le.h, sent, err)
+	if err != nil {
 		le.l.refreshFailed(le.h, err)
 		if errors.Is(err, ErrNotHeld) {
 			return fmt.Errorf("distlock: refresh %q: %w", le.h.key, le.Err())
@@ -173,6 +175,15 @@ func (le *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 // ErrReleased. If the store cannot be reached the lease still ends here and
 // the lock expires by its TTL; the error matches ErrUnavailable.
 func (le *Lease) Release(ctx context.Context) error {
+	ctx, span := le.l.tel.startRelease(ctx, le.h)
+	freed, err := le.release(ctx)
+	endRelease(span, freed, err)
+	return err
+}
+
+// release is Release; freed reports whether it released the lock in the
+// store.
+func (le *Lease) release(ctx context.Context) (freed bool, err error) {
 	l, h := le.l, le.h
 	l.endIfPastDeadline(h) // a lease past its deadline is lost, not released
 	l.mu.Lock()
@@ -180,15 +191,15 @@ func (le *Lease) Release(ctx context.Context) error {
 		err := context.Cause(le.ctx)
 		l.mu.Unlock()
 		if errors.Is(err, ErrReleased) {
-			return fmt.Errorf("distlock: release %q: already released: %w", h.key, err)
+			return false, fmt.Errorf("distlock: release %q: already released: %w", h.key, err)
 		}
-		return fmt.Errorf("distlock: release %q: %w", h.key, err)
+		return false, fmt.Errorf("distlock: release %q: %w", h.key, err)
 	}
 	le.cancel(fmt.Errorf("distlock: lease on %q: %w", h.key, ErrReleased))
 	delete(h.leases, le)
 	if len(h.leases) > 0 || h.state != holdHeld {
 		l.mu.Unlock()
-		return nil
+		return false, nil
 	}
-	return l.releaseEnded(ctx, h, ErrReleased) // unlocks
+	return true, l.releaseEnded(ctx, h, ErrReleased) // unlocks
 }

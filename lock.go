@@ -24,6 +24,8 @@ type Locker struct {
 	batch    backend.BatchRefresher
 	cfg      lockerConfig
 	maxKey   int
+	tel      *telemetry  // observe.go
+	events   *eventQueue // event.go
 
 	closeCtx    context.Context // canceled by Close: ends waits
 	closeCancel context.CancelCauseFunc
@@ -77,6 +79,8 @@ func newLocker(d backend.Driver, opts []LockerOption) (*Locker, error) {
 	if lg, ok := d.(backend.Logging); ok {
 		lg.SetLogger(cfg.logger)
 	}
+	l.tel = newTelemetry(cfg, caps.Name)
+	l.events = newEventQueue(l.deliver)
 	l.closeCtx, l.closeCancel = context.WithCancelCause(context.Background())
 	l.wd.init()
 	return l, nil
@@ -173,8 +177,8 @@ func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context
 // Close ends every lease: each is released (bounded by WithReleaseTimeout)
 // or, if the store cannot be reached, abandoned to expire. Waiting
 // acquisitions return ErrClosed. Close returns after every goroutine the
-// Locker started has exited, and closes the driver. Later calls return
-// ErrClosed.
+// Locker started has exited and every event (WithEvents) has been
+// delivered, and closes the driver. Later calls return ErrClosed.
 func (l *Locker) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -205,6 +209,7 @@ func (l *Locker) Close() error {
 	}
 	wg.Wait()
 	l.bg.Wait()
+	l.events.close()
 	errs = append(errs, l.d.Close())
 	return ignoreExpected(errors.Join(errs...))
 }

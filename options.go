@@ -2,9 +2,13 @@ package distlock
 
 import (
 	"fmt"
-	"github.com/distlock/distlock/backend"
 	"log/slog"
 	"time"
+
+	"github.com/distlock/distlock/backend"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // DefaultTTL is the lease TTL when neither WithTTL nor WithDefaultTTL (nor a
@@ -22,6 +26,10 @@ type lockerConfig struct {
 	driftFixed     time.Duration
 	releaseTimeout time.Duration
 	logger         *slog.Logger
+	meters         metric.MeterProvider
+	tracers        trace.TracerProvider
+	keyLabel       func(key string) string
+	events         func(Event)
 }
 
 func defaultLockerConfig() lockerConfig {
@@ -31,6 +39,8 @@ func defaultLockerConfig() lockerConfig {
 		driftFixed:     2 * time.Millisecond,
 		releaseTimeout: 5 * time.Second,
 		logger:         slog.New(slog.DiscardHandler),
+		meters:         otel.GetMeterProvider(),
+		tracers:        otel.GetTracerProvider(),
 	}
 }
 
@@ -68,7 +78,8 @@ func WithReleaseTimeout(d time.Duration) LockerOption {
 // WithLogger sets the logger for the Locker and its driver (default:
 // nothing is logged). Each change of a lease's state is one line, with the
 // key, the owner (shortened) and the token: in doubt (WARN), held again
-// (INFO), lost (WARN); a renewal that fails again while in doubt is DEBUG.
+// (INFO), lost (WARN), acquired and released (DEBUG); a renewal that fails
+// again while in doubt is DEBUG.
 // A driver that logs (backend.Logging) logs through it too.
 func WithLogger(l *slog.Logger) LockerOption {
 	return func(c *lockerConfig) {
@@ -76,6 +87,55 @@ func WithLogger(l *slog.Logger) LockerOption {
 			c.logger = l
 		}
 	}
+}
+
+// WithMeterProvider sets where the Locker's metrics go (default: the
+// global provider, otel.GetMeterProvider(), which records nothing until
+// the program sets one). docs/observability.md lists the instruments.
+func WithMeterProvider(mp metric.MeterProvider) LockerOption {
+	return func(c *lockerConfig) {
+		if mp != nil {
+			c.meters = mp
+		}
+	}
+}
+
+// WithTracerProvider sets where the Locker's spans go (default: the global
+// provider, otel.GetTracerProvider()). Acquire, TryAcquire and Release
+// make a span that is a child of the span in their ctx; a lease's doubt
+// and loss, which happen after Acquire has returned, make spans of their
+// own linked to the acquisition's (docs/observability.md).
+func WithTracerProvider(tp trace.TracerProvider) LockerOption {
+	return func(c *lockerConfig) {
+		if tp != nil {
+			c.tracers = tp
+		}
+	}
+}
+
+// WithKeyAttribute adds the attribute distlock.key, with the value
+// label(key), to the Locker's metrics and spans; an empty label leaves the
+// key out. Without it no key is recorded: keys can be numerous (every key
+// is a new time series for a metrics backend to keep) and may name
+// customers, files or accounts. Map keys to a few classes (a prefix, say)
+// rather than recording them whole. label is called once per acquisition,
+// without the Locker's lock held; it must be safe for concurrent use.
+func WithKeyAttribute(label func(key string) string) LockerOption {
+	return func(c *lockerConfig) { c.keyLabel = label }
+}
+
+// WithEvents calls fn with every change in a lease's life: acquired, in
+// doubt, restored, lost, released (see Event). A later WithEvents replaces
+// an earlier one; nil turns events off.
+//
+// fn is called on one goroutine per Locker, in the order the changes
+// happened, never with the Locker's lock held: it may call the Locker and
+// its Leases (but not Close, which waits for queued events). The Locker
+// never waits for fn, so a slow fn delays later events, not locking; keep
+// it quick and hand long work (paging, draining) to a goroutine of yours.
+// Close returns after every event has been delivered.
+func WithEvents(fn func(Event)) LockerOption {
+	return func(c *lockerConfig) { c.events = fn }
 }
 
 func (c lockerConfig) check() error {

@@ -26,10 +26,15 @@ func (l *Locker) obtain(ctx context.Context, req backend.Request, wait bool) (ba
 	started := time.Now()
 	var g backend.Grant
 	var err error
+	if wait {
+		l.tel.m.waiters.Add(ctx, 1, l.tel.base.add...)
+		defer l.tel.m.waiters.Add(ctx, -1, l.tel.base.add...)
+	}
 	switch {
 	case !wait:
 		g, err = l.d.TryAcquire(ctx, req)
 		err = unanswered(ctx, err)
+		l.tel.storeError(ctx, "acquire", err)
 	case l.waiter != nil:
 		g, err = l.queueWait(ctx, req)
 	default:
@@ -64,6 +69,7 @@ func (l *Locker) queueWait(ctx context.Context, req backend.Request) (backend.Gr
 	var bo backoff
 	for {
 		g, err := l.waiter.Wait(ctx, req)
+		l.tel.storeError(ctx, "wait", err)
 		if err == nil || !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
 			return g, waitErr(ctx, err, nil)
 		}
@@ -84,6 +90,7 @@ func (l *Locker) retryWait(ctx context.Context, req backend.Request) (backend.Gr
 	for {
 		sent := time.Now()
 		g, err := l.d.TryAcquire(ctx, req)
+		l.tel.storeError(ctx, "acquire", err)
 		if err == nil {
 			if g.ValidFrom.IsZero() {
 				g.ValidFrom = sent
@@ -102,6 +109,7 @@ func (l *Locker) retryWait(ctx context.Context, req backend.Request) (backend.Gr
 					wake, unsubscribe = w, cancel
 					continue // re-check: a release before the subscription is not announced
 				}
+				l.tel.storeError(ctx, "subscribe", serr)
 				lastErr = serr // fall back to polling
 			}
 			delay = l.waitDelay(&bo, backend.RetryAfter(err), wake != nil)

@@ -4,8 +4,10 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -148,9 +150,55 @@ func (l *Locker) renew(due []*hold) {
 	ctx, cancel := context.WithDeadline(l.closeCtx, deadline)
 	defer cancel()
 	sent := time.Now()
+	stop := l.watchUnanswered(due, ttls, sent)
 	errs := l.refreshAll(ctx, locks, ttls)
+	stop()
 	for i, h := range due {
+		l.renewal(ctx, h, sent, errs[i])
 		l.renewed(h, sent, ttls[i], errs[i])
+	}
+}
+
+// watchUnanswered puts each of due (whose renewal, sent at sent, is in
+// flight) in doubt once that renewal has gone unanswered for a sixth of its
+// TTL, as State reports it, so that EventInDoubt comes when State changes
+// and not only when the renewal fails, perhaps at the deadline. stop ends
+// the watch.
+func (l *Locker) watchUnanswered(due []*hold, ttls []time.Duration, sent time.Time) (stop func()) {
+	first := unansweredAfter(slices.Min(ttls))
+	var t *time.Timer
+	stopped := false
+	check := func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if stopped {
+			return
+		}
+		var next time.Duration
+		for _, h := range due {
+			if h.state != holdHeld || !h.renewing || h.doubt.cause != nil {
+				continue
+			}
+			if wait := unansweredAfter(h.ttl) - time.Since(sent); wait > 0 {
+				if next == 0 || wait < next {
+					next = wait
+				}
+				continue
+			}
+			l.failedLocked(h, fmt.Errorf("renewal unanswered for %v: %w", time.Since(sent).Round(time.Millisecond), ErrUnavailable))
+		}
+		if next > 0 {
+			t.Reset(next)
+		}
+	}
+	l.mu.Lock()
+	t = time.AfterFunc(first, check)
+	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		stopped = true
+		l.mu.Unlock()
+		t.Stop()
 	}
 }
 
@@ -189,12 +237,10 @@ func (l *Locker) renewed(h *hold, sent time.Time, ttl time.Duration, err error) 
 		if h.state != holdHeld {
 			return
 		}
-		if h.doubt.cause == nil {
-			l.logHold(slog.LevelWarn, "distlock: lease in doubt", h, "cause", err, "deadline", h.deadline)
-		} else {
+		if h.doubt.cause != nil {
 			l.logHold(slog.LevelDebug, "distlock: renewal failed again", h, "cause", err)
 		}
-		l.failedLocked(h, err)
+		l.failedLocked(h, err) // in doubt now, if it was not
 		if h.autoRenew || h.doubt.checking {
 			h.nextRenew = l.recheckAt(h, sent)
 		}
