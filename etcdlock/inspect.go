@@ -38,3 +38,21 @@ func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) 
 	}
 	return info, nil
 }
+
+// List implements backend.Lister: the lock keys are read from the ranges
+// under prefix (keys only), then each is inspected.
+func (d *Driver) List(ctx context.Context, prefix string, limit int) ([]backend.Info, error) {
+	resp, err := d.c.Get(ctx, d.prefix+"%"+escapeKey(prefix), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, d.wrap(ctx, "list", prefix, err)
+	}
+	keys := make([]string, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		if k, ok := keyOf(d.prefix, string(kv.Key)); ok {
+			keys = append(keys, k)
+		}
+	}
+	return backend.ListHeld(ctx, d, keys, prefix, limit)
+}
+
+var _ backend.Lister = (*Driver)(nil)

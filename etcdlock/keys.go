@@ -73,3 +73,43 @@ func escapeKey(key string) string {
 func lockRange(prefix, key string) string {
 	return prefix + "%" + escapeKey(key) + "/"
 }
+
+// keyOf returns the lock key whose range holds the etcd key k, for k under
+// prefix (which ends with '/'); false for a key the driver did not write.
+func keyOf(prefix, k string) (string, bool) {
+	rest, ok := strings.CutPrefix(k, prefix+"%")
+	if !ok {
+		return "", false
+	}
+	esc, _, ok := strings.Cut(rest, "/")
+	if !ok {
+		return "", false
+	}
+	return unescapeKey(esc)
+}
+
+// unescapeKey reverses escapeKey; false if esc is not its output.
+func unescapeKey(esc string) (string, bool) {
+	if !strings.Contains(esc, "%") {
+		return esc, !strings.Contains(esc, "/")
+	}
+	var b strings.Builder
+	for i := 0; i < len(esc); i++ {
+		c := esc[i]
+		switch {
+		case c == '/':
+			return "", false
+		case c != '%':
+			b.WriteByte(c)
+		case strings.HasPrefix(esc[i:], "%25"):
+			b.WriteByte('%')
+			i += 2
+		case strings.HasPrefix(esc[i:], "%2F"):
+			b.WriteByte('/')
+			i += 2
+		default:
+			return "", false
+		}
+	}
+	return b.String(), true
+}

@@ -24,3 +24,18 @@ func FuzzLockRange(f *testing.F) {
 		}
 	})
 }
+
+// FuzzKeyOf: every key the driver writes for a lock maps back to that
+// lock's key, and keyOf never panics on what the store returns.
+func FuzzKeyOf(f *testing.F) {
+	for _, k := range []string{"a", "a/b", "%", "100%/x", "ключ", "%2F"} {
+		f.Add(k, "1a2b.0")
+	}
+	f.Fuzz(func(t *testing.T, key, suffix string) {
+		_, _ = keyOf(DefaultPrefix, DefaultPrefix+key) // any reply: no panic
+		got, ok := keyOf(DefaultPrefix, lockRange(DefaultPrefix, key)+suffix)
+		if !ok || got != key {
+			t.Errorf("keyOf(lockRange(%q)+%q) = %q, %v", key, suffix, got, ok)
+		}
+	})
+}

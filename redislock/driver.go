@@ -140,6 +140,7 @@ var (
 	_ backend.Notifier       = (*Driver)(nil)
 	_ backend.BatchRefresher = (*Driver)(nil)
 	_ backend.Inspector      = (*Driver)(nil)
+	_ backend.Lister         = (*Driver)(nil)
 	_ backend.Waiter         = (*Driver)(nil)
 )
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -49,4 +50,38 @@ func infoFrom(key string, h map[string]string, pttl time.Duration, fence string)
 	}
 	info.Token, _ = strconv.ParseUint(fence, 10, 64)
 	return info
+}
+
+// List implements backend.Lister: SCAN (on every primary of a Cluster)
+// finds the lock hashes under prefix, then each is inspected. A client
+// that is neither a *redis.Client nor a *redis.ClusterClient cannot be
+// scanned: ErrUnsupported.
+func (d *Driver) List(ctx context.Context, prefix string, limit int) ([]backend.Info, error) {
+	pattern := globEscape(d.opts.Prefix+":{"+escaper.Replace(prefix)) + "*}:lock"
+	var mu sync.Mutex
+	var keys []string
+	scan := func(ctx context.Context, c *redis.Client) error {
+		it := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for it.Next(ctx) {
+			if k, ok := keyOf(d.opts.Prefix, it.Val()); ok {
+				mu.Lock()
+				keys = append(keys, k)
+				mu.Unlock()
+			}
+		}
+		return it.Err()
+	}
+	var err error
+	switch c := d.c.(type) {
+	case *redis.Client:
+		err = scan(ctx, c)
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, scan)
+	default:
+		return nil, fmt.Errorf("redislock: list: %w: a %T cannot be scanned", backend.ErrUnsupported, d.c)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redislock: list %q: %w: %w", prefix, errKind(err), err)
+	}
+	return backend.ListHeld(ctx, d, keys, prefix, limit)
 }

@@ -47,3 +47,26 @@ func checkPrefix(prefix string) error {
 	}
 	return nil
 }
+
+// unescaper reverses escaper.
+var unescaper = strings.NewReplacer("%25", "%", "%7B", "{", "%7D", "}")
+
+// keyOf returns the user key whose lock hash is the Redis key k under
+// prefix; false for a key the driver did not write.
+func keyOf(prefix, k string) (string, bool) {
+	rest, ok := strings.CutPrefix(k, prefix+":{")
+	if !ok {
+		return "", false
+	}
+	esc, ok := strings.CutSuffix(rest, "}:lock")
+	if !ok || strings.ContainsAny(esc, "{}") {
+		return "", false
+	}
+	key := unescaper.Replace(esc)
+	return key, escaper.Replace(key) == esc
+}
+
+// globEscape escapes the characters a SCAN MATCH pattern treats specially.
+func globEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`).Replace(s)
+}

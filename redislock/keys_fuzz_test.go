@@ -36,3 +36,21 @@ func FuzzKeysFor(f *testing.F) {
 		}
 	})
 }
+
+// FuzzKeyOf: the lock hash of every key maps back to that key, no other
+// key of the lock is taken for a lock hash, and keyOf never panics on what
+// SCAN returns.
+func FuzzKeyOf(f *testing.F) {
+	for _, k := range []string{"a", "a{b}", "%7B", "x*y?[z]", `back\\slash`, "ключ"} {
+		f.Add(k)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		_, _ = keyOf(DefaultPrefix, key) // any reply: no panic
+		if got, ok := keyOf(DefaultPrefix, keysFor(DefaultPrefix, key).lock); !ok || got != key {
+			t.Errorf("keyOf(lock hash of %q) = %q, %v", key, got, ok)
+		}
+		if _, ok := keyOf(DefaultPrefix, keysFor(DefaultPrefix, key).fence); ok {
+			t.Errorf("keyOf takes the fence counter of %q for a lock", key)
+		}
+	})
+}

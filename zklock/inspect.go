@@ -50,4 +50,31 @@ func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) 
 	return info, nil
 }
 
-var _ backend.Inspector = (*Driver)(nil)
+var (
+	_ backend.Inspector = (*Driver)(nil)
+	_ backend.Lister    = (*Driver)(nil)
+)
+
+// List implements backend.Lister: the base node's children name the locks
+// (a lock's node stays after its last holder: Inspect tells which are
+// held), filtered by prefix.
+func (d *Driver) List(ctx context.Context, prefix string, limit int) ([]backend.Info, error) {
+	var children []string
+	var zerr error
+	if err := d.do(ctx, func() { children, _, zerr = d.conn.Children(d.base) }); err != nil {
+		return nil, failure("list", prefix, err)
+	}
+	if errors.Is(zerr, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if zerr != nil {
+		return nil, failure("list", prefix, zerr)
+	}
+	keys := make([]string, 0, len(children))
+	for _, c := range children {
+		if k, err := decodeKey(c); err == nil && encodeKey(k) == c {
+			keys = append(keys, k)
+		}
+	}
+	return backend.ListHeld(ctx, d, keys, prefix, limit)
+}

@@ -124,8 +124,8 @@ func TestRunBackendUnreachable(t *testing.T) {
 
 // TestRedisLockedWithoutCommand: a `distlock hold` process keeps the lock
 // from other processes until its stdin closes, then frees it; status tells
-// held (0) from free (3), and list is refused by a store that cannot
-// enumerate its locks (64).
+// held (0) from free (3), and list shows the held lock with its owner and
+// token, under its prefix only.
 func TestRedisLockedWithoutCommand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Redis server")
@@ -159,8 +159,11 @@ func TestRedisLockedWithoutCommand(t *testing.T) {
 	if code != ExitOK || json.Unmarshal([]byte(o), &st) != nil || st.Owner != f[2] || jsonNumber(st.Token) != f[1] {
 		t.Errorf("status of the held lock: exit %d, %s; want 0 and owner %s, token %s", code, o, f[2], f[1])
 	}
-	if o, code := runCLI(t, nil, "list", "--url", url); code != ExitUsage || !strings.Contains(o, "unsupported by the redis backend") {
-		t.Errorf("list on redis: exit %d, %q; want %d, unsupported", code, o, ExitUsage)
+	if o, code := runCLI(t, nil, "list", "--url", url, "--prefix", "dep", "--json"); code != ExitOK || json.Unmarshal([]byte(o), &st) != nil || st.Key != "deploy" || st.Owner != f[2] {
+		t.Errorf("list on redis: exit %d, %q; want 0 and the held lock", code, o)
+	}
+	if o, code := runCLI(t, nil, "list", "--url", url, "--prefix", "other/"); code != ExitOK || strings.Contains(o, "deploy") {
+		t.Errorf("list under another prefix: exit %d, %q; want 0 and nothing", code, o)
 	}
 	_ = stdin.Close()
 	if err := holder.Wait(); err != nil {
