@@ -18,7 +18,7 @@ CMD_MOD       ?= cmd/distlock
 MODULES       ?= . $(CMD_MOD) bench
 # Fuzz targets as package:Name; `make fuzz` runs each for FUZZTIME, `make
 # test` for FUZZTIME_SHORT (go test runs one fuzz target at a time).
-FUZZ_TARGETS  ?= ./backend:FuzzParseURL .:FuzzCheckKey ./redislock:FuzzKeysFor ./redislock:FuzzParseAcquire \
+FUZZ_TARGETS  ?= ./backend:FuzzParseURL .:FuzzCheckKey ./redislock:FuzzKeysFor ./redislock:FuzzParseAcquire ./redislock:FuzzKeyOf ./etcdlock:FuzzKeyOf \
                  ./etcdlock:FuzzLockRange ./zklock:FuzzParseName ./zklock:FuzzEncodeKeyDistinct
 FUZZTIME      ?= 60s
 FUZZTIME_SHORT ?= 5s

@@ -24,8 +24,9 @@ func newListCmd() *cobra.Command {
 by default), sorted by key: owner, fencing token, remaining TTL, waiters.
 With --json, one JSON object per lock and line, as status --json prints.
 
-Only stores that can enumerate their locks support it (mem:// so far);
-the others exit 64 with "unsupported by the <backend> backend".
+Stores that can enumerate their locks support it: Redis (not Redlock),
+ZooKeeper, etcd and mem://; MySQL exits 64 with "unsupported by the mysql
+backend".
 
 Exit status: 0 listed (even none), 64 bad usage or a backend that
 cannot list, 69 backend unreachable (or no answer within --timeout),
