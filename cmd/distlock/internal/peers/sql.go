@@ -23,6 +23,7 @@ func sqlStore(u *backend.URL) (*Store, error) {
 	cfg.Addr = u.HostsWithDefaultPort(3306)[0]
 	cfg.DBName = strings.Trim(u.Path, "/")
 	cfg.Timeout = 10 * time.Second
+	cfg.Logger = quietSQL{} // a crash's cut connections would be logged on stderr
 	open := func(cut *cutter) (*sql.DB, error) {
 		c := cfg.Clone()
 		c.DialFunc = cut.dial
@@ -93,6 +94,11 @@ func sqlInfo(ctx context.Context, db *sql.DB) (Info, error) {
 	}
 	return info, rows.Err()
 }
+
+// quietSQL is a mysql.Logger that prints nothing.
+type quietSQL struct{}
+
+func (quietSQL) Print(...any) {}
 
 // getLockClient takes MySQL's named user-level locks on a connection
 // pinned while the lock is held.
