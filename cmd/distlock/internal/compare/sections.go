@@ -185,7 +185,12 @@ func (rep *Report) floorsCell(r Result) tableCell {
 func cellFormat(unit string) func(float64) string {
 	switch unit {
 	case "x fair", "x":
-		return func(v float64) string { return fmt.Sprintf("%.2f×", v) }
+		return func(v float64) string {
+			if v > 0 && v < 0.095 {
+				return fmt.Sprintf("%.1g×", v) // MySQL's crash recovery: 0.003×, not 0.00×
+			}
+			return fmt.Sprintf("%.2f×", v)
+		}
 	case "":
 		return formatValue
 	}
