@@ -35,7 +35,8 @@ func sqlStore(u *backend.URL) (*Store, error) {
 	}
 	return &Store{
 		Peers: []Peer{
-			peer("GET_LOCK", "SELECT GET_LOCK(key, 3600) on a connection pinned while held, DO RELEASE_LOCK(key) to release",
+			peer("GET_LOCK", "SELECT GET_LOCK(key, 3600) on a connection pinned while held, DO RELEASE_LOCK(key) to release; "+
+				"go-sql-driver's defaults (a statement with an argument is prepared: one more round trip)",
 				func(_ context.Context, _ time.Duration, cut *cutter) (client, error) {
 					db, err := open(cut)
 					if err != nil {
@@ -43,7 +44,8 @@ func sqlStore(u *backend.URL) (*Store, error) {
 					}
 					return &getLockClient{db: db}, nil
 				}),
-			peer("FOR UPDATE", "BEGIN; SELECT name FROM "+forUpdateTable+" WHERE name = key FOR UPDATE; ... COMMIT (the key's row created beforehand)",
+			peer("FOR UPDATE", "BEGIN; SELECT name FROM "+forUpdateTable+" WHERE name = key FOR UPDATE; ... COMMIT (the key's row created beforehand); "+
+				"go-sql-driver's defaults (a statement with an argument is prepared: one more round trip)",
 				func(ctx context.Context, _ time.Duration, cut *cutter) (client, error) {
 					db, err := open(cut)
 					if err != nil {
