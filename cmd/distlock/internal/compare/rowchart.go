@@ -30,10 +30,9 @@ var (
 
 // row is one bar of a rowChart.
 type row struct {
-	label  string
 	value  float64 // the bar: the median round's value (0: no value)
 	lo, hi float64 // the rounds' min and max: a whisker
-	mark   float64 // a second figure drawn as a diamond (0: none)
+	mark   float64 // a second figure drawn as a triangle (0: none)
 	text   string  // the value label
 	kind   int
 	group  int // the store's index: rows of one group sit together
@@ -48,7 +47,7 @@ type ref struct {
 
 // rowChart is a horizontal bar chart for a log axis: one bar per row from
 // the axis' left end to its value, a whisker over the rounds' min–max, an
-// optional diamond, a value label, and dashed reference lines. The top
+// optional triangle, a value label, and dashed reference lines. The top
 // band above the rows holds a legend.
 type rowChart struct {
 	rows   []row
@@ -63,7 +62,7 @@ type legendItem struct {
 	text   string
 	color  color.Color
 	dashed bool // a dashed line instead of a swatch
-	mark   bool // a diamond instead of a swatch
+	mark   bool // a triangle instead of a swatch
 }
 
 // y returns the data y of row i: the first row on top.
