@@ -11,6 +11,9 @@ TEST_TIMEOUT  ?= 25m
 # Docker engine is reachable (CI does).
 REQUIRE_DOCKER ?= 0
 DEMO_OUT      ?= distlock-report
+# make demo: 3 rounds of every workload on every store, with each store's
+# other lock libraries (--peers) and bare round trip; about 5 minutes on 2 cores.
+DEMO_FLAGS    ?= --rounds 3 --duration 1500ms --ttl 2s --peers
 # The command (cmd/distlock, with its comparison engine) is a module of its
 # own, so the library's go.mod stays free of CLI, plotting and server
 # dependencies; bench/ is one too. `go mod tidy` must leave each unchanged.
@@ -113,7 +116,7 @@ bench: deps
 	@if [ -f bench/go.mod ]; then cd bench && $(GO) test -run '^$$' -bench . -benchtime 2s ./...; fi
 
 demo: deps
-	$(GO) -C $(CMD_MOD) run . bench --out $(abspath $(DEMO_OUT))
+	$(GO) -C $(CMD_MOD) run . bench $(DEMO_FLAGS) --out $(abspath $(DEMO_OUT))
 
 clean-containers:
 	scripts/cleanup-containers.sh

@@ -1,7 +1,8 @@
 #!/bin/sh
 # install-servers.sh: install the Debian-packaged servers the sandbox's
 # "local" provider runs (redis-server, mariadbd, etcd, ZooKeeper via java),
-# plus debootstrap for scripts/build-images.sh.
+# plus debootstrap for scripts/build-images.sh and chromium, in which the
+# tests of cmd/distlock render the bench report (headless).
 #
 # Idempotent: does nothing when every package is already installed.
 # Must run as root (or through sudo) on a Debian/Ubuntu machine.
@@ -12,7 +13,7 @@
 set -eu
 
 PACKAGES="redis-server redis-tools mariadb-server mariadb-client etcd-server etcd-client
-libzookeeper-java default-jre-headless libslf4j-java debootstrap"
+libzookeeper-java default-jre-headless libslf4j-java debootstrap chromium"
 
 missing=""
 for p in $PACKAGES; do

@@ -128,7 +128,7 @@ func TestStatusJSON(t *testing.T) {
 func TestBenchWritesReport(t *testing.T) {
 	dir := t.TempDir()
 	out, code := runCLI(t, nil, "bench", "--embedded", "--duration", "300ms", "--iterations", "20",
-		"--workers", "3", "--ttl", "2s", "--out", dir, "--no-progress")
+		"--workers", "3", "--ttl", "2s", "--rounds", "2", "--out", dir, "--no-progress")
 	if code != 0 {
 		t.Fatalf("bench exit %d:\n%s", code, out)
 	}
@@ -142,19 +142,47 @@ func TestBenchWritesReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rep struct {
+		Command string
+		Stores  []struct{ Name, Server, Floor string }
 		Results []struct {
-			Backend, Workload, Error string
-			Metrics                  []struct {
-				Name  string
-				Value float64
+			Backend, Workload, Error, Library string
+			Floor                             bool
+			Runs                              int
+			Metrics                           []struct {
+				Name            string
+				Value, Min, Max float64
+				Rounds          []float64
 			}
 		}
 	}
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatalf("report.json: %v", err)
 	}
-	if len(rep.Results) != 8 {
-		t.Errorf("report.json has %d results, want 8 (mem and embedded etcd × 4 workloads)", len(rep.Results))
+	// mem, embedded etcd and etcd's concurrency.Mutex run 4 workloads, the
+	// etcd floor (a bare Get) all but crash-recovery.
+	if len(rep.Results) != 15 {
+		t.Errorf("report.json has %d results, want 15 (3 libraries × 4 workloads + the floor's 3)", len(rep.Results))
+	}
+	libs := map[string]bool{}
+	for _, r := range rep.Results {
+		libs[r.Library] = true
+		if r.Runs != 2 {
+			t.Errorf("%s/%s ran %d rounds, want 2", r.Backend, r.Workload, r.Runs)
+		}
+		for _, m := range r.Metrics {
+			if len(m.Rounds) != 2 || m.Min > m.Value || m.Value > m.Max {
+				t.Errorf("%s/%s %s: %v in [%v, %v], rounds %v", r.Backend, r.Workload, m.Name, m.Value, m.Min, m.Max, m.Rounds)
+			}
+		}
+	}
+	if !libs["distlock"] || !libs["concurrency.Mutex"] || !libs["Get"] {
+		t.Errorf("libraries %v, want distlock, concurrency.Mutex and the Get floor", libs)
+	}
+	if len(rep.Stores) != 2 || rep.Stores[1].Floor != "Get" || !strings.HasPrefix(rep.Stores[1].Server, "etcd ") {
+		t.Errorf("stores %+v", rep.Stores)
+	}
+	if !strings.HasPrefix(rep.Command, "distlock bench --embedded ") {
+		t.Errorf("command %q", rep.Command)
 	}
 	for _, r := range rep.Results {
 		if r.Error != "" {
@@ -181,6 +209,30 @@ func TestBenchWritesReport(t *testing.T) {
 		}
 		if strings.HasSuffix(name, ".svg") && !strings.Contains(string(b), "<svg") {
 			t.Errorf("%s is not an SVG", name)
+		}
+	}
+}
+
+// --peers=false leaves distlock and the floors; a password in a URL never
+// reaches the report.
+func TestBenchNoPeersRedacted(t *testing.T) {
+	dir := t.TempDir()
+	const secret = "s3cr"
+	out, code := runCLI(t, nil, "bench", "--peers=false", "--rounds", "1", "--workloads", "uncontended", "--no-progress",
+		"--iterations", "5", "--out", dir, "--url", "r=redis://u:"+secret+"@127.0.0.1:1/0?dial_timeout=200ms")
+	if code != 0 || strings.Contains(out, secret) {
+		t.Fatalf("bench: exit %d:\n%s", code, out)
+	}
+	for _, name := range []string{"report.json", "report.html", "results.csv"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), secret) {
+			t.Errorf("%s shows the password", name)
+		}
+		if name == "report.json" && (strings.Contains(string(b), "redsync") || !strings.Contains(string(b), "floor (PING)")) {
+			t.Errorf("report.json without peers: want the PING floor and no redsync")
 		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 // after it.
 type targetSet struct {
 	targets  []compare.Target
+	stores   []compare.StoreInfo
 	provider string
 	closers  []func() error
 }
@@ -44,6 +45,8 @@ type benchConfig struct {
 	Iterations int           `yaml:"iterations"`
 	Duration   time.Duration `yaml:"duration"`
 	TTL        time.Duration `yaml:"ttl"`
+	Rounds     int           `yaml:"rounds"`
+	Peers      *bool         `yaml:"peers"`
 	Workloads  []string      `yaml:"workloads"`
 }
 
@@ -68,7 +71,7 @@ func collectTargets(ctx context.Context, o *benchOpts) (*targetSet, error) {
 		s.provider = "given URLs"
 		return s, nil
 	}
-	s.targets = append(s.targets, memTarget())
+	s.targets = append(s.targets, memTarget("mem", "distlock-bench", "mem://distlock-bench"))
 	if o.embedded {
 		s.provider = "embedded"
 		err := addEmbedded(ctx, s)
@@ -114,6 +117,12 @@ func readBenchConfig(o *benchOpts) ([]string, error) {
 	if c.TTL > 0 {
 		o.cfg.TTL = c.TTL
 	}
+	if c.Rounds > 0 {
+		o.cfg.Rounds = c.Rounds
+	}
+	if c.Peers != nil {
+		o.peers = *c.Peers
+	}
 	if len(c.Workloads) > 0 && len(o.cfg.Workloads) == 0 {
 		o.cfg.Workloads = c.Workloads
 	}
@@ -133,15 +142,17 @@ func parseTarget(s string) (compare.Target, error) {
 	if name == "" {
 		name = u.Scheme
 	}
+	if u.Scheme == "mem" && len(u.Hosts) <= 1 { // in process: a holder process would have a store of its own
+		return memTarget(name, strings.Join(u.Hosts, ""), raw), nil
+	}
 	return compare.Target{Name: name, URL: raw}, nil
 }
 
 // memTarget is the in-process backend; its crash is a driver Kill.
-func memTarget() compare.Target {
-	const store = "distlock-bench"
+func memTarget(name, store, url string) compare.Target {
 	return compare.Target{
-		Name: "mem",
-		URL:  "mem://" + store,
+		Name: name,
+		URL:  url,
 		Crash: func(ctx context.Context, key string, ttl time.Duration) (time.Time, error) {
 			d, err := memlock.Named(store).NewDriver(nil)
 			if err != nil {
@@ -199,5 +210,36 @@ func machineInfo(provider string) map[string]string {
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		m["distlock"] = bi.Main.Version
 	}
+	if v := fileField("/proc/cpuinfo", "model name", ":"); v != "" {
+		m["cpu"] = v
+	}
+	if v := fileField("/proc/meminfo", "MemTotal", ":"); v != "" {
+		var kb int64
+		if _, err := fmt.Sscanf(v, "%d kB", &kb); err == nil {
+			m["memory"] = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
+		}
+	}
+	if v := fileField("/etc/os-release", "PRETTY_NAME", "="); v != "" {
+		m["os"] += ", " + strings.Trim(v, `"`)
+	}
+	if raw, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m["kernel"] = strings.TrimSpace(string(raw))
+	}
 	return m
+}
+
+// fileField returns the value of the first line of a "key SEP value"
+// file whose key is key, trimmed ("" when there is none).
+func fileField(path, key, sep string) string {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		k, v, ok := strings.Cut(line, sep)
+		if ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }

@@ -2,24 +2,36 @@ package compare
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
 
 	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
-
-	"github.com/distlock/distlock/internal/measure"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
 )
 
-// headline lists, per workload, the metrics its chart shows.
-var headline = map[string][]string{
-	"uncontended":    {"p50", "p99"},
-	"contended":      {"acq/s"},
-	"many-keys":      {"acq/s"},
-	"crash-recovery": {"recovery"},
+// chartSpec says what a workload's chart shows.
+type chartSpec struct {
+	room   float64 // share of the axis right of the largest value, for its label
+	metric string  // the bar
+	mark   string  // drawn as a triangle on the bar, when not empty
+	title  string
+	axis   string
+	ttlRef bool // a reference line at the TTL; else the floors' lines
+}
+
+var charts = map[string]chartSpec{
+	"uncontended": {room: 0.42, metric: "p50", mark: "p99", title: "uncontended: time per acquire + release (lower is better)",
+		axis: "p50 bar, p99 triangle, whisker = min–max of the rounds' p50 (log scale)"},
+	"contended": {metric: "acq/s", title: "contended: acquisitions per second on one key (higher is better)",
+		axis: "grants per second, all clients together (log scale)"},
+	"many-keys": {metric: "acq/s", title: "many keys: acquisitions per second, a key per client (higher is better)",
+		axis: "grants per second, all clients together (log scale)"},
+	"crash-recovery": {metric: "recovery", title: "crash recovery: holder killed → next grant (lower is better)",
+		axis: "time from the holder's death to the waiter's grant (log scale)", ttlRef: true},
 }
 
 // chart is one rendered SVG.
@@ -29,116 +41,165 @@ type chart struct {
 	SVG      []byte
 }
 
-// writeCharts renders a grouped bar chart per workload: one group per
-// backend, one bar per headline metric.
+// writeCharts renders a chart per workload, and the hand-off panels.
 func (rep *Report) writeCharts(dir string) ([]chart, error) {
 	var out []chart
 	for _, wl := range rep.workloads() {
-		rows := rep.byWorkload(wl)
-		svg, err := barChart(wl, rows, headline[wl])
+		svg, err := rep.workloadChart(wl)
 		if err != nil {
 			return nil, fmt.Errorf("chart %s: %w", wl, err)
 		}
-		file := wl + ".svg"
-		if err := os.WriteFile(filepath.Join(dir, file), svg, 0o644); err != nil {
-			return nil, err
-		}
-		out = append(out, chart{Workload: wl, File: file, SVG: svg})
+		out = append(out, chart{Workload: wl, File: wl + ".svg", SVG: svg})
 	}
-	if svg, err := rep.handoffChart(); err == nil && svg != nil {
-		if err := os.WriteFile(filepath.Join(dir, "handoff.svg"), svg, 0o644); err != nil {
+	if svg, err := rep.handoffChart(); err != nil {
+		return nil, fmt.Errorf("chart handoff: %w", err)
+	} else if svg != nil {
+		out = append(out, chart{Workload: "handoff", File: "handoff.svg", SVG: svg})
+	}
+	for _, c := range out {
+		if err := os.WriteFile(filepath.Join(dir, c.File), c.SVG, 0o644); err != nil {
 			return nil, err
 		}
-		out = append(out, chart{Workload: "contended: hand-off latency by percentile", File: "handoff.svg", SVG: svg})
 	}
 	return out, nil
 }
 
-func barChart(title string, rows []Result, metrics []string) ([]byte, error) {
-	p, err := barChartPlot(title, rows, metrics)
-	if err != nil {
-		return nil, err
-	}
-	return render(p, 6*vg.Inch, 3.5*vg.Inch)
-}
-
-func barChartPlot(title string, rows []Result, metrics []string) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = title
-	var names []string
-	for _, r := range rows {
-		names = append(names, r.Backend)
-	}
-	width := vg.Points(18)
+// workloadChart draws one row per result of workload wl.
+func (rep *Report) workloadChart(wl string) ([]byte, error) {
+	spec := charts[wl]
+	results := rep.byWorkload(wl)
+	rc := &rowChart{room: cmp.Or(spec.room, 0.2)}
+	var labels []string
 	unit := ""
-	for i, m := range metrics {
-		vals := make(plotter.Values, len(rows))
-		for j, r := range rows {
-			v, _ := r.Metric(m)
-			vals[j] = v
-			for _, mm := range r.Metrics {
-				if mm.Name == m {
-					unit = mm.Unit
-				}
-			}
+	groups := map[string]int{}
+	for _, r := range results {
+		g, ok := groups[r.storeName()]
+		if !ok {
+			g = len(groups)
+			groups[r.storeName()] = g
 		}
-		bars, err := plotter.NewBarChart(vals, width)
-		if err != nil {
-			return nil, err
+		m, _ := r.metric(spec.metric)
+		if m.Unit != "" {
+			unit = m.Unit
 		}
-		bars.LineStyle.Width = 0
-		bars.Color = plotutil.Color(i)
-		bars.Offset = vg.Length(float64(i)-float64(len(metrics)-1)/2) * width
-		p.Add(bars)
-		p.Legend.Add(m, bars)
+		rw := row{value: m.Value, lo: m.Min, hi: m.Max, group: g, kind: r.rank(), text: "no result"}
+		if r.Error != "" && len(r.Metrics) == 0 {
+			rw.text = "failed (see the table)"
+		}
+		labels = append(labels, rowLabel(r))
+		rc.rows = append(rc.rows, rw)
 	}
-	p.Y.Label.Text = unit
-	p.Legend.Top = true
-	p.NominalX(names...)
-	return p, nil
-}
-
-// handoffChart plots each backend's hand-off latency percentiles.
-func (rep *Report) handoffChart() ([]byte, error) {
-	rows := rep.byWorkload("contended")
-	if len(rows) == 0 {
-		return nil, nil
-	}
-	p := plot.New()
-	p.Title.Text = "hand-off latency (contended)"
-	p.X.Label.Text = "percentile"
-	p.Y.Label.Text = "ms"
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{}
-	for i, r := range rows {
-		if len(r.Samples) == 0 {
+	format := formatterFor(unit)
+	for i, r := range results {
+		rw := &rc.rows[i]
+		if rw.value <= 0 {
 			continue
 		}
-		pts := make(plotter.XYs, 0, 99)
-		for q := 1; q <= 99; q++ {
-			v := measure.PercentileSorted(r.Samples, float64(q)) // Samples are sorted
-			pts = append(pts, plotter.XY{X: float64(q), Y: max(v, 0.001)})
+		rw.text = format(rw.value)
+		if spec.mark != "" {
+			if v, ok := r.Metric(spec.mark); ok && v > 0 {
+				rw.mark = v
+				rw.text += "  (" + spec.mark + " " + format(v) + ")"
+			}
 		}
-		line, err := plotter.NewLine(pts)
-		if err != nil {
-			return nil, err
-		}
-		line.Color = plotutil.Color(i)
-		p.Add(line)
-		p.Legend.Add(r.Backend, line)
 	}
-	p.Legend.Top = true
-	p.Legend.Left = true
-	return render(p, 6*vg.Inch, 3.5*vg.Inch)
+	rc.refs, rc.legend = rep.refs(spec, results, rc), legendFor(spec, results)
+	return renderRows(spec, rc, labels, format)
 }
 
-func render(p *plot.Plot, w, h vg.Length) ([]byte, error) {
-	wt, err := p.WriterTo(w, h, "svg")
-	if err != nil {
-		return nil, err
+// rowLabel names a row: "redis: distlock", "redis: PING (floor)".
+func rowLabel(r Result) string {
+	lib := r.Library
+	if lib == "" {
+		lib = "distlock"
 	}
+	if r.Floor {
+		lib += " (floor)"
+	}
+	return r.storeName() + ": " + lib
+}
+
+// refs returns the reference lines: the TTL over every row, or each
+// store's floor over its rows.
+func (rep *Report) refs(spec chartSpec, results []Result, rc *rowChart) []ref {
+	if spec.ttlRef {
+		if len(results) == 0 {
+			return nil
+		}
+		ttl, _ := results[0].Metric("ttl")
+		return []ref{{x: ttl, first: 0, last: len(results) - 1, text: "TTL " + fmtMS(ttl*1000)}}
+	}
+	var out []ref
+	for i, r := range results {
+		if !r.Floor || rc.rows[i].value <= 0 {
+			continue
+		}
+		first := i
+		for first > 0 && rc.rows[first-1].group == rc.rows[i].group {
+			first--
+		}
+		out = append(out, ref{x: rc.rows[i].value, first: first, last: i})
+	}
+	return out
+}
+
+func legendFor(spec chartSpec, results []Result) []legendItem {
+	seen := map[int]bool{}
+	for _, r := range results {
+		seen[r.rank()] = true
+	}
+	var out []legendItem
+	for k := range kindName {
+		if seen[k] {
+			out = append(out, legendItem{text: kindName[k], color: kindColor[k]})
+		}
+	}
+	if spec.mark != "" {
+		out = append(out, legendItem{text: spec.mark, color: ink, mark: true})
+	}
+	if seen[kindFloor] && !spec.ttlRef {
+		out = append(out, legendItem{text: "floor of the store", color: ink, dashed: true})
+	}
+	return out
+}
+
+func renderRows(spec chartSpec, rc *rowChart, labels []string, format func(float64) string) ([]byte, error) {
+	p := plot.New()
+	styleAxes(p)
+	p.Title.Text = spec.title
+	p.X.Label.Text = spec.axis
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = logTicks{format: format}
+	ticks := make(plot.ConstantTicks, len(labels))
+	for i, l := range labels {
+		ticks[i] = plot.Tick{Value: rc.y(i), Label: l}
+	}
+	p.Y.Tick.Marker = ticks
+	p.Y.Tick.Length = 0
+	p.Y.LineStyle.Width = 0
+	p.Add(rc)
+	h := 1.3*vg.Inch + vg.Length(len(labels))*0.27*vg.Inch
+	return render(p, 7*vg.Inch, h)
+}
+
+// styleAxes sets the plot's text in sans-serif.
+func styleAxes(p *plot.Plot) {
+	p.Title.TextStyle.Font = sansFont(11)
+	p.Title.Padding = vg.Points(6)
+	for _, a := range []*plot.Axis{&p.X, &p.Y} {
+		a.Label.TextStyle.Font = sansFont(9)
+		a.Tick.Label.Font = sansFont(8.5)
+	}
+	p.Legend.TextStyle.Font = sansFont(8.5)
+}
+
+// render draws p as an SVG of w × h with a margin.
+func render(p *plot.Plot, w, h vg.Length) ([]byte, error) {
+	img := vgsvg.New(w, h)
+	m := vg.Points(6)
+	p.Draw(draw.Crop(draw.New(img), m, -m, m/2, -m/2))
 	var buf bytes.Buffer
-	if _, err := wt.WriteTo(&buf); err != nil {
+	if _, err := img.WriteTo(&buf); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil

@@ -14,10 +14,11 @@ import (
 )
 
 // crashRecovery measures how long a waiter needs to get a lock whose holder
-// was killed with SIGKILL while holding it.
+// was killed while holding it: a `distlock run` process killed with
+// SIGKILL, or the target's own Crash.
 func crashRecovery(ctx context.Context, t Target, c Config, r *Result) error {
 	key := uniqueKey("crash")
-	waiter, err := t.open(ctx, c.TTL)
+	waiter, err := t.client(ctx, c.TTL)
 	if err != nil {
 		return err
 	}
@@ -32,7 +33,7 @@ func crashRecovery(ctx context.Context, t Target, c Config, r *Result) error {
 			return killHolderProcess(ctx, c.Exe, t.urlWithTTL(c.TTL), key, c.TTL)
 		}
 	}
-	rec, err := measure.Recovery(ctx, key, lockerContender{waiter}, 4*c.TTL+time.Minute, kill)
+	rec, err := measure.Recovery(ctx, key, waiter, 4*c.TTL+time.Minute, kill)
 	if err != nil {
 		return err
 	}

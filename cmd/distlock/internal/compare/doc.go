@@ -1,6 +1,11 @@
-// Package compare runs the same lock workloads against several backends
+// Package compare runs the same lock workloads against several targets
 // side by side and reports the results as a table, CSV, JSON, SVG charts
 // and one self-contained HTML page. It is the engine of `distlock bench`.
+//
+// A [Target] is distlock on one store, another lock library on it (a peer,
+// made by package peers), or the store's bare round trip (its floor). Every
+// workload runs [Config.Rounds] times on every target, in rotated orders;
+// a [Result] gives each metric's median round with its min and max.
 //
 // Workloads:
 //
@@ -10,9 +15,10 @@
 //     would be) compete for one key (acquisitions/s, hand-off latency from
 //     a release to the next holder, each client's wait p50/p99/max and its
 //     share of acquisitions), checking mutual exclusion as they go;
-//   - many-keys: N clients each lock their own keys (acquisitions/s);
-//   - crash-recovery: a holder process is killed with SIGKILL and a waiter
-//     measures how long until it gets the lock.
+//   - many-keys: N clients each lock a key of their own (acquisitions/s);
+//   - crash-recovery: a holder is killed (a `distlock run` process with
+//     SIGKILL, a peer's connections cut) and a waiter measures how long
+//     until it gets the lock.
 //
 // Every loop is bounded in count and time. The timing, percentiles and
 // shares come from internal/measure, the core the peer comparisons of the

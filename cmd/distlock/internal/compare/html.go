@@ -4,49 +4,109 @@ import (
 	"bytes"
 	"html/template"
 	"os"
+	"slices"
 )
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"fmt":  formatValue,
-	"unit": unitLabel,
-	"svg":  func(b []byte) template.HTML { return template.HTML(b) }, // our own rendered SVG
+	"svg": func(b []byte) template.HTML { return template.HTML(b) }, // our own rendered SVG
 }).Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>distlock: backends side by side</title>
+<html lang="en"><head><meta charset="utf-8"><title>distlock: lock libraries side by side</title>
 <style>
-body{font-family:system-ui,sans-serif;margin:2em;max-width:70em;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}
-th:first-child,td:first-child{text-align:left}.err{color:#a00;text-align:left}
-figure{display:inline-block;margin:0 1em 1em 0}
+body{font:14px/1.45 system-ui,sans-serif;margin:1.5em 2em;color:#222;max-width:1500px}
+h1{font-size:1.6em;margin:.2em 0}h2{font-size:1.25em;margin:1.6em 0 .3em;border-top:1px solid #ddd;padding-top:.8em}
+p{max-width:70em;margin:.4em 0}code{font-size:.92em;background:#f3f3f3;padding:0 .25em}
+table{border-collapse:collapse;font-size:13px}td,th{border-bottom:1px solid #e3e3e3;padding:.2em .45em;text-align:right;vertical-align:top}
+th{background:#f4f4f4;font-weight:600;vertical-align:bottom}td.l,th.l{text-align:left}
+tr.group td{font-weight:600;text-align:left;background:#eef2f7;border-top:1px solid #bbb;padding-top:.3em}
+td.lib{padding-left:1.2em}
+tr.distlock td.lib{font-weight:600;color:#1f5fae}tr.floor td{color:#777;font-style:italic}
+td.num{font-variant-numeric:tabular-nums;white-space:nowrap}td.head{font-weight:600}
+.range{display:block;color:#888;font-size:11px;font-weight:normal}.err{color:#a00;text-align:left;font-size:12px}
+.pair{display:flex;gap:28px;align-items:flex-start;flex-wrap:wrap;margin:.6em 0}
+figure{margin:0}.pair figure{flex:1 1 480px;min-width:0;max-width:700px}figure svg{max-width:100%;height:auto;display:block}figcaption{color:#666;font-size:12px}
+dl.terms{margin:.6em 0;font-size:13px;max-width:60em}dl.terms dt{font-weight:600;float:left;clear:left;margin-right:.4em}dl.terms dd{margin:0 0 .2em}
+.meta td,.meta th{text-align:left}.meta{margin:.4em 0 1em}.small{font-size:12px;color:#555}
+nav a{margin-right:1em}
 </style></head><body>
-<h1>distlock: backends side by side</h1>
-<p>Run {{.R.Created.Format "2006-01-02 15:04 MST"}} on {{range $k, $v := .R.Machine}}{{$k}}: {{$v}}; {{end}}</p>
-<p>Workloads: {{.R.Config.Iterations}} uncontended pairs; {{.R.Config.Workers}} clients for {{.R.Config.Duration}} in the contended and many-keys runs; TTL {{.R.Config.TTL}}.
-Figures move by up to 3× between runs on a noisy machine: compare backends within one run.</p>
-<h2>Backends</h2><table><tr><th>name</th><th>URL</th></tr>
-{{range .R.Backends}}<tr><td>{{.Name}}</td><td>{{.URL}}</td></tr>{{end}}</table>
-{{range .Sections}}<h2>{{.Name}}</h2>
-<table><tr><th>backend</th>{{range .Header}}<th>{{.Name}} {{unit .Unit}}</th>{{end}}</tr>
-{{range .Rows}}<tr><td>{{.Backend}}</td>{{if .Error}}<td class="err" colspan="9">{{.Error}}</td>{{else}}{{range .Metrics}}<td>{{fmt .Value}}</td>{{end}}{{end}}</tr>{{end}}
-</table>{{end}}
-<h2>Charts</h2>
-{{range .Charts}}<figure>{{svg .SVG}}<figcaption>{{.Workload}} ({{.File}})</figcaption></figure>{{end}}
+<h1>distlock: lock libraries side by side</h1>
+<p>Every workload runs on every store with distlock, with the store's other lock libraries, and with a bare round trip of the store
+(its <i>floor</i>), all measured by one harness (<code>internal/measure</code>).
+Each figure is the <b>median of {{.R.Config.Rounds}} rounds</b>; the small print under the charted figure and the chart's whisker give the
+smallest and largest round. Each round runs the targets in a rotated order, so that load from other processes hits them alike.
+Figures move by up to 3× between runs on a noisy machine: compare within one run.</p>
+<nav>{{range .Sections}}<a href="#{{.Name}}">{{.Title}}</a>{{end}}<a href="#setup">Setup</a></nav>
+{{range .Sections}}
+<h2 id="{{.Name}}">{{.Title}}</h2>
+<p>{{.What}}</p>
+<div class="pair">
+<table>
+<thead><tr><th class="l">library</th>{{range .Columns}}<th>{{.Head}}</th>{{end}}</tr></thead>
+{{range .Groups}}<tbody><tr class="group"><td class="store" colspan="{{.Span}}">{{.Store}}</td></tr>
+{{range .Rows}}<tr class="{{.Kind}}"><td class="l lib">{{.Library}}</td>
+{{range .Cells}}<td class="num{{if .Range}} head{{end}}">{{.Text}}{{if .Range}}<span class="range">{{.Range}}</span>{{end}}</td>{{end}}</tr>
+{{if .Error}}<tr class="{{.Kind}}"><td></td><td class="err" colspan="{{len .Cells}}">{{.Error}}</td></tr>{{end}}
+{{end}}</tbody>{{end}}
+</table>
+{{with .Chart}}<figure>{{svg .SVG}}<figcaption>{{.File}}</figcaption></figure>{{end}}
+</div>
+{{if .Explain}}<dl class="terms">{{range .Explain}}<dt>{{.Term}}:</dt><dd>{{.Text}}</dd>{{end}}</dl>{{end}}
+{{if eq .Name "contended"}}{{with $.Handoff}}<figure>{{svg .SVG}}<figcaption>{{.File}}: hand-off latency by percentile, one panel per store,
+all panels on the same latency axis; dashed: the store's bare round trips back to back (its floor).</figcaption></figure>{{end}}{{end}}
+{{end}}
+<h2 id="setup">Setup</h2>
+<table class="meta"><tbody>
+<tr><th>run</th><td>{{.R.Created.Format "2006-01-02 15:04 MST"}}</td></tr>
+<tr><th>command</th><td><code>{{.R.Command}}</code></td></tr>
+{{range .Machine}}<tr><th>{{.K}}</th><td>{{.V}}</td></tr>{{end}}
+<tr><th>workloads</th><td>{{.R.Config.Rounds}} rounds; {{.R.Config.Iterations}} uncontended pairs; {{.R.Config.Workers}} clients for {{.R.Config.Duration}} in the contended and many-keys runs; lease TTL {{.R.Config.TTL}}</td></tr>
+</tbody></table>
+{{if .R.Stores}}<h3>Stores</h3>
+<table class="meta"><thead><tr><th>store</th><th>server</th><th>settings</th><th>floor</th><th>URL</th></tr></thead><tbody>
+{{range .R.Stores}}<tr><td>{{.Name}}</td><td>{{.Server}}</td><td>{{range $i, $s := .Settings}}{{if $i}}; {{end}}{{$s}}{{end}}</td><td>{{.Floor}}</td><td><code>{{.URL}}</code>{{if .Note}}<div class="small">{{.Note}}</div>{{end}}</td></tr>{{end}}
+</tbody></table>{{end}}
+<h3>Libraries</h3>
+<table class="meta"><thead><tr><th>row</th><th>how it is driven</th></tr></thead><tbody>
+{{range .R.Backends}}<tr><td>{{.Name}}</td><td>{{if .About}}{{.About}}{{else}}distlock Locker opened from <code>{{.URL}}</code>, a Locker per client{{end}}</td></tr>{{end}}
+</tbody></table>
+<p class="small">Files: report.json (every round's figures and the samples behind the charts), results.csv, and the SVG charts beside this page.
+docs/cli.md, “How figures are computed”, defines every figure.</p>
 </body></html>
 `))
 
-type section struct {
-	Name   string
-	Header []Metric
-	Rows   []Result
+// machineOrder is the order the report lists machine facts in.
+var machineOrder = []string{"cpu", "cpus", "memory", "os", "kernel", "go", "distlock", "host", "servers"}
+
+type kv struct{ K, V string }
+
+func (rep *Report) machineRows() []kv {
+	var out []kv
+	for _, k := range machineOrder {
+		if v, ok := rep.Machine[k]; ok {
+			out = append(out, kv{k, v})
+		}
+	}
+	var rest []string
+	for k := range rep.Machine {
+		if !slices.Contains(machineOrder, k) {
+			rest = append(rest, k)
+		}
+	}
+	slices.Sort(rest)
+	for _, k := range rest {
+		out = append(out, kv{k, rep.Machine[k]})
+	}
+	return out
 }
 
 func (rep *Report) writeHTML(path string, charts []chart) error {
-	var secs []section
-	for _, wl := range rep.workloads() {
-		rows := rep.byWorkload(wl)
-		secs = append(secs, section{Name: wl, Header: firstMetrics(rows), Rows: rows})
+	data := map[string]any{"R": rep, "Sections": rep.sections(charts), "Machine": rep.machineRows()}
+	for i := range charts {
+		if charts[i].Workload == "handoff" {
+			data["Handoff"] = &charts[i]
+		}
 	}
 	var buf bytes.Buffer
-	if err := page.Execute(&buf, map[string]any{"R": rep, "Sections": secs, "Charts": charts}); err != nil {
+	if err := page.Execute(&buf, data); err != nil {
 		return err
 	}
 	return os.WriteFile(path, buf.Bytes(), 0o644)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -15,11 +16,15 @@ import (
 
 // Report is everything a run produced, with where and when it ran.
 type Report struct {
-	Created  time.Time         `json:"created"`
-	Machine  map[string]string `json:"machine"`
-	Config   ConfigSummary     `json:"config"`
-	Backends []BackendInfo     `json:"backends"`
-	Results  []Result          `json:"results"`
+	Created time.Time         `json:"created"`
+	Machine map[string]string `json:"machine"`
+	// Command is the command line that made the report, passwords
+	// redacted.
+	Command  string        `json:"command,omitempty"`
+	Config   ConfigSummary `json:"config"`
+	Stores   []StoreInfo   `json:"stores,omitempty"`
+	Backends []BackendInfo `json:"backends"`
+	Results  []Result      `json:"results"`
 }
 
 // ConfigSummary records the workload sizes of a run.
@@ -28,29 +33,58 @@ type ConfigSummary struct {
 	Workers    int    `json:"workers"`
 	Duration   string `json:"duration"`
 	TTL        string `json:"ttl"`
+	Rounds     int    `json:"rounds"`
+}
+
+// StoreInfo describes one store of a run: its server, as the server
+// reports itself, and its bare round trip.
+type StoreInfo struct {
+	Name     string   `json:"name"`
+	URL      string   `json:"url"` // without password
+	Server   string   `json:"server,omitempty"`
+	Settings []string `json:"settings,omitempty"`
+	// Floor names the store's bare round trip ("PING"), if measured.
+	Floor string `json:"floor,omitempty"`
+	// Note says what is missing and why (no peers, no server version).
+	Note string `json:"note,omitempty"`
 }
 
 // BackendInfo describes one target in a report.
 type BackendInfo struct {
-	Name string `json:"name"`
-	URL  string `json:"url"` // without password
+	Name    string `json:"name"`
+	URL     string `json:"url"` // without password
+	Store   string `json:"store"`
+	Library string `json:"library"`
+	Floor   bool   `json:"floor,omitempty"`
+	About   string `json:"about,omitempty"`
+}
+
+// Meta is what a report says about its run besides the results.
+type Meta struct {
+	Machine map[string]string
+	Command string
+	Stores  []StoreInfo
 }
 
 // NewReport assembles a report.
-func NewReport(targets []Target, c Config, results []Result, machine map[string]string) *Report {
+func NewReport(targets []Target, c Config, results []Result, meta Meta) *Report {
 	c = c.withDefaults()
-	rep := &Report{Created: time.Now().UTC(), Machine: machine, Results: results,
-		Config: ConfigSummary{Iterations: c.Iterations, Workers: c.Workers, Duration: c.Duration.String(), TTL: c.TTL.String()}}
+	rep := &Report{Created: time.Now().UTC(), Machine: meta.Machine, Command: meta.Command, Stores: meta.Stores, Results: results,
+		Config: ConfigSummary{Iterations: c.Iterations, Workers: c.Workers, Duration: c.Duration.String(), TTL: c.TTL.String(), Rounds: c.Rounds}}
 	for _, t := range targets {
-		rep.Backends = append(rep.Backends, BackendInfo{Name: t.Name, URL: t.Display()})
+		rep.Backends = append(rep.Backends, BackendInfo{Name: t.Name, URL: t.Display(), Store: t.StoreName(),
+			Library: t.LibraryName(), Floor: t.Floor, About: t.About})
 	}
 	return rep
 }
 
-// WriteTable prints one block per workload: a row per backend, a column
-// per metric.
+// WriteTable prints one block per workload: a row per target, a column
+// per metric (the median of the rounds).
 func (rep *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if rep.Config.Rounds > 1 {
+		fmt.Fprintf(tw, "(median of %d rounds)\n", rep.Config.Rounds)
+	}
 	for _, wl := range rep.workloads() {
 		rows := rep.byWorkload(wl)
 		fmt.Fprintf(tw, "\n== %s\n", wl)
@@ -114,14 +148,44 @@ func (rep *Report) workloads() []string {
 	return out
 }
 
+// byWorkload returns workload w's results, a store's together (in the
+// order the stores first appear), distlock first and the floor last.
 func (rep *Report) byWorkload(w string) []Result {
-	var out []Result
+	var stores []string
 	for _, r := range rep.Results {
-		if r.Workload == w {
-			out = append(out, r)
+		if r.Workload == w && !slices.Contains(stores, r.storeName()) {
+			stores = append(stores, r.storeName())
+		}
+	}
+	var out []Result
+	for _, s := range stores {
+		for pass := range 3 {
+			for _, r := range rep.Results {
+				if r.Workload == w && r.storeName() == s && r.rank() == pass {
+					out = append(out, r)
+				}
+			}
 		}
 	}
 	return out
+}
+
+func (r Result) storeName() string {
+	if r.Store == "" {
+		return r.Backend
+	}
+	return r.Store
+}
+
+// rank orders a store's rows: distlock, peers, floor.
+func (r Result) rank() int {
+	switch {
+	case r.Floor:
+		return 2
+	case r.Library != "" && r.Library != "distlock":
+		return 1
+	}
+	return 0
 }
 
 // WriteFiles writes report.json, results.csv, one SVG chart per workload
@@ -147,19 +211,23 @@ func (rep *Report) WriteFiles(dir string) error {
 	return rep.writeHTML(filepath.Join(dir, "report.html"), charts)
 }
 
+// writeCSV writes a row per metric: the median over the rounds as value,
+// then (after the columns of reports before rounds) min, max, store and
+// library.
 func (rep *Report) writeCSV(path string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	w := csv.NewWriter(f)
-	_ = w.Write([]string{"backend", "workload", "metric", "unit", "value", "error"})
+	_ = w.Write([]string{"backend", "workload", "metric", "unit", "value", "error", "min", "max", "store", "library"})
+	g := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 	for _, r := range rep.Results {
 		if len(r.Metrics) == 0 {
-			_ = w.Write([]string{r.Backend, r.Workload, "", "", "", r.Error})
+			_ = w.Write([]string{r.Backend, r.Workload, "", "", "", r.Error, "", "", r.storeName(), r.Library})
 		}
 		for _, m := range r.Metrics {
-			_ = w.Write([]string{r.Backend, r.Workload, m.Name, m.Unit, strconv.FormatFloat(m.Value, 'g', 6, 64), r.Error})
+			_ = w.Write([]string{r.Backend, r.Workload, m.Name, m.Unit, g(m.Value), r.Error, g(m.Min), g(m.Max), r.storeName(), r.Library})
 		}
 	}
 	w.Flush()

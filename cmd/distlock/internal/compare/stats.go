@@ -7,38 +7,63 @@ import (
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// Metric is one named figure of a result.
+// Metric is one named figure of a result: over several rounds, the median
+// round's value with the smallest and largest.
 type Metric struct {
 	Name  string  `json:"name"`
 	Unit  string  `json:"unit"`
 	Value float64 `json:"value"`
+	// Min and Max are the smallest and largest of the rounds' values
+	// (Value's when there was one round).
+	Min float64 `json:"min"`
+	Max float64 `json:"max"`
+	// Rounds holds each round's value, in the order they ran.
+	Rounds []float64 `json:"rounds,omitempty"`
 }
 
-// Result is one workload's outcome on one backend.
+// Result is one workload's outcome on one target.
 type Result struct {
-	Backend  string   `json:"backend"`
-	Workload string   `json:"workload"`
-	Metrics  []Metric `json:"metrics"`
+	// Backend is the target's name (unique in a run).
+	Backend  string `json:"backend"`
+	Workload string `json:"workload"`
+	// Store and Library say what the target is ("redis", "redsync"; the
+	// library is "distlock" for distlock itself); Floor marks a store's
+	// bare round trip.
+	Store   string `json:"store,omitempty"`
+	Library string `json:"library,omitempty"`
+	Floor   bool   `json:"floor,omitempty"`
+	// Runs is how many rounds ran (and failed or not).
+	Runs    int      `json:"runs,omitempty"`
+	Metrics []Metric `json:"metrics"`
 	// Samples are the latencies behind the metrics, in milliseconds,
-	// sorted and thinned to at most 1000 quantiles, for the charts.
+	// every round's pooled, sorted and thinned to at most 1000 quantiles,
+	// for the charts.
 	Samples []float64 `json:"samples_ms,omitempty"`
-	// Shares is each client's share of acquisitions (contended only).
+	// Shares is each client's share of acquisitions (contended only),
+	// averaged over the rounds.
 	Shares []float64 `json:"shares,omitempty"`
 	Error  string    `json:"error,omitempty"`
+
+	raw []time.Duration // one round's samples, before combining
 }
 
 // Metric returns the value of the named metric, and whether it exists.
 func (r Result) Metric(name string) (float64, bool) {
+	m, ok := r.metric(name)
+	return m.Value, ok
+}
+
+func (r Result) metric(name string) (Metric, bool) {
 	for _, m := range r.Metrics {
 		if m.Name == name {
-			return m.Value, true
+			return m, true
 		}
 	}
-	return 0, false
+	return Metric{}, false
 }
 
 func (r *Result) add(name, unit string, v float64) {
-	r.Metrics = append(r.Metrics, Metric{Name: name, Unit: unit, Value: v})
+	r.Metrics = append(r.Metrics, Metric{Name: name, Unit: unit, Value: v, Min: v, Max: v})
 }
 
 // maxSamples bounds the samples a result keeps for its charts.

@@ -11,16 +11,53 @@ import (
 	"github.com/distlock/distlock/internal/measure"
 )
 
-// A Target is one backend under test.
+// A Target is one lock library on one store: distlock, a peer library, or
+// the store's bare round trip (its floor). Every workload measures it the
+// same way, through internal/measure.
 type Target struct {
-	// Name labels the backend in reports, e.g. "redis".
+	// Name labels the target in reports; it is unique within a run: the
+	// store's name for distlock ("redis"), "store: library" otherwise
+	// ("redis: redsync").
 	Name string
-	// URL opens a client of the backend; its password is never printed.
+	// Store names the store the target runs on ("redis"): the report
+	// groups a store's targets. Empty means Name.
+	Store string
+	// Library is the peer library's name, or the round trip's for a floor
+	// ("PING"). Empty means distlock.
+	Library string
+	// Floor marks a store's bare round trip, drawn as a reference, not as
+	// a lock (it runs no crash-recovery).
+	Floor bool
+	// URL opens a distlock client of the store; its password is never
+	// printed.
 	URL string
-	// Crash, when not nil, kills a lock holder in a way this process can
-	// observe (used for in-process backends). Without it, crash-recovery
-	// runs a separate `distlock run` process and kills it with SIGKILL.
+	// About says how a peer library is driven.
+	About string
+	// New, when not nil, makes a client of a peer library or floor instead
+	// of a distlock Locker opened from URL.
+	New func(ctx context.Context, ttl time.Duration) (measure.Contender, error)
+	// Crash, when not nil, takes key with a client of its own and kills
+	// that client in a way this process can observe (in-process backends
+	// and peers). Without it, crash-recovery runs a separate `distlock run`
+	// process and kills it with SIGKILL.
 	Crash func(ctx context.Context, key string, ttl time.Duration) (killed time.Time, err error)
+}
+
+// StoreName returns the store the target runs on.
+func (t Target) StoreName() string {
+	if t.Store == "" {
+		return t.Name
+	}
+	return t.Store
+}
+
+// LibraryName returns the library's name: "distlock" unless a peer's or a
+// floor's.
+func (t Target) LibraryName() string {
+	if t.Library == "" {
+		return "distlock"
+	}
+	return t.Library
 }
 
 // Display returns the target's URL without its password.
@@ -31,6 +68,9 @@ func (t Target) Display() string {
 	}
 	return u.Redacted()
 }
+
+// runs reports whether the target takes part in workload w.
+func (t Target) runs(w string) bool { return !(t.Floor && w == "crash-recovery") }
 
 // urlWithTTL returns the URL with a ttl parameter (unless it has one), so
 // that backends whose locks live as long as a session (etcd, ZooKeeper)
@@ -47,34 +87,22 @@ func (t Target) urlWithTTL(ttl time.Duration) string {
 	return t.URL + sep + "ttl=" + ttl.String()
 }
 
-func (t Target) open(ctx context.Context, ttl time.Duration) (*distlock.Locker, error) {
+// client returns a new client of the target with connections of its own.
+func (t Target) client(ctx context.Context, ttl time.Duration) (measure.Contender, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	if t.New != nil {
+		x, err := t.New(ctx, ttl)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", t.Name, err)
+		}
+		return x, nil
+	}
 	l, err := distlock.Open(ctx, t.urlWithTTL(ttl), distlock.WithDefaultTTL(ttl))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", t.Name, err)
 	}
-	return l, nil
-}
-
-// openN opens n independent Lockers; on error it closes those it opened.
-func (t Target) openN(ctx context.Context, n int, ttl time.Duration) ([]*distlock.Locker, error) {
-	ls := make([]*distlock.Locker, 0, n)
-	for range n {
-		l, err := t.open(ctx, ttl)
-		if err != nil {
-			closeAll(ls)
-			return nil, err
-		}
-		ls = append(ls, l)
-	}
-	return ls, nil
-}
-
-func closeAll(ls []*distlock.Locker) {
-	for _, l := range ls {
-		_ = l.Close()
-	}
+	return lockerContender{l}, nil
 }
 
 // lockerContender is a Locker as the measurement core drives it.
@@ -90,14 +118,8 @@ func (c lockerContender) Acquire(ctx context.Context, key string) (func(context.
 
 func (c lockerContender) Close() { _ = c.l.Close() }
 
-// library makes contenders of the target: each its own Locker, as separate
-// processes would have.
+// library makes clients of the target, each with connections of its own,
+// as separate processes would have.
 func (t Target) library(ctx context.Context, ttl time.Duration) measure.Library {
-	return measure.Library{Name: t.Name, Make: func() (measure.Contender, error) {
-		l, err := t.open(ctx, ttl)
-		if err != nil {
-			return nil, err
-		}
-		return lockerContender{l}, nil
-	}}
+	return measure.Library{Name: t.Name, Make: func() (measure.Contender, error) { return t.client(ctx, ttl) }}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock/internal/measure"
@@ -19,6 +18,7 @@ type Config struct {
 	Workers    int           // clients in contended and many-keys (8)
 	Duration   time.Duration // length of the contended and many-keys runs (5s)
 	TTL        time.Duration // lease TTL; crash recovery is bounded by it (3s)
+	Rounds     int           // times every workload runs on every target (3)
 	Exe        string        // the distlock binary, for crash-recovery holders
 	Workloads  []string      // which workloads to run (all)
 }
@@ -39,6 +39,9 @@ func (c Config) withDefaults() Config {
 	if c.TTL <= 0 {
 		c.TTL = 3 * time.Second
 	}
+	if c.Rounds <= 0 {
+		c.Rounds = 3
+	}
 	if len(c.Workloads) == 0 {
 		c.Workloads = Workloads
 	}
@@ -52,28 +55,56 @@ func (c Config) Validate() error {
 			return fmt.Errorf("unknown workload %q (want some of %v)", w, Workloads)
 		}
 	}
-	if c.Iterations < 0 || c.Workers < 0 || c.Duration < 0 || c.TTL < 0 {
-		return fmt.Errorf("iterations, workers, duration and ttl must not be negative")
+	if c.Iterations < 0 || c.Workers < 0 || c.Duration < 0 || c.TTL < 0 || c.Rounds < 0 {
+		return fmt.Errorf("iterations, workers, duration, ttl and rounds must not be negative")
 	}
 	return nil
 }
 
-// Steps returns how many (target, workload) steps Run will make.
+// Steps returns how many (workload, round, target) steps Run will make.
 func (c Config) Steps(targets []Target) int {
-	return len(targets) * len(c.withDefaults().Workloads)
+	c = c.withDefaults()
+	n := 0
+	for _, w := range c.Workloads {
+		for _, t := range targets {
+			if t.runs(w) {
+				n += c.Rounds
+			}
+		}
+	}
+	return n
 }
 
-// Run runs every workload on every target, one after the other, calling
-// step after each. A failing workload is reported in its Result.
-func Run(ctx context.Context, targets []Target, c Config, step func(Result)) []Result {
+// Run runs every workload on every target, c.Rounds times, calling step
+// after each run with its result and round (from 0). Within a workload,
+// round r runs the targets in the order of measure.Rotate(targets, r), so
+// that load from other processes hits every target alike. It returns one
+// Result per workload and target, combining the rounds (see [combine]); a
+// failing run is reported in its Result.
+func Run(ctx context.Context, targets []Target, c Config, step func(r Result, round int)) []Result {
 	c = c.withDefaults()
+	order := make([]int, len(targets))
+	for i := range order {
+		order[i] = i
+	}
 	var out []Result
-	for _, t := range targets {
-		for _, w := range c.Workloads {
-			r := runOne(ctx, t, w, c)
-			out = append(out, r)
-			if step != nil {
-				step(r)
+	for _, w := range c.Workloads {
+		rounds := make([][]Result, len(targets))
+		for r := range c.Rounds {
+			for _, i := range measure.Rotate(order, r) {
+				if !targets[i].runs(w) {
+					continue
+				}
+				res := runOne(ctx, targets[i], w, c)
+				rounds[i] = append(rounds[i], res)
+				if step != nil {
+					step(res, r)
+				}
+			}
+		}
+		for _, rs := range rounds {
+			if len(rs) > 0 {
+				out = append(out, combine(rs))
 			}
 		}
 	}
@@ -81,7 +112,7 @@ func Run(ctx context.Context, targets []Target, c Config, step func(Result)) []R
 }
 
 func runOne(ctx context.Context, t Target, w string, c Config) Result {
-	r := Result{Backend: t.Name, Workload: w}
+	r := Result{Backend: t.Name, Workload: w, Store: t.StoreName(), Library: t.LibraryName(), Floor: t.Floor}
 	var err error
 	switch w {
 	case "uncontended":
@@ -105,14 +136,20 @@ func uniqueKey(prefix string) string {
 	return "bench/" + prefix + "/" + hex.EncodeToString(b[:])
 }
 
+// uncontended: one client takes and frees one free key, pair after pair,
+// after one pair that warms it up (connections dialled, rows made).
 func uncontended(ctx context.Context, t Target, c Config, r *Result) error {
-	l, err := t.open(ctx, c.TTL)
+	x, err := t.client(ctx, c.TTL)
 	if err != nil {
 		return err
 	}
-	defer l.Close()
+	defer x.Close()
+	key := uniqueKey("uncontended")
+	if _, err := measure.Pairs(ctx, x, key, 1, 0); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
 	start := time.Now()
-	lat, err := measure.Pairs(ctx, lockerContender{l}, uniqueKey("uncontended"), c.Iterations, c.Duration*4)
+	lat, err := measure.Pairs(ctx, x, key, c.Iterations, c.Duration*4)
 	if err != nil {
 		return err
 	}
@@ -120,13 +157,17 @@ func uncontended(ctx context.Context, t Target, c Config, r *Result) error {
 	r.add("p50", "ms", ms(s.P50))
 	r.add("p99", "ms", ms(s.P99))
 	r.add("pairs/s", "1/s", float64(len(lat))/time.Since(start).Seconds())
-	r.Samples = toMS(lat)
+	r.raw = lat
 	return nil
 }
 
-// contended: every worker is its own client, competing for one key.
+// contended: every worker is its own client, competing for one key. A
+// floor has one worker: its rate is one client's round trips back to back.
 func contended(ctx context.Context, t Target, c Config, r *Result) error {
-	run := measure.Run{Key: uniqueKey("contended"), Workers: c.Workers, For: c.Duration}
+	run := measure.Run{Key: uniqueKey("contended"), Workers: c.Workers, For: c.Duration, WarmUp: true}
+	if t.Floor {
+		run.Workers = 1
+	}
 	res, err := measure.Contend(ctx, t.library(ctx, c.TTL), run)
 	if res.Acquisitions == 0 {
 		return fmt.Errorf("no acquisition in %v: %w", c.Duration, err)
@@ -141,38 +182,30 @@ func contended(ctx context.Context, t Target, c Config, r *Result) error {
 	r.add("max share", "x fair", res.MaxShare())
 	r.add("violations", "", float64(res.Overlaps))
 	r.Shares = res.Shares()
-	r.Samples = toMS(res.Handoffs)
+	r.raw = res.Handoffs
 	return err
 }
 
+// manyKeys: every worker is its own client with a key of its own, all at
+// once; the rate is the sum of the workers' rates.
 func manyKeys(ctx context.Context, t Target, c Config, r *Result) error {
-	ls, err := t.openN(ctx, c.Workers, c.TTL)
-	if err != nil {
-		return err
-	}
-	defer closeAll(ls)
 	prefix := uniqueKey("many")
-	var total atomic.Int64
-	errs := make([]error, len(ls))
+	lib := t.library(ctx, c.TTL)
+	runs := make([]measure.Contention, c.Workers)
+	errs := make([]error, c.Workers)
 	var wg sync.WaitGroup
-	deadline := time.Now().Add(c.Duration)
-	for i, l := range ls {
+	for i := range c.Workers {
 		wg.Go(func() {
-			for n := 0; time.Now().Before(deadline); n++ {
-				le, err := l.Acquire(ctx, fmt.Sprintf("%s/%d/%d", prefix, i, n%16))
-				if err == nil {
-					err = le.Release(ctx)
-				}
-				if err != nil {
-					errs[i] = err
-					return
-				}
-				total.Add(1)
-			}
+			run := measure.Run{Key: fmt.Sprintf("%s/%d", prefix, i), Workers: 1, For: c.Duration, WarmUp: true}
+			runs[i], errs[i] = measure.Contend(ctx, lib, run)
 		})
 	}
 	wg.Wait()
-	r.add("acq/s", "1/s", float64(total.Load())/c.Duration.Seconds())
+	rate := 0.0
+	for _, run := range runs {
+		rate += run.Rate()
+	}
+	r.add("acq/s", "1/s", rate)
 	return firstErr(errs)
 }
 

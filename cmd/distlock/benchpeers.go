@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/distlock/distlock/cmd/distlock/internal/compare"
+	"github.com/distlock/distlock/cmd/distlock/internal/peers"
+)
+
+// addPeers adds, after each distlock target, its store's peer libraries
+// (when withPeers) and its bare round trip, and describes each store.
+func addPeers(ctx context.Context, s *targetSet, withPeers bool) {
+	var out []compare.Target
+	for _, t := range s.targets {
+		out = append(out, t)
+		info := compare.StoreInfo{Name: t.StoreName(), URL: t.Display()}
+		st, err := peers.For(t.URL)
+		switch {
+		case errors.Is(err, peers.ErrNoPeers) && t.Crash != nil:
+			info.Server = "in process"
+		case err != nil:
+			info.Note = "no peers or floor: " + err.Error()
+			fmt.Fprintf(os.Stderr, "distlock bench: %s: %s\n", t.Name, info.Note)
+		default:
+			out = append(out, storeTargets(t, st, withPeers)...)
+			info.Floor = st.Floor.Name
+			describeStore(ctx, st, &info)
+		}
+		s.stores = append(s.stores, info)
+	}
+	s.targets = out
+}
+
+// storeTargets returns the peers (when withPeers) and the floor of t's
+// store as targets.
+func storeTargets(t compare.Target, st *peers.Store, withPeers bool) []compare.Target {
+	store := t.StoreName()
+	var out []compare.Target
+	if withPeers {
+		for _, p := range st.Peers {
+			out = append(out, compare.Target{Name: store + ": " + p.Name, Store: store, Library: p.Name,
+				URL: t.URL, About: p.About, New: p.New, Crash: p.Crash})
+		}
+	}
+	f := st.Floor
+	return append(out, compare.Target{Name: store + ": floor (" + f.Name + ")", Store: store, Library: f.Name,
+		Floor: true, URL: t.URL, About: "the floor: " + f.About, New: f.New})
+}
+
+func describeStore(ctx context.Context, st *peers.Store, info *compare.StoreInfo) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	si, err := st.Info(ctx)
+	info.Server, info.Settings = si.Version, si.Settings
+	if err != nil {
+		info.Note = "server information: " + err.Error()
+	}
+}

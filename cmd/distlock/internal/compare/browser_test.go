@@ -1,0 +1,282 @@
+package compare
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"html"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/measure"
+	"github.com/distlock/distlock/memlock"
+)
+
+// TestReportInBrowser renders report.html in headless Chromium: the page
+// loads, has every section, every chart is drawn at a readable size with
+// every row and its value, nothing reads NaN, 1e+01 or a format error, and
+// nothing overflows a 1400-pixel window. The report comes from a fast run
+// over mem:// with a stand-in peer and floor, so every kind of row is
+// drawn. DISTLOCK_BROWSER_OUT=DIR keeps the report and its screenshot.
+func TestReportInBrowser(t *testing.T) {
+	chromium := findChromium(t)
+	dir := t.TempDir()
+	if keep := os.Getenv("DISTLOCK_BROWSER_OUT"); keep != "" {
+		dir = keep
+	}
+	rep := fastReport(t)
+	if err := rep.WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	checkLayout(t, chromium, dir, rep)
+	checkScreenshot(t, chromium, dir)
+}
+
+// findChromium returns Chromium's path, or skips the test.
+func findChromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("DISTLOCK_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no Chromium on PATH (Debian: apt-get install chromium; scripts/install-servers.sh installs it): the report is not checked in a browser")
+	return ""
+}
+
+// chrome runs headless Chromium on file and returns its stdout.
+func chrome(t *testing.T, chromium string, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	base := []string{"--headless", "--disable-gpu", "--no-sandbox", "--hide-scrollbars", "--window-size=1400,3000",
+		"--user-data-dir=" + t.TempDir(), "--enable-logging=stderr", "--v=0"}
+	cmd := exec.CommandContext(ctx, chromium, append(base, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium %v: %v\n%s", args, err, stderr.String())
+	}
+	for line := range strings.SplitSeq(stderr.String(), "\n") {
+		if strings.Contains(line, "Uncaught") || strings.Contains(line, "Failed to load resource") {
+			t.Errorf("browser: %s", line)
+		}
+	}
+	return out
+}
+
+// layoutScript records, once the page is laid out, each chart's size and
+// texts, the section ids and any horizontal overflow.
+const layoutScript = `<script>
+(function () {
+  var out = {svgs: [], sections: [], overflow: document.documentElement.scrollWidth - window.innerWidth};
+  document.querySelectorAll('svg').forEach(function (s) {
+    var r = s.getBoundingClientRect();
+    out.svgs.push({w: r.width, h: r.height, paths: s.querySelectorAll('path').length,
+      texts: Array.prototype.map.call(s.querySelectorAll('text'), function (x) { return x.textContent; })});
+  });
+  document.querySelectorAll('h2[id]').forEach(function (h) { out.sections.push(h.id); });
+  var pre = document.createElement('pre');
+  pre.id = 'layout-check';
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>`
+
+type layout struct {
+	Overflow float64
+	Sections []string
+	SVGs     []struct {
+		W, H  float64
+		Paths int
+		Texts []string
+	}
+}
+
+func checkLayout(t *testing.T, chromium, dir string, rep *Report) {
+	page, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := filepath.Join(dir, "layout-check.html")
+	probe := strings.Replace(string(page), "</body>", layoutScript+"</body>", 1)
+	if err := os.WriteFile(check, []byte(probe), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dom := string(chrome(t, chromium, "--dump-dom", "file://"+check))
+	m := regexp.MustCompile(`(?s)<pre id="layout-check">(.*?)</pre>`).FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatalf("the page did not run its layout check; DOM:\n%.2000s", dom)
+	}
+	var l layout
+	if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &l); err != nil {
+		t.Fatal(err)
+	}
+	if want := append(slices.Clone(Workloads), "setup"); !slices.Equal(l.Sections, want) {
+		t.Errorf("sections %v, want %v", l.Sections, want)
+	}
+	if l.Overflow > 0 {
+		t.Errorf("the page is %v px wider than a 1400 px window", l.Overflow)
+	}
+	if len(l.SVGs) != len(Workloads)+1 {
+		t.Fatalf("%d charts, want one per workload and the hand-off panels", len(l.SVGs))
+	}
+	for i, s := range l.SVGs {
+		if s.W < 350 || s.H < 150 || s.Paths < 10 || len(s.Texts) < 8 {
+			t.Errorf("chart %d is %vx%v px with %d paths and %d texts", i, s.W, s.H, s.Paths, len(s.Texts))
+		}
+	}
+	// In page order: the hand-off panels follow the contended chart.
+	for i, wl := range []string{"uncontended", "contended", "handoff", "many-keys", "crash-recovery"} {
+		texts := strings.Join(l.SVGs[i].Texts, "\n")
+		if wl == "handoff" {
+			if !strings.Contains(texts, "hand-off by percentile") {
+				t.Errorf("chart %d is not the hand-off panels", i)
+			}
+			continue
+		}
+		for _, r := range rep.byWorkload(wl) {
+			if !strings.Contains(texts, rowLabel(r)) {
+				t.Errorf("%s chart has no row %q", wl, rowLabel(r))
+			}
+			m, _ := r.metric(charts[wl].metric)
+			if v := formatterFor(m.Unit)(m.Value); !strings.Contains(texts, v) {
+				t.Errorf("%s chart lacks %s's value label %q", wl, r.Backend, v)
+			}
+		}
+	}
+	visible := regexp.MustCompile(`(?s)<script.*?</script>|<style.*?</style>|<[^>]*>`).ReplaceAllString(string(page), " ")
+	for _, bad := range []string{"NaN", "%!", "e+0", "e-0", "Inf", "<no value>"} {
+		if strings.Contains(visible, bad) {
+			t.Errorf("the page shows %q", bad)
+		}
+	}
+}
+
+func checkScreenshot(t *testing.T, chromium, dir string) {
+	shot := filepath.Join(dir, "report.png")
+	chrome(t, chromium, "--screenshot="+shot, "file://"+filepath.Join(dir, "report.html"))
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := img.Bounds()
+	if b.Dx() != 1400 || b.Dy() != 3000 {
+		t.Errorf("screenshot is %v", b)
+	}
+	inked := 0
+	for y := b.Min.Y; y < b.Max.Y; y += 4 {
+		for x := b.Min.X; x < b.Max.X; x += 4 {
+			if r, g, bl, _ := img.At(x, y).RGBA(); r+g+bl < 3*0xf000 {
+				inked++
+			}
+		}
+	}
+	if total := (b.Dx() / 4) * (b.Dy() / 4); inked < total/50 {
+		t.Errorf("the screenshot is almost blank: %d of %d sampled pixels inked", inked, total)
+	}
+}
+
+// fastReport runs every workload twice, briefly, on two mem stores, with
+// a stand-in peer library and floor on the first.
+func fastReport(t *testing.T) *Report {
+	t.Helper()
+	peer := newChanLock()
+	targets := []Target{
+		memTarget("mem", "browser-a"),
+		{Name: "mem: chan-lock", Store: "mem", Library: "chan-lock", About: "a channel as a lock", URL: "mem://browser-a",
+			New: func(context.Context, time.Duration) (measure.Contender, error) { return peer, nil }, Crash: peer.crash},
+		{Name: "mem: no-op (floor)", Store: "mem", Library: "no-op", Floor: true, URL: "mem://browser-a",
+			New: func(context.Context, time.Duration) (measure.Contender, error) { return noop{}, nil }},
+		memTarget("mem-b", "browser-b"),
+	}
+	c := Config{Iterations: 30, Workers: 3, Duration: 150 * time.Millisecond, TTL: 300 * time.Millisecond, Rounds: 2}
+	results := Run(context.Background(), targets, c, nil)
+	t.Cleanup(peer.wait)
+	for _, r := range results {
+		if r.Error != "" {
+			t.Errorf("%s/%s: %s", r.Backend, r.Workload, r.Error)
+		}
+	}
+	meta := Meta{Machine: map[string]string{"cpus": "2", "go": "test"}, Command: "distlock bench --embedded",
+		Stores: []StoreInfo{{Name: "mem", URL: "mem://browser-a", Server: "in process", Floor: "no-op"}}}
+	return NewReport(targets, c, results, meta)
+}
+
+func memTarget(name, store string) Target {
+	return Target{Name: name, URL: "mem://" + store,
+		Crash: func(ctx context.Context, key string, ttl time.Duration) (time.Time, error) {
+			d, err := memlock.Named(store).NewDriver(nil)
+			if err != nil {
+				return time.Time{}, err
+			}
+			l := distlock.New(d, distlock.WithDefaultTTL(ttl))
+			defer l.Close()
+			if _, err := l.Acquire(ctx, key); err != nil {
+				return time.Time{}, err
+			}
+			d.Kill()
+			return time.Now(), nil
+		}}
+}
+
+// chanLock is one lock for every key: a channel of one slot.
+type chanLock struct {
+	slot    chan struct{}
+	expires sync.WaitGroup
+}
+
+func newChanLock() *chanLock { return &chanLock{slot: make(chan struct{}, 1)} }
+
+func (l *chanLock) Acquire(ctx context.Context, _ string) (func(context.Context) error, error) {
+	select {
+	case l.slot <- struct{}{}:
+		return func(context.Context) error { <-l.slot; return nil }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (l *chanLock) Close() {}
+
+// crash takes the lock and "dies": its lease expires after ttl.
+func (l *chanLock) crash(ctx context.Context, key string, ttl time.Duration) (time.Time, error) {
+	release, err := l.Acquire(ctx, key)
+	if err != nil {
+		return time.Time{}, err
+	}
+	l.expires.Go(func() {
+		time.Sleep(ttl) // the lease running out
+		_ = release(context.Background())
+	})
+	return time.Now(), nil
+}
+
+func (l *chanLock) wait() { l.expires.Wait() }
+
+// noop is a floor with nothing behind it.
+type noop struct{}
+
+func (noop) Acquire(context.Context, string) (func(context.Context) error, error) {
+	return func(context.Context) error { return nil }, nil
+}
+
+func (noop) Close() {}

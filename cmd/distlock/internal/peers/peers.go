@@ -1,0 +1,158 @@
+package peers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/measure"
+)
+
+// Peer is one lock library on one store, or the store's bare round trip.
+type Peer struct {
+	// Name labels the library, e.g. "redsync".
+	Name string
+	// About says how the library is driven: how it waits, what its crash
+	// is.
+	About string
+	// New returns a client with connections of its own, whose Acquire
+	// waits until the key is held or ctx ends.
+	New func(ctx context.Context, ttl time.Duration) (measure.Contender, error)
+	// Crash, nil for a floor, takes key with a new client, cuts that
+	// client's connections and frees it without a word to the store. It
+	// returns when the connections were cut.
+	Crash func(ctx context.Context, key string, ttl time.Duration) (died time.Time, err error)
+}
+
+// Info is what a server says of itself.
+type Info struct {
+	Version  string
+	Settings []string
+}
+
+// Store is what the comparison uses of one store besides distlock.
+type Store struct {
+	// Peers are the other lock libraries for this store.
+	Peers []Peer
+	// Floor is one bare round trip as an "acquire" with nothing to release.
+	Floor Peer
+	// Info asks the server for its version and settings.
+	Info func(ctx context.Context) (Info, error)
+}
+
+// ErrNoPeers is returned for a store the package has nothing for.
+var ErrNoPeers = errors.New("no peer libraries")
+
+// For returns the peers, floor and server information of the store a
+// distlock URL names. It returns an error wrapping [ErrNoPeers] for an
+// in-process store (mem://), and for what the peers here do not handle: TLS
+// and several hosts.
+func For(rawURL string) (*Store, error) {
+	u, err := backend.ParseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if len(u.Hosts) > 1 {
+		return nil, fmt.Errorf("%w for several hosts", ErrNoPeers)
+	}
+	if hasTLSParam(rawURL) {
+		return nil, fmt.Errorf("%w over TLS", ErrNoPeers)
+	}
+	switch u.Scheme {
+	case "redis":
+		return redisStore(u)
+	case "mysql":
+		return sqlStore(u)
+	case "etcd":
+		return etcdStore(u)
+	case "zk":
+		return zkStore(u)
+	}
+	return nil, fmt.Errorf("%w for %s://", ErrNoPeers, u.Scheme)
+}
+
+// hasTLSParam reports whether the URL has a tls... parameter.
+func hasTLSParam(rawURL string) bool {
+	_, query, ok := strings.Cut(rawURL, "?")
+	if !ok {
+		return false
+	}
+	q, _ := url.ParseQuery(query)
+	for k := range q {
+		if strings.HasPrefix(k, "tls") {
+			return true
+		}
+	}
+	return false
+}
+
+// client is a peer's contender, which a crash abandons.
+type client interface {
+	measure.Contender
+	// abandon frees the client after its connections were cut, sending
+	// the store nothing it could act on. release is the held lock's.
+	abandon(release func(context.Context) error)
+}
+
+// newClientFunc makes a client whose connections go through cut (nil:
+// plain connections).
+type newClientFunc func(ctx context.Context, ttl time.Duration, cut *cutter) (client, error)
+
+// peer makes a Peer of a client constructor.
+func peer(name, about string, newClient newClientFunc) Peer {
+	return Peer{
+		Name:  name,
+		About: about,
+		New: func(ctx context.Context, ttl time.Duration) (measure.Contender, error) {
+			return newClient(ctx, ttl, nil)
+		},
+		Crash: func(ctx context.Context, key string, ttl time.Duration) (time.Time, error) {
+			cut := &cutter{}
+			x, err := newClient(ctx, ttl, cut)
+			if err != nil {
+				return time.Time{}, err
+			}
+			release, err := x.Acquire(ctx, key)
+			if err != nil {
+				x.Close()
+				return time.Time{}, err
+			}
+			cut.cutAll()
+			died := time.Now()
+			x.abandon(release)
+			return died, nil
+		},
+	}
+}
+
+// floor makes a Peer of one round trip.
+func floor(name string, open func() (roundTrip func(context.Context) error, closeFn func(), err error)) Peer {
+	return Peer{Name: name, About: "one bare round trip to the store, nothing to release", New: func(context.Context, time.Duration) (measure.Contender, error) {
+		do, closeFn, err := open()
+		if err != nil {
+			return nil, err
+		}
+		return floorClient{do, closeFn}, nil
+	}}
+}
+
+type floorClient struct {
+	do      func(context.Context) error
+	closeFn func()
+}
+
+func (f floorClient) Acquire(ctx context.Context, _ string) (func(context.Context) error, error) {
+	if err := f.do(ctx); err != nil {
+		return nil, err
+	}
+	return func(context.Context) error { return nil }, nil
+}
+
+func (f floorClient) Close() { f.closeFn() }
+
+// releaseTimeout bounds a release sent over a cut connection.
+const releaseTimeout = time.Second
