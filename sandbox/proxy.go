@@ -65,7 +65,8 @@ type Proxy struct {
 
 	mu        sync.Mutex
 	ln        net.Listener
-	refusing  bool // new connections are reset at once
+	refusing  bool   // new connections are reset at once
+	resets    uint64 // Reset calls: a connection accepted before one is reset by it
 	holdUp    bool
 	holdDown  bool
 	healed    chan struct{} // closed while nothing is held; replaced when a hold begins
@@ -159,6 +160,7 @@ func (p *Proxy) Latency(d time.Duration) {
 // New connections are accepted as before.
 func (p *Proxy) Reset() {
 	p.mu.Lock()
+	p.resets++
 	links := make([]*link, 0, len(p.links))
 	for l := range p.links {
 		links = append(links, l)
@@ -277,14 +279,17 @@ func (p *Proxy) accept(ln net.Listener) {
 			continue
 		}
 		p.wg.Add(1)
+		resets := p.resets
 		p.mu.Unlock()
-		go p.serve(c.(*net.TCPConn))
+		go p.serve(c.(*net.TCPConn), resets)
 	}
 }
 
 // serve dials the target for client and forwards both ways until the
-// connection ends.
-func (p *Proxy) serve(client *net.TCPConn) {
+// connection ends. resets is Reset's count when client was accepted: a
+// Reset (or Refuse) that came while the target was being dialled ends the
+// connection too, or a client the test cut off would get through.
+func (p *Proxy) serve(client *net.TCPConn, resets uint64) {
 	defer p.wg.Done()
 	d := net.Dialer{Timeout: proxyDialTimeout}
 	sc, err := d.DialContext(p.ctx, "tcp", p.target())
@@ -295,7 +300,7 @@ func (p *Proxy) serve(client *net.TCPConn) {
 	}
 	l := &link{client: client, server: sc.(*net.TCPConn), done: make(chan struct{})}
 	p.mu.Lock()
-	if p.closed {
+	if p.closed || p.refusing || p.resets != resets {
 		p.mu.Unlock()
 		l.abort()
 		return

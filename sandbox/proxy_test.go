@@ -344,3 +344,41 @@ func refused(addr string) error {
 	}
 	return nil
 }
+
+// A connection accepted before Reset, whose target was still being
+// dialled, is reset too: it must not get through once the dial completes.
+func TestProxyResetDuringDial(t *testing.T) {
+	srv, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	go func() {
+		for {
+			c, err := srv.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); c.Close() }() // echo
+		}
+	}()
+	asked, release := make(chan struct{}), make(chan struct{})
+	p := sandbox.StartProxyT(t, func() string {
+		close(asked)
+		<-release // the dial is in progress while the test resets
+		return srv.Addr().String()
+	})
+	conn, err := net.DialTimeout("tcp", p.Addr(), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	<-asked
+	p.Reset()
+	close(release)
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	_, _ = conn.Write([]byte("ping"))
+	if n, err := conn.Read(make([]byte, 4)); err == nil {
+		t.Fatalf("read %d echoed bytes through a connection reset during its dial", n)
+	}
+}
