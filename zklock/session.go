@@ -277,7 +277,9 @@ func connect(ctx context.Context, hosts []string, cfg dialConfig) (*zk.Conn, *se
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.connectTimeout)
 	defer cancel()
-	if err := awaitSession(ctx, events, g.allRefused); err != nil {
+	actx, acancel := leaveForClose(ctx)
+	defer acancel()
+	if err := awaitSession(actx, events, g.allRefused); err != nil {
 		conn.Close()
 		if errors.Is(err, errCertRefused) {
 			g.refusedMu.Lock()
@@ -306,6 +308,22 @@ func connect(ctx context.Context, hosts []string, cfg dialConfig) (*zk.Conn, *se
 		}
 	}
 	return conn, g, nil
+}
+
+// closeWait is how long go-zookeeper's Close waits for its close request
+// when no connection carries it (it has no way to be told sooner).
+const closeWait = time.Second
+
+// leaveForClose returns ctx with its deadline moved earlier, so that the
+// Close after a failed wait for a session still ends within ctx: a
+// deadline closeWait earlier, but never less than half the time left.
+func leaveForClose(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	left := time.Until(dl)
+	return context.WithDeadline(ctx, time.Now().Add(max(left-closeWait, left/2)))
 }
 
 // errCertRefused reports that the TLS handshake refused every server's
