@@ -79,8 +79,10 @@ func TestCutter(t *testing.T) {
 	}
 }
 
-func TestRedis(t *testing.T)     { checkStore(t, sandbox.Spec{Kind: sandbox.Redis}, "") }
-func TestRedlock(t *testing.T)   { checkStore(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3}, "?mode=redlock") }
+func TestRedis(t *testing.T) { checkStore(t, sandbox.Spec{Kind: sandbox.Redis}, "") }
+func TestRedlock(t *testing.T) {
+	checkStore(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3}, "?mode=redlock")
+}
 func TestMySQL(t *testing.T)     { checkStore(t, sandbox.Spec{Kind: sandbox.MariaDB}, "") }
 func TestZooKeeper(t *testing.T) { checkStore(t, sandbox.Spec{Kind: sandbox.ZooKeeper}, "") }
 func TestEtcd(t *testing.T)      { checkStore(t, sandbox.Spec{Kind: sandbox.Etcd}, "") }
