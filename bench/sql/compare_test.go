@@ -77,7 +77,7 @@ func best(a, b time.Duration) time.Duration {
 }
 
 func benchSelect1(b *testing.B) {
-	db := openDB()
+	db := openDefault(addr)
 	defer db.Close()
 	ctx := context.Background()
 	for b.Loop() {
