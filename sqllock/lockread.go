@@ -47,16 +47,24 @@ func (lc *lockConn) lockRow(ctx, ectx context.Context, key, owner string, nowait
 // session settings, which outlast rollbacks. When the Driver batches, all
 // of it is one round trip; else one statement each.
 func (lc *lockConn) lockOnce(ctx context.Context, key, owner string, nowait bool) (lockResult, error) {
-	q := lc.d.q.lockWait
-	if nowait {
-		q = lc.d.q.lockNowait
+	var lr lockResult
+	if lc.id == 0 { // a wait has loaded it before: a KILL may read it meanwhile
+		if err := lc.loadID(ctx); err != nil {
+			return lr, err
+		}
 	}
+	lr.id = lc.id
 	begin := !lc.begun
 	lc.begun = true
 	if begin {
 		lc.sessTTL = 0 // unknown until the settings are known to have run
 	}
-	var lr lockResult
+	// The locking read without a result set: its OK packet counts the row.
+	q := lc.d.q.lockInto
+	if nowait {
+		q = lc.d.q.lockIntoNowait
+	}
+	q = bind(q, key)
 	live := bind(lc.d.q.liveNext, owner, key)
 	if !lc.batch {
 		if begin {
@@ -65,15 +73,15 @@ func (lc *lockConn) lockOnce(ctx context.Context, key, owner string, nowait bool
 			}
 			lc.setUp()
 		}
-		err := lc.c.QueryRowContext(ctx, bind(q, key)).Scan(&lr.id)
-		if errors.Is(err, sql.ErrNoRows) {
-			return lr, nil
-		}
+		res, err := lc.c.ExecContext(ctx, q)
 		if err != nil {
 			return lr, err
 		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return lr, err // no row
+		}
 		lr.found = true
-		res, err := lc.c.ExecContext(ctx, live)
+		res, err = lc.c.ExecContext(ctx, live)
 		if err != nil {
 			return lr, err
 		}
@@ -89,16 +97,7 @@ func (lc *lockConn) lockOnce(ctx context.Context, key, owner string, nowait bool
 	// the increment still runs; it is then discarded (moving a counter on
 	// is always safe: only the tokens handed out must come from increments
 	// made while holding the lock).
-	if lc.id == 0 { // a wait has loaded it before: a KILL may read it meanwhile
-		if err := lc.loadID(ctx); err != nil {
-			return lr, err
-		}
-	}
-	q = lc.d.q.lockInto
-	if nowait {
-		q = lc.d.q.lockIntoNowait
-	}
-	q = bind(q, key) + "; " + live
+	q += "; " + live
 	if begin {
 		q = lc.begin + "; " + q
 	}
@@ -112,7 +111,6 @@ func (lc *lockConn) lockOnce(ctx context.Context, key, owner string, nowait bool
 	if len(rows) < 2 {
 		return lr, fmt.Errorf("sqllock: a batch of statements returned %d results", len(rows))
 	}
-	lr.id = lc.id
 	lr.found = rows[len(rows)-2] == 1
 	if lr.found && rows[len(rows)-1] == 1 {
 		lr.token = uint64(ids[len(ids)-1])

@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -22,7 +25,19 @@ const table = "bench_locks"
 // separate process would) makes its own client, the way users make them:
 // sql.Open with go-sql-driver's defaults (no interpolateParams, no
 // multiStatements), distlock built with sqllock.New over that *sql.DB.
-var contenders = contendersAt(func() string { return addr })
+// SQLBENCH_CONTENDERS, a comma-separated list of names, keeps only those
+// (e.g. to profile one: SQLBENCH_CONTENDERS=distlock,"FOR UPDATE").
+var contenders = only(contendersAt(func() string { return addr }), os.Getenv("SQLBENCH_CONTENDERS"))
+
+// only returns the libs named in the comma-separated list names (all if
+// it is empty).
+func only(libs []measure.Library, names string) []measure.Library {
+	if names == "" {
+		return libs
+	}
+	keep := strings.Split(names, ",")
+	return slices.DeleteFunc(libs, func(l measure.Library) bool { return !slices.Contains(keep, l.Name) })
+}
 
 // contendersAt is contenders against the server (or proxy) at at().
 func contendersAt(at func() string) []measure.Library {
