@@ -149,26 +149,3 @@ func TestBreakdown(t *testing.T) {
 	}
 	fmt.Fprint(os.Stdout, out.String())
 }
-
-// status reads the server's global status counters the breakdown uses.
-func status(t *testing.T, db *sql.DB) map[string]int64 {
-	t.Helper()
-	rows, err := db.Query("SHOW GLOBAL STATUS WHERE Variable_name IN ('Questions', 'Handler_commit', 'Innodb_log_writes', 'Innodb_data_fsyncs')")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	m := map[string]int64{}
-	for rows.Next() {
-		var k string
-		var v int64
-		if err := rows.Scan(&k, &v); err != nil {
-			t.Fatal(err)
-		}
-		m[k] = v
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
