@@ -6,19 +6,38 @@ package sqlbench
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"net"
+	"os"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/distlock/distlock/bench/internal/lockbench"
 	"github.com/distlock/distlock/sandbox"
 )
 
 // addr is the sandbox MariaDB server every scenario uses.
 var addr string
 
-func TestMain(m *testing.M) { lockbench.Main(m, sandbox.MariaDB, &addr) }
+// TestMain starts one MariaDB with the distribution's default settings
+// (sandbox.Spec.Stock: what a user with a stock server has), runs the
+// comparison's tests against it, and stops it.
+func TestMain(m *testing.M) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	g, err := sandbox.Start(ctx, sandbox.Spec{Kind: sandbox.MariaDB, Stock: true})
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sqlbench: no MariaDB server: %v\n", err)
+		os.Exit(1)
+	}
+	addr = g.Addrs()[0]
+	code := m.Run()
+	if err := g.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "sqlbench:", err)
+	}
+	os.Exit(code)
+}
 
 // openDBWith opens a pool on the server at addr with client-side
 // interpolation (interpolateParams: one round trip per statement), with
