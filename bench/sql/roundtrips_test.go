@@ -50,7 +50,7 @@ func TestRoundTrips(t *testing.T) {
 	var out strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&out, format, args...) }
 	p("per uncontended acquire+release (mean of %d; Acquire, i.e. a blocking wait, for every contender):\n", roundTripOps)
-	p("  %-20s %6s  %-44s", "", "trips", "commands on the wire")
+	p("  %-20s %6s  %-52s", "", "trips", "commands on the wire")
 	for _, v := range statusVars {
 		p(" %s", v)
 	}
@@ -83,7 +83,7 @@ func TestRoundTrips(t *testing.T) {
 			}
 		}
 		slices.Sort(cmds)
-		p("  %-20s %6.2f  %-44s", lib.Name, float64(roundTrips(d))/roundTripOps, strings.Join(cmds, ", "))
+		p("  %-20s %6.2f  %-52s", lib.Name, float64(roundTrips(d))/roundTripOps, strings.Join(cmds, ", "))
 		for _, v := range statusVars {
 			self := 0.0
 			if v == "Questions" {
