@@ -1,3 +1,5 @@
+//go:build linux
+
 package etcdlock
 
 import (
@@ -9,8 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/distlock/distlock/sandbox"
 )
 
+// A traceEv is one step of a hand-off, as traceHook reports it.
 type traceEv struct {
 	at   time.Time
 	d    *Driver
@@ -64,6 +67,7 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// metrics reads etcd's Prometheus metrics at addr.
 func metrics(t *testing.T, addr string) map[string]float64 {
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
@@ -89,7 +93,12 @@ func metrics(t *testing.T, addr string) map[string]float64 {
 }
 
 // TestHandoffTrace times every step of the hand-offs of 8 contending
-// drivers (DISTLOCK_TRACE=1).
+// drivers on one key for 5 s (DISTLOCK_TRACE=1): it logs the hand-offs
+// (from the release's start to the next grant, as internal/measure counts
+// them) by what made the waiter take the lock (a watch event "wdel", a
+// recheck, a read after the watch started), the slowest ones step by step,
+// etcd's disk and watch metrics over the run, and etcd's and the clients'
+// CPU time per acquisition (docs/etcd.md, "The hand-off tail").
 func TestHandoffTrace(t *testing.T) {
 	if os.Getenv("DISTLOCK_TRACE") == "" {
 		t.Skip("DISTLOCK_TRACE not set")
