@@ -27,6 +27,9 @@ type Redlock struct {
 
 	bg sync.WaitGroup // node calls still running after their caller gave up
 
+	busyMu sync.Mutex
+	busy   map[string]busyKey // keys whose attempts met another holder lately
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -71,7 +74,7 @@ func NewRedlock(clients []redis.UniversalClient, opts *Options) (*Redlock, error
 	if o.WaitReplicas > 0 {
 		return nil, fmt.Errorf("redislock: %w: wait_replicas is not supported with mode=redlock", backend.ErrInvalidConfig)
 	}
-	r := &Redlock{quorum: len(clients)/2 + 1, opts: o}
+	r := &Redlock{quorum: len(clients)/2 + 1, opts: o, busy: map[string]busyKey{}}
 	for _, c := range clients {
 		if c == nil {
 			return nil, fmt.Errorf("redislock: %w: nil client", backend.ErrInvalidConfig)
@@ -245,7 +248,25 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 	for i := range all {
 		all[i] = i
 	}
-	ask(all)
+	if yield, busy := r.contended(req.Key); busy {
+		// Others want this key too: ask the first node alone, and the
+		// rest only if it granted (or failed), so that losers take no
+		// node at all and split no vote. A driver that has just released
+		// the key first gives the waiters its release woke the time to
+		// reach the first node, instead of taking the lock straight back
+		// (which would starve them).
+		if yield > 0 && sleepCtx(ctx, yield) != nil {
+			return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w", req.Key, context.Cause(ctx))
+		}
+		ask(all[:1])
+		if errs[0] == nil && !res[0].held {
+			r.observe(req.Key)
+			return backend.Grant{}, backend.NotAcquired(req.Key, res[0].pttl)
+		}
+		ask(all[1:])
+	} else {
+		ask(all)
+	}
 	var held, refused, failed int
 	var retry time.Duration
 	tally := func() {
@@ -288,6 +309,9 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 			}
 		}
 	}
+	if refused > 0 {
+		r.observe(req.Key)
+	}
 	fail := func(err error) (backend.Grant, error) {
 		r.cleanup(ctx, ks, req.Owner, hold, res, errs)
 		return backend.Grant{}, err
@@ -327,6 +351,63 @@ func (r *Redlock) holdsFirst(res []acquireResult, errs []error) bool {
 		}
 	}
 	return false
+}
+
+// contendedFor is how long after an attempt on a key met another holder the
+// driver asks the first node alone first (see TryAcquire).
+const contendedFor = time.Second
+
+// maxContended bounds the keys the driver remembers as contended.
+const maxContended = 4096
+
+// contended reports whether an attempt on key met another holder lately,
+// and how long to yield to waiters before asking if this driver released
+// the key just now.
+func (r *Redlock) contended(key string) (yield time.Duration, busy bool) {
+	r.busyMu.Lock()
+	defer r.busyMu.Unlock()
+	b, ok := r.busy[key]
+	if !ok || time.Since(b.refused) >= contendedFor {
+		return 0, false
+	}
+	if since := time.Since(b.released); since < b.yield {
+		yield = b.yield - since
+	}
+	return yield, true
+}
+
+// released records that a release of key took took, if the key is
+// contended: the driver's next attempt yields to the waiters it woke for
+// twice that (at most maxYield), their time to hear it and ask.
+func (r *Redlock) released(key string, took time.Duration) {
+	r.busyMu.Lock()
+	defer r.busyMu.Unlock()
+	if b, ok := r.busy[key]; ok && time.Since(b.refused) < contendedFor {
+		b.released, b.yield = time.Now(), min(2*took, maxYield)
+		r.busy[key] = b
+	}
+}
+
+// maxYield bounds a releasing driver's yield to the waiters of a key.
+const maxYield = 5 * time.Millisecond
+
+// busyKey is what a Redlock driver remembers of a contended key.
+type busyKey struct {
+	refused  time.Time     // an attempt met another holder
+	released time.Time     // this driver released it
+	yield    time.Duration // how long after released the driver yields
+}
+
+// observe records that an attempt on key met another holder.
+func (r *Redlock) observe(key string) {
+	r.busyMu.Lock()
+	defer r.busyMu.Unlock()
+	if len(r.busy) >= maxContended {
+		clear(r.busy)
+	}
+	b := r.busy[key]
+	b.refused = time.Now()
+	r.busy[key] = b
 }
 
 // sleepCtx sleeps d or until ctx ends.
@@ -422,11 +503,22 @@ func drift(ttl time.Duration) time.Duration {
 // cleanup gives back a failed attempt's hold on every node that granted it
 // or did not answer (its outcome is unknown), with its own short timeout.
 // Other holds of the same owner are left alone.
+//
+// An attempt that did not hold the first node it reached gives its nodes
+// back quietly (no "released" announcement): it lost a split vote to the
+// attempt holding that node, or found the lock held, and what it frees is
+// no lock anyone waits for; the winner's release, or the first node's
+// holder giving up, announces the lock free.
 func (r *Redlock) cleanup(ctx context.Context, ks keyset, owner, hold string, res []acquireResult, errs []error) {
 	ctx = context.WithoutCancel(ctx)
+	first := r.holdsFirst(res, errs)
 	eachNode(r, ctx, cleanupTimeout, func(ctx context.Context, i int, n *node) (struct{}, error) {
 		if res[i].held || errs[i] != nil {
-			_, err := release(ctx, n.c, ks, owner, hold, "release")
+			mode := "quiet"
+			if first {
+				mode = announce(i)
+			}
+			_, err := release(ctx, n.c, ks, owner, hold, mode)
 			return struct{}{}, err
 		}
 		return struct{}{}, nil

@@ -70,7 +70,9 @@ return {0, 0, redis.call('PTTL', KEYS[1]), 0}
 // "h:<wait>", sent to the waiter's own inbox channel (one connection hears
 // it, not every waiter of the key), only wakes the waiter: it confirms the
 // grant with its next attempt (waitScript), so a forged message grants
-// nothing. With no live waiter it announces "released" on ARGV[2]. Dead
+// nothing. With no live waiter it announces "released" on ARGV[2] (unless
+// ARGV[3] is "quiet": a Redlock attempt that lost a split vote gives back a
+// node it took, which frees no lock anyone waits for). Dead
 // waiters met on the way are dropped.
 const handOff = `
 local function handoff()
@@ -95,7 +97,9 @@ local function handoff()
       end
     end
   end
-  redis.call('PUBLISH', ARGV[2], 'released')
+  if ARGV[3] ~= 'quiet' then
+    redis.call('PUBLISH', ARGV[2], 'released')
+  end
 end
 `
 
