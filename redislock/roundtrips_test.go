@@ -211,4 +211,3 @@ func (b *barrier) reset(on bool) (rounds, late int) {
 	b.on, b.rounds, b.late, b.count = on, 0, 0, 0
 	return rounds, late
 }
-

@@ -120,16 +120,14 @@ if ARGV[3] == 'abandon' then
     redis.call('HDEL', KEYS[3], ARGV[1])
   end
 end
-local v = redis.call('HMGET', KEYS[1], 'n', 'a:' .. ARGV[4])
-if v[2] == false then
+if redis.call('HDEL', KEYS[1], 'a:' .. ARGV[4]) == 0 then
   if redis.call('HGET', KEYS[1], 'r') == ARGV[4] then
     return 0
   end
   return -1
 end
-local n = tonumber(v[1] or '1') - 1
+local n = tonumber(redis.call('HGET', KEYS[1], 'n') or '1') - 1
 if n > 0 then
-  redis.call('HDEL', KEYS[1], 'a:' .. ARGV[4])
   redis.call('HSET', KEYS[1], 'n', n, 'r', ARGV[4])
   return n
 end
