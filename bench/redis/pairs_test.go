@@ -33,8 +33,9 @@ import (
 // ratios against the bare round trip (PING; for Redlock one PING to every
 // node at once) and against the best peer, and the round trips and
 // commands each pair costs, counted on the wire (a go-redis hook on every
-// client) and in the servers (INFO commandstats). Clients are made as users
-// make them: redis.NewClient(&redis.Options{Addr: a}).
+// client) and in the servers (INFO commandstats). Servers have Debian's
+// default settings (sandbox.Spec.Stock); clients are made as users make
+// them: redis.NewClient(&redis.Options{Addr: a}).
 //
 //	cd bench && DISTLOCK_SANDBOX=local go test -run TestPairs -v ./redis/
 //
@@ -55,9 +56,9 @@ func TestPairs(t *testing.T) {
 		}
 		contendFor = d
 	}
-	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
+	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3, Stock: true})
 	three := g.Addrs()
-	one := []string{addr}
+	one := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Stock: true}).Addrs()[:1]
 
 	var out strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&out, format, args...) }
