@@ -62,7 +62,7 @@ return {0, 0, redis.call('PTTL', KEYS[1]), 0}
 // from a client with write access to the keys) is dropped instead of
 // jamming the queue.
 
-// handOff is shared Lua: it hands a freed lock (KEYS[1]) to the oldest
+// handOff is shared Lua: handoff() hands a freed lock (KEYS[1]) to the oldest
 // live waiter of the fair queue (KEYS[2], liveness in KEYS[3]), minting its
 // token from KEYS[4]. The lock is recorded held by the waiter's wait (its
 // hold field), with a TTL no longer than the waiter's liveness window, so a
@@ -73,7 +73,8 @@ return {0, 0, redis.call('PTTL', KEYS[1]), 0}
 // nothing. With no live waiter it announces "released" on ARGV[2] (unless
 // ARGV[3] is "quiet": a Redlock attempt that lost a split vote gives back a
 // node it took, which frees no lock anyone waits for). Dead
-// waiters met on the way are dropped.
+// waiters met on the way are dropped. It returns how many connections
+// heard "released" (0 after a hand-off).
 const handOff = `
 local function handoff()
   if redis.call('EXISTS', KEYS[2]) == 1 then
@@ -98,8 +99,9 @@ local function handoff()
     end
   end
   if ARGV[3] ~= 'quiet' then
-    redis.call('PUBLISH', ARGV[2], 'released')
+    return redis.call('PUBLISH', ARGV[2], 'released')
   end
+  return 0
 end
 `
 
@@ -109,6 +111,10 @@ end
 // With ARGV[3] = "abandon" it is a waiter (wait ARGV[4]) giving up
 // instead: it leaves the queue (if its place is still its own) and gives
 // back a lock handed to it.
+//
+// With ARGV[3] = "count" it is a release that, when it frees the lock,
+// replies {0, how many connections heard "released"} (Redlock's first node:
+// the driver learns that others wait for the key).
 //
 // KEYS: lock, queue, alive, fence. Reply: -1 if the hold is not held (and
 // was not the last released), else the remaining count.
@@ -134,7 +140,10 @@ end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'r', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[5]))
-handoff()
+local heard = handoff()
+if ARGV[3] == 'count' then
+  return {0, heard or 0}
+end
 return 0
 `)
 
