@@ -169,9 +169,6 @@ func parseConfig(u *backend.URL) (clientConfig, error) {
 	switch q.Enum("wait", "default", "queue", "notify") {
 	case "queue":
 		cfg.opts.Wait = WaitQueue
-		if cfg.mode == modeRedlock {
-			q.Fail("wait=queue is not supported with mode=redlock")
-		}
 	case "notify":
 		cfg.opts.Wait = WaitNotify
 	}

@@ -75,11 +75,12 @@ func TestWaitModeDefaults(t *testing.T) {
 		t.Errorf("bad mode: %v", err)
 	}
 	r, err := NewRedlock([]redis.UniversalClient{c}, nil)
-	if err != nil || r.opts.Wait != WaitNotify || r.caps.Wait != backend.WaitNotify {
+	if err != nil || r.opts.Wait != WaitQueue || r.caps.Wait != backend.WaitQueue || !r.caps.Fair {
 		t.Errorf("NewRedlock: %v", err)
 	}
-	if _, err := NewRedlock([]redis.UniversalClient{c}, &Options{Wait: WaitQueue}); err == nil || !strings.Contains(err.Error(), "not supported with mode=redlock") {
-		t.Errorf("Redlock + queue: %v", err)
+	r, err = NewRedlock([]redis.UniversalClient{c}, &Options{Wait: WaitNotify})
+	if err != nil || r.opts.Wait != WaitNotify || r.caps.Wait != backend.WaitNotify || r.caps.Fair {
+		t.Errorf("Redlock + notify: %v", err)
 	}
 }
 
@@ -96,7 +97,6 @@ func TestParseConfigErrors(t *testing.T) {
 		"redis://h1?prefix=a{b":                      "hash tag",
 		"redis://h1?dial_timeout=-1s":                "dial_timeout",
 		"redis://h1?mode=redlock&wait_replicas=1":    "not supported with mode=redlock",
-		"redis://h1,h2,h3?mode=redlock&wait=queue":   "wait=queue is not supported with mode=redlock",
 		"redis://h1?wait=queue&wait_replicas=1":      "cannot be combined",
 		"redis://h1?wait=fifo":                       "parameter wait=\"fifo\": want one of",
 	} {

@@ -21,6 +21,7 @@ import (
 type Redlock struct {
 	nodes  []*node
 	quorum int
+	inbox  string // queue mode: the channel on the first node hand-offs to this driver's waiters go to
 	owned  bool
 	opts   Options
 	caps   backend.Capabilities
@@ -58,23 +59,20 @@ const (
 
 // NewRedlock returns a Redlock driver over clients, one per independent
 // primary (at least 1; 3 or 5 in practice). The driver never closes them.
-// Options.WaitReplicas is not supported in Redlock mode.
+// Options.WaitReplicas is not supported in Redlock mode. Options.Wait
+// defaults to WaitQueue: waiters queue on the first node (see Wait).
 func NewRedlock(clients []redis.UniversalClient, opts *Options) (*Redlock, error) {
 	if len(clients) == 0 {
 		return nil, fmt.Errorf("redislock: %w: Redlock needs at least one client", backend.ErrInvalidConfig)
 	}
-	if opts != nil && opts.Wait == WaitQueue {
-		return nil, fmt.Errorf("redislock: %w: wait=queue (WaitQueue) is not supported with mode=redlock", backend.ErrInvalidConfig)
+	if opts != nil && opts.WaitReplicas > 0 {
+		return nil, fmt.Errorf("redislock: %w: wait_replicas is not supported with mode=redlock", backend.ErrInvalidConfig)
 	}
 	o, err := opts.normalize()
 	if err != nil {
 		return nil, err
 	}
-	o.Wait = WaitNotify
-	if o.WaitReplicas > 0 {
-		return nil, fmt.Errorf("redislock: %w: wait_replicas is not supported with mode=redlock", backend.ErrInvalidConfig)
-	}
-	r := &Redlock{quorum: len(clients)/2 + 1, opts: o, busy: map[string]busyKey{}}
+	r := &Redlock{quorum: len(clients)/2 + 1, opts: o, busy: map[string]busyKey{}, inbox: o.Prefix + ":inbox:" + newID()}
 	for _, c := range clients {
 		if c == nil {
 			return nil, fmt.Errorf("redislock: %w: nil client", backend.ErrInvalidConfig)
@@ -84,12 +82,16 @@ func NewRedlock(clients []redis.UniversalClient, opts *Options) (*Redlock, error
 	r.caps = backend.Capabilities{
 		Name:                "redlock",
 		Wait:                backend.WaitNotify,
+		Fair:                o.Wait == WaitQueue,
 		Lifetime:            backend.LifetimeTTL,
 		PerLockTTL:          true,
 		MinTTL:              MinTTL,
 		MaxTTL:              MaxTTL,
 		CrossProcessReentry: true,
 		Replication:         fmt.Sprintf("Redlock: majority (%d of %d) of independent primaries", r.quorum, len(clients)),
+	}
+	if o.Wait == WaitQueue {
+		r.caps.Wait = backend.WaitQueue
 	}
 	return r, nil
 }
@@ -225,7 +227,14 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 			node int
 		}
 		rs, es := someNodes(r, ctx, nodeTimeout(req.TTL, len(r.nodes)), only, func(ctx context.Context, i int, n *node) (reply, error) {
-			v, err := acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), "1", hold).Int64Slice()
+			var v []int64
+			var err error
+			if i == 0 && r.opts.Wait == WaitQueue {
+				// Never ahead of a waiter queued on the first node.
+				v, err = waitScript.Run(ctx, n.c, ks.waitKeys(), req.Owner, millis(req.TTL), "0", 0, hold, 0, r.inbox, "c").Int64Slice()
+			} else {
+				v, err = acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), "1", hold).Int64Slice()
+			}
 			if err != nil {
 				return reply{node: i}, err
 			}

@@ -157,6 +157,10 @@ return 0
 // for the hand-off message. A caller that gets the lock leaves the queue
 // if its place there is its own.
 //
+// With ARGV[8] = "c" (Redlock's first node) a granted reply carries the
+// counter's value, as acquireScript's does; else its counter field is 0 on
+// a re-entry or confirmation (the single server needs no counter).
+//
 // KEYS: lock, fence, queue, alive. Reply as acquireScript.
 var waitScript = redis.NewScript(`
 local now = nil
@@ -189,7 +193,11 @@ if owner == me then
     pttl = ttl
   end
   leave()
-  return {1, tonumber(redis.call('HGET', KEYS[1], 't')), pttl, 0}
+  local counter = 0
+  if ARGV[8] == 'c' then
+    counter = tonumber(redis.call('GET', KEYS[2]) or '0')
+  end
+  return {1, tonumber(redis.call('HGET', KEYS[1], 't')), pttl, counter}
 end
 if owner == false then
   local head = nil
@@ -213,7 +221,7 @@ if owner == false then
     redis.call('HSET', KEYS[1], 'o', me, 'n', 1, 't', token, hold, 1)
     redis.call('PEXPIRE', KEYS[1], ttl)
     leave()
-    return {1, token, ttl, 0}
+    return {1, token, ttl, token}
   end
 end
 if ARGV[3] == '1' then

@@ -1,0 +1,302 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// Redlock's queue mode (WaitQueue, the default): the first node is the
+// admission order. A waiter queues on the first node exactly as on a single
+// server (waitScript, heartbeats, liveness window), and a release on the
+// first node hands it to the oldest live waiter there (releaseScript's
+// handOff), which is woken on its driver's inbox channel. Only the waiter
+// holding the first node then takes the other nodes, all at once, with the
+// same hold; it is granted, as any Redlock attempt, when a majority records
+// its fencing token within the validity. The first node's grant is read
+// from the lock's state on that node (a forged message grants nothing).
+//
+// Waiters that do not hold the first node take no other node, so they split
+// no vote, and every hand-off goes to the oldest live waiter: the queue is
+// fair. A TryAcquire never goes ahead of a waiter queued on the first node.
+//
+// When the first node fails (a subscription or a queue attempt errs), the
+// wait falls back to notify mode for a while (raceWait): TryAcquire on every
+// node, woken by release announcements, which a majority still grants; the
+// next Wait queues again.
+
+// Wait implements backend.Waiter in queue mode.
+func (r *Redlock) Wait(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	if err := ctx.Err(); err != nil {
+		return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w", req.Key, context.Cause(ctx))
+	}
+	ks := r.keys(req.Key)
+	wait := newID()
+	out := make(chan struct{}, 1)
+	unsubscribe, err := r.nodes[0].notify.subscribe(ctx, r.inbox, out, filter{only: "h:" + wait})
+	if err != nil {
+		if ctx.Err() != nil {
+			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w", req.Key, context.Cause(ctx))
+		}
+		return r.raceWait(ctx, req)
+	}
+	defer unsubscribe()
+	beat := heartbeat(req.TTL)
+	window := 3 * beat
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	woken := false
+	for attempt := 0; ; attempt++ {
+		g, pttl, err := r.queueAttempt(ctx, ks, req, wait, attempt, window, woken)
+		switch {
+		case err == nil && g.Lock != nil:
+			return g, nil
+		case errors.Is(err, errFirstFailed):
+			aerr := r.abandon(ctx, ks, req.Owner, wait)
+			if ctx.Err() != nil {
+				return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w", req.Key, errors.Join(context.Cause(ctx), err, aerr))
+			}
+			unsubscribe()
+			return r.raceWait(ctx, req)
+		case err != nil:
+			aerr := r.abandon(ctx, ks, req.Owner, wait)
+			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w", req.Key, errors.Join(err, aerr))
+		}
+		delay := beat
+		if pttl > 0 && pttl < delay {
+			delay = pttl + time.Millisecond
+		}
+		timer.Reset(delay)
+		select {
+		case <-out:
+			woken = true
+			if !timer.Stop() {
+				<-timer.C
+			}
+		case <-timer.C:
+			woken = false
+		case <-ctx.Done():
+			aerr := r.abandon(ctx, ks, req.Owner, wait)
+			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w", req.Key, errors.Join(context.Cause(ctx), aerr))
+		}
+	}
+}
+
+// errFirstFailed: the first node did not answer a queue attempt.
+var errFirstFailed = errors.New("the first node failed")
+
+// queueAttempt is one attempt of wait (attempt number attempt): it runs
+// waitScript on the first node, which grants the lock to the wait, or
+// queues it (or keeps its place), and only if the first node granted takes
+// the other nodes, as TryAcquire does. A waiter woken by a hand-off asks
+// every node at once. It returns a grant (Lock set), or no grant and the
+// holder's remaining TTL on the first node when the wait stays queued, or
+// an error (errFirstFailed when the first node failed). A failed majority
+// gives back everything it took, the first node included (handing it to
+// the next waiter), and the wait queues again.
+func (r *Redlock) queueAttempt(ctx context.Context, ks keyset, req backend.Request, wait string, attempt int, window time.Duration, woken bool) (backend.Grant, time.Duration, error) {
+	first := time.Now()
+	res := make([]acquireResult, len(r.nodes))
+	errs := make([]error, len(r.nodes))
+	ask := func(only []int) {
+		type reply struct {
+			acquireResult
+			node int
+		}
+		rs, es := someNodes(r, ctx, nodeTimeout(req.TTL, len(r.nodes)), only, func(ctx context.Context, i int, n *node) (reply, error) {
+			var v []int64
+			var err error
+			if i == 0 {
+				v, err = waitScript.Run(ctx, n.c, ks.waitKeys(), req.Owner, millis(req.TTL), "1", millis(window), wait, attempt, r.inbox, "c").Int64Slice()
+			} else {
+				v, err = acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), "1", wait).Int64Slice()
+			}
+			if err != nil {
+				return reply{node: i}, err
+			}
+			a, err := parseAcquire(v)
+			return reply{a, i}, err
+		}, func(late reply) {
+			// A node answered after the attempt stopped waiting for it:
+			// give back what it granted (the first node's hold and place
+			// go with the wait's abandon or its next attempt).
+			if late.held && late.node > 0 {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+				defer cancel()
+				_, _ = release(rctx, r.nodes[late.node].c, ks, req.Owner, wait, "quiet")
+			}
+		})
+		for _, i := range only {
+			res[i], errs[i] = rs[i].acquireResult, es[i]
+		}
+	}
+	all := make([]int, len(r.nodes))
+	for i := range all {
+		all[i] = i
+	}
+	if woken {
+		ask(all)
+	} else {
+		ask(all[:1])
+		if errs[0] == nil && res[0].held {
+			ask(all[1:])
+		}
+	}
+	// giveBackRest releases what the other nodes granted, quietly: the
+	// wait keeps its place (or its hold) on the first node.
+	giveBackRest := func() {
+		eachNode(r, context.WithoutCancel(ctx), cleanupTimeout, func(ctx context.Context, i int, n *node) (struct{}, error) {
+			if i > 0 && (res[i].held || errs[i] != nil) {
+				_, err := release(ctx, n.c, ks, req.Owner, wait, "quiet")
+				return struct{}{}, err
+			}
+			return struct{}{}, nil
+		})
+	}
+	if errs[0] != nil {
+		giveBackRest()
+		return backend.Grant{}, 0, fmt.Errorf("%w: %w", errFirstFailed, errs[0])
+	}
+	if !res[0].held {
+		if woken {
+			giveBackRest()
+		}
+		return backend.Grant{}, res[0].pttl, nil
+	}
+	var held, refused, failed int
+	tally := func() {
+		held, refused, failed = 0, 0, 0
+		for i := range r.nodes {
+			switch {
+			case errs[i] != nil:
+				failed++
+			case res[i].held:
+				held++
+			default:
+				refused++
+			}
+		}
+	}
+	tally()
+	// The first node is this wait's: the other nodes' holder (the
+	// previous one, whose release may still be on its way, or an attempt
+	// that went around the queue) frees them soon or loses the first node
+	// for good; ask the refusing nodes again for a while.
+	budget := splitWait(req.TTL)
+	pause := 100 * time.Microsecond
+	for held < r.quorum && held+refused >= r.quorum && time.Since(first)+pause < budget && ctx.Err() == nil {
+		if sleepCtx(ctx, pause) != nil {
+			break
+		}
+		pause = min(2*pause, 5*time.Millisecond)
+		var again []int
+		for i := range r.nodes {
+			if errs[i] == nil && !res[i].held {
+				again = append(again, i)
+			}
+		}
+		ask(again)
+		tally()
+	}
+	fail := func(err error) (backend.Grant, time.Duration, error) {
+		// Give back every node, the first one included: a release there
+		// hands the lock to the next waiter. The wait's place is gone;
+		// it queues again with its next attempt.
+		r.cleanup(ctx, ks, req.Owner, wait, res, errs)
+		return backend.Grant{}, 0, err
+	}
+	if held < r.quorum {
+		if failed > 0 && held+refused < r.quorum {
+			return fail(fmt.Errorf("%w: %d of %d nodes granted, %d failed (need %d): %w",
+				backend.ErrUnavailable, held, len(r.nodes), failed, r.quorum, errors.Join(errs...)))
+		}
+		if ctx.Err() != nil {
+			return fail(context.Cause(ctx))
+		}
+		g, _, _ := fail(nil)
+		return g, time.Millisecond, nil // queue again soon
+	}
+	token := newToken(res)
+	if err := r.fence(ctx, ks, req, wait, token, res); err != nil {
+		return fail(err)
+	}
+	if elapsed := time.Since(first); elapsed >= req.TTL-driftOf(req) {
+		return fail(fmt.Errorf("%w: a majority granted, but only after %v of the %v TTL", backend.ErrUnavailable, elapsed, req.TTL))
+	}
+	l := &rlock{r: r, key: req.Key, ks: ks, owner: req.Owner, hold: wait}
+	return backend.Grant{Lock: l, Token: token, ValidFrom: first}, 0, nil
+}
+
+// abandon gives back everything wait may hold or have queued, on every
+// node, with its own short bound: its place in the first node's queue and
+// a lock handed to it there (which goes to the next waiter), and its hold
+// on the other nodes.
+func (r *Redlock) abandon(ctx context.Context, ks keyset, owner, wait string) error {
+	_, errs := eachNode(r, context.WithoutCancel(ctx), cleanupTimeout, func(ctx context.Context, i int, n *node) (struct{}, error) {
+		mode := "quiet"
+		if i == 0 {
+			mode = "abandon"
+		}
+		_, err := release(ctx, n.c, ks, owner, wait, mode)
+		return struct{}{}, err
+	})
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("leaving the queue failed on some node; what the wait held there expires with its TTL or liveness window: %w", err)
+	}
+	return nil
+}
+
+// raceMax bounds a wait in notify mode after the first node failed: then
+// Wait returns ErrUnavailable and the portable layer waits again, queueing
+// if the first node is back.
+const raceMax = 5 * time.Second
+
+// raceWait is notify mode for one wait whose first node failed: TryAcquire
+// (which a majority of the other nodes can grant), woken by the release
+// announcements of every node, or at the holder's TTL.
+func (r *Redlock) raceWait(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	var wake <-chan struct{}
+	unsubscribe := func() {}
+	defer func() { unsubscribe() }()
+	start := time.Now()
+	for {
+		sent := time.Now()
+		g, err := r.TryAcquire(ctx, req)
+		if err == nil {
+			if g.ValidFrom.IsZero() {
+				g.ValidFrom = sent
+			}
+			return g, nil
+		}
+		if ctx.Err() != nil || !errors.Is(err, backend.ErrNotAcquired) {
+			return g, err
+		}
+		if wake == nil {
+			if w, cancel, serr := r.Subscribe(ctx, req.Key); serr == nil {
+				wake, unsubscribe = w, cancel
+				continue // a release before the subscription was not announced
+			}
+		}
+		left := raceMax - time.Since(start)
+		if left <= 0 {
+			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: the first node failed; waited %v in notify mode, queueing again", req.Key, backend.ErrUnavailable, raceMax)
+		}
+		delay := min(left, time.Second)
+		if ra := backend.RetryAfter(err); ra > 0 && ra < delay {
+			delay = ra + time.Millisecond
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-wake:
+			t.Stop()
+		case <-ctx.Done():
+			t.Stop()
+			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w", req.Key, context.Cause(ctx))
+		}
+	}
+}
