@@ -29,12 +29,22 @@ func TestConformanceCluster(t *testing.T) {
 	conformance.Run(t, newHarness(g, "cluster").maker())
 }
 
-// TestConformanceSingle and TestConformanceCluster run the default wait
+// TestConformanceSingle, TestConformanceRedlock and TestConformanceCluster run the default wait
 // mode (queue); these run the other one.
 
 func TestConformanceNotify(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
 	h := newHarness(g, "single")
+	h.opts = &Options{Wait: WaitNotify}
+	conformance.Run(t, h.maker())
+}
+
+func TestConformanceRedlockNotify(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode")
+	}
+	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
+	h := newHarness(g, "redlock")
 	h.opts = &Options{Wait: WaitNotify}
 	conformance.Run(t, h.maker())
 }
