@@ -49,7 +49,13 @@ func (r *Redlock) Wait(ctx context.Context, req backend.Request) (backend.Grant,
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
-	woken := false
+	// The first attempt asks every node at once, as TryAcquire, unless
+	// this driver met another holder of the key lately: then the first
+	// node alone first, so that a waiter that will queue takes no other
+	// node. Later attempts ask every node at once only when woken by a
+	// hand-off.
+	_, busy := r.contended(req.Key)
+	woken := !busy
 	for attempt := 0; ; attempt++ {
 		g, pttl, err := r.queueAttempt(ctx, ks, req, wait, attempt, window, woken)
 		switch {
@@ -66,6 +72,7 @@ func (r *Redlock) Wait(ctx context.Context, req backend.Request) (backend.Grant,
 			aerr := r.abandon(ctx, ks, req.Owner, wait)
 			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w", req.Key, errors.Join(err, aerr))
 		}
+		r.observe(req.Key)
 		delay := beat
 		if pttl > 0 && pttl < delay {
 			delay = pttl + time.Millisecond
@@ -121,14 +128,20 @@ func (r *Redlock) queueAttempt(ctx context.Context, ks keyset, req backend.Reque
 			a, err := parseAcquire(v)
 			return reply{a, i}, err
 		}, func(late reply) {
-			// A node answered after the attempt stopped waiting for it:
-			// give back what it granted (the first node's hold and place
-			// go with the wait's abandon or its next attempt).
-			if late.held && late.node > 0 {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-				defer cancel()
-				_, _ = release(rctx, r.nodes[late.node].c, ks, req.Owner, wait, "quiet")
+			// A node answered after the attempt stopped waiting for it
+			// (the wait then gives up, or falls back when it was the first
+			// node, and has already abandoned): give back what it granted,
+			// and on the first node the place it may have queued.
+			mode := "abandon"
+			if late.node > 0 {
+				if !late.held {
+					return
+				}
+				mode = "quiet"
 			}
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			defer cancel()
+			_, _ = release(rctx, r.nodes[late.node].c, ks, req.Owner, wait, mode)
 		})
 		for _, i := range only {
 			res[i], errs[i] = rs[i].acquireResult, es[i]
