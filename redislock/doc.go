@@ -13,8 +13,8 @@
 //
 // Parameters (unknown ones are errors): ttl (read by distlock.Open: the
 // default lease TTL), mode (single, cluster, redlock), wait (queue, the
-// default for single and Cluster modes: fair FIFO hand-off; notify, the
-// only mode of Redlock and wait_replicas: waiters race when woken), prefix
+// default: fair FIFO hand-off, in Redlock mode queued on the first node;
+// notify, the only mode of wait_replicas: waiters race when woken), prefix
 // (of every Redis
 // key, default "distlock"), wait_replicas (a grant counts only once N
 // replicas acknowledged it, single mode), wait_timeout (bound of that WAIT,
@@ -39,7 +39,10 @@
 // re-enters from any process (the hold count balances). In queue mode
 // ([WaitQueue]) waiters queue in Redis and a release hands the lock to the
 // oldest live waiter, whose grant is the hand-off message on its driver's
-// own channel; in notify mode ([WaitNotify]) waiters share one pub/sub
+// own channel (in Redlock mode the queue is on the first node, and only
+// the waiter it hands the lock to takes the other nodes, in one parallel
+// round; when the first node fails a wait falls back to notify mode); in
+// notify mode ([WaitNotify]) waiters share one pub/sub
 // connection per driver (per node in Redlock mode), are woken by releases
 // and race. Renewals of many leases go out in one pipeline. An uncontended
 // acquire + release is two round trips: one script each on a single

@@ -45,9 +45,9 @@ type Options struct {
 	// WaitTimeout bounds the WAIT (default 1s).
 	WaitTimeout time.Duration
 	// Wait chooses how waiters wait (see WaitMode). The default is
-	// WaitQueue where it is supported (a single server or a Cluster,
-	// without WaitReplicas), else WaitNotify. Every client of a key must
-	// use the same mode.
+	// WaitQueue where it is supported (a single server, a Cluster or
+	// Redlock, without WaitReplicas), else WaitNotify. Every client of a
+	// key must use the same mode.
 	Wait WaitMode
 }
 
@@ -60,7 +60,8 @@ const (
 	// WaitQueue (URL wait=queue): waiters queue in Redis in arrival order
 	// and a release hands the lock to the oldest live waiter, whose grant
 	// is the hand-off message itself (capabilities WaitQueue, Fair). A
-	// TryAcquire never jumps the queue. Not supported in Redlock mode or
+	// TryAcquire never jumps the queue (in Redlock mode: never on the
+	// first node, where the queue is; see docs/redis.md). Not supported
 	// with WaitReplicas.
 	WaitQueue
 	// WaitNotify (URL wait=notify): a release is announced on the key's

@@ -16,8 +16,9 @@ import (
 // Redlock algorithm): a lock is held when a majority (N/2+1) of them granted
 // it within its TTL, and fencing tokens come from a majority too (see
 // docs/redis.md for the argument and its limits). It implements
-// backend.Notifier and backend.BatchRefresher. It is safe for concurrent
-// use.
+// backend.Notifier, backend.BatchRefresher and, in queue mode (the
+// default), backend.Waiter: waiters queue on the first node (see Wait). It
+// is safe for concurrent use.
 type Redlock struct {
 	nodes  []*node
 	quorum int
@@ -211,6 +212,10 @@ func someNodes[T any](r *Redlock, ctx context.Context, timeout time.Duration, on
 // splitWait): every other attempt of that split lacks that node, so it
 // gives up and frees what it took, and one attempt wins, as the conformance
 // case "of N concurrent TryAcquires exactly one wins" demands.
+//
+// In queue mode the first node runs the queue-aware script (waitScript,
+// without queueing), so a free lock is not granted there ahead of a live
+// waiter queued on it.
 func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	if err := ctx.Err(); err != nil {
 		// Nothing was sent: nothing to clean up.

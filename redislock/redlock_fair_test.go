@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/sandbox"
 )
 
@@ -158,5 +159,53 @@ func TestRedlockQueueFirstNodeDown(t *testing.T) {
 		if o := cl.HGet(ctx, keysFor(DefaultPrefix, key).lock, "o").Val(); o != "" {
 			t.Errorf("node %d: lock still held by %q after every holder released", i+1, o)
 		}
+	}
+}
+
+// TestRedlockQueueStaleFirstNode: a lock left on the first node alone (the
+// holder's other nodes lost it; say its release failed there) must not
+// block a waiter for its whole TTL while a majority is free: the waiter's
+// heartbeat attempt takes the majority, with a token above the stale one,
+// and leaves the first node's queue.
+func TestRedlockQueueStaleFirstNode(t *testing.T) {
+	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
+	ctx := testCtx(t, time.Minute)
+	var clients []redis.UniversalClient
+	for _, n := range g.Nodes() {
+		c := nodeClient(n)
+		t.Cleanup(func() { c.Close() })
+		clients = append(clients, c)
+	}
+	r, err := NewRedlock(clients, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	const key = "stale-first"
+	ks := keysFor(DefaultPrefix, key)
+	a, err := r.TryAcquire(ctx, backend.Request{Key: key, Owner: "owner-a", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range clients[1:] {
+		if err := c.Del(ctx, ks.lock).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Well before the stale lock's minute runs out.
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	b, err := r.Wait(wctx, backend.Request{Key: key, Owner: "owner-b", TTL: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("a waiter stayed blocked by a lock left on the first node alone: %v", err)
+	}
+	if b.Token <= a.Token {
+		t.Errorf("token %d after the stale lock's %d", b.Token, a.Token)
+	}
+	if n := clients[0].ZCard(ctx, ks.queue).Val(); n != 0 {
+		t.Errorf("the granted waiter left %d entries in the first node's queue", n)
+	}
+	if err := b.Lock.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -55,9 +55,9 @@ func (r *Redlock) Wait(ctx context.Context, req backend.Request) (backend.Grant,
 	// node. Later attempts ask every node at once only when woken by a
 	// hand-off.
 	_, busy := r.contended(req.Key)
-	woken := !busy
+	woken, tick := !busy, false
 	for attempt := 0; ; attempt++ {
-		g, pttl, err := r.queueAttempt(ctx, ks, req, wait, attempt, window, woken)
+		g, pttl, err := r.queueAttempt(ctx, ks, req, wait, attempt, window, woken, tick)
 		switch {
 		case err == nil && g.Lock != nil:
 			return g, nil
@@ -80,12 +80,12 @@ func (r *Redlock) Wait(ctx context.Context, req backend.Request) (backend.Grant,
 		timer.Reset(delay)
 		select {
 		case <-out:
-			woken = true
+			woken, tick = true, false
 			if !timer.Stop() {
 				<-timer.C
 			}
 		case <-timer.C:
-			woken = false
+			woken, tick = false, true
 		case <-ctx.Done():
 			aerr := r.abandon(ctx, ks, req.Owner, wait)
 			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w", req.Key, errors.Join(context.Cause(ctx), aerr))
@@ -105,7 +105,13 @@ var errFirstFailed = errors.New("the first node failed")
 // an error (errFirstFailed when the first node failed). A failed majority
 // gives back everything it took, the first node included (handing it to
 // the next waiter), and the wait queues again.
-func (r *Redlock) queueAttempt(ctx context.Context, ks keyset, req backend.Request, wait string, attempt int, window time.Duration, woken bool) (backend.Grant, time.Duration, error) {
+//
+// A heartbeat attempt (tick) whose first node refuses asks the other nodes
+// too, and takes a majority of them if they grant one: a lock left on the
+// first node alone (a release that failed there) then delays the waiters
+// by one heartbeat, not by its TTL. The wait then leaves the first node's
+// queue.
+func (r *Redlock) queueAttempt(ctx context.Context, ks keyset, req backend.Request, wait string, attempt int, window time.Duration, woken, tick bool) (backend.Grant, time.Duration, error) {
 	first := time.Now()
 	res := make([]acquireResult, len(r.nodes))
 	errs := make([]error, len(r.nodes))
@@ -155,7 +161,7 @@ func (r *Redlock) queueAttempt(ctx context.Context, ks keyset, req backend.Reque
 		ask(all)
 	} else {
 		ask(all[:1])
-		if errs[0] == nil && res[0].held {
+		if errs[0] == nil && (res[0].held || tick) {
 			ask(all[1:])
 		}
 	}
@@ -174,11 +180,21 @@ func (r *Redlock) queueAttempt(ctx context.Context, ks keyset, req backend.Reque
 		giveBackRest()
 		return backend.Grant{}, 0, fmt.Errorf("%w: %w", errFirstFailed, errs[0])
 	}
+	around := false
 	if !res[0].held {
-		if woken {
-			giveBackRest()
+		others := 0
+		for i := 1; i < len(r.nodes); i++ {
+			if errs[i] == nil && res[i].held {
+				others++
+			}
 		}
-		return backend.Grant{}, res[0].pttl, nil
+		if !tick || others < r.quorum {
+			if woken || tick {
+				giveBackRest()
+			}
+			return backend.Grant{}, res[0].pttl, nil
+		}
+		around = true
 	}
 	var held, refused, failed int
 	tally := func() {
@@ -239,6 +255,13 @@ func (r *Redlock) queueAttempt(ctx context.Context, ks keyset, req backend.Reque
 	}
 	if elapsed := time.Since(first); elapsed >= req.TTL-driftOf(req) {
 		return fail(fmt.Errorf("%w: a majority granted, but only after %v of the %v TTL", backend.ErrUnavailable, elapsed, req.TTL))
+	}
+	if around {
+		// Granted without the first node: leave its queue (and give back
+		// a lock handed to this wait there meanwhile).
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		_, _ = release(actx, r.nodes[0].c, ks, req.Owner, wait, "abandon")
+		cancel()
 	}
 	l := &rlock{r: r, key: req.Key, ks: ks, owner: req.Owner, hold: wait}
 	return backend.Grant{Lock: l, Token: token, ValidFrom: first}, 0, nil
