@@ -77,7 +77,7 @@ func (p *dockerProvider) plan(spec Spec, nw *testcontainers.DockerNetwork) ([]co
 			}
 		case MariaDB:
 			pl.port = portSpec(mariadbPort)
-			pl.cmd = []string{mariadbCommand(p.image), "--skip-name-resolve", "--innodb-buffer-pool-size=64M"}
+			pl.cmd = append([]string{mariadbCommand(p.image), "--skip-name-resolve"}, mariadbArgs(spec)...)
 			if f := spec.MariaDBTLS; f != nil {
 				pl.cmd = append(pl.cmd, f.args(containerTLSDir+"/ca.pem", containerTLSDir+"/cert.pem", containerTLSDir+"/key.pem")...)
 			}
@@ -121,17 +121,21 @@ func mariadbCommand(image string) string {
 // zookeeperEnv configures node i through the variables of the official
 // image's entrypoint (which the substitute image's entrypoint honours too).
 func zookeeperEnv(spec Spec, i int) map[string]string {
+	t := zkTimingsOf(spec)
 	env := map[string]string{
 		"ZOO_MY_ID":                  strconv.Itoa(i + 1),
-		"ZOO_TICK_TIME":              strconv.Itoa(zkTickMillis),
-		"ZOO_INIT_LIMIT":             strconv.Itoa(zkInitLimit),
-		"ZOO_SYNC_LIMIT":             strconv.Itoa(zkSyncLimit),
+		"ZOO_TICK_TIME":              strconv.Itoa(t.tick),
+		"ZOO_INIT_LIMIT":             strconv.Itoa(t.initLimit),
+		"ZOO_SYNC_LIMIT":             strconv.Itoa(t.syncLimit),
 		"ZOO_ADMINSERVER_ENABLED":    "false",
 		"ZOO_4LW_COMMANDS_WHITELIST": "srvr,ruok,mntr,stat",
 		"ZOO_STANDALONE_ENABLED":     strconv.FormatBool(spec.Nodes == 1),
 		"ZOO_CFG_EXTRA": fmt.Sprintf("minSessionTimeout=%d maxSessionTimeout=%d quorumListenOnAllIPs=true",
 			zkMinSessionMs, zkMaxSessionMs),
 		"JVMFLAGS": zkJVMFlags,
+	}
+	if spec.Stock {
+		env["ZOO_CFG_EXTRA"] = "quorumListenOnAllIPs=true"
 	}
 	if spec.Nodes > 1 {
 		servers := make([]string, spec.Nodes)

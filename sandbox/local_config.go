@@ -81,7 +81,10 @@ func (c localConfig) redis(i int) {
 
 // redisArgs are the settings every sandbox Redis gets, in both providers.
 func redisArgs(spec Spec) []string {
-	args := []string{"--protected-mode", "no", "--save", ""}
+	args := []string{"--protected-mode", "no"}
+	if !spec.Stock {
+		args = append(args, "--save", "")
+	}
 	if spec.Persistent {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
 	} else {
@@ -124,7 +127,7 @@ func (c localConfig) mariadb(i int) error {
 	n.argv = append([]string{c.bins["mariadbd"], "--no-defaults", "--datadir=" + data,
 		"--port=" + strconv.Itoa(n.port), "--bind-address=127.0.0.1",
 		"--socket=" + filepath.Join(n.dir, "mysqld.sock"), "--pid-file=" + filepath.Join(n.dir, "mysqld.pid"),
-		"--skip-name-resolve", "--init-file=" + initFile, "--innodb-buffer-pool-size=64M"}, user...)
+		"--skip-name-resolve", "--init-file=" + initFile}, append(mariadbArgs(c.spec), user...)...)
 	if f := c.spec.MariaDBTLS; f != nil {
 		n.argv = append(n.argv, f.args(f.CA, f.Cert, f.Key)...)
 	}
@@ -165,7 +168,7 @@ func (c localConfig) zookeeper(i int) error {
 		lines = append(lines, zookeeperTLSSettings(c.spec.tls.dir)...)
 		jvmFlags += " " + zkTLSJVMFlags
 	}
-	lines = append(lines, zookeeperSettings()...)
+	lines = append(lines, zookeeperSettings(c.spec)...)
 	if c.spec.Nodes > 1 {
 		for j := range c.nodes {
 			lines = append(lines, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", j+1, c.port(j, 1), c.port(j, 2)))
@@ -189,17 +192,43 @@ func (c localConfig) zookeeper(i int) error {
 
 // zookeeperSettings are the zoo.cfg lines every sandbox ZooKeeper gets
 // besides its addresses: a short tick so that short session timeouts are
-// allowed, no admin server, the four-letter words the probes use.
-func zookeeperSettings() []string {
-	return []string{
-		"tickTime=" + strconv.Itoa(zkTickMillis),
-		"initLimit=" + strconv.Itoa(zkInitLimit),
-		"syncLimit=" + strconv.Itoa(zkSyncLimit),
-		"minSessionTimeout=" + strconv.Itoa(zkMinSessionMs),
-		"maxSessionTimeout=" + strconv.Itoa(zkMaxSessionMs),
-		"admin.enableServer=false",
-		"4lw.commands.whitelist=srvr,ruok,mntr,stat",
+// allowed (Debian's defaults with spec.Stock), no admin server, the
+// four-letter words the probes use.
+func zookeeperSettings(spec Spec) []string {
+	t := zkTimingsOf(spec)
+	lines := []string{
+		"tickTime=" + strconv.Itoa(t.tick),
+		"initLimit=" + strconv.Itoa(t.initLimit),
+		"syncLimit=" + strconv.Itoa(t.syncLimit),
 	}
+	if !spec.Stock {
+		lines = append(lines,
+			"minSessionTimeout="+strconv.Itoa(zkMinSessionMs),
+			"maxSessionTimeout="+strconv.Itoa(zkMaxSessionMs))
+	}
+	return append(lines, "admin.enableServer=false", "4lw.commands.whitelist=srvr,ruok,mntr,stat")
+}
+
+// zkTimings are a ZooKeeper server's tick and the limits counted in ticks.
+type zkTimings struct{ tick, initLimit, syncLimit int }
+
+// zkTimingsOf returns the sandbox's short timings, or Debian's defaults
+// (its zoo.cfg: tickTime=2000, initLimit=10, syncLimit=5) for a Stock spec.
+func zkTimingsOf(spec Spec) zkTimings {
+	if spec.Stock {
+		return zkTimings{tick: 2000, initLimit: 10, syncLimit: 5}
+	}
+	return zkTimings{tick: zkTickMillis, initLimit: zkInitLimit, syncLimit: zkSyncLimit}
+}
+
+// mariadbArgs are the settings every sandbox MariaDB gets beyond its
+// addresses, in both providers: a smaller buffer pool than the default
+// 128 MiB (many servers run at once in tests), none for a Stock spec.
+func mariadbArgs(spec Spec) []string {
+	if spec.Stock {
+		return nil
+	}
+	return []string{"--innodb-buffer-pool-size=64M"}
 }
 
 func (c localConfig) etcd(i int) {

@@ -1,6 +1,8 @@
 package sandbox_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,3 +102,61 @@ func TestEtcdSmoke(t *testing.T) {
 		t.Errorf("lease TTL = %d, want >= 2", lease.TTL)
 	}
 }
+
+// A Stock spec gives the distribution's defaults where the sandbox
+// otherwise shortens them: ZooKeeper's tick of 2 s (no session shorter
+// than 4 s), MariaDB's 128 MiB buffer pool, Redis's RDB save schedule.
+func TestStockSettings(t *testing.T) {
+	ctx := testCtx(t, 2*time.Minute)
+	t.Run("ZooKeeper", func(t *testing.T) {
+		g := start(t, sandbox.Spec{Kind: sandbox.ZooKeeper, Stock: true})
+		// zk.Conn logs the negotiated timeout when the session starts.
+		granted := make(chan string, 1)
+		logger := zkLogFunc(func(format string, args ...any) {
+			if msg := fmt.Sprintf(format, args...); strings.HasPrefix(msg, "authenticated:") {
+				select {
+				case granted <- msg:
+				default:
+				}
+			}
+		})
+		c, _, err := zk.Connect(g.Addrs(), time.Second, zk.WithLogger(logger))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		select {
+		case msg := <-granted:
+			if !strings.HasSuffix(msg, "timeout=4000") {
+				t.Errorf("a 1 s session request: %q, want timeout=4000 (2 ticks of 2 s)", msg)
+			}
+		case <-ctx.Done():
+			t.Fatal("no session")
+		}
+	})
+	t.Run("MariaDB", func(t *testing.T) {
+		g := start(t, sandbox.Spec{Kind: sandbox.MariaDB, Stock: true})
+		var pool int64
+		if err := mysqlDB(t, g.Node(0).Addr()).QueryRowContext(ctx, "SELECT @@innodb_buffer_pool_size").Scan(&pool); err != nil {
+			t.Fatal(err)
+		}
+		if pool != 128<<20 {
+			t.Errorf("innodb_buffer_pool_size = %d, want 128 MiB", pool)
+		}
+	})
+	t.Run("Redis", func(t *testing.T) {
+		g := start(t, sandbox.Spec{Kind: sandbox.Redis, Stock: true})
+		got, err := redisClient(t, g.Node(0).Addr()).ConfigGet(ctx, "save").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got["save"] != "3600 1 300 100 60 10000" {
+			t.Errorf("save = %q, want Redis's default schedule", got["save"])
+		}
+	})
+}
+
+// zkLogFunc is a zk.Logger.
+type zkLogFunc func(format string, args ...any)
+
+func (f zkLogFunc) Printf(format string, args ...any) { f(format, args...) }

@@ -97,6 +97,16 @@ type Spec struct {
 	// MariaDBTLS, when set, makes every MariaDB server accept TLS with the
 	// given certificate. MariaDB only.
 	MariaDBTLS *ServerTLS
+	// Stock gives the servers their distribution's default settings where
+	// the sandbox otherwise tunes them for fast fault tests: ZooKeeper's
+	// tickTime 2000 ms (sessions of 4 to 40 s), initLimit 10 and syncLimit
+	// 5; MariaDB's default InnoDB buffer pool (128 MiB) instead of 64 MiB;
+	// Redis's default RDB save schedule. Benchmarks use it, so that their
+	// figures are what a user with a stock server sees. What the sandbox
+	// needs to run at all stays: loopback addresses and free ports, Redis
+	// without protected mode, ZooKeeper's four-letter words, no admin
+	// server.
+	Stock bool
 
 	primaries int          // Redis Cluster: primaries; Nodes counts every server
 	tls       *tlsMaterial // set by Start when TLS is on

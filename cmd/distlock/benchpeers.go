@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/distlock/distlock/cmd/distlock/internal/compare"
@@ -26,6 +27,11 @@ func addPeers(ctx context.Context, s *targetSet, withPeers bool) {
 			info.Note = "no peers or floor: " + err.Error()
 			fmt.Fprintf(os.Stderr, "distlock bench: %s: %s\n", t.Name, info.Note)
 		default:
+			me := &out[len(out)-1]
+			if d := st.Distlock; d.New != nil && plainURL(t.URL) {
+				me.New, me.About, me.RoundTrips = d.New, d.About, peers.RoundTrips
+			}
+			me.Counters = st.Counters
 			out = append(out, storeTargets(t, st, withPeers)...)
 			info.Floor = st.Floor.Name
 			describeStore(ctx, st, &info)
@@ -35,6 +41,10 @@ func addPeers(ctx context.Context, s *targetSet, withPeers bool) {
 	s.targets = out
 }
 
+// plainURL reports whether rawURL sets no option: distlock over the
+// store's default client then has the same settings as opened from it.
+func plainURL(rawURL string) bool { return !strings.Contains(rawURL, "?") }
+
 // storeTargets returns the peers (when withPeers) and the floor of t's
 // store as targets.
 func storeTargets(t compare.Target, st *peers.Store, withPeers bool) []compare.Target {
@@ -43,12 +53,12 @@ func storeTargets(t compare.Target, st *peers.Store, withPeers bool) []compare.T
 	if withPeers {
 		for _, p := range st.Peers {
 			out = append(out, compare.Target{Name: store + ": " + p.Name, Store: store, Library: p.Name,
-				URL: t.URL, About: p.About, New: p.New, Crash: p.Crash})
+				URL: t.URL, About: p.About, New: p.New, Crash: p.Crash, Counters: st.Counters, RoundTrips: peers.RoundTrips})
 		}
 	}
 	f := st.Floor
 	return append(out, compare.Target{Name: store + ": floor (" + f.Name + ")", Store: store, Library: f.Name,
-		Floor: true, URL: t.URL, About: "the floor: " + f.About, New: f.New})
+		Floor: true, URL: t.URL, About: "the floor: " + f.About, New: f.New, Counters: st.Counters, RoundTrips: peers.RoundTrips})
 }
 
 func describeStore(ctx context.Context, st *peers.Store, info *compare.StoreInfo) {

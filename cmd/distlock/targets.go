@@ -186,7 +186,7 @@ func startSandbox(ctx context.Context, s *targetSet) {
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "distlock bench: starting a throwaway %s server...\n", k.kind)
-		g, err := sandbox.Start(ctx, sandbox.Spec{Kind: k.kind})
+		g, err := sandbox.Start(ctx, sandbox.Spec{Kind: k.kind, Stock: true})
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "distlock bench: skipping %s: %v\n", k.name, err)
 			continue

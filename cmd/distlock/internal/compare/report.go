@@ -89,7 +89,8 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		rows := rep.byWorkload(wl)
 		fmt.Fprintf(tw, "\n== %s\n", wl)
 		header := []string{"backend"}
-		for _, m := range firstMetrics(rows) {
+		cols := allMetrics(rows)
+		for _, m := range cols {
 			header = append(header, strings.TrimSpace(m.Name+" "+unitLabel(m.Unit)))
 		}
 		fmt.Fprintln(tw, strings.Join(header, "\t"))
@@ -98,8 +99,12 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			if r.Error != "" && len(r.Metrics) == 0 {
 				cells = append(cells, "error: "+r.Error)
 			}
-			for _, m := range r.Metrics {
-				cells = append(cells, formatValue(m.Value))
+			for _, c := range cols {
+				if m, ok := r.metric(c.Name); ok {
+					cells = append(cells, formatValue(m.Value))
+				} else if len(r.Metrics) > 0 {
+					cells = append(cells, "-")
+				}
 			}
 			fmt.Fprintln(tw, strings.Join(cells, "\t"))
 		}
@@ -127,13 +132,18 @@ func formatValue(v float64) string {
 	}
 }
 
-func firstMetrics(rows []Result) []Metric {
+// allMetrics returns every metric some row has, in the order they first
+// appear (a store without server counters lacks some).
+func allMetrics(rows []Result) []Metric {
+	var out []Metric
 	for _, r := range rows {
-		if len(r.Metrics) > 0 {
-			return r.Metrics
+		for _, m := range r.Metrics {
+			if !slices.ContainsFunc(out, func(o Metric) bool { return o.Name == m.Name }) {
+				out = append(out, m)
+			}
 		}
 	}
-	return nil
+	return out
 }
 
 func (rep *Report) workloads() []string {

@@ -39,7 +39,7 @@ func combine(rounds []Result) Result {
 	if len(measured) == 0 {
 		return out
 	}
-	for _, m := range measured[0].Metrics {
+	for _, m := range allMetrics(measured) {
 		out.Metrics = append(out.Metrics, combineMetric(m, measured))
 	}
 	if len(raw) > 0 {

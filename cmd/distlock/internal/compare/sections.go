@@ -32,7 +32,17 @@ var texts = map[string]workloadText{
 		What: "One client takes a free key and releases it, pair after pair ({pairs} pairs a round, after one warm-up pair). " +
 			"<b>Lower is better.</b> The floor is one bare round trip to the store: no lock can take less, " +
 			"and “× floor” says how many round trips' worth a pair costs.",
-		Columns: []column{{"p50", "p50"}, {"p99", "p99"}, {"floors", "p50 × floor"}, {"pairs/s", "pairs/s"}},
+		Columns: []column{{"p50", "p50"}, {"p99", "p99"}, {"floors", "p50 × floor"}, {"pairs/s", "pairs/s"},
+			{"round trips/pair", "round trips / pair"}, {"requests/pair", "requests / pair"}, {"fsyncs/pair", "fsyncs / pair"}},
+		Explain: []explain{
+			{"round trips / pair", "counted on the wire of the clients the comparison made (peers, floors, distlock made by New; not a distlock opened from a URL): " +
+				"a write after a read starts one. Exact for request-reply protocols; for etcd's gRPC, flow-control frames and pushed watch events count too."},
+			{"requests / pair", "what the server counted during the pairs, divided by the pairs (its requests include the background: " +
+				"pings and renewals): Redis commands, those a Lua script runs included; MariaDB statements and preparations (each statement of a batch counts, so this can exceed the round trips); " +
+				"ZooKeeper packets; etcd gRPC messages (stream messages too)."},
+			{"fsyncs / pair", "the server's flushes to disk per pair: InnoDB's data fsyncs, ZooKeeper's transaction log, etcd's WAL; " +
+				"Redis: 0 without an append-only file."},
+		},
 	},
 	"contended": {
 		Title: "Contended: many clients, one key",

@@ -31,16 +31,25 @@ type Target struct {
 	// URL opens a distlock client of the store; its password is never
 	// printed.
 	URL string
-	// About says how a peer library is driven.
+	// About says how a peer library, or a distlock made by New, is driven.
 	About string
-	// New, when not nil, makes a client of a peer library or floor instead
-	// of a distlock Locker opened from URL.
+	// New, when not nil, makes a client of a peer library or floor, or a
+	// distlock Locker built with a driver's New over a client of the
+	// store, instead of a distlock Locker opened from URL.
 	New func(ctx context.Context, ttl time.Duration) (measure.Contender, error)
 	// Crash, when not nil, takes key with a client of its own and kills
 	// that client in a way this process can observe (in-process backends
 	// and peers). Without it, crash-recovery runs a separate `distlock run`
 	// process and kills it with SIGKILL.
 	Crash func(ctx context.Context, key string, ttl time.Duration) (killed time.Time, err error)
+	// Counters, when not nil, reads the store's server counters of
+	// requests received and fsyncs (NaN: not counted), both since the
+	// server started; the uncontended workload reports them per pair.
+	Counters func(ctx context.Context) (requests, fsyncs float64, err error)
+	// RoundTrips, when not nil, returns the round trips counted so far on
+	// the wire of the clients New makes; the uncontended workload reports
+	// them per pair.
+	RoundTrips func() float64
 }
 
 // StoreName returns the store the target runs on.

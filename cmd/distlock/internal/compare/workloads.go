@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -148,17 +149,60 @@ func uncontended(ctx context.Context, t Target, c Config, r *Result) error {
 	if _, err := measure.Pairs(ctx, x, key, 1, 0); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
+	count := serverCount(ctx, t)
+	var trips float64
+	if t.RoundTrips != nil {
+		trips = t.RoundTrips()
+	}
 	start := time.Now()
 	lat, err := measure.Pairs(ctx, x, key, c.Iterations, c.Duration*4)
 	if err != nil {
 		return err
+	}
+	if t.RoundTrips != nil {
+		trips = t.RoundTrips() - trips
 	}
 	s := measure.Summarize(lat)
 	r.add("p50", "ms", ms(s.P50))
 	r.add("p99", "ms", ms(s.P99))
 	r.add("pairs/s", "1/s", float64(len(lat))/time.Since(start).Seconds())
 	r.raw = lat
+	n := float64(len(lat))
+	if t.RoundTrips != nil {
+		r.add("round trips/pair", "", trips/n)
+	}
+	if requests, fsyncs, ok := count(); ok {
+		r.add("requests/pair", "", requests/n)
+		if !math.IsNaN(fsyncs) {
+			r.add("fsyncs/pair", "", fsyncs/n)
+		}
+	}
 	return nil
+}
+
+// serverCount starts counting the requests and fsyncs the target's server
+// sees; the function it returns stops and returns the counts. Reading the
+// counters is a request too: what one reading costs (two readings back to
+// back) is taken off. Background traffic (other clients' pings, a lease's
+// renewals) is counted in; a pair of 200 makes it small. ok is false when
+// the store has no counters or one reading failed.
+func serverCount(ctx context.Context, t Target) func() (requests, fsyncs float64, ok bool) {
+	none := func() (float64, float64, bool) { return 0, 0, false }
+	if t.Counters == nil {
+		return none
+	}
+	r0, _, err0 := t.Counters(ctx)
+	r1, f1, err1 := t.Counters(ctx)
+	if err0 != nil || err1 != nil {
+		return none
+	}
+	return func() (float64, float64, bool) {
+		r2, f2, err := t.Counters(ctx)
+		if err != nil {
+			return none()
+		}
+		return max(0, r2-r1-(r1-r0)), f2 - f1, true
+	}
 }
 
 // contended: every worker is its own client, competing for one key. A

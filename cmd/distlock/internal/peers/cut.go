@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // errCut is what a cut client's dials return.
@@ -28,9 +29,13 @@ func (c *cutter) dial(ctx context.Context, network, addr string) (net.Conn, erro
 		}
 	}
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, network, addr)
-	if err != nil || c == nil {
-		return conn, err
+	raw, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	conn := net.Conn(&tripConn{Conn: raw})
+	if c == nil {
+		return conn, nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -51,4 +56,38 @@ func (c *cutter) cutAll() {
 		_ = conn.Close()
 	}
 	c.conns = nil
+}
+
+// wireTrips counts the round trips of every connection the clients of this
+// package dialled: see [RoundTrips].
+var wireTrips atomic.Int64
+
+// RoundTrips returns how many round trips the clients this package made
+// (peers, floors, distlock made by New) have had with their servers so far,
+// counted on the wire: a write on a connection after it last read (or
+// first) starts one. That is exact for request-reply protocols (Redis,
+// MySQL, ZooKeeper without watches firing) and counts a little more for
+// gRPC (etcd), whose flow-control frames and pushed watch events look like
+// more turns. Pings and renewals in the background count too.
+func RoundTrips() float64 { return float64(wireTrips.Load()) }
+
+// tripConn counts round trips in wireTrips.
+type tripConn struct {
+	net.Conn
+	writing atomic.Bool
+}
+
+func (c *tripConn) Write(p []byte) (int, error) {
+	if !c.writing.Swap(true) {
+		wireTrips.Add(1)
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *tripConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.writing.Store(false)
+	}
+	return n, err
 }

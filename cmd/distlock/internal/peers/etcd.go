@@ -1,9 +1,14 @@
 package peers
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -12,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/etcdlock"
 )
 
 // etcdPrefix is where the peers keep their keys.
@@ -45,6 +51,19 @@ func etcdStore(u *backend.URL) (*Store, error) {
 					return &mutexClient{cli: cli, s: s}, nil
 				}),
 		},
+		Distlock: distlockPeer("etcdlock.New over clientv3.New (its defaults), one Locker per client; lease TTL = the run's TTL (at least etcdlock.MinTTL)",
+			func(_ context.Context, ttl time.Duration) (backend.Driver, func(), error) {
+				cli, err := newClient(nil)
+				if err != nil {
+					return nil, nil, err
+				}
+				d, err := etcdlock.New(cli, &etcdlock.Options{TTL: max(ttl, etcdlock.MinTTL)})
+				if err != nil {
+					_ = cli.Close()
+					return nil, nil, err
+				}
+				return d, func() { _ = cli.Close() }, nil
+			}),
 		Floor: floor("Get", func() (func(context.Context) error, func(), error) {
 			cli, err := newClient(nil)
 			if err != nil {
@@ -63,6 +82,7 @@ func etcdStore(u *backend.URL) (*Store, error) {
 			defer cli.Close()
 			return etcdInfo(ctx, cli, endpoints[0])
 		},
+		Counters: func(ctx context.Context) (float64, float64, error) { return etcdCounters(ctx, endpoints[0]) },
 	}, nil
 }
 
@@ -76,6 +96,51 @@ func etcdInfo(ctx context.Context, cli *clientv3.Client, endpoint string) (Info,
 		info.Settings = append(info.Settings, fmt.Sprintf("members %d", len(ms.Members)))
 	}
 	return info, nil
+}
+
+// etcdCounters reads the server's Prometheus metrics: gRPC messages
+// received (unary requests and stream messages), and WAL fsyncs.
+func etcdCounters(ctx context.Context, endpoint string) (requests, fsyncs float64, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+endpoint+"/metrics", nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, 0, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	found := 0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		var dst *float64
+		switch {
+		case strings.HasPrefix(line, "grpc_server_msg_received_total{"):
+			dst = &requests
+		case strings.HasPrefix(line, "etcd_disk_wal_fsync_duration_seconds_count "):
+			dst = &fsyncs
+		default:
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("GET /metrics: %q: %w", line, err)
+		}
+		*dst += v
+		found++
+	}
+	if err := sc.Err(); err != nil {
+		return 0, 0, err
+	}
+	if found == 0 {
+		return 0, 0, errors.New("GET /metrics: no grpc_server_msg_received_total")
+	}
+	return requests, fsyncs, nil
 }
 
 // mutexClient is etcd's concurrency.Mutex on one session.

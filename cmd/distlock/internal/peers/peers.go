@@ -40,8 +40,19 @@ type Store struct {
 	Peers []Peer
 	// Floor is one bare round trip as an "acquire" with nothing to release.
 	Floor Peer
+	// Distlock is distlock built the way a program that already has a
+	// client of the store builds it: the driver's New over a client made
+	// like the peers' (its library's defaults). Its Crash is nil.
+	Distlock Peer
 	// Info asks the server for its version and settings.
 	Info func(ctx context.Context) (Info, error)
+	// Counters reads the server's counters of the requests it received
+	// and of its flushes to disk (fsyncs), both since it started: Redis
+	// commands; MariaDB statements and statement preparations (a batch of
+	// statements counts each); ZooKeeper packets; etcd gRPC messages,
+	// unary requests and stream messages alike. fsyncs is NaN where the
+	// server does not count them. Reading them is a request too.
+	Counters func(ctx context.Context) (requests, fsyncs float64, err error)
 }
 
 // ErrNoPeers is returned for a store the package has nothing for.

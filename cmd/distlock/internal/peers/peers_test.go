@@ -99,10 +99,27 @@ func checkStore(t *testing.T, kind sandbox.Kind) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if release, err := f.Acquire(ctx, "k"); err != nil || release(ctx) != nil {
-		t.Errorf("floor %s: %v", st.Floor.Name, err)
+	req0, _, err := st.Counters(ctx)
+	if err != nil {
+		t.Fatalf("Counters: %v", err)
+	}
+	const trips = 5
+	for range trips {
+		if release, err := f.Acquire(ctx, "k"); err != nil || release(ctx) != nil {
+			t.Errorf("floor %s: %v", st.Floor.Name, err)
+		}
 	}
 	f.Close()
+	// The server counted the floor's round trips (and this reading's).
+	if req1, fsyncs, err := st.Counters(ctx); err != nil || req1-req0 < trips || fsyncs < 0 {
+		t.Errorf("Counters after %d floor round trips: %v more requests, fsyncs %v, %v", trips, req1-req0, fsyncs, err)
+	}
+	t.Run("distlock", func(t *testing.T) {
+		if st.Distlock.New == nil || st.Distlock.About == "" || st.Distlock.Crash != nil {
+			t.Fatalf("Distlock = %+v", st.Distlock)
+		}
+		checkExcludes(ctx, t, st.Distlock)
+	})
 	for _, p := range st.Peers {
 		t.Run(strings.ReplaceAll(p.Name, "/", "-"), func(t *testing.T) {
 			checkExcludes(ctx, t, p)

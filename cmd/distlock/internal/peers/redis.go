@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/backend"
+	distredis "github.com/distlock/distlock/redislock"
 )
 
 func redisStore(u *backend.URL) (*Store, error) {
@@ -45,6 +47,16 @@ func redisStore(u *backend.URL) (*Store, error) {
 					return &bsmClient{c: c, lc: redislock.New(c), ttl: ttl}, nil
 				}),
 		},
+		Distlock: distlockPeer("redislock.New over redis.NewClient (go-redis defaults), one Locker per client; lease TTL = the run's TTL",
+			func(context.Context, time.Duration) (backend.Driver, func(), error) {
+				c := newClient(nil)
+				d, err := distredis.New(c, nil)
+				if err != nil {
+					_ = c.Close()
+					return nil, nil, err
+				}
+				return d, func() { _ = c.Close() }, nil
+			}),
 		Floor: floor("PING", func() (func(context.Context) error, func(), error) {
 			c := newClient(nil)
 			return func(ctx context.Context) error { return c.Ping(ctx).Err() }, func() { _ = c.Close() }, nil
@@ -53,6 +65,11 @@ func redisStore(u *backend.URL) (*Store, error) {
 			c := newClient(nil)
 			defer c.Close()
 			return redisInfo(ctx, c)
+		},
+		Counters: func(ctx context.Context) (float64, float64, error) {
+			c := newClient(nil)
+			defer c.Close()
+			return redisCounters(ctx, c)
 		},
 	}, nil
 }
@@ -80,6 +97,36 @@ func redisInfo(ctx context.Context, c *redis.Client) (Info, error) {
 		info.Settings = append(info.Settings, name+" "+v)
 	}
 	return info, nil
+}
+
+// redisCounters reads INFO: commands processed, and no fsync unless the
+// append-only file is on (Redis does not count its fsyncs: NaN then).
+func redisCounters(ctx context.Context, c *redis.Client) (requests, fsyncs float64, err error) {
+	raw, err := c.Info(ctx, "stats", "persistence").Result()
+	if err != nil {
+		return 0, 0, err
+	}
+	fields := infoFields(raw)
+	requests, err = strconv.ParseFloat(fields["total_commands_processed"], 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("INFO stats: total_commands_processed: %w", err)
+	}
+	fsyncs = math.NaN()
+	if fields["aof_enabled"] == "0" {
+		fsyncs = 0
+	}
+	return requests, fsyncs, nil
+}
+
+// infoFields splits the "name:value" lines of an INFO reply.
+func infoFields(raw string) map[string]string {
+	m := map[string]string{}
+	for line := range strings.SplitSeq(raw, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			m[k] = v
+		}
+	}
+	return m
 }
 
 // redsyncClient is a redsync Redsync on its own client.

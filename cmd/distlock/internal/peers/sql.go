@@ -10,6 +10,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/sqllock"
 )
 
 // forUpdateTable is the FOR UPDATE peer's table: one row per key.
@@ -54,6 +55,19 @@ func sqlStore(u *backend.URL) (*Store, error) {
 					return newForUpdate(ctx, db)
 				}),
 		},
+		Distlock: distlockPeer("sqllock.New over a *sql.DB of go-sql-driver with its defaults (no multiStatements, no interpolateParams), one Locker per pool; lease TTL = the run's TTL",
+			func(ctx context.Context, _ time.Duration) (backend.Driver, func(), error) {
+				db, err := open(nil)
+				if err != nil {
+					return nil, nil, err
+				}
+				d, err := sqllock.New(ctx, db, nil)
+				if err != nil {
+					_ = db.Close()
+					return nil, nil, err
+				}
+				return d, func() { _ = db.Close() }, nil
+			}),
 		Floor: floor("SELECT 1", func() (func(context.Context) error, func(), error) {
 			db, err := open(nil)
 			if err != nil {
@@ -71,6 +85,14 @@ func sqlStore(u *backend.URL) (*Store, error) {
 			}
 			defer db.Close()
 			return sqlInfo(ctx, db)
+		},
+		Counters: func(ctx context.Context) (float64, float64, error) {
+			db, err := open(nil)
+			if err != nil {
+				return 0, 0, err
+			}
+			defer db.Close()
+			return sqlCounters(ctx, db)
 		},
 	}, nil
 }
@@ -95,6 +117,39 @@ func sqlInfo(ctx context.Context, db *sql.DB) (Info, error) {
 		info.Settings = append(info.Settings, name+" "+value)
 	}
 	return info, rows.Err()
+}
+
+// sqlCounters reads the global status: Questions counts the statements
+// clients sent (each of a batch, an executed prepared statement once),
+// Com_stmt_prepare the preparations besides; Innodb_data_fsyncs InnoDB's
+// flushes.
+func sqlCounters(ctx context.Context, db *sql.DB) (requests, fsyncs float64, err error) {
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Questions', 'Com_stmt_prepare', 'Innodb_data_fsyncs')")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer rows.Close()
+	seen := 0
+	for rows.Next() {
+		var name string
+		var value float64
+		if err := rows.Scan(&name, &value); err != nil {
+			return 0, 0, err
+		}
+		seen++
+		if name == "Innodb_data_fsyncs" {
+			fsyncs = value
+		} else {
+			requests += value
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, 0, err
+	}
+	if seen != 3 {
+		return 0, 0, fmt.Errorf("SHOW GLOBAL STATUS: %d of 3 counters", seen)
+	}
+	return requests, fsyncs, nil
 }
 
 // quietSQL is a mysql.Logger that prints nothing.

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/zklock"
 )
 
 // zkBase is where the peers keep their nodes.
@@ -42,6 +45,19 @@ func zkStore(u *backend.URL) (*Store, error) {
 					return &zkLockClient{conn: conn}, nil
 				}),
 		},
+		Distlock: distlockPeer("zklock.New over zk.Connect (session timeout = the run's TTL), one Locker per session",
+			func(ctx context.Context, ttl time.Duration) (backend.Driver, func(), error) {
+				conn, err := connect(ctx, ttl, nil)
+				if err != nil {
+					return nil, nil, err
+				}
+				d, err := zklock.New(conn, &zklock.Options{SessionTimeout: ttl})
+				if err != nil {
+					conn.Close()
+					return nil, nil, err
+				}
+				return d, conn.Close, nil
+			}),
 		Floor: floor("Exists", func() (func(context.Context) error, func(), error) {
 			conn, err := connect(context.Background(), 10*time.Second, nil)
 			if err != nil {
@@ -52,7 +68,8 @@ func zkStore(u *backend.URL) (*Store, error) {
 				return err
 			}, conn.Close, nil
 		}),
-		Info: func(ctx context.Context) (Info, error) { return zkInfo(ctx, hosts[0]) },
+		Info:     func(ctx context.Context) (Info, error) { return zkInfo(ctx, hosts[0]) },
+		Counters: func(ctx context.Context) (float64, float64, error) { return zkCounters(ctx, hosts[0]) },
 	}, nil
 }
 
@@ -79,22 +96,64 @@ func zkConnect(ctx context.Context, hosts []string, timeout time.Duration, dial 
 	}
 }
 
-// zkInfo asks the server with the srvr four-letter word.
-func zkInfo(ctx context.Context, addr string) (Info, error) {
+// zkCounters asks the server with the mntr four-letter word: packets
+// received, and the count of its transaction log fsyncs.
+func zkCounters(ctx context.Context, addr string) (requests, fsyncs float64, err error) {
+	lines, err := fourLetters(ctx, addr, "mntr")
+	if err != nil {
+		return 0, 0, err
+	}
+	found := 0
+	for _, line := range lines {
+		name, value, _ := strings.Cut(line, "\t")
+		var dst *float64
+		switch name {
+		case "zk_packets_received":
+			dst = &requests
+		case "zk_cnt_fsynctime":
+			dst = &fsyncs
+		default:
+			continue
+		}
+		if *dst, err = strconv.ParseFloat(value, 64); err != nil {
+			return 0, 0, fmt.Errorf("mntr: %s: %w", name, err)
+		}
+		found++
+	}
+	if found != 2 {
+		return 0, 0, errors.New("the server did not answer mntr with zk_packets_received and zk_cnt_fsynctime (not in 4lw.commands.whitelist?)")
+	}
+	return requests, fsyncs, nil
+}
+
+// fourLetters sends a four-letter word and returns the reply's lines.
+func fourLetters(ctx context.Context, addr, word string) ([]string, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return Info{}, err
+		return nil, err
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := conn.Write([]byte("srvr")); err != nil {
+	if _, err := conn.Write([]byte(word)); err != nil {
+		return nil, err
+	}
+	var lines []string
+	sc := bufio.NewScanner(conn)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	return lines, sc.Err()
+}
+
+// zkInfo asks the server with the srvr four-letter word.
+func zkInfo(ctx context.Context, addr string) (Info, error) {
+	lines, err := fourLetters(ctx, addr, "srvr")
+	if err != nil {
 		return Info{}, err
 	}
 	var info Info
-	sc := bufio.NewScanner(conn)
-	for sc.Scan() {
-		line := sc.Text()
+	for _, line := range lines {
 		if v, ok := strings.CutPrefix(line, "Zookeeper version: "); ok {
 			v, _, _ = strings.Cut(v, ",")
 			v, _, _ = strings.Cut(v, "-$") // an unexpanded build placeholder
