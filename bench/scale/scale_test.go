@@ -30,7 +30,7 @@ import (
 var (
 	full       = flag.Bool("scale.full", false, "the full curves: 1k, 10k and 100k leases; 1, 8, 64 and 256 clients")
 	storesFlag = flag.String("scale.stores", "mem,redis,mariadb,etcd,zookeeper", "the stores to measure, comma-separated")
-	ttlFlag    = flag.Duration("scale.ttl", 3*time.Second, "the lease TTL: renewals every TTL/3")
+	ttlFlag    = flag.Duration("scale.ttl", 4*time.Second, "the lease TTL: renewals every TTL/3 (4 s: a stock ZooKeeper grants no shorter session)")
 	csvFlag    = flag.String("scale.csv", "", "also write the figures as CSV to this file")
 	windowFlag = flag.Duration("scale.window", 0, "how long renewals are watched (0: TTL, or 2×TTL with -scale.full)")
 	sizesFlag  = flag.String("scale.sizes", "", "lease counts to hold, comma-separated, instead of the store's (e.g. 100000)")
@@ -65,8 +65,9 @@ func window() time.Duration {
 }
 
 // TestScale runs every store's curves and prints them as tables (and CSV
-// with -scale.csv). It fails only if a lease is lost or not renewed while
-// the store can hold it.
+// with -scale.csv). Where a store stops keeping up (leases in doubt or
+// lost, releases abandoned by Close) the tables say so: those are the
+// figures, not failures.
 func TestScale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short mode")
@@ -106,9 +107,6 @@ func TestScale(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s, %d leases: %v", s.name, n, err)
 				}
-				if r.lost > 0 || r.endLost > 0 || r.closeErr != nil {
-					t.Errorf("%s, %d leases: %d lost, %d lost at the end of the window; Close: %v", s.name, n, r.lost, r.endLost, r.closeErr)
-				}
 				t.Logf("%s", r.line())
 				held = append(held, r)
 			}
@@ -147,6 +145,7 @@ type heldResult struct {
 	doubts, lost         int64
 	endDoubt, endLost    int     // leases in doubt, lost at the end of the window
 	closeErr             error   // from Close, which releases every lease
+	notReleased          int     // leases Close could not release (counted by EventReleased causes)
 	serverOpsPerSec      float64 // -1: no server
 	cpuPerSec            float64 // process CPU seconds per second (1 = one core)
 	cpuPerRenewal        time.Duration
@@ -161,11 +160,11 @@ type heldResult struct {
 func (r heldResult) line() string {
 	return fmt.Sprintf("%s n=%d: acquire %v (%.0f/s first tenth, %.0f/s last), heap %.0f B/lease, %.3f goroutines/lease, "+
 		"%.0f renewals/s, %.0f server ops/s, cpu %.3f core, %v/renewal, %d rounds of %.0f, round p50 %v max %v, release %v; "+
-		"renewal errors %d, in doubt %d, lost %d; at the end %d in doubt, %d lost; Close: %v",
+		"renewal errors %d, in doubt %d, lost %d; at the end %d in doubt, %d lost; %d not released; Close: %v",
 		r.store, r.n, r.acquire.Round(time.Millisecond), r.rateFirst, r.rateLast, r.heapPerLease, r.goroutinesPerLease,
 		r.renewalsPerSec, r.serverOpsPerSec, r.cpuPerSec, r.cpuPerRenewal, r.rounds, r.leasesPerRound,
 		r.roundP50.Round(time.Microsecond), r.roundMax.Round(time.Microsecond), r.release.Round(time.Millisecond),
-		r.renewFailed, r.doubts, r.lost, r.endDoubt, r.endLost, r.closeErr)
+		r.renewFailed, r.doubts, r.lost, r.endDoubt, r.endLost, r.notReleased, r.closeErr)
 }
 
 // heapInuse returns HeapInuse and the goroutine count after a GC.
@@ -279,9 +278,9 @@ func measureHeld(s *store, n int) (heldResult, error) {
 	r.renewFailed, r.doubts, r.lost = m.renewFailed.Load(), m.doubts.Load(), m.losses.Load()
 	r.serverOpsPerSec = -1
 	if hasOps {
-		r.serverOpsPerSec = float64(ops1-ops0-1) / el.Seconds() // less our own second read
+		r.serverOpsPerSec = float64(ops1-ops0) / el.Seconds()
 		if renewed > 0 {
-			r.serverOpsPerRenewal = float64(ops1-ops0-1) / float64(renewed)
+			r.serverOpsPerRenewal = float64(ops1-ops0) / float64(renewed)
 		}
 	}
 	r.cpuPerSec = (cpu1 - cpu0).Seconds() / el.Seconds()
@@ -313,6 +312,7 @@ func measureHeld(s *store, n int) (heldResult, error) {
 	closed = true
 	r.closeErr = c.l.Close()
 	r.release = time.Since(t1)
+	r.notReleased = int(m.releaseErrors.Load())
 	if c.close != nil {
 		c.close()
 	}
@@ -466,17 +466,18 @@ func report(t *testing.T, held []heldResult, acq []clientsResult) {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	p("\nLeases held by one Locker (TTL %v, renewals every TTL/3, window %v):\n\n", *ttlFlag, window())
-	p("| store | leases | heap/lease | goroutines/lease | acquire all | acq/s first tenth | acq/s last tenth | renewals/s | server ops/s | ops/renewal | CPU (cores) | CPU/renewal | rounds | leases/round | round p50 | round max | release all |\n")
-	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("| store | leases | heap/lease | goroutines/lease | acquire all | acq/s first tenth | acq/s last tenth | renewals/s | server ops/s | ops/renewal | CPU (cores) | CPU/renewal | rounds | leases/round | round p50 | round max | in doubt | lost | release all | not released |\n")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range held {
 		ops, per := "–", "–"
 		if r.serverOpsPerSec >= 0 {
 			ops, per = fmt.Sprintf("%.0f", r.serverOpsPerSec), fmt.Sprintf("%.2f", r.serverOpsPerRenewal)
 		}
-		p("| %s | %d | %.0f B | %.3f | %v | %.0f | %.0f | %.0f | %s | %s | %.3f | %v | %d | %.0f | %v | %v | %v |\n",
+		p("| %s | %d | %.0f B | %.3f | %v | %.0f | %.0f | %.0f | %s | %s | %.3f | %v | %d | %.0f | %v | %v | %d | %d | %v | %d |\n",
 			r.store, r.n, r.heapPerLease, r.goroutinesPerLease, r.acquire.Round(time.Millisecond), r.rateFirst, r.rateLast,
 			r.renewalsPerSec, ops, per, r.cpuPerSec, r.cpuPerRenewal.Round(100*time.Nanosecond), r.rounds, r.leasesPerRound,
-			r.roundP50.Round(10*time.Microsecond), r.roundMax.Round(10*time.Microsecond), r.release.Round(time.Millisecond))
+			r.roundP50.Round(10*time.Microsecond), r.roundMax.Round(10*time.Microsecond), r.doubts, r.lost+int64(r.endLost),
+			r.release.Round(time.Millisecond), r.notReleased)
 	}
 	p("\nAcquisitions with k clients (each its own Locker, driver and store client) on keys of their own, %v per point:\n\n", runFor())
 	p("| store | clients | pairs/s | × 1 client | bare round trips/s | pairs per round trip | pair p50 | pair p99 | CPU/pair |\n")
