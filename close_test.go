@@ -2,6 +2,7 @@ package distlock_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,7 @@ type narrowDriver struct {
 	conns    chan struct{}
 	delay    time.Duration
 	down     atomic.Bool // releases get no answer until their ctx ends
+	failKey  string      // a release of this key fails at once (ErrUnavailable)
 	inFlight atomic.Int64
 	peak     atomic.Int64
 	released atomic.Int64
@@ -42,14 +44,15 @@ func (d *narrowDriver) Subscribe(ctx context.Context, key string) (<-chan struct
 func (d *narrowDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
 	if err == nil {
-		g.Lock = &narrowLock{Lock: g.Lock, d: d}
+		g.Lock = &narrowLock{Lock: g.Lock, d: d, key: req.Key}
 	}
 	return g, err
 }
 
 type narrowLock struct {
 	backend.Lock
-	d *narrowDriver
+	d   *narrowDriver
+	key string
 }
 
 func (l *narrowLock) Release(ctx context.Context) error {
@@ -57,6 +60,9 @@ func (l *narrowLock) Release(ctx context.Context) error {
 	n := d.inFlight.Add(1)
 	defer d.inFlight.Add(-1)
 	for p := d.peak.Load(); n > p && !d.peak.CompareAndSwap(p, n); p = d.peak.Load() {
+	}
+	if l.key != "" && l.key == d.failKey {
+		return backend.ErrUnavailable
 	}
 	if d.down.Load() {
 		<-ctx.Done()
@@ -135,5 +141,25 @@ func TestCloseGivesUpOnUnreachableStore(t *testing.T) {
 	}
 	if got := d.released.Load(); got != 0 {
 		t.Errorf("%d releases reported done by an unreachable store", got)
+	}
+}
+
+// TestCloseReportsFailureBesideGoneLock: Close reports a release that
+// failed even when another lease's lock was found gone (which it need not
+// report). It used to drop the whole joined error whenever any part of it
+// matched ErrNotHeld, so among many leases one gone lock hid every failure.
+func TestCloseReportsFailureBesideGoneLock(t *testing.T) {
+	inner := memlock.NewStore()
+	md, err := inner.NewDriver(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &narrowDriver{Driver: md, conns: make(chan struct{}, 1), failKey: "close/1"}
+	l := distlock.New(d)
+	holdMany(t, l, 2)
+	inner.Delete("close/0") // its release answers ErrNotHeld
+	err = l.Close()
+	if err == nil || !errors.Is(err, backend.ErrUnavailable) {
+		t.Errorf("Close = %v, want the failed release of close/1 reported", err)
 	}
 }

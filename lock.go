@@ -204,8 +204,11 @@ func (l *Locker) Close() error {
 	errs := l.releaseAll(held, fmt.Errorf("distlock: locker closed: %w", ErrReleased))
 	l.bg.Wait()
 	l.events.close()
+	for i, err := range errs {
+		errs[i] = ignoreExpected(err) // each on its own: one lock found gone must not hide another's failure
+	}
 	errs = append(errs, l.d.Close())
-	return ignoreExpected(errors.Join(errs...))
+	return errors.Join(errs...)
 }
 
 // closeWorkers bounds the releases Close has in flight at once: a Locker
