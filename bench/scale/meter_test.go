@@ -19,7 +19,6 @@ type meter struct {
 	noop.Meter
 	renewed, renewFailed atomic.Int64
 	doubts, losses       atomic.Int64
-	releaseErrors        atomic.Int64 // releases that failed (distlock.store.errors, operation release)
 
 	mu     sync.Mutex
 	rounds []renewalRecord
@@ -70,12 +69,6 @@ func (m *meter) Int64Counter(name string, _ ...metric.Int64CounterOption) (metri
 		c.add = func(n int64, _ bool) { m.doubts.Add(n) }
 	case "distlock.lease.lost":
 		c.add = func(n int64, _ bool) { m.losses.Add(n) }
-	case "distlock.store.errors":
-		c.add = func(n int64, release bool) {
-			if release {
-				m.releaseErrors.Add(n)
-			}
-		}
 	}
 	return c, nil
 }
@@ -101,9 +94,6 @@ func (c counter) Add(_ context.Context, n int64, opts ...metric.AddOption) {
 	attrs := metric.NewAddConfig(opts).Attributes()
 	if v, found := attrs.Value("distlock.outcome"); found {
 		ok = v.AsString() == "renewed"
-	}
-	if v, found := attrs.Value("distlock.operation"); found {
-		ok = v.AsString() == "release"
 	}
 	c.add(n, ok)
 }

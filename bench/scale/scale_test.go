@@ -149,7 +149,7 @@ type heldResult struct {
 	failed               int     // acquisitions that failed
 	firstFail            string  // the first failure
 	load                 string  // /proc/loadavg (1 and 5 min) at the end of the window
-	notReleased          int     // leases Close could not release (counted by EventReleased causes)
+	notReleased          int     // releases that failed in Close (its joined error)
 	serverOpsPerSec      float64 // -1: no server
 	cpuPerSec            float64 // process CPU seconds per second (1 = one core)
 	cpuPerRenewal        time.Duration
@@ -337,7 +337,13 @@ func measureHeld(s *store, n int) (heldResult, error) {
 	closed = true
 	r.closeErr = c.l.Close()
 	r.release = time.Since(t1)
-	r.notReleased = int(m.releaseErrors.Load())
+	// Close reports each release that failed (a lock found gone is not
+	// a failure).
+	if j, ok := r.closeErr.(interface{ Unwrap() []error }); ok {
+		r.notReleased = len(j.Unwrap())
+	} else if r.closeErr != nil {
+		r.notReleased = 1
+	}
 	if c.close != nil {
 		c.close()
 	}
