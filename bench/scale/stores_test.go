@@ -79,7 +79,7 @@ var stores = []*store{
 		heldLimit: "one pinned connection (an open transaction) per lease: " +
 			"max_connections (151 by default) less the pool's other connections",
 		maxClients:  64,
-		clientLimit: "each client is its own *sql.DB, which pins a connection per lease and keeps spares: 256 clients exceed max_connections=151",
+		clientLimit: "each client is its own *sql.DB, which pins a connection per lease and keeps spares: 256 clients would exceed max_connections=151",
 		counter:     "SHOW GLOBAL STATUS Questions + Com_admin_commands",
 	},
 	{
@@ -89,8 +89,11 @@ var stores = []*store{
 	},
 	{
 		name: "zookeeper", kind: sandbox.ZooKeeper, parallel: 64,
-		held:    func(full bool) []int { return sizes(full, []int{1000}, []int{1000, 3000, 10000}) },
-		counter: "mntr zk_packets_received",
+		held:       func(full bool) []int { return sizes(full, []int{1000}, []int{1000, 3000, 10000}) },
+		counter:    "mntr zk_packets_received",
+		maxClients: 56,
+		clientLimit: "ZooKeeper's maxClientCnxns (60 connections per client address by default) refuses more: " +
+			"every client is its own session on its own connection",
 		heldLimit: "renewal throughput: each lease's renewal is its own Sync and Exists (no batch), " +
 			"so a round of n leases must fit in TTL/6 before the leases go in doubt",
 	},
