@@ -13,7 +13,7 @@ REQUIRE_DOCKER ?= 0
 DEMO_OUT      ?= distlock-report
 # make demo: 3 rounds of every workload on every store, with each store's
 # other lock libraries (--peers) and bare round trip; about 5 minutes on 2 cores.
-DEMO_FLAGS    ?= --rounds 3 --duration 1500ms --ttl 2s --peers
+DEMO_FLAGS    ?= --rounds 3 --duration 1500ms --ttl 4s --peers
 # The command (cmd/distlock, with its comparison engine) is a module of its
 # own, so the library's go.mod stays free of CLI, plotting and server
 # dependencies; bench/ is one too. `go mod tidy` must leave each unchanged.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/distlock/distlock/cmd/distlock/internal/compare"
@@ -28,7 +27,7 @@ func addPeers(ctx context.Context, s *targetSet, withPeers bool) {
 			fmt.Fprintf(os.Stderr, "distlock bench: %s: %s\n", t.Name, info.Note)
 		default:
 			me := &out[len(out)-1]
-			if d := st.Distlock; d.New != nil && plainURL(t.URL) {
+			if d := st.Distlock; d.New != nil {
 				me.New, me.About, me.RoundTrips = d.New, d.About, peers.RoundTrips
 			}
 			me.Counters = st.Counters
@@ -40,10 +39,6 @@ func addPeers(ctx context.Context, s *targetSet, withPeers bool) {
 	}
 	s.targets = out
 }
-
-// plainURL reports whether rawURL sets no option: distlock over the
-// store's default client then has the same settings as opened from it.
-func plainURL(rawURL string) bool { return !strings.Contains(rawURL, "?") }
 
 // storeTargets returns the peers (when withPeers) and the floor of t's
 // store as targets.

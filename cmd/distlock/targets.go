@@ -175,25 +175,33 @@ func memTarget(name, store, url string) compare.Target {
 func startSandbox(ctx context.Context, s *targetSet) {
 	kinds := []struct {
 		kind   sandbox.Kind
+		nodes  int
 		scheme string
 		name   string
+		query  string
 	}{
-		{sandbox.Redis, "redis", "redis"}, {sandbox.MariaDB, "mysql", "mysql"},
-		{sandbox.ZooKeeper, "zk", "zookeeper"}, {sandbox.Etcd, "etcd", "etcd"},
+		{kind: sandbox.Redis, scheme: "redis", name: "redis"},
+		{kind: sandbox.Redis, nodes: 3, scheme: "redis", name: "redlock", query: "?mode=redlock"},
+		{kind: sandbox.MariaDB, scheme: "mysql", name: "mysql"},
+		{kind: sandbox.ZooKeeper, scheme: "zk", name: "zookeeper"}, {kind: sandbox.Etcd, scheme: "etcd", name: "etcd"},
 	}
 	for _, k := range kinds {
 		if _, err := backend.Lookup(k.scheme); err != nil {
 			continue
 		}
-		fmt.Fprintf(os.Stderr, "distlock bench: starting a throwaway %s server...\n", k.kind)
-		g, err := sandbox.Start(ctx, sandbox.Spec{Kind: k.kind, Stock: true})
+		what := fmt.Sprintf("a throwaway %s server", k.kind)
+		if k.nodes > 1 {
+			what = fmt.Sprintf("%d throwaway %s servers (%s)", k.nodes, k.kind, k.name)
+		}
+		fmt.Fprintf(os.Stderr, "distlock bench: starting %s...\n", what)
+		g, err := sandbox.Start(ctx, sandbox.Spec{Kind: k.kind, Nodes: k.nodes, Stock: true})
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "distlock bench: skipping %s: %v\n", k.name, err)
 			continue
 		}
 		s.provider = g.Provider()
 		s.closers = append(s.closers, g.Close)
-		s.targets = append(s.targets, compare.Target{Name: k.name, URL: g.URL()})
+		s.targets = append(s.targets, compare.Target{Name: k.name, URL: g.URL() + k.query})
 	}
 }
 

@@ -125,7 +125,11 @@ func checkLayout(t *testing.T, chromium, dir string, rep *Report) {
 	if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &l); err != nil {
 		t.Fatal(err)
 	}
-	if want := append(slices.Clone(Workloads), "setup"); !slices.Equal(l.Sections, want) {
+	want := slices.Clone(Workloads)
+	if len(rep.ratios()) > 0 {
+		want = append(want, "ratios")
+	}
+	if want = append(want, "setup"); !slices.Equal(l.Sections, want) {
 		t.Errorf("sections %v, want %v", l.Sections, want)
 	}
 	if l.Overflow > 0 {

@@ -34,7 +34,7 @@ nav a{margin-right:1em}
 Each figure is the <b>median of {{.R.Config.Rounds}} rounds</b>; the small print under the charted figure and the chart's whisker give the
 smallest and largest round. Each round runs the targets in a rotated order, so that load from other processes hits them alike.
 Figures move by up to 3× between runs on a noisy machine: compare within one run.</p>
-<nav>{{range .Sections}}<a href="#{{.Name}}">{{.Title}}</a>{{end}}<a href="#setup">Setup</a></nav>
+<nav>{{range .Sections}}<a href="#{{.Name}}">{{.Title}}</a>{{end}}{{if .Ratios}}<a href="#ratios">distlock ÷ peer</a>{{end}}<a href="#setup">Setup</a></nav>
 {{range .Sections}}
 <h2 id="{{.Name}}">{{.Title}}</h2>
 <p>{{.What}}</p>
@@ -53,6 +53,12 @@ Figures move by up to 3× between runs on a noisy machine: compare within one ru
 {{if eq .Name "contended"}}{{with $.Handoff}}<figure>{{svg .SVG}}<figcaption>{{.File}}: hand-off latency by percentile, one panel per store,
 all panels on the same latency axis; dashed: the store's bare round trips back to back (its floor).</figcaption></figure>{{end}}{{end}}
 {{end}}
+{{with .Ratios}}<h2 id="ratios">distlock ÷ each peer, same run</h2>
+<p>Each of distlock's figures above divided by the same figure of a peer library on the same store, in this run (medians of the rounds).
+For times below 1 means distlock is faster, for rates above 1; for max share below 1 means fairer.</p>
+<table><thead><tr><th class="l">store</th><th class="l">peer</th>{{range $.RatioHeads}}<th>{{.}}</th>{{end}}</tr></thead><tbody>
+{{range .}}<tr><td class="l">{{.Store}}</td><td class="l">{{.Peer}}</td>{{range .Cells}}<td class="num">{{.}}</td>{{end}}</tr>{{end}}
+</tbody></table>{{end}}
 <h2 id="setup">Setup</h2>
 <table class="meta"><tbody>
 <tr><th>run</th><td>{{.R.Created.Format "2006-01-02 15:04 MST"}}</td></tr>
@@ -99,7 +105,8 @@ func (rep *Report) machineRows() []kv {
 }
 
 func (rep *Report) writeHTML(path string, charts []chart) error {
-	data := map[string]any{"R": rep, "Sections": rep.sections(charts), "Machine": rep.machineRows()}
+	data := map[string]any{"R": rep, "Sections": rep.sections(charts), "Machine": rep.machineRows(),
+		"Ratios": rep.ratios(), "RatioHeads": ratioHeads()}
 	for i := range charts {
 		if charts[i].Workload == "handoff" {
 			data["Handoff"] = &charts[i]

@@ -109,7 +109,10 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintln(tw, strings.Join(cells, "\t"))
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return rep.writeRatios(w)
 }
 
 func unitLabel(u string) string {

@@ -59,41 +59,58 @@ type Store struct {
 var ErrNoPeers = errors.New("no peer libraries")
 
 // For returns the peers, floor and server information of the store a
-// distlock URL names. It returns an error wrapping [ErrNoPeers] for an
-// in-process store (mem://), and for what the peers here do not handle: TLS
-// and several hosts.
+// distlock URL names (Redlock for redis://h1,h2,...?mode=redlock). It
+// returns an error wrapping [ErrNoPeers] for an in-process store (mem://),
+// and for what the peers here do not handle: TLS and several hosts (but
+// Redlock's). Distlock is left zero when the URL has options a distlock
+// made by New over the peers' client would not have.
 func For(rawURL string) (*Store, error) {
 	u, err := backend.ParseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
-	if len(u.Hosts) > 1 {
-		return nil, fmt.Errorf("%w for several hosts", ErrNoPeers)
-	}
 	if hasTLSParam(rawURL) {
 		return nil, fmt.Errorf("%w over TLS", ErrNoPeers)
 	}
-	switch u.Scheme {
-	case "redis":
-		return redisStore(u)
-	case "mysql":
-		return sqlStore(u)
-	case "etcd":
-		return etcdStore(u)
-	case "zk":
-		return zkStore(u)
+	query := queryOf(rawURL)
+	redlock := u.Scheme == "redis" && query.Get("mode") == "redlock"
+	if len(u.Hosts) > 1 && !redlock {
+		return nil, fmt.Errorf("%w for several hosts", ErrNoPeers)
 	}
-	return nil, fmt.Errorf("%w for %s://", ErrNoPeers, u.Scheme)
+	var st *Store
+	switch {
+	case redlock:
+		st, err = redlockStore(u)
+		query.Del("mode")
+	case u.Scheme == "redis":
+		st, err = redisStore(u)
+	case u.Scheme == "mysql":
+		st, err = sqlStore(u)
+	case u.Scheme == "etcd":
+		st, err = etcdStore(u)
+	case u.Scheme == "zk":
+		st, err = zkStore(u)
+	default:
+		return nil, fmt.Errorf("%w for %s://", ErrNoPeers, u.Scheme)
+	}
+	if err == nil && len(query) > 0 {
+		// distlock made by New would not have the URL's options.
+		st.Distlock = Peer{}
+	}
+	return st, err
+}
+
+// queryOf returns the URL's query parameters (none if it cannot parse
+// them).
+func queryOf(rawURL string) url.Values {
+	_, query, _ := strings.Cut(rawURL, "?")
+	q, _ := url.ParseQuery(query)
+	return q
 }
 
 // hasTLSParam reports whether the URL has a tls... parameter.
 func hasTLSParam(rawURL string) bool {
-	_, query, ok := strings.Cut(rawURL, "?")
-	if !ok {
-		return false
-	}
-	q, _ := url.ParseQuery(query)
-	for k := range q {
+	for k := range queryOf(rawURL) {
 		if strings.HasPrefix(k, "tls") {
 			return true
 		}

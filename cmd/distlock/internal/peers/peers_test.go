@@ -31,6 +31,17 @@ func TestFor(t *testing.T) {
 			t.Errorf("peer %q is missing a part", p.Name)
 		}
 	}
+	if st.Distlock.New == nil {
+		t.Error("For(redis) has no distlock made by New")
+	}
+	// distlock made by New would not have a URL's options.
+	if st, err := For("redis://127.0.0.1:1/0?pool_size=3"); err != nil || st.Distlock.New != nil {
+		t.Errorf("For(redis with an option) = %+v, %v; want no distlock made by New", st, err)
+	}
+	st, err = For("redis://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?mode=redlock")
+	if err != nil || len(st.Peers) != 1 || st.Floor.Name != "PING ×3" || st.Distlock.New == nil {
+		t.Fatalf("For(redlock) = %+v, %v", st, err)
+	}
 }
 
 // A cut client's connections close at once, and it cannot dial again.
@@ -68,10 +79,13 @@ func TestCutter(t *testing.T) {
 	}
 }
 
-func TestRedis(t *testing.T)     { checkStore(t, sandbox.Redis) }
-func TestMySQL(t *testing.T)     { checkStore(t, sandbox.MariaDB) }
-func TestZooKeeper(t *testing.T) { checkStore(t, sandbox.ZooKeeper) }
-func TestEtcd(t *testing.T)      { checkStore(t, sandbox.Etcd) }
+func TestRedis(t *testing.T) { checkStore(t, sandbox.Spec{Kind: sandbox.Redis}, "") }
+func TestRedlock(t *testing.T) {
+	checkStore(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3}, "?mode=redlock")
+}
+func TestMySQL(t *testing.T)     { checkStore(t, sandbox.Spec{Kind: sandbox.MariaDB}, "") }
+func TestZooKeeper(t *testing.T) { checkStore(t, sandbox.Spec{Kind: sandbox.ZooKeeper}, "") }
+func TestEtcd(t *testing.T)      { checkStore(t, sandbox.Spec{Kind: sandbox.Etcd}, "") }
 
 // ttl is the lease of the crash checks: a crashed holder's lock must be
 // free within a few of them.
@@ -80,12 +94,12 @@ const ttl = time.Second
 // checkStore checks, on a real server of kind, that the server describes
 // itself, the floor makes a round trip, and each peer excludes a second
 // client until it releases, and frees a crashed holder's lock.
-func checkStore(t *testing.T, kind sandbox.Kind) {
+func checkStore(t *testing.T, spec sandbox.Spec, query string) {
 	if testing.Short() {
 		t.Skip("starts a server")
 	}
-	g := sandbox.StartT(t, sandbox.Spec{Kind: kind})
-	st, err := For(g.URL())
+	g := sandbox.StartT(t, spec)
+	st, err := For(g.URL() + query)
 	if err != nil {
 		t.Fatal(err)
 	}

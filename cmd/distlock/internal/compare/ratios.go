@@ -1,0 +1,98 @@
+package compare
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// ratioColumn is one figure the report divides, distlock's over a peer's.
+type ratioColumn struct {
+	Workload, Metric, Head string
+	// Higher says which way is better: true for rates.
+	Higher bool
+}
+
+var ratioColumns = []ratioColumn{
+	{"uncontended", "p50", "uncontended p50", false},
+	{"contended", "acq/s", "contended acq/s", true},
+	{"contended", "handoff p99", "contended hand-off p99", false},
+	{"contended", "max share", "contended max share", false},
+	{"many-keys", "acq/s", "many keys acq/s", true},
+	{"crash-recovery", "recovery", "crash recovery", false},
+}
+
+// ratioRow is distlock against one peer library of its store.
+type ratioRow struct {
+	Store, Peer string
+	Cells       []string // "1.23×", or "–" where either figure is missing
+}
+
+// ratios divides each of distlock's figures by each peer's of the same
+// store and run, the medians of the rounds: below 1 is faster for times,
+// above 1 for rates.
+func (rep *Report) ratios() []ratioRow {
+	var rows []ratioRow
+	for _, b := range rep.Backends {
+		if b.Library == "distlock" || b.Floor {
+			continue
+		}
+		row := ratioRow{Store: b.Store, Peer: b.Library}
+		for _, c := range ratioColumns {
+			row.Cells = append(row.Cells, rep.ratioCell(b.Store, b.Library, c))
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func (rep *Report) ratioCell(store, peer string, c ratioColumn) string {
+	mine, ok1 := rep.figure(store, "distlock", c)
+	theirs, ok2 := rep.figure(store, peer, c)
+	if !ok1 || !ok2 || theirs <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", mine/theirs)
+}
+
+// figure returns library's figure of c on store.
+func (rep *Report) figure(store, library string, c ratioColumn) (float64, bool) {
+	for _, r := range rep.Results {
+		if r.storeName() == store && r.Library == library && !r.Floor && r.Workload == c.Workload {
+			return r.Metric(c.Metric)
+		}
+	}
+	return 0, false
+}
+
+// ratioHeads are the columns' heads with which way is better.
+func ratioHeads() []string {
+	var heads []string
+	for _, c := range ratioColumns {
+		way := "lower is faster"
+		if c.Higher {
+			way = "higher is faster"
+		}
+		if c.Metric == "max share" {
+			way = "lower is fairer"
+		}
+		heads = append(heads, fmt.Sprintf("%s (%s)", c.Head, way))
+	}
+	return heads
+}
+
+// writeRatios prints the ratios as a table (nothing without peers).
+func (rep *Report) writeRatios(w io.Writer) error {
+	rows := rep.ratios()
+	if len(rows) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "\n== distlock ÷ peer, same run\n")
+	fmt.Fprintln(tw, "store\tpeer\t"+strings.Join(ratioHeads(), "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, r.Store+"\t"+r.Peer+"\t"+strings.Join(r.Cells, "\t"))
+	}
+	return tw.Flush()
+}
