@@ -141,29 +141,29 @@ type heldResult struct {
 	store string
 	n     int
 
-	acquire              time.Duration // all n acquisitions
-	rateFirst, rateLast  float64       // acquisitions/s over the first and the last tenth
-	heapPerLease         float64       // HeapInuse delta / n after GC, bytes
-	goroutinesPerLease   float64
-	window               time.Duration
-	renewalsPerSec       float64 // leases renewed / s (the Locker's distlock.renewals)
-	renewFailed          int64
-	doubts, lost         int64
-	endDoubt, endLost    int     // leases in doubt, lost at the end of the window
-	closeErr             error   // from Close, which releases every lease
-	failed               int     // acquisitions that failed
-	firstFail            string  // the first failure
-	load                 string  // /proc/loadavg (1 and 5 min) at the end of the window
-	notReleased          int     // releases that failed in Close (its joined error)
-	serverOpsPerSec      float64 // -1: no server
-	cpuPerSec            float64 // process CPU seconds per second (1 = one core)
-	cpuPerRenewal        time.Duration
-	rounds               int
-	leasesPerRound       float64
-	roundP50, roundMax   time.Duration
-	release              time.Duration // Close: every lease released
-	serverOpsPerRenewal  float64
-	counterName, comment string
+	acquire             time.Duration // all n acquisitions
+	rateFirst, rateLast float64       // acquisitions/s over the first and the last tenth
+	heapPerLease        float64       // HeapInuse delta / n after GC, bytes
+	goroutinesPerLease  float64
+	window              time.Duration
+	renewalsPerSec      float64 // leases renewed / s (the Locker's distlock.renewals)
+	renewFailed         int64
+	doubts, lost        int64
+	endDoubt, endLost   int     // leases in doubt, lost at the end of the window
+	closeErr            error   // from Close, which releases every lease
+	failed              int     // acquisitions that failed
+	firstFail           string  // the first failure
+	load                string  // /proc/loadavg (1 and 5 min) at the end of the window
+	notReleased         int     // releases that failed in Close (its joined error)
+	serverOpsPerSec     float64 // -1: no server
+	cpuPerSec           float64 // process CPU seconds per second (1 = one core)
+	cpuPerRenewal       time.Duration
+	rounds              int
+	leasesPerRound      float64
+	roundP50, roundMax  time.Duration
+	release             time.Duration // Close: every lease released
+	serverOpsPerRenewal float64
+	counterName         string
 }
 
 func (r heldResult) line() string {
