@@ -34,12 +34,12 @@ var brokenDrivers = []struct {
 	{
 		name:     "repeated-tokens",
 		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return &constToken{Driver: d} },
-		mustFail: []string{"FencingTokens"},
+		mustFail: []string{"FencingTokens", "ElectionOneLeader", "ElectionSuccession"},
 	},
 	{
 		name:     "overlapping-holds",
 		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return &grantAlways{Driver: d} },
-		mustFail: []string{"MutualExclusion", "TryAcquireOneWinner"},
+		mustFail: []string{"MutualExclusion", "TryAcquireOneWinner", "ElectionOneLeader", "ElectionRules"},
 	},
 	{
 		name:     "refresh-without-owner-check",
@@ -59,7 +59,7 @@ var brokenDrivers = []struct {
 	{
 		name:     "optional-interfaces-lie",
 		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return &liar{Driver: d} },
-		mustFail: []string{"Inspect", "List", "BatchRefresh", "Notify", "Wait"},
+		mustFail: []string{"Inspect", "List", "BatchRefresh", "Notify", "Wait", "ElectionSuccession"},
 	},
 	{
 		name:     "gone-lock-stays-registered",
