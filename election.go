@@ -48,9 +48,9 @@ type Election struct {
 	opts     []Option
 	interval time.Duration
 
-	mu         sync.Mutex
+	mu          sync.Mutex
 	campaigning bool
-	cur        *Leadership
+	cur         *Leadership
 }
 
 // ElectionOption configures an Election.
