@@ -21,6 +21,7 @@ const (
 	sigTerm
 	sigStop
 	sigCont
+	sigInt
 )
 
 // stopGrace is how long Stop waits for a clean shutdown before SIGKILL.
@@ -41,6 +42,13 @@ type procNode struct {
 	prepare func(ctx context.Context) error
 	timeout time.Duration
 	tls     *tls.Config // client TLS of a TLS group, else nil
+	// user, when set, is the user the server runs as (the sandbox runs
+	// as root and the server refuses to).
+	user string
+	// interruptStop makes Stop send SIGINT to the leader only instead of
+	// SIGTERM to the group: PostgreSQL's fast shutdown (SIGTERM is its
+	// smart shutdown, which waits for every client to leave).
+	interruptStop bool
 
 	mu     sync.Mutex
 	run    *procRun // current process, nil when none was started
@@ -123,6 +131,11 @@ func (n *procNode) launch() (*procRun, error) {
 	cmd.Dir = n.dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = procAttr()
+	if n.user != "" {
+		if err := runAs(cmd, n.user); err != nil {
+			return nil, err
+		}
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -154,8 +167,8 @@ func (n *procNode) kill(ctx context.Context) error {
 	return n.awaitExit(ctx)
 }
 
-// Stop resumes a paused server, sends SIGTERM and waits for it to exit,
-// killing it after stopGrace.
+// Stop resumes a paused server, sends SIGTERM (SIGINT to a PostgreSQL
+// postmaster) and waits for it to exit, killing it after stopGrace.
 func (n *procNode) Stop(ctx context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -163,7 +176,11 @@ func (n *procNode) Stop(ctx context.Context) error {
 		return nil
 	}
 	pid := n.run.cmd.Process.Pid
-	if err := errors.Join(signalGroup(pid, sigCont), signalGroup(pid, sigTerm)); err != nil {
+	stop := func() error { return signalGroup(pid, sigTerm) }
+	if n.interruptStop {
+		stop = func() error { return interruptLeader(pid) }
+	}
+	if err := errors.Join(signalGroup(pid, sigCont), stop()); err != nil {
 		return fmt.Errorf("sandbox: stop %s: %w", n.name, err)
 	}
 	n.paused = false

@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"errors"
+	"os/exec"
 	"syscall"
 )
 
@@ -17,3 +18,15 @@ func signalGroup(int, groupSignal) error {
 }
 
 func settled(int, groupSignal) {}
+
+func interruptLeader(int) error {
+	return errors.New("sandbox: signals need a unix system")
+}
+
+func runAs(*exec.Cmd, string) error {
+	return errors.New("sandbox: running as another user needs a unix system")
+}
+
+func chownTo(string, ...string) error {
+	return errors.New("sandbox: chown needs a unix system")
+}

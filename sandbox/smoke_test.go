@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/distlock/distlock/sandbox"
 )
@@ -63,6 +64,68 @@ func TestMariaDBSmoke(t *testing.T) {
 	db = mysqlDB(t, g.Node(0).Addr())
 	if err := db.QueryRowContext(ctx, "SELECT owner FROM locks WHERE name = 'a'").Scan(&owner); err != nil || owner != "me" {
 		t.Fatalf("SELECT owner after restart = %q, %v", owner, err)
+	}
+}
+
+func TestPostgresSmoke(t *testing.T) {
+	g := start(t, sandbox.Spec{Kind: sandbox.Postgres})
+	ctx := testCtx(t, 2*time.Minute)
+	want := "postgres://" + sandbox.PostgresUser + ":" + sandbox.PostgresPassword + "@" + g.Node(0).Addr() + "/" + sandbox.Database + "?sslmode=disable"
+	if g.URL() != want {
+		t.Errorf("URL = %q, want %q", g.URL(), want)
+	}
+	c := pgConn(t, ctx, g.URL())
+	var version string
+	if err := c.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil {
+		t.Fatalf("SHOW server_version: %v", err)
+	}
+	t.Logf("PostgreSQL %s", version)
+	if _, err := c.Exec(ctx, "CREATE TABLE locks (name text PRIMARY KEY, owner text NOT NULL)"); err != nil {
+		t.Fatalf("CREATE TABLE: %v", err)
+	}
+	if _, err := c.Exec(ctx, "INSERT INTO locks VALUES ($1, $2)", "a", "me"); err != nil {
+		t.Fatalf("INSERT: %v", err)
+	}
+	var owner string
+	if err := c.QueryRow(ctx, "SELECT owner FROM locks WHERE name = 'a'").Scan(&owner); err != nil || owner != "me" {
+		t.Fatalf("SELECT owner = %q, %v", owner, err)
+	}
+
+	// A wrong password is refused (scram-sha-256 on every connection).
+	bad := strings.Replace(g.URL(), ":"+sandbox.PostgresPassword+"@", ":wrong@", 1)
+	if c, err := pgx.Connect(ctx, bad); err == nil {
+		c.Close(ctx)
+		t.Error("a wrong password was accepted")
+	} else if !strings.Contains(err.Error(), "password authentication failed") {
+		t.Errorf("wrong password: %v, want password authentication failed", err)
+	}
+
+	// The data survives a clean restart (the address may change); the
+	// open connection does not hold the stop up.
+	began := time.Now()
+	if err := g.Node(0).Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(began); d > 20*time.Second {
+		t.Errorf("Stop took %v: a smart shutdown waiting for the client?", d)
+	}
+	if err := g.Node(0).Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c = pgConn(t, ctx, g.URL())
+	if err := c.QueryRow(ctx, "SELECT owner FROM locks WHERE name = 'a'").Scan(&owner); err != nil || owner != "me" {
+		t.Fatalf("SELECT owner after restart = %q, %v", owner, err)
+	}
+	// And a kill (crash recovery from the WAL).
+	if err := g.Node(0).Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Node(0).Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c = pgConn(t, ctx, g.URL())
+	if err := c.QueryRow(ctx, "SELECT owner FROM locks WHERE name = 'a'").Scan(&owner); err != nil || owner != "me" {
+		t.Fatalf("SELECT owner after a kill = %q, %v", owner, err)
 	}
 }
 
