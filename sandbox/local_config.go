@@ -305,7 +305,7 @@ func (c localConfig) postgres(i int) error {
 			return fmt.Errorf("sandbox: postgres files for user %s: %w", c.user, err)
 		}
 	}
-	initdb := append([]string{c.bins["initdb"], "-D", data, "--pwfile=" + pwfile}, postgresInitdbArgs()...)
+	initdb := append([]string{c.bins["initdb"], "-D", data, "--pwfile=" + pwfile, "--username=" + PostgresUser}, postgresInitdbArgs()...)
 	single := []string{c.bins["postgres"], "--single", "-D", data, "postgres"}
 	n.prepare = func(ctx context.Context) error {
 		if _, err := os.Stat(ready); err == nil {
@@ -353,12 +353,12 @@ func runAsUser(ctx context.Context, user string, argv []string, input string) er
 }
 
 // postgresInitdbArgs are the initdb options of every sandbox PostgreSQL
-// besides its directory and password file, in both providers (the
-// container's entrypoint gets them as POSTGRES_INITDB_ARGS, next to
-// POSTGRES_USER): the superuser, password authentication, UTF-8 in the C
-// collation (available everywhere, unlike a language's locale).
+// besides its directory, superuser and password file, in both providers
+// (a container's entrypoint gets them as POSTGRES_INITDB_ARGS, next to
+// POSTGRES_USER and POSTGRES_PASSWORD): password authentication, UTF-8
+// with the C.UTF-8 locale (present in every glibc, unlike a language's).
 func postgresInitdbArgs() []string {
-	return []string{"--username=" + PostgresUser, "--auth=scram-sha-256", "--encoding=UTF8", "--locale=C.UTF-8"}
+	return []string{"--auth=scram-sha-256", "--encoding=UTF8", "--locale=C.UTF-8"}
 }
 
 // postgresArgs are the postmaster settings of every sandbox PostgreSQL

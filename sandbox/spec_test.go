@@ -17,7 +17,7 @@ func TestSpecErrors(t *testing.T) {
 		want string
 	}{
 		{sandbox.Spec{}, "Kind is required"},
-		{sandbox.Spec{Kind: "postgres"}, `unknown kind "postgres"`},
+		{sandbox.Spec{Kind: "cassandra"}, `unknown kind "cassandra"`},
 		{sandbox.Spec{Kind: sandbox.Redis, Nodes: -1}, "negative"},
 		{sandbox.Spec{Kind: sandbox.Etcd, Topology: sandbox.Cluster}, "only for redis"},
 		{sandbox.Spec{Kind: sandbox.Redis, Topology: "ring"}, `unknown topology "ring"`},
