@@ -269,7 +269,7 @@ func etcdArgs() []string {
 // and the sandbox's pg_hba.conf.
 func (c localConfig) postgres(i int) error {
 	n := c.nodes[i]
-	n.user, n.interruptStop = c.user, true
+	n.user, n.interruptStop, n.ownGroups = c.user, true, true
 	data := filepath.Join(n.dir, "data")
 	ready := filepath.Join(n.dir, "initialised")
 	pwfile := filepath.Join(n.dir, "pwfile")

@@ -49,6 +49,10 @@ type procNode struct {
 	// SIGTERM to the group: PostgreSQL's fast shutdown (SIGTERM is its
 	// smart shutdown, which waits for every client to leave).
 	interruptStop bool
+	// ownGroups says that the server's children leave its process group
+	// (PostgreSQL's backends call setsid): signals reach them one by one,
+	// found through /proc on Linux.
+	ownGroups bool
 
 	mu     sync.Mutex
 	run    *procRun // current process, nil when none was started
@@ -160,11 +164,47 @@ func (n *procNode) kill(ctx context.Context) error {
 		// another process by now.
 		return nil
 	}
-	if err := signalGroup(n.run.cmd.Process.Pid, sigKill); err != nil {
+	kids, err := n.signal(sigKill)
+	if err != nil {
 		return fmt.Errorf("sandbox: kill %s: %w", n.name, err)
 	}
 	n.paused = false
-	return n.awaitExit(ctx)
+	if err := n.awaitExit(ctx); err != nil {
+		return err
+	}
+	// Children in groups of their own are orphans now: wait until they
+	// are gone too, so that a new start finds nothing of the old server
+	// (PostgreSQL refuses to start while its old shared memory is in use).
+	return waitUntil(ctx, func(context.Context) error {
+		for _, k := range kids {
+			if !exited(k) {
+				return fmt.Errorf("process %d of %s still runs", k, n.name)
+			}
+		}
+		return nil
+	})
+}
+
+// signal sends s to the server's process group and, when its children
+// leave the group (ownGroups), to each of them; it returns those children.
+// For a kill or a stop the leader is stopped first, so that it forks no
+// child while they are looked up.
+func (n *procNode) signal(s groupSignal) ([]int, error) {
+	pid := n.run.cmd.Process.Pid
+	if !n.ownGroups {
+		return nil, signalGroup(pid, s)
+	}
+	if s == sigKill || s == sigStop {
+		if err := signalGroup(pid, sigStop); err != nil {
+			return nil, err
+		}
+	}
+	kids := descendants(pid)
+	err := signalGroup(pid, s)
+	for _, k := range kids {
+		err = errors.Join(err, signalOne(k, s))
+	}
+	return kids, err
 }
 
 // Stop resumes a paused server, sends SIGTERM (SIGINT to a PostgreSQL
@@ -178,9 +218,10 @@ func (n *procNode) Stop(ctx context.Context) error {
 	pid := n.run.cmd.Process.Pid
 	stop := func() error { return signalGroup(pid, sigTerm) }
 	if n.interruptStop {
-		stop = func() error { return interruptLeader(pid) }
+		stop = func() error { return signalOne(pid, sigInt) }
 	}
-	if err := errors.Join(signalGroup(pid, sigCont), stop()); err != nil {
+	_, cont := n.signal(sigCont)
+	if err := errors.Join(cont, stop()); err != nil {
 		return fmt.Errorf("sandbox: stop %s: %w", n.name, err)
 	}
 	n.paused = false
@@ -215,10 +256,14 @@ func (n *procNode) signalRunning(s groupSignal, paused bool) error {
 	if n.run == nil || !n.run.running() {
 		return fmt.Errorf("sandbox: %s is not running", n.name)
 	}
-	if err := signalGroup(n.run.cmd.Process.Pid, s); err != nil {
+	kids, err := n.signal(s)
+	if err != nil {
 		return fmt.Errorf("sandbox: signal %s: %w", n.name, err)
 	}
 	settled(n.run.cmd.Process.Pid, s)
+	for _, k := range kids {
+		settled(k, s)
+	}
 	n.paused = paused
 	return nil
 }

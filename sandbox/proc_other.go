@@ -19,9 +19,13 @@ func signalGroup(int, groupSignal) error {
 
 func settled(int, groupSignal) {}
 
-func interruptLeader(int) error {
+func signalOne(int, groupSignal) error {
 	return errors.New("sandbox: signals need a unix system")
 }
+
+func descendants(int) []int { return nil }
+
+func exited(int) bool { return true }
 
 func runAs(*exec.Cmd, string) error {
 	return errors.New("sandbox: running as another user needs a unix system")

@@ -16,7 +16,13 @@ const localSupported = true
 
 // signalGroup sends s to the whole process group pid (the server was
 // started as a group leader). A group that is already gone is not an error.
-func signalGroup(pid int, s groupSignal) error {
+func signalGroup(pid int, s groupSignal) error { return kill(-pid, s) }
+
+// signalOne sends s to process pid only. A process that is already gone is
+// not an error.
+func signalOne(pid int, s groupSignal) error { return kill(pid, s) }
+
+func kill(pid int, s groupSignal) error {
 	sig := map[groupSignal]syscall.Signal{
 		sigKill: syscall.SIGKILL,
 		sigTerm: syscall.SIGTERM,
@@ -24,17 +30,7 @@ func signalGroup(pid int, s groupSignal) error {
 		sigCont: syscall.SIGCONT,
 		sigInt:  syscall.SIGINT,
 	}[s]
-	if err := syscall.Kill(-pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return err
-	}
-	return nil
-}
-
-// interruptLeader sends SIGINT to process pid only (not its group): a
-// PostgreSQL postmaster's fast shutdown, which it passes on to its
-// children itself. A process that is already gone is not an error.
-func interruptLeader(pid int) error {
-	if err := syscall.Kill(pid, syscall.SIGINT); err != nil && !errors.Is(err, syscall.ESRCH) {
+	if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return err
 	}
 	return nil
