@@ -168,7 +168,8 @@ func TestEtcdSmoke(t *testing.T) {
 
 // A Stock spec gives the distribution's defaults where the sandbox
 // otherwise shortens them: ZooKeeper's tick of 2 s (no session shorter
-// than 4 s), MariaDB's 128 MiB buffer pool, Redis's RDB save schedule.
+// than 4 s), MariaDB's 128 MiB buffer pool, Redis's RDB save schedule;
+// PostgreSQL has its defaults either way.
 func TestStockSettings(t *testing.T) {
 	ctx := testCtx(t, 2*time.Minute)
 	t.Run("ZooKeeper", func(t *testing.T) {
@@ -207,6 +208,27 @@ func TestStockSettings(t *testing.T) {
 			t.Errorf("innodb_buffer_pool_size = %d, want 128 MiB", pool)
 		}
 	})
+	// PostgreSQL is the same with or without Stock: initdb's
+	// postgresql.conf, nothing shortened.
+	for _, stock := range []bool{true, false} {
+		t.Run(fmt.Sprintf("Postgres/Stock=%v", stock), func(t *testing.T) {
+			g := start(t, sandbox.Spec{Kind: sandbox.Postgres, Stock: stock})
+			c := pgConn(t, ctx, g.URL())
+			for name, want := range map[string]string{
+				"shared_buffers": "128MB", "max_connections": "100", "fsync": "on",
+				"synchronous_commit": "on", "idle_in_transaction_session_timeout": "0",
+				"password_encryption": "scram-sha-256",
+			} {
+				var got string
+				if err := c.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&got); err != nil {
+					t.Fatal(err)
+				}
+				if got != want {
+					t.Errorf("%s = %q, want %q (the default)", name, got, want)
+				}
+			}
+		})
+	}
 	t.Run("Redis", func(t *testing.T) {
 		g := start(t, sandbox.Spec{Kind: sandbox.Redis, Stock: true})
 		got, err := redisClient(t, g.Node(0).Addr()).ConfigGet(ctx, "save").Result()
