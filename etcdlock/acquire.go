@@ -78,6 +78,7 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 	if err := w.wait(ctx, qv); err != nil {
 		return backend.Grant{}, d.failed(s, k, true, err)
 	}
+	trace(d, "granted", w.rev)
 	return d.grant(s, req, k, w.rev)
 }
 

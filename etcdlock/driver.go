@@ -51,7 +51,8 @@ type Driver struct {
 
 	mu           sync.Mutex
 	sess         *session
-	idleWatching bool // the idle watch runs (see idlewatch.go)
+	idleWatching bool                  // the idle watch runs (see idlewatch.go)
+	watches      map[string]*lockWatch // by lock range (see lockwatch.go)
 	held         map[heldKey]*lock
 	closed       bool
 }

@@ -58,7 +58,11 @@ func (l *lock) Release(ctx context.Context) error {
 	d := l.d
 	actx, cancel := context.WithTimeout(ctx, releaseAttempt)
 	defer cancel()
+	trace(d, "rel-sent", l.rev)
 	resp, err := d.c.Delete(actx, l.ekey)
+	if err == nil {
+		trace(d, "rel-done", resp.Header.Revision)
+	}
 	l.forget()
 	if err == nil {
 		l.s.freeSlot(l.key, l.slot) // the key is gone, by this deletion or before it

@@ -8,14 +8,14 @@ import (
 	"slices"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/distlock/distlock/backend"
 )
 
-// Waiters watch the near keys just ahead of their own (DefaultNear; the
-// tests also use 1). Each release therefore wakes at most near waiters.
+// A waiter follows the near keys just ahead of its own (DefaultNear; the
+// tests also use 1): the deletion of any other key ahead makes it do
+// nothing.
 const (
 	DefaultNear = 2
 	maxNear     = 2
@@ -24,20 +24,21 @@ const (
 // A waiter is one queued acquisition: our key ekey with create revision
 // rev, waiting for every older key in rng to go.
 //
-// A waiter watches its own key and the near keys just ahead of it (the
-// newest keys older than its own). When those are all the keys ahead (it
-// is at most near places from the front), each deletion takes one off,
-// and when none is left the waiter holds the lock, with no read between
-// the holder's release and the grant. When more keys are ahead, the
-// deletion of a watched one makes the waiter read the queue again: with
-// near = 2 that read happens when the waiter becomes second in line,
-// while the key before it holds the lock, so it is out of the hand-off's
-// way.
+// A waiter follows its own key and the near keys just ahead of it (the
+// newest keys older than its own) through the driver's watch of the
+// lock's range (lockwatch.go). When those are all the keys ahead (it is at
+// most near places from the front), each deletion takes one off, and when
+// none is left the waiter holds the lock, with no read between the
+// holder's release and the grant. When more keys are ahead, the deletion
+// of a followed one makes the waiter read the queue again: with near = 2
+// that read happens when the waiter becomes second in line, while the key
+// before it holds the lock, so it is out of the hand-off's way.
 //
-// Watches start at the current revision, not at an older one, which etcd
-// would catch up only every 100 ms; the waiter re-reads the queue if
-// anything was written before they started, so no deletion is missed (see
-// docs/etcd.md, "Why waiting is fast").
+// The lock's watch starts at the current revision, not at an older one,
+// which etcd would catch up only every 100 ms, and stays open across
+// waits; a waiter re-reads the queue if anything was written between its
+// read and the watch's start, so no deletion is missed (see docs/etcd.md,
+// "Why waiting is fast").
 type waiter struct {
 	d    *Driver
 	s    *session
@@ -98,156 +99,138 @@ func readQueue(rev int64, newest *clientv3.GetResponse) queueView {
 	return qv
 }
 
-// waitFor waits until the queue changes from what qv saw in a way that
-// matters, and returns what it looks like then: with no key ahead of ours
-// (the lock is ours), or with keys ahead that it does not watch.
+// waitFor waits until no key is ahead of ours, and returns the view that
+// shows it.
 //
-// When qv's keys are all the keys ahead and the last of them is deleted,
-// no key is older than ours: none created later can be. Our own key, the
-// other condition of a grant, is watched too. It can still be gone unseen
-// only if our lease expired just now, which cannot have happened while the
-// lease's last confirmation is less than a TTL old (the grant's validity
-// starts there): with less than a third of the TTL left, the waiter reads
-// the queue to make sure.
+// It follows the deletions in the lock's range from the driver's shared
+// watch of that lock (lockwatch.go). When qv's keys are all the keys ahead
+// and the last of them is deleted, no key is older than ours: none created
+// later can be. Our own key, the other condition of a grant, is in the
+// watched range too. It can still be gone unseen only if our lease expired
+// just now, which cannot have happened while the lease's last confirmation
+// is less than a TTL old (the grant's validity starts there): with less
+// than a third of the TTL left, the waiter reads the queue to make sure.
+// When more keys are ahead than qv holds, the deletion of one of qv's keys
+// makes the waiter read the queue again: with near = 2 that read happens
+// when the waiter becomes second in line, while the key before it holds
+// the lock, so it is out of the hand-off's way.
 func (w *waiter) waitFor(ctx context.Context, qv queueView) (queueView, error) {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	// chans[0] watches our key, the others qv.ahead (at most maxNear).
-	var chans [1 + maxNear]clientv3.WatchChan
-	keys := append([]string{w.ekey}, qv.ahead...)
-	for i, k := range keys {
-		chans[i] = w.d.c.Watch(wctx, k, clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
+	sub, err := w.d.subscribe(w.rng, qv.rev)
+	if err != nil {
+		return queueView{}, w.d.wrap(ctx, "wait for", w.key, err)
 	}
-	// next reads the queue again, and tells whether the watches cover it.
-	next := func(minRev int64) (queueView, bool, error) {
-		cur, err := w.predecessor(ctx, minRev)
-		if err != nil || cur.first() {
-			return cur, false, err
-		}
-		for _, k := range cur.ahead {
-			if !slices.Contains(keys, k) {
-				return cur, false, nil
-			}
-		}
-		return cur, true, nil
+	defer sub.close()
+	lw := sub.w
+	select {
+	case <-lw.started:
+	case <-lw.done:
+		return queueView{}, w.watchEnded(ctx, lw)
+	case <-w.s.done:
+		return queueView{}, w.lostErr()
+	case <-ctx.Done():
+		return queueView{}, fmt.Errorf("etcdlock: wait for %q: %w", w.key, context.Cause(ctx))
 	}
-	// Every watch sees the deletions after the revision in its creation
-	// notice: if none started after qv was read, no deletion was missed;
-	// else the queue is read again once all have started.
-	start, pending := qv.rev, len(keys)
 	qv.ahead = slices.Clone(qv.ahead) // the caller's view stays as it was
-	poll := time.NewTimer(recheckEvery)
+	// The watch reports every deletion after sub.covers(): if that is
+	// after qv was read, deletions in between may be missing, and the
+	// queue is read again.
+	if from := sub.covers(); from > qv.rev {
+		trace(w.d, "created-reread", w.rev)
+		cur, err := w.predecessor(ctx, from)
+		if err != nil || cur.first() {
+			return cur, err
+		}
+		qv = cur
+	}
+	poll := time.NewTimer(recheckDelay(sub.age()))
 	defer poll.Stop()
-	rechecks := 0
 	for {
-		wr, err := w.recv(ctx, chans, poll.C)
-		if errors.Is(err, errRecheck) {
-			cur, ok, err := next(start)
-			if !ok {
+		select {
+		case <-sub.ready:
+		case <-poll.C:
+			// A watch's events may come late while etcd has not synced it
+			// (its first 100 ms) or has set it aside: read the queue.
+			trace(w.d, "recheck", w.rev)
+			cur, err := w.predecessor(ctx, qv.rev)
+			if err != nil || cur.first() {
 				return cur, err
 			}
 			qv = cur
-			rechecks++
-			poll.Reset(recheckDelay(rechecks))
+			poll.Reset(recheckDelay(sub.age()))
 			continue
-		}
-		if err != nil {
-			return queueView{}, err
-		}
-		if wr.Created {
-			start = max(start, wr.Header.Revision)
-			if pending--; pending == 0 && start > qv.rev {
-				cur, ok, err := next(start)
-				if !ok {
-					return cur, err
-				}
-				qv = cur
-			}
-			continue
+		case <-lw.done:
+			return queueView{}, w.watchEnded(ctx, lw)
+		case <-w.s.done:
+			return queueView{}, w.lostErr()
+		case <-ctx.Done():
+			return queueView{}, fmt.Errorf("etcdlock: wait for %q: %w", w.key, context.Cause(ctx))
 		}
 		before := len(qv.ahead)
-		for _, ev := range wr.Events {
-			if ev.Type != mvccpb.DELETE || ev.Kv.ModRevision <= qv.rev {
-				// A deletion qv already reflects: of an earlier key of the
-				// same name (names are reused, see takeSlot), seen by a watch
-				// on a member whose current revision was behind qv's.
+		var last int64
+		for _, ev := range sub.take() {
+			if ev.rev <= qv.rev {
+				// A deletion qv already reflects; or of an earlier key of
+				// the same name (names are reused, see takeSlot).
 				continue
 			}
-			// Go by the event's key, not by the watch it came on.
-			k := string(ev.Kv.Key)
-			if k == w.ekey {
+			if ev.key == w.ekey {
 				return queueView{}, fmt.Errorf("etcdlock: wait for %q: %w: our key %s was deleted while waiting", w.key, backend.ErrLost, w.ekey)
 			}
-			qv.ahead = slices.DeleteFunc(qv.ahead, func(a string) bool { return a == k })
+			if slices.Contains(qv.ahead, ev.key) {
+				trace(w.d, "wdel", ev.rev)
+			}
+			qv.ahead = slices.DeleteFunc(qv.ahead, func(a string) bool { return a == ev.key })
+			last = ev.rev
 		}
 		if len(qv.ahead) == before {
 			continue // nothing we wait for was deleted
 		}
 		switch {
 		case !qv.complete:
-			// More keys are ahead than we watch: find out which.
-			cur, ok, err := next(wr.Header.Revision)
-			if !ok {
+			// More keys are ahead than qv holds: find out which.
+			cur, err := w.predecessor(ctx, last)
+			if err != nil || cur.first() {
 				return cur, err
 			}
 			qv = cur
 		case !qv.first():
 		case time.Until(w.s.validUntil()) > w.s.ttl/3:
+			trace(w.d, "grant-event", w.rev)
 			return qv, nil
 		default:
-			return w.predecessor(ctx, wr.Header.Revision)
+			return w.predecessor(ctx, last)
 		}
 	}
 }
 
-// A watch created while etcd commits a write may see its events only at
+// watchEnded is the error of a wait whose lock watch ended.
+func (w *waiter) watchEnded(ctx context.Context, lw *lockWatch) error {
+	lw.mu.Lock()
+	err := lw.err
+	lw.mu.Unlock()
+	if err == nil {
+		err = errors.New("watch ended")
+	}
+	return w.d.wrap(ctx, "wait for", w.key, err)
+}
+
+// A watch created while etcd applies a write may see its events only at
 // etcd's next resync, up to 100 ms later (docs/etcd.md): a waiter re-reads
-// the queue every recheckEvery for its watches' first 100 ms, then every
-// recheckSlow.
+// the queue every recheckEvery while its lock's watch is younger than
+// recheckYoung, then every recheckSlow.
 const (
 	recheckEvery = 25 * time.Millisecond
-	maxRechecks  = 4
+	recheckYoung = 125 * time.Millisecond
 	recheckSlow  = time.Second
 )
 
-// recheckDelay is the delay before the recheck after the n-th.
-func recheckDelay(n int) time.Duration {
-	if n < maxRechecks {
+// recheckDelay is the delay before the next recheck of a wait whose lock
+// watch is age old.
+func recheckDelay(age time.Duration) time.Duration {
+	if age < recheckYoung {
 		return recheckEvery
 	}
 	return recheckSlow
-}
-
-// errRecheck is recv's answer when the recheck timer fired.
-var errRecheck = errors.New("etcdlock: recheck")
-
-// recv returns the next response of any of chans (nil ones never answer),
-// or why there is none (errRecheck when recheck fires first).
-func (w *waiter) recv(ctx context.Context, chans [1 + maxNear]clientv3.WatchChan, recheck <-chan time.Time) (clientv3.WatchResponse, error) {
-	var wr clientv3.WatchResponse
-	var ok bool
-	select {
-	case wr, ok = <-chans[0]:
-	case wr, ok = <-chans[1]:
-	case wr, ok = <-chans[2]:
-	case <-recheck:
-		return wr, errRecheck
-	case <-w.s.done:
-		return wr, w.lostErr()
-	case <-ctx.Done():
-		return wr, fmt.Errorf("etcdlock: wait for %q: %w", w.key, context.Cause(ctx))
-	}
-	switch {
-	case ctx.Err() != nil:
-		return wr, fmt.Errorf("etcdlock: wait for %q: %w", w.key, context.Cause(ctx))
-	case !ok:
-		return wr, w.d.wrap(ctx, "wait for", w.key, errors.New("watch closed"))
-	case wr.Err() != nil:
-		return wr, w.d.wrap(ctx, "wait for", w.key, wr.Err())
-	case wr.Canceled:
-		return wr, w.d.wrap(ctx, "wait for", w.key, errors.New("watch canceled"))
-	}
-	return wr, nil
 }
 
 // predecessor checks that our key still exists and reads the near keys
@@ -263,7 +246,11 @@ func (w *waiter) recv(ctx context.Context, chans [1 + maxNear]clientv3.WatchChan
 // that from delaying it at all, a reply older than minRev (a lagging
 // member) is read again linearizably.
 func (w *waiter) predecessor(ctx context.Context, minRev int64) (queueView, error) {
+	trace(w.d, "read-sent", minRev)
 	resp, err := w.d.c.Txn(ctx).Then(w.readOps(clientv3.WithSerializable())...).Commit()
+	if err == nil {
+		trace(w.d, "read-done", resp.Header.Revision)
+	}
 	if err == nil && resp.Header.Revision < minRev {
 		resp, err = w.d.c.Txn(ctx).Then(w.readOps()...).Commit()
 	}
@@ -289,4 +276,13 @@ func (w *waiter) readOps(extra ...clientv3.OpOption) []clientv3.Op {
 
 func (w *waiter) lostErr() error {
 	return fmt.Errorf("etcdlock: wait for %q: %w: %w", w.key, backend.ErrLost, w.s.cause())
+}
+
+// traceHook, when set (tests), is told the steps of a hand-off.
+var traceHook func(d *Driver, step string, rev int64)
+
+func trace(d *Driver, step string, rev int64) {
+	if traceHook != nil {
+		traceHook(d, step, rev)
+	}
 }

@@ -41,7 +41,11 @@
 // oldest live waiter, whose grant is the hand-off message on its driver's
 // own channel; in notify mode ([WaitNotify]) waiters share one pub/sub
 // connection per driver (per node in Redlock mode), are woken by releases
-// and race. Renewals of many leases go out in one pipeline.
+// and race. Renewals of many leases go out in one pipeline. An uncontended
+// acquire + release is two round trips: one script each on a single
+// server, and in Redlock mode one script per node each, every node at once
+// (two parallel rounds; the fencing token needs a second acquire round only
+// when the nodes' counters disagree).
 //
 // Plain and Cluster mode trust one primary per key: Redis replicates
 // asynchronously, so a failover right after a grant can hand the same lock

@@ -311,7 +311,7 @@ type acquireResult struct {
 	held    bool
 	token   uint64
 	pttl    time.Duration
-	counter uint64 // Redlock: the counter's value before a new hold
+	counter uint64 // Redlock: the counter's value after the call
 	acked   int    // replicas that acknowledged (WAIT)
 }
 

@@ -27,6 +27,9 @@ type Redlock struct {
 
 	bg sync.WaitGroup // node calls still running after their caller gave up
 
+	busyMu sync.Mutex
+	busy   map[string]busyKey // keys whose attempts met another holder lately
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -71,7 +74,7 @@ func NewRedlock(clients []redis.UniversalClient, opts *Options) (*Redlock, error
 	if o.WaitReplicas > 0 {
 		return nil, fmt.Errorf("redislock: %w: wait_replicas is not supported with mode=redlock", backend.ErrInvalidConfig)
 	}
-	r := &Redlock{quorum: len(clients)/2 + 1, opts: o}
+	r := &Redlock{quorum: len(clients)/2 + 1, opts: o, busy: map[string]busyKey{}}
 	for _, c := range clients {
 		if c == nil {
 			return nil, fmt.Errorf("redislock: %w: nil client", backend.ErrInvalidConfig)
@@ -190,13 +193,22 @@ func someNodes[T any](r *Redlock, ctx context.Context, timeout time.Duration, on
 }
 
 // TryAcquire implements backend.Driver. Phase one takes the lock on every
-// node and reads each node's fencing counter; with a majority, the token is
-// the highest counter or token seen plus one, unless this is a re-entry of
-// a hold that every granting node records with one token (see newToken).
-// Phase two raises the counter to the token on the nodes that granted, and
-// the grant counts only if a majority confirmed it and the validity left
+// node at once (one round trip per node, in parallel); a node that takes a
+// free lock mints its next counter value as the lock's token. With a
+// majority, the token is the one every granting node already records when
+// they agree and none has counted past it (the common case: one round),
+// else the highest counter or token seen plus one (see newToken), which
+// phase two writes to the granting nodes that do not record it yet. The
+// grant counts only if a majority records the token and the validity left
 // (TTL − elapsed since the first request − drift) is positive. Otherwise
 // the attempt's own hold is released on every node.
+//
+// Concurrent attempts asked at once can split the votes so that none has
+// a majority. The attempt holding the first node that answered it keeps
+// its holds and asks the refusing nodes again for a short while (see
+// splitWait): every other attempt of that split lacks that node, so it
+// gives up and frees what it took, and one attempt wins, as the conformance
+// case "of N concurrent TryAcquires exactly one wins" demands.
 func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	if err := ctx.Err(); err != nil {
 		// Nothing was sent: nothing to clean up.
@@ -207,43 +219,98 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 	first := time.Now()
 	res := make([]acquireResult, len(r.nodes))
 	errs := make([]error, len(r.nodes))
-	held, refused, failed := 0, 0, 0
-	var retry time.Duration
-	// Nodes are asked one after another, in the same order by every client,
-	// stopping once a quorum is out of reach: concurrent contenders then
-	// meet on node 0 first, and one of them wins instead of all splitting
-	// the votes (which asking every node at once allows).
-	for i := range r.nodes {
-		if held+len(r.nodes)-i < r.quorum {
-			break
+	ask := func(only []int) {
+		type reply struct {
+			acquireResult
+			node int
 		}
-		rs, es := someNodes(r, ctx, nodeTimeout(req.TTL, len(r.nodes)), []int{i}, func(ctx context.Context, _ int, n *node) (acquireResult, error) {
+		rs, es := someNodes(r, ctx, nodeTimeout(req.TTL, len(r.nodes)), only, func(ctx context.Context, i int, n *node) (reply, error) {
 			v, err := acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), "1", hold).Int64Slice()
 			if err != nil {
-				return acquireResult{}, err
+				return reply{node: i}, err
 			}
-			return parseAcquire(v)
-		}, func(late acquireResult) {
+			a, err := parseAcquire(v)
+			return reply{a, i}, err
+		}, func(late reply) {
 			// The node granted after the attempt stopped waiting for it
 			// (and after any cleanup): give that hold back now.
 			if late.held {
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 				defer cancel()
-				_, _ = release(rctx, r.nodes[i].c, ks, req.Owner, hold, "release")
+				_, _ = release(rctx, r.nodes[late.node].c, ks, req.Owner, hold, "release")
 			}
 		})
-		res[i], errs[i] = rs[i], es[i]
-		switch {
-		case errs[i] != nil:
-			failed++
-		case res[i].held:
-			held++
-		default:
-			refused++
-			if retry == 0 || res[i].pttl < retry {
-				retry = res[i].pttl
+		for _, i := range only {
+			res[i], errs[i] = rs[i].acquireResult, es[i]
+		}
+	}
+	all := make([]int, len(r.nodes))
+	for i := range all {
+		all[i] = i
+	}
+	if yield, busy := r.contended(req.Key); busy {
+		// Others want this key too: ask the first node alone, and the
+		// rest only if it granted (or failed), so that losers take no
+		// node at all and split no vote. A driver that has just released
+		// the key first gives the waiters its release woke the time to
+		// reach the first node, instead of taking the lock straight back
+		// (which would starve them).
+		if yield > 0 && sleepCtx(ctx, yield) != nil {
+			return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w", req.Key, context.Cause(ctx))
+		}
+		ask(all[:1])
+		if errs[0] == nil && !res[0].held {
+			r.observe(req.Key)
+			return backend.Grant{}, backend.NotAcquired(req.Key, res[0].pttl)
+		}
+		ask(all[1:])
+	} else {
+		ask(all)
+	}
+	var held, refused, failed int
+	var retry time.Duration
+	tally := func() {
+		held, refused, failed, retry = 0, 0, 0, 0
+		for i := range r.nodes {
+			switch {
+			case errs[i] != nil:
+				failed++
+			case res[i].held:
+				held++
+			default:
+				refused++
+				if retry == 0 || res[i].pttl < retry {
+					retry = res[i].pttl
+				}
 			}
 		}
+	}
+	tally()
+	if held < r.quorum && held+refused >= r.quorum {
+		// A split vote, or a lock held elsewhere: only the attempt that
+		// holds the first node it reached asks the refusing nodes again.
+		budget := splitWait(req.TTL)
+		pause := 100 * time.Microsecond
+		for r.holdsFirst(res, errs) && time.Since(first)+pause < budget && ctx.Err() == nil {
+			if sleepCtx(ctx, pause) != nil {
+				break
+			}
+			pause = min(2*pause, 5*time.Millisecond)
+			var again []int
+			for i := range r.nodes {
+				if errs[i] == nil && !res[i].held {
+					again = append(again, i)
+				}
+			}
+			ask(again)
+			tally()
+			if held >= r.quorum || held+refused < r.quorum {
+				break
+			}
+		}
+	}
+	if refused > 0 {
+		r.observe(req.Key)
 	}
 	fail := func(err error) (backend.Grant, error) {
 		r.cleanup(ctx, ks, req.Owner, hold, res, errs)
@@ -265,6 +332,94 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 	}
 	l := &rlock{r: r, key: req.Key, ks: ks, owner: req.Owner, hold: hold}
 	return backend.Grant{Lock: l, Token: token, ValidFrom: first}, nil
+}
+
+// splitWait bounds how long, from its first request, an attempt holding
+// the first node of a split vote asks the refusing nodes again: the other
+// attempts of the split free them within a round trip or two; a lock held
+// by a majority that lacks that node keeps refusing, and the attempt then
+// gives up. A quarter of the TTL at most, so the grant keeps most of its
+// validity, and 200 ms.
+func splitWait(ttl time.Duration) time.Duration { return min(ttl/4, 200*time.Millisecond) }
+
+// holdsFirst reports whether the attempt whose replies are res and errs
+// holds the lowest-numbered node that answered it.
+func (r *Redlock) holdsFirst(res []acquireResult, errs []error) bool {
+	for i := range r.nodes {
+		if errs[i] == nil {
+			return res[i].held
+		}
+	}
+	return false
+}
+
+// contendedFor is how long after an attempt on a key met another holder the
+// driver asks the first node alone first (see TryAcquire).
+const contendedFor = time.Second
+
+// maxContended bounds the keys the driver remembers as contended.
+const maxContended = 4096
+
+// contended reports whether an attempt on key met another holder lately,
+// and how long to yield to waiters before asking if this driver released
+// the key just now.
+func (r *Redlock) contended(key string) (yield time.Duration, busy bool) {
+	r.busyMu.Lock()
+	defer r.busyMu.Unlock()
+	b, ok := r.busy[key]
+	if !ok || time.Since(b.refused) >= contendedFor {
+		return 0, false
+	}
+	if since := time.Since(b.released); since < b.yield {
+		yield = b.yield - since
+	}
+	return yield, true
+}
+
+// released records that a release of key took took, if the key is
+// contended: the driver's next attempt yields to the waiters it woke for
+// twice that (at most maxYield), their time to hear it and ask.
+func (r *Redlock) released(key string, took time.Duration) {
+	r.busyMu.Lock()
+	defer r.busyMu.Unlock()
+	if b, ok := r.busy[key]; ok && time.Since(b.refused) < contendedFor {
+		b.released, b.yield = time.Now(), min(2*took, maxYield)
+		r.busy[key] = b
+	}
+}
+
+// maxYield bounds a releasing driver's yield to the waiters of a key.
+const maxYield = 5 * time.Millisecond
+
+// busyKey is what a Redlock driver remembers of a contended key.
+type busyKey struct {
+	refused  time.Time     // an attempt met another holder
+	released time.Time     // this driver released it
+	yield    time.Duration // how long after released the driver yields
+}
+
+// observe records that an attempt on key met another holder.
+func (r *Redlock) observe(key string) {
+	r.busyMu.Lock()
+	defer r.busyMu.Unlock()
+	if len(r.busy) >= maxContended {
+		clear(r.busy)
+	}
+	b := r.busy[key]
+	b.refused = time.Now()
+	r.busy[key] = b
+}
+
+// sleepCtx sleeps d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // newToken picks the fencing token of a grant from the granting nodes'
@@ -294,20 +449,34 @@ func newToken(res []acquireResult) uint64 {
 	return top + 1
 }
 
-// fence writes token to the nodes that granted (phase two) and succeeds
-// when a majority confirmed that the lock is still held with it.
+// fence makes a majority record token (phase two): the granting nodes
+// whose lock records token and whose counter reached it already do;
+// the others get fenceScript, all at once, and the grant stands when a
+// majority recorded token. In the common case (a free lock whose counters
+// agree on every node) no node needs it and this sends nothing.
 func (r *Redlock) fence(ctx context.Context, ks keyset, req backend.Request, hold string, token uint64, res []acquireResult) error {
-	ok, errs := eachNode(r, ctx, nodeTimeout(req.TTL, 1), func(ctx context.Context, i int, n *node) (bool, error) {
-		if !res[i].held {
-			return false, nil
-		}
-		v, err := fenceScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, token, hold).Int64()
-		return err == nil && v == 1, err
-	})
 	confirmed := 0
-	for _, b := range ok {
-		if b {
+	var need []int
+	for i, a := range res {
+		switch {
+		case !a.held:
+		case a.token == token && a.counter >= token:
 			confirmed++
+		default:
+			need = append(need, i)
+		}
+	}
+	var errs []error
+	if len(need) > 0 {
+		var ok []bool
+		ok, errs = someNodes(r, ctx, nodeTimeout(req.TTL, 1), need, func(ctx context.Context, i int, n *node) (bool, error) {
+			v, err := fenceScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, token, hold).Int64()
+			return err == nil && v == 1, err
+		})
+		for _, b := range ok {
+			if b {
+				confirmed++
+			}
 		}
 	}
 	if confirmed < r.quorum {
@@ -334,11 +503,22 @@ func drift(ttl time.Duration) time.Duration {
 // cleanup gives back a failed attempt's hold on every node that granted it
 // or did not answer (its outcome is unknown), with its own short timeout.
 // Other holds of the same owner are left alone.
+//
+// An attempt that did not hold the first node it reached gives its nodes
+// back quietly (no "released" announcement): it lost a split vote to the
+// attempt holding that node, or found the lock held, and what it frees is
+// no lock anyone waits for; the winner's release, or the first node's
+// holder giving up, announces the lock free.
 func (r *Redlock) cleanup(ctx context.Context, ks keyset, owner, hold string, res []acquireResult, errs []error) {
 	ctx = context.WithoutCancel(ctx)
+	first := r.holdsFirst(res, errs)
 	eachNode(r, ctx, cleanupTimeout, func(ctx context.Context, i int, n *node) (struct{}, error) {
 		if res[i].held || errs[i] != nil {
-			_, err := release(ctx, n.c, ks, owner, hold, "release")
+			mode := "quiet"
+			if first {
+				mode = announce(i)
+			}
+			_, err := release(ctx, n.c, ks, owner, hold, mode)
 			return struct{}{}, err
 		}
 		return struct{}{}, nil

@@ -30,10 +30,32 @@ func (l *rlock) Release(ctx context.Context) error {
 		return fmt.Errorf("redislock: release %q: %w: already released", l.key, backend.ErrNotHeld)
 	}
 	n := len(l.r.nodes)
-	released, errs := eachNode(l.r, ctx, releaseTimeout, func(ctx context.Context, _ int, nd *node) (bool, error) {
-		v, err := release(ctx, nd.c, l.ks, l.owner, l.hold, "release")
+	start := time.Now()
+	defer func() { l.r.released(l.key, time.Since(start)) }()
+	released, errs := eachNode(l.r, ctx, releaseTimeout, func(ctx context.Context, i int, nd *node) (bool, error) {
+		if i > 0 {
+			v, err := release(ctx, nd.c, l.ks, l.owner, l.hold, "quiet")
+			return err == nil && v >= 0, err
+		}
+		v, heard, err := releaseCounting(ctx, nd.c, l.ks, l.owner, l.hold)
+		if heard > 0 {
+			// Others wait for the key: this driver's next attempt on it
+			// yields to them and asks the first node first.
+			l.r.observe(l.key)
+		}
 		return err == nil && v >= 0, err
 	})
+	if errs[0] != nil {
+		// The first node did not answer: announce the release on the
+		// nodes that freed the lock, whose waiters skip the first node
+		// while it fails.
+		eachNode(l.r, context.WithoutCancel(ctx), cleanupTimeout, func(ctx context.Context, i int, nd *node) (struct{}, error) {
+			if released[i] {
+				return struct{}{}, nd.c.Publish(ctx, l.ks.channel, "released").Err()
+			}
+			return struct{}{}, nil
+		})
+	}
 	notHeld, failed := 0, 0
 	for i := range n {
 		switch {
@@ -130,6 +152,38 @@ func minTTL(ttls []time.Duration) time.Duration {
 		}
 	}
 	return m
+}
+
+// releaseCounting is release on Redlock's first node: it also returns how
+// many connections heard the lock announced free (waiters of the key).
+func releaseCounting(ctx context.Context, c redis.Scripter, ks keyset, owner, hold string) (n, heard int64, err error) {
+	v, err := releaseScript.Run(ctx, c, ks.releaseKeys(), owner, ks.channel, "count", hold, millis(releasedMemory)).Result()
+	if err != nil {
+		return 0, 0, err
+	}
+	switch v := v.(type) {
+	case int64:
+		return v, 0, nil
+	case []any:
+		if len(v) == 2 {
+			n, _ := v[0].(int64)
+			heard, _ := v[1].(int64)
+			return n, heard, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("unexpected reply %v from the release script", v)
+}
+
+// announce is the release mode on node i: only the first node announces a
+// release ("released" on the key's channel), because waiters ask the first
+// node first (see Redlock.TryAcquire) and a wake-up from another node would
+// send them to a first node still held; Release announces on the others
+// too when the first node fails.
+func announce(i int) string {
+	if i == 0 {
+		return "release"
+	}
+	return "quiet"
 }
 
 // releaseTimeout bounds each node's part of a Redlock release.

@@ -20,26 +20,26 @@ import "github.com/redis/go-redis/v9"
 // owns it, for hold ARGV[4], and sets the TTL (ARGV[2] ms) in the same
 // step; a re-entry never shortens the TTL, and a hold already recorded
 // (a retried delivery) is not counted again. A new lock gets the next
-// value of the counter as its token. ARGV[3] is "1" in Redlock mode: the
-// token is then written later by fenceScript, and the reply carries the
-// counter's current value instead.
+// value of the counter as its token (INCR), in single and Redlock mode
+// alike: in Redlock mode the client then picks the grant's token from
+// every node's reply and raises (fenceScript) only the nodes that do not
+// already record it. ARGV[3] is unused (kept so every version sends the
+// same arguments).
 //
-// Reply: {1, token, pttl, counter} when held by ARGV[1] (token 0 for a new
-// Redlock hold; counter is the counter's value before this call); {0, 0,
-// pttl, 0} when another owner holds it.
+// Reply: {1, token, pttl, counter} when held by ARGV[1] (counter is the
+// counter's value after this call: the token itself when this call minted
+// it); {0, 0, pttl, 0} when another owner holds it. The free path makes four calls (HGET, INCR, HSET, PEXPIRE):
+// every redis.call costs about a microsecond or more inside Redis, which
+// the caller waits for.
 var acquireScript = redis.NewScript(`
 local owner = redis.call('HGET', KEYS[1], 'o')
 local ttl = tonumber(ARGV[2])
 local hold = 'a:' .. ARGV[4]
 if owner == false then
-  local token = 0
-  local counter = tonumber(redis.call('GET', KEYS[2]) or '0')
-  if ARGV[3] ~= '1' then
-    token = redis.call('INCR', KEYS[2])
-  end
+  local token = redis.call('INCR', KEYS[2])
   redis.call('HSET', KEYS[1], 'o', ARGV[1], 'n', 1, 't', token, hold, 1)
   redis.call('PEXPIRE', KEYS[1], ttl)
-  return {1, token, ttl, counter}
+  return {1, token, ttl, token}
 end
 if owner == ARGV[1] then
   if redis.call('HSETNX', KEYS[1], hold, 1) == 1 then
@@ -62,7 +62,7 @@ return {0, 0, redis.call('PTTL', KEYS[1]), 0}
 // from a client with write access to the keys) is dropped instead of
 // jamming the queue.
 
-// handOff is shared Lua: it hands a freed lock (KEYS[1]) to the oldest
+// handOff is shared Lua: handoff() hands a freed lock (KEYS[1]) to the oldest
 // live waiter of the fair queue (KEYS[2], liveness in KEYS[3]), minting its
 // token from KEYS[4]. The lock is recorded held by the waiter's wait (its
 // hold field), with a TTL no longer than the waiter's liveness window, so a
@@ -70,8 +70,11 @@ return {0, 0, redis.call('PTTL', KEYS[1]), 0}
 // "h:<wait>", sent to the waiter's own inbox channel (one connection hears
 // it, not every waiter of the key), only wakes the waiter: it confirms the
 // grant with its next attempt (waitScript), so a forged message grants
-// nothing. With no live waiter it announces "released" on ARGV[2]. Dead
-// waiters met on the way are dropped.
+// nothing. With no live waiter it announces "released" on ARGV[2] (unless
+// ARGV[3] is "quiet": a Redlock attempt that lost a split vote gives back a
+// node it took, which frees no lock anyone waits for). Dead
+// waiters met on the way are dropped. It returns how many connections
+// heard "released" (0 after a hand-off).
 const handOff = `
 local function handoff()
   if redis.call('EXISTS', KEYS[2]) == 1 then
@@ -95,7 +98,10 @@ local function handoff()
       end
     end
   end
-  redis.call('PUBLISH', ARGV[2], 'released')
+  if ARGV[3] ~= 'quiet' then
+    return redis.call('PUBLISH', ARGV[2], 'released')
+  end
+  return 0
 end
 `
 
@@ -105,6 +111,10 @@ end
 // With ARGV[3] = "abandon" it is a waiter (wait ARGV[4]) giving up
 // instead: it leaves the queue (if its place is still its own) and gives
 // back a lock handed to it.
+//
+// With ARGV[3] = "count" it is a release that, when it frees the lock,
+// replies {0, how many connections heard "released"} (Redlock's first node:
+// the driver learns that others wait for the key).
 //
 // KEYS: lock, queue, alive, fence. Reply: -1 if the hold is not held (and
 // was not the last released), else the remaining count.
@@ -122,15 +132,18 @@ if redis.call('HDEL', KEYS[1], 'a:' .. ARGV[4]) == 0 then
   end
   return -1
 end
-local n = redis.call('HINCRBY', KEYS[1], 'n', -1)
+local n = tonumber(redis.call('HGET', KEYS[1], 'n') or '1') - 1
 if n > 0 then
-  redis.call('HSET', KEYS[1], 'r', ARGV[4])
+  redis.call('HSET', KEYS[1], 'n', n, 'r', ARGV[4])
   return n
 end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'r', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[5]))
-handoff()
+local heard = handoff()
+if ARGV[3] == 'count' then
+  return {0, heard or 0}
+end
 return 0
 `)
 
@@ -146,11 +159,19 @@ return 0
 //
 // KEYS: lock, fence, queue, alive. Reply as acquireScript.
 var waitScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = nil
+local function clock()
+  if now == nil then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now
+end
 local me, ttl = ARGV[1], tonumber(ARGV[2])
 local hold = 'a:' .. ARGV[5]
+local queued = true
 local function leave()
+  if not queued then return end
   local a = redis.call('HGET', KEYS[4], me)
   if a and string.match(a, '^%d+:%d+:%d+:(%w+):') == ARGV[5] then
     redis.call('ZREM', KEYS[3], me)
@@ -172,17 +193,20 @@ if owner == me then
 end
 if owner == false then
   local head = nil
-  while true do
-    local w = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
-    if not w then break end
+  local w = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+  -- An empty queue (the uncontended case) needs no clock and has no
+  -- place of the caller's to leave.
+  queued = w ~= nil
+  while w do
     local a = redis.call('HGET', KEYS[4], w)
     local dl = a and tonumber(string.match(a, '^(%d+):'))
-    if dl and dl > now and dl <= now + 60000 then
+    if dl and dl > clock() and dl <= clock() + 60000 then
       head = w
       break
     end
     redis.call('ZREM', KEYS[3], w)
     redis.call('HDEL', KEYS[4], w)
+    w = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
   end
   if head == nil or head == me then
     local token = redis.call('INCR', KEYS[2])
@@ -194,9 +218,9 @@ if owner == false then
 end
 if ARGV[3] == '1' then
   if redis.call('ZSCORE', KEYS[3], me) == false then
-    redis.call('ZADD', KEYS[3], now, me)
+    redis.call('ZADD', KEYS[3], clock(), me)
   end
-  redis.call('HSET', KEYS[4], me, (now + tonumber(ARGV[4])) .. ':' .. ttl .. ':' .. ARGV[4] .. ':' .. ARGV[5] .. ':' .. ARGV[6] .. ':' .. ARGV[7])
+  redis.call('HSET', KEYS[4], me, (clock() + tonumber(ARGV[4])) .. ':' .. ttl .. ':' .. ARGV[4] .. ':' .. ARGV[5] .. ':' .. ARGV[6] .. ':' .. ARGV[7])
 end
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl < 0 then pttl = 0 end

@@ -38,12 +38,17 @@ func (d *Driver) acquire(ctx context.Context, req backend.Request, wait bool) (b
 		return backend.Grant{}, err
 	}
 	ttl := seconds(req.TTL)
-	lc.begin, lc.beginArgs, lc.beginTTL, lc.beginLWT = d.q.beginTry, []any{ttl}, ttl, false
-	if wait && d.lwt > 0 {
-		lc.begin, lc.beginArgs, lc.beginLWT = d.q.beginWait, []any{ttl, d.lwt}, true
-	}
+	lc.beginTTL, lc.beginLWT = ttl, wait && d.lwt > 0
 	// A spare whose session has these settings needs none sent.
 	lc.begun = lc.sessTTL == ttl && (lc.sessLWT || !lc.beginLWT)
+	switch {
+	case lc.begun:
+		lc.begin = ""
+	case lc.beginLWT:
+		lc.begin = bind(d.q.beginWait, ttl, d.lwt)
+	default:
+		lc.begin = bind(d.q.beginTry, ttl)
+	}
 	if lc.batch, err = d.batching(ctx, lc.c); err != nil {
 		lc.discard()
 		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, classify(err))
@@ -85,7 +90,7 @@ func (d *Driver) acquire(ctx context.Context, req backend.Request, wait bool) (b
 func (d *Driver) granted(ctx context.Context, lc *lockConn, req backend.Request, ttl int, sent time.Time, lr lockResult) (backend.Grant, error) {
 	if time.Since(sent) >= req.TTL/freshWait {
 		sent = time.Now()
-		if _, err := lc.c.ExecContext(ctx, d.q.setIdle, ttl); err != nil {
+		if _, err := lc.c.ExecContext(ctx, bind(d.q.setIdle, ttl)); err != nil {
 			lc.discard()
 			return backend.Grant{}, fmt.Errorf("sqllock: wait %q: %w", req.Key, classify(err))
 		}

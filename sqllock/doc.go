@@ -13,10 +13,13 @@
 // for blocking waits, default the server's), dial_timeout (default 10s),
 // tls (false, true, skip-verify or preferred) and tls_ca (a PEM file of CA
 // certificates, with tls=true). Unknown parameters are errors. A
-// URL-opened Driver's pool has multiStatements and interpolateParams on, so
-// an uncontended acquire+release is two round trips. [New] takes a *sql.DB
-// of github.com/go-sql-driver/mysql instead (one round trip per statement,
-// three per acquire+release, unless that pool has both options too).
+// URL-opened Driver's pool has multiStatements on, so an uncontended
+// acquire+release is two round trips. [New] takes a *sql.DB of
+// github.com/go-sql-driver/mysql instead; with the driver's defaults it is
+// three round trips (one per statement), with multiStatements two. Every
+// statement carries its values as literals (keys and owners as
+// hexadecimal X'..', integers in decimal), so none is prepared on the
+// server whatever the pool's interpolateParams.
 //
 // # Semantics
 //

@@ -3,7 +3,6 @@ package sqllock
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"math"
@@ -204,11 +203,12 @@ const (
 )
 
 // batching reports whether the *sql.DB's connections accept several
-// statements with parameters in one round trip (go-sql-driver's
-// multiStatements with interpolateParams, as a URL-opened Driver sets
-// them), asking the server once, on c. Without it every statement is its
-// own round trip. The batches are executed through the driver's own
-// connection (sql.Conn.Raw) for the per-statement counts of mysql.Result.
+// statements in one round trip (go-sql-driver's multiStatements, as a
+// URL-opened Driver sets it), asking the server once, on c. Without it
+// every statement is its own round trip. The statements carry their values
+// as literals (see bind), so no configuration prepares them. The batches
+// are executed through the driver's own connection (sql.Conn.Raw) for the
+// per-statement counts of mysql.Result.
 func (d *Driver) batching(ctx context.Context, c *sql.Conn) (bool, error) {
 	switch d.batch.Load() {
 	case batchYes:
@@ -217,9 +217,6 @@ func (d *Driver) batching(ctx context.Context, c *sql.Conn) (bool, error) {
 		return false, nil
 	}
 	ok, err := probeBatch(ctx, c)
-	if errors.Is(err, driver.ErrSkip) {
-		err = nil // no interpolateParams: statements with arguments are prepared, one at a time
-	}
 	if err != nil && serverCode(err) == 0 {
 		return false, err // not answered: ask again next time
 	}
@@ -232,7 +229,7 @@ func (d *Driver) batching(ctx context.Context, c *sql.Conn) (bool, error) {
 }
 
 func probeBatch(ctx context.Context, c *sql.Conn) (bool, error) {
-	rows, _, err := execBatch(ctx, c, "DO ?; DO 2", []any{1})
+	rows, _, err := execBatch(ctx, c, "DO 1; DO 2")
 	if err != nil {
 		return false, err
 	}

@@ -32,7 +32,7 @@ func (lc *lockConn) newEpoch(ctx context.Context, key, owner string) (uint64, er
 	}
 	first := e<<seqBits | 1
 	for evicted := false; ; evicted = true {
-		res, err := lc.c.ExecContext(ctx, lc.d.q.liveSet, key, first, owner, first, owner)
+		res, err := lc.c.ExecContext(ctx, bind(lc.d.q.liveSet, key, first, owner, first, owner))
 		switch {
 		case err == nil:
 			tok, err := res.LastInsertId()
@@ -60,7 +60,7 @@ func (lc *lockConn) newEpoch(ctx context.Context, key, owner string) (uint64, er
 // it) and records the holder. It runs while the row lock is held, so
 // increments are ordered like the holds.
 func (d *Driver) fence(ctx context.Context, key, owner string, id uint64) (uint64, error) {
-	res, err := d.db.ExecContext(ctx, d.q.fence, key, owner, id, owner, id)
+	res, err := d.db.ExecContext(ctx, bind(d.q.fence, key, owner, id, owner, id))
 	if err != nil {
 		return 0, err
 	}

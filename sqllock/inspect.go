@@ -20,13 +20,13 @@ func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) 
 	info := backend.Info{Key: key, Waiters: -1}
 	var owner []byte
 	var holder uint64
-	err := d.db.QueryRowContext(ctx, d.q.liveRow, key).Scan(&info.Token, &owner, &holder)
+	err := d.db.QueryRowContext(ctx, bind(d.q.liveRow, key)).Scan(&info.Token, &owner, &holder)
 	if errors.Is(err, sql.ErrNoRows) {
 		// No live counter: never locked, or not since the server
 		// restarted (or the counter was evicted). The last token is not
 		// known then.
 		var epoch uint64
-		err = d.db.QueryRowContext(ctx, d.q.fenceRow, key).Scan(&epoch)
+		err = d.db.QueryRowContext(ctx, bind(d.q.fenceRow, key)).Scan(&epoch)
 		if errors.Is(err, sql.ErrNoRows) {
 			return info, nil // never locked
 		}
@@ -52,7 +52,7 @@ func (d *Driver) probe(ctx context.Context, key string) (bool, error) {
 	}
 	defer func() { _ = tx.Rollback() }()
 	var name []byte
-	err = tx.QueryRowContext(ctx, d.q.probe, key).Scan(&name)
+	err = tx.QueryRowContext(ctx, bind(d.q.probe, key)).Scan(&name)
 	switch {
 	case err == nil, errors.Is(err, sql.ErrNoRows):
 		return false, nil

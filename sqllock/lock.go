@@ -50,7 +50,7 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 			l.key, backend.ErrInvalidConfig, ttl, maxTTL)
 	}
 	if s := seconds(ttl); s > l.ttl {
-		if _, err = l.conn.c.ExecContext(ctx, l.conn.d.q.setIdle, s); err == nil {
+		if _, err = l.conn.c.ExecContext(ctx, bind(l.conn.d.q.setIdle, s)); err == nil {
 			l.ttl, l.conn.sessTTL = s, s
 		}
 	} else {

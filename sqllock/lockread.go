@@ -6,7 +6,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -48,32 +47,41 @@ func (lc *lockConn) lockRow(ctx, ectx context.Context, key, owner string, nowait
 // session settings, which outlast rollbacks. When the Driver batches, all
 // of it is one round trip; else one statement each.
 func (lc *lockConn) lockOnce(ctx context.Context, key, owner string, nowait bool) (lockResult, error) {
-	q := lc.d.q.lockWait
-	if nowait {
-		q = lc.d.q.lockNowait
+	var lr lockResult
+	if lc.id == 0 { // a wait has loaded it before: a KILL may read it meanwhile
+		if err := lc.loadID(ctx); err != nil {
+			return lr, err
+		}
 	}
+	lr.id = lc.id
 	begin := !lc.begun
 	lc.begun = true
 	if begin {
 		lc.sessTTL = 0 // unknown until the settings are known to have run
 	}
-	var lr lockResult
+	// The locking read without a result set: its OK packet counts the row.
+	q := lc.d.q.lockInto
+	if nowait {
+		q = lc.d.q.lockIntoNowait
+	}
+	q = bind(q, key)
+	live := bind(lc.d.q.liveNext, owner, key)
 	if !lc.batch {
 		if begin {
-			if _, err := lc.c.ExecContext(ctx, lc.begin, lc.beginArgs...); err != nil {
+			if _, err := lc.c.ExecContext(ctx, lc.begin); err != nil {
 				return lr, err
 			}
 			lc.setUp()
 		}
-		err := lc.c.QueryRowContext(ctx, q, key).Scan(&lr.id)
-		if errors.Is(err, sql.ErrNoRows) {
-			return lr, nil
-		}
+		res, err := lc.c.ExecContext(ctx, q)
 		if err != nil {
 			return lr, err
 		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return lr, err // no row
+		}
 		lr.found = true
-		res, err := lc.c.ExecContext(ctx, lc.d.q.liveNext, owner, key)
+		res, err = lc.c.ExecContext(ctx, live)
 		if err != nil {
 			return lr, err
 		}
@@ -89,22 +97,11 @@ func (lc *lockConn) lockOnce(ctx context.Context, key, owner string, nowait bool
 	// the increment still runs; it is then discarded (moving a counter on
 	// is always safe: only the tokens handed out must come from increments
 	// made while holding the lock).
-	if lc.id == 0 { // a wait has loaded it before: a KILL may read it meanwhile
-		if err := lc.loadID(ctx); err != nil {
-			return lr, err
-		}
-	}
-	q = lc.d.q.lockInto
-	if nowait {
-		q = lc.d.q.lockIntoNowait
-	}
-	args := []any{key, owner, key}
-	q += "; " + lc.d.q.liveNext
+	q += "; " + live
 	if begin {
 		q = lc.begin + "; " + q
-		args = append(slices.Clone(lc.beginArgs), args...)
 	}
-	rows, ids, err := execBatch(ctx, lc.c, q, args)
+	rows, ids, err := execBatch(ctx, lc.c, q)
 	if begin && (err == nil || isConflict(err)) {
 		lc.setUp() // the settings ran: a batch stops at its first failed statement
 	}
@@ -114,7 +111,6 @@ func (lc *lockConn) lockOnce(ctx context.Context, key, owner string, nowait bool
 	if len(rows) < 2 {
 		return lr, fmt.Errorf("sqllock: a batch of statements returned %d results", len(rows))
 	}
-	lr.id = lc.id
 	lr.found = rows[len(rows)-2] == 1
 	if lr.found && rows[len(rows)-1] == 1 {
 		lr.token = uint64(ids[len(ids)-1])
@@ -122,24 +118,16 @@ func (lc *lockConn) lockOnce(ctx context.Context, key, owner string, nowait bool
 	return lr, nil
 }
 
-// execBatch executes q, several statements, on c, and returns each
-// statement's affected rows and insert id (go-sql-driver's mysql.Result:
-// database/sql keeps only the last).
-func execBatch(ctx context.Context, c *sql.Conn, q string, args []any) (rows, ids []int64, err error) {
-	nv := make([]driver.NamedValue, len(args))
-	for i, a := range args {
-		v, err := driver.DefaultParameterConverter.ConvertValue(a)
-		if err != nil {
-			return nil, nil, err
-		}
-		nv[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
-	}
+// execBatch executes q, several statements without parameters, on c, and
+// returns each statement's affected rows and insert id (go-sql-driver's
+// mysql.Result: database/sql keeps only the last).
+func execBatch(ctx context.Context, c *sql.Conn, q string) (rows, ids []int64, err error) {
 	err = c.Raw(func(dc any) error {
 		ex, ok := dc.(driver.ExecerContext)
 		if !ok {
 			return fmt.Errorf("sqllock: %T cannot execute statements", dc)
 		}
-		res, err := ex.ExecContext(ctx, q, nv)
+		res, err := ex.ExecContext(ctx, q, nil)
 		if err != nil {
 			return err
 		}
@@ -181,7 +169,7 @@ const ensureWait = 250 * time.Millisecond
 // session's row lock to check the duplicate.
 func (d *Driver) ensure(ctx context.Context, key string, nowait bool) error {
 	var one int
-	err := d.db.QueryRowContext(ctx, d.q.exists, key).Scan(&one)
+	err := d.db.QueryRowContext(ctx, bind(d.q.exists, key)).Scan(&one)
 	if err == nil {
 		return nil
 	}
@@ -221,7 +209,7 @@ func (d *Driver) insertRow(ctx context.Context, key string) error {
 	}
 	var killed bool
 	err = lc.interruptible(ctx, func(sctx context.Context) error {
-		_, err := c.ExecContext(sctx, d.q.ensure, key)
+		_, err := c.ExecContext(sctx, bind(d.q.ensure, key))
 		return err
 	}, &killed)
 	if killed {

@@ -11,8 +11,10 @@ import (
 )
 
 // TestServerSidePrepare: with a *sql.DB as users usually open it (no
-// interpolateParams, so statements with arguments are prepared on the
-// server), every statement of the protocol works and tokens increase.
+// interpolateParams, under which a statement with arguments would be
+// prepared on the server; the Driver's statements carry literals instead,
+// see TestRoundTrips), every statement of the protocol works and tokens
+// increase.
 func TestServerSidePrepare(t *testing.T) {
 	s := startServer(t)
 	db, err := sql.Open("mysql", sandbox.MySQLDSN(s.addr()))

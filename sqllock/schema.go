@@ -66,19 +66,17 @@ func DDL(table string) ([]string, error) {
 }
 
 // statements holds every SQL text the driver sends, built once from the
-// validated, backquoted table names. Every value is a bound parameter.
+// validated, backquoted table names. A ? is a value, which bind writes in
+// as a literal before the statement is sent.
 type statements struct {
 	ddl []string
 	// On the pinned connection.
-	beginTry   string // autocommit off and the idle timeout
-	beginWait  string // the same, with a session lock-wait timeout for blocking waits
-	connID     string
-	lockNowait string
-	lockWait   string
-	liveNext   string // the next token of the live counter, within its epoch
-	liveSet    string // the first token of a new epoch
-	// In a batch: the locking read without a result set; its OK packet
-	// counts the row.
+	beginTry  string // autocommit off and the idle timeout
+	beginWait string // the same, with a session lock-wait timeout for blocking waits
+	connID    string
+	liveNext  string // the next token of the live counter, within its epoch
+	liveSet   string // the first token of a new epoch
+	// The locking read without a result set: its OK packet counts the row.
 	lockInto       string
 	lockIntoNowait string
 	rollback       string
@@ -100,7 +98,6 @@ func newStatements(table string) *statements {
 	lt := "`" + table + "`"
 	ft := "`" + table + FenceSuffix + "`"
 	vt := "`" + table + LiveSuffix + "`"
-	const lockCols = "SELECT CONNECTION_ID() FROM %s WHERE name = ? FOR UPDATE"
 	return &statements{
 		ddl: []string{
 			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
@@ -124,11 +121,9 @@ func newStatements(table string) *statements {
 				"  PRIMARY KEY (name)\n"+
 				") ENGINE=MEMORY", vt, maxKeyLen),
 		},
-		beginTry:   "SET SESSION autocommit = 0, wait_timeout = ?",
-		beginWait:  "SET SESSION autocommit = 0, wait_timeout = ?, innodb_lock_wait_timeout = ?",
-		connID:     "SELECT CONNECTION_ID()",
-		lockNowait: fmt.Sprintf(lockCols+" NOWAIT", lt),
-		lockWait:   fmt.Sprintf(lockCols, lt),
+		beginTry:  "SET SESSION autocommit = 0, wait_timeout = ?",
+		beginWait: "SET SESSION autocommit = 0, wait_timeout = ?, innodb_lock_wait_timeout = ?",
+		connID:    "SELECT CONNECTION_ID()",
 		// Within the epoch only: at its last value the row is left alone
 		// (ROW_COUNT() 0) and the caller starts a new epoch.
 		liveNext: fmt.Sprintf("UPDATE %s SET token = LAST_INSERT_ID(token + 1), owner = ?, holder_id = CONNECTION_ID(), granted_at = NOW(6) "+

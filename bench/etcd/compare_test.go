@@ -54,8 +54,8 @@ func TestCompare(t *testing.T) {
 
 	p("\n%d workers (own client and lease each) on one key, %d alternating rounds of %v, nothing done inside or between:\n",
 		contendWorkers, contendRounds, contendFor)
-	p("  %-11s %8s %9s %9s %9s %9s | %9s %9s %9s %6s %6s %9s\n", "library", "acq/s",
-		"rel p50", "hand p50", "hand p99", "hand max", "wait p50", "wait p99", "wait max", "top%", "min%", "overtakes")
+	p("  %-11s %8s %9s %9s %9s %9s %9s | %9s %9s %9s %6s %6s %9s\n", "library", "acq/s",
+		"rel p50", "rel p99", "hand p50", "hand p99", "hand max", "wait p50", "wait p99", "wait max", "top%", "min%", "overtakes")
 	for _, lib := range libraries {
 		requestCounts(lib.Name) // count the contended rounds only
 	}
@@ -73,10 +73,14 @@ func TestCompare(t *testing.T) {
 		pooled[lib.Name] = c
 		rel, hand, wait := lockbench.Summarize(c.Releases), lockbench.Summarize(c.Handoffs), lockbench.Summarize(c.AllWaits())
 		shares := c.Shares()
-		p("  %-11s %8.0f %9v %9v %9v %9v | %9v %9v %9v %5.1f%% %5.1f%% %9d\n", lib.Name, measure.Median(rs[lib.Name].Rates()),
-			rel.P50, hand.P50, hand.P99, hand.Max, wait.P50, wait.P99, wait.Max, 100*slices.Max(shares), 100*slices.Min(shares), c.Overtakes)
+		p("  %-11s %8.0f %9v %9v %9v %9v %9v | %9v %9v %9v %5.1f%% %5.1f%% %9d\n", lib.Name, measure.Median(rs[lib.Name].Rates()),
+			rel.P50, rel.P99, hand.P50, hand.P99, hand.Max, wait.P50, wait.P99, wait.Max, 100*slices.Max(shares), 100*slices.Min(shares), c.Overtakes)
 	}
 	p("  requests per acquisition: %s\n", perAcquisition(func(lib string) int { return pooled[lib].Acquisitions }))
+	if d, m := lockbench.Summarize(pooled["distlock"].Handoffs), lockbench.Summarize(pooled["etcd-mutex"].Handoffs); m.P99 > 0 {
+		p("  hand-off p99 distlock / etcd-mutex = %.2f×; distlock hand-off p99 / its release p99 = %.2f×\n",
+			float64(d.P99)/float64(m.P99), float64(d.P99)/float64(max(lockbench.Summarize(pooled["distlock"].Releases).P99, 1)))
+	}
 	p("  throughput distlock / etcd-mutex = %.2f× (median rates); per round: %s\n",
 		measure.Median(rs["distlock"].Rates())/max(measure.Median(rs["etcd-mutex"].Rates()), 1e-9),
 		roundRatios(rs["distlock"].Rates(), rs["etcd-mutex"].Rates()))

@@ -132,10 +132,9 @@ type bsmC struct {
 	lc *redislock.Client
 }
 
-func newBSM(addr string) contender {
-	c := newClient(addr)
-	return &bsmC{c: c, lc: redislock.New(c)}
-}
+func newBSM(addr string) contender { return newBSMOn(newClient(addr)) }
+
+func newBSMOn(c *redis.Client) *bsmC { return &bsmC{c: c, lc: redislock.New(c)} }
 
 func (x *bsmC) obtain(ctx context.Context, key string, opt *redislock.Options) (func(context.Context) error, error) {
 	l, err := x.lc.Obtain(ctx, key, leaseTTL, opt)

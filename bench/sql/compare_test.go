@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,9 +23,13 @@ const (
 	rounds = 3
 )
 
+// baseline is the contender every ratio is taken against: the bare
+// BEGIN; SELECT ... FOR UPDATE; COMMIT over a default *sql.DB.
+const baseline = "FOR UPDATE"
+
 // TestCompare runs every scenario for every contender in one run and prints
-// a side-by-side report with ratios against distlock (go test -v -run
-// TestCompare). It asserts only that the locks were exclusive.
+// a side-by-side report with ratios against the bare FOR UPDATE (go test
+// -v -run TestCompare). It asserts only that the locks were exclusive.
 func TestCompare(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short mode")
@@ -47,22 +52,26 @@ func TestCompare(t *testing.T) {
 		}
 	}
 	for _, c := range contenders {
-		p("  %-18s %10v  = %5.2f SELECT 1s   distlock/this = %.2f\n", c.Name, unc[c.Name],
-			float64(unc[c.Name])/float64(sel), float64(unc["distlock"])/float64(unc[c.Name]))
+		p("  %-18s %10v  = %5.2f SELECT 1s   this/FOR UPDATE = %.2f\n", c.Name, unc[c.Name],
+			float64(unc[c.Name])/float64(sel), float64(unc[c.Name])/float64(unc[baseline]))
 	}
 
-	p("\n%d workers (own pool each) on one key for %v, nothing done inside or between (best of %d):\n", contendWorkers, contendFor, rounds)
+	p("\n%d workers (own client each) on one key for %v, each cycle lock, read-modify-write of a shared integer, unlock (best of %d):\n",
+		contendWorkers, contendFor, rounds)
 	run := measure.Run{Key: lockbench.UniqueKey("contended"), Workers: contendWorkers, For: contendFor, WarmUp: true}
-	rs, err := measure.ContendRounds(context.Background(), contenders, rounds, run)
+	rs, err := measure.ContendRounds(context.Background(), withRMW(contenders), rounds, run)
 	if err != nil && rs == nil {
 		t.Fatal(err)
 	} else if err != nil {
 		t.Error(err) // overlaps
 	}
 	for _, c := range contenders {
-		b, dl := rs[c.Name].Best(), rs["distlock"].Best()
-		p("  %-18s %8.0f acq/s   per worker min %d max %d   this/distlock = %.2f\n", c.Name, b.Rate(),
-			slices.Min(b.Counts), slices.Max(b.Counts), b.Rate()/dl.Rate())
+		b, bl := rs[c.Name].Best(), rs[baseline].Best()
+		p("  %-18s %8.0f acq/s   per worker min %d max %d   this/FOR UPDATE = %.2f\n", c.Name, b.Rate(),
+			slices.Min(b.Counts), slices.Max(b.Counts), b.Rate()/bl.Rate())
+	}
+	if lost := rmwLost.Load(); lost != 0 {
+		t.Errorf("%d read-modify-writes of the shared integer were lost: two holders at once", lost)
 	}
 	fmt.Fprint(os.Stdout, out.String())
 	t.Log("\n" + out.String())
@@ -77,7 +86,7 @@ func best(a, b time.Duration) time.Duration {
 }
 
 func benchSelect1(b *testing.B) {
-	db := openDB()
+	db := openDefault(addr)
 	defer db.Close()
 	ctx := context.Background()
 	for b.Loop() {
@@ -86,4 +95,44 @@ func benchSelect1(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// rmwLost counts read-modify-writes of a contended run's shared integer
+// that another holder's overwrote.
+var rmwLost atomic.Int64
+
+// withRMW returns libs whose contenders, once they hold the lock, read a
+// shared integer (one per library), and write it back incremented, as the
+// independent comparison of issue 17 did: a lost update means two holders
+// at once.
+func withRMW(libs []measure.Library) []measure.Library {
+	out := make([]measure.Library, len(libs))
+	for i, lib := range libs {
+		shared := new(atomic.Int64)
+		out[i] = measure.Library{Name: lib.Name, Make: func() (measure.Contender, error) {
+			x, err := lib.Make()
+			if err != nil {
+				return nil, err
+			}
+			return rmwContender{x, shared}, nil
+		}}
+	}
+	return out
+}
+
+type rmwContender struct {
+	measure.Contender
+	shared *atomic.Int64
+}
+
+func (c rmwContender) Acquire(ctx context.Context, key string) (func(context.Context) error, error) {
+	release, err := c.Contender.Acquire(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	v := c.shared.Load()
+	if !c.shared.CompareAndSwap(v, v+1) {
+		rmwLost.Add(1)
+	}
+	return release, nil
 }

@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -18,39 +21,56 @@ import (
 const table = "bench_locks"
 
 // contenders are the ways to take and free a lock on one key that the
-// comparison measures. Each worker (as a separate process would) makes its
-// own client.
-var contenders = []measure.Library{
-	lib("distlock", newDistlock),
-	lib("distlock unbatched", newDistlockUnbatched),
-	lib("sqllock driver", newDriverOnly),
-	lib("FOR UPDATE", newForUpdate),
-	lib("FOR UPDATE batched", newForUpdateBatched),
-	lib("FOR UPDATE+fence", newForUpdateFence),
-	lib("GET_LOCK", newGetLock),
-}
+// comparison measures, each against the sandbox server. Each worker (as a
+// separate process would) makes its own client, the way users make them:
+// sql.Open with go-sql-driver's defaults (no interpolateParams, no
+// multiStatements), distlock built with sqllock.New over that *sql.DB.
+// SQLBENCH_CONTENDERS, a comma-separated list of names, keeps only those
+// (e.g. to profile one: SQLBENCH_CONTENDERS=distlock,"FOR UPDATE").
+var contenders = only(contendersAt(func() string { return addr }), os.Getenv("SQLBENCH_CONTENDERS"))
 
-// lib names a client constructor as a library; its clients are set up
-// without a deadline.
-func lib(name string, newClient func(context.Context) (measure.Contender, error)) measure.Library {
-	return measure.Library{Name: name, Make: func() (measure.Contender, error) { return newClient(context.Background()) }}
-}
-
-// distlock: the Locker opened from a URL (watchdog, fencing tokens,
-// session timeouts, pool hygiene), as users get it: its pool batches
-// statements (multiStatements).
-func newDistlock(ctx context.Context) (measure.Contender, error) {
-	l, err := distlock.Open(ctx, sandbox.MySQLURL(addr)+"?table="+table+"&ttl=30s")
-	if err != nil {
-		return nil, err
+// only returns the libs named in the comma-separated list names (all if
+// it is empty).
+func only(libs []measure.Library, names string) []measure.Library {
+	if names == "" {
+		return libs
 	}
-	return &lockbench.LockerContender{L: l}, nil
+	keep := strings.Split(names, ",")
+	return slices.DeleteFunc(libs, func(l measure.Library) bool { return !slices.Contains(keep, l.Name) })
 }
 
-// distlock unbatched: the Locker over a *sql.DB without multiStatements
-// (sqllock.New with a user's pool): one round trip per statement.
-func newDistlockUnbatched(ctx context.Context) (measure.Contender, error) {
-	db := openDB()
+// contendersAt is contenders against the server (or proxy) at at().
+func contendersAt(at func() string) []measure.Library {
+	lib := func(name string, newClient func(context.Context, string) (measure.Contender, error)) measure.Library {
+		return measure.Library{Name: name, Make: func() (measure.Contender, error) { return newClient(context.Background(), at()) }}
+	}
+	return []measure.Library{
+		lib("distlock", newDistlock),
+		lib("distlock URL", newDistlockURL),
+		lib("sqllock driver", newDriverOnly),
+		lib("FOR UPDATE", newForUpdate),
+		lib("FOR UPDATE batched", newForUpdateBatched),
+		lib("FOR UPDATE+fence", newForUpdateFence),
+		lib("GET_LOCK", newGetLock),
+	}
+}
+
+// openDefault is a *sql.DB as users open one: sql.Open with a DSN and
+// go-sql-driver's defaults (a statement with arguments is prepared on the
+// server: COM_STMT_PREPARE, EXECUTE, CLOSE).
+func openDefault(addr string) *sql.DB {
+	db, err := sql.Open("mysql", sandbox.MySQLDSN(addr))
+	if err != nil {
+		panic(err)
+	}
+	return db
+}
+
+// distlock: the Locker over sqllock.New with a default *sql.DB (the way
+// a user with a pool of their own builds it; the independent comparison
+// of issue 17 measured this).
+func newDistlock(ctx context.Context, addr string) (measure.Contender, error) {
+	db := openDefault(addr)
 	d, err := sqllock.New(ctx, db, &sqllock.Options{Table: table})
 	if err != nil {
 		_ = db.Close()
@@ -60,7 +80,17 @@ func newDistlockUnbatched(ctx context.Context) (measure.Contender, error) {
 	return &lockbench.LockerContender{L: l, CloseClient: func() { _ = db.Close() }}, nil
 }
 
-// sqllock driver: the backend alone over a batching pool, without the
+// distlock URL: the Locker opened from a URL, whose own pool has
+// interpolateParams and multiStatements (statements batched).
+func newDistlockURL(ctx context.Context, addr string) (measure.Contender, error) {
+	l, err := distlock.Open(ctx, sandbox.MySQLURL(addr)+"?table="+table+"&ttl=30s")
+	if err != nil {
+		return nil, err
+	}
+	return &lockbench.LockerContender{L: l}, nil
+}
+
+// sqllock driver: the backend alone over a default *sql.DB, without the
 // portable Locker (no watchdog, no reentrancy bookkeeping): how much of
 // distlock's cost is the store protocol.
 type driverClient struct {
@@ -69,8 +99,8 @@ type driverClient struct {
 	n  int
 }
 
-func newDriverOnly(ctx context.Context) (measure.Contender, error) {
-	db := openDBWith(true, nil)
+func newDriverOnly(ctx context.Context, addr string) (measure.Contender, error) {
+	db := openDefault(addr)
 	d, err := sqllock.New(ctx, db, &sqllock.Options{Table: table})
 	if err != nil {
 		_ = db.Close()
@@ -91,14 +121,15 @@ func (c *driverClient) Acquire(ctx context.Context, key string) (func(context.Co
 func (c *driverClient) Close() { _ = c.d.Close(); _ = c.db.Close() }
 
 // FOR UPDATE: the bare protocol, BEGIN; SELECT ... FOR UPDATE; COMMIT on
-// the same table, with the row created beforehand.
+// the same table, with the row created beforehand, over a default
+// *sql.DB.
 type forUpdateClient struct {
 	db   *sql.DB
 	rows map[string]bool // keys whose row this client made sure of
 }
 
-func newForUpdate(ctx context.Context) (measure.Contender, error) {
-	db := openDB()
+func newForUpdate(ctx context.Context, addr string) (measure.Contender, error) {
+	db := openDefault(addr)
 	// distlock has created the table; make sure of it for a run without it.
 	_, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+table+" (name VARBINARY(1024) NOT NULL PRIMARY KEY) ENGINE=InnoDB")
 	if err != nil {
@@ -131,12 +162,12 @@ func (c *forUpdateClient) Close() { _ = c.db.Close() }
 
 // FOR UPDATE batched: the bare protocol in two round trips instead of
 // three, START TRANSACTION and the locking read sent together
-// (multiStatements), then COMMIT: the strictest baseline for a batching
-// distlock.
+// (a pool with interpolateParams and multiStatements, as a URL-opened
+// distlock has), then COMMIT: the strictest baseline.
 type forUpdateBatchedClient struct{ *forUpdateClient }
 
-func newForUpdateBatched(ctx context.Context) (measure.Contender, error) {
-	db := openDBWith(true, nil)
+func newForUpdateBatched(ctx context.Context, addr string) (measure.Contender, error) {
+	db := openDBWith(addr, true, nil)
 	_, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+table+" (name VARBINARY(1024) NOT NULL PRIMARY KEY) ENGINE=InnoDB")
 	if err != nil {
 		_ = db.Close()
@@ -182,8 +213,8 @@ func (c *forUpdateBatchedClient) Acquire(ctx context.Context, key string) (func(
 // floor for a FOR UPDATE lock that pays one durable commit per grant, as
 // sqllock did before its tokens moved to a durable epoch and a live
 // counter. Shows what a durable write per grant costs on this server.
-func newForUpdateFence(ctx context.Context) (measure.Contender, error) {
-	c, err := newForUpdate(ctx)
+func newForUpdateFence(ctx context.Context, addr string) (measure.Contender, error) {
+	c, err := newForUpdate(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -215,10 +246,13 @@ func (c *forUpdateFenceClient) Acquire(ctx context.Context, key string) (func(co
 	return unlock, nil
 }
 
-// GET_LOCK: MySQL's named user-level locks on a pinned connection.
+// GET_LOCK: MySQL's named user-level locks on a pinned connection, over
+// a default *sql.DB.
 type getLockClient struct{ db *sql.DB }
 
-func newGetLock(context.Context) (measure.Contender, error) { return &getLockClient{db: openDB()}, nil }
+func newGetLock(_ context.Context, addr string) (measure.Contender, error) {
+	return &getLockClient{db: openDefault(addr)}, nil
+}
 
 func (c *getLockClient) Acquire(ctx context.Context, key string) (func(context.Context) error, error) {
 	conn, err := c.db.Conn(ctx)

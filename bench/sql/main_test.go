@@ -6,29 +6,44 @@ package sqlbench
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"net"
-	"sync/atomic"
+	"os"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/distlock/distlock/bench/internal/lockbench"
 	"github.com/distlock/distlock/sandbox"
 )
 
 // addr is the sandbox MariaDB server every scenario uses.
 var addr string
 
-func TestMain(m *testing.M) { lockbench.Main(m, sandbox.MariaDB, &addr) }
+// TestMain starts one MariaDB with the distribution's default settings
+// (sandbox.Spec.Stock: what a user with a stock server has), runs the
+// comparison's tests against it, and stops it.
+func TestMain(m *testing.M) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	g, err := sandbox.Start(ctx, sandbox.Spec{Kind: sandbox.MariaDB, Stock: true})
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sqlbench: no MariaDB server: %v\n", err)
+		os.Exit(1)
+	}
+	addr = g.Addrs()[0]
+	code := m.Run()
+	if err := g.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "sqlbench:", err)
+	}
+	os.Exit(code)
+}
 
-// openDB opens a pool on the sandbox server. Every contender uses the same
-// settings: client-side interpolation (one round trip per statement), as a
-// URL-opened distlock driver does.
-func openDB() *sql.DB { return openDBWith(false, nil) }
-
-// openDBWith is openDB with multiStatements (batch: several statements per
-// round trip, as a URL-opened distlock driver has) and a dialer.
-func openDBWith(batch bool, dial func(ctx context.Context, addr string) (net.Conn, error)) *sql.DB {
+// openDBWith opens a pool on the server at addr with client-side
+// interpolation (interpolateParams: one round trip per statement), with
+// multiStatements if batch (several statements per round trip), as a
+// URL-opened distlock driver has, and a dialer if dial is not nil.
+func openDBWith(addr string, batch bool, dial func(ctx context.Context, addr string) (net.Conn, error)) *sql.DB {
 	cfg, err := mysql.ParseDSN(sandbox.MySQLDSN(addr))
 	if err != nil {
 		panic(err)
@@ -45,27 +60,4 @@ func openDBWith(batch bool, dial func(ctx context.Context, addr string) (net.Con
 	db := sql.OpenDB(conn)
 	db.SetMaxIdleConns(64)
 	return db
-}
-
-// countingDial dials the server and counts every write on the connection
-// in n: each request (command) the client sends is one write.
-func countingDial(n *atomic.Int64) func(ctx context.Context, addr string) (net.Conn, error) {
-	return func(ctx context.Context, addr string) (net.Conn, error) {
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return nil, err
-		}
-		return &countingConn{Conn: c, n: n}, nil
-	}
-}
-
-type countingConn struct {
-	net.Conn
-	n *atomic.Int64
-}
-
-func (c *countingConn) Write(b []byte) (int, error) {
-	c.n.Add(1)
-	return c.Conn.Write(b)
 }
