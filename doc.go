@@ -59,6 +59,15 @@
 // What each store can promise under crashes and failover differs; see
 // docs/safety.md and the backend's package documentation.
 //
+// # Leader election and multi-lock
+//
+// [Locker.Election] makes a candidate of an election: [Election.Campaign]
+// blocks until it leads and returns a [Leadership] whose term is a fencing
+// token and which ends as a lease does; [Election.Leader] and
+// [Election.Observe] say who leads. [Locker.AcquireAll] takes several keys
+// in one global order, all or none, as one [MultiLease]. Both are built on
+// the mutex and so work on every backend; see docs/primitives.md.
+//
 // # Observability
 //
 // A Locker reports through the OpenTelemetry API ([WithMeterProvider],
@@ -73,6 +82,7 @@
 //
 // Errors match the sentinels with errors.Is: [ErrNotAcquired],
 // [ErrNotHeld], [ErrLost], [ErrReleased], [ErrClosed], [ErrInvalidKey],
-// [ErrInvalidConfig], [ErrUnavailable], [ErrUnsupported]. The store's own
+// [ErrInvalidConfig], [ErrUnavailable], [ErrUnsupported], and for elections
+// [ErrNoLeader] and [ErrCampaigning]. The store's own
 // error is wrapped too, for errors.As.
 package distlock

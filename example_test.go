@@ -260,3 +260,75 @@ func ExampleWithEvents() {
 	// restored leader 1
 	// released leader 1
 }
+
+func ExampleElection() {
+	ctx := context.Background()
+	a, _ := distlock.Open(ctx, "mem://election") // two candidates, e.g. two replicas
+	b, _ := distlock.Open(ctx, "mem://election")
+	defer a.Close()
+	defer b.Close()
+
+	ea, err := a.Election("scheduler")
+	if err != nil {
+		log.Fatal(err)
+	}
+	eb, _ := b.Election("scheduler")
+
+	leader, err := ea.Campaign(ctx, "replica-a:8080") // blocks until elected
+	if err != nil {
+		log.Fatal(err)
+	}
+	info, _ := eb.Leader(ctx)
+	fmt.Println("leader:", info.Value, "term:", info.Term)
+
+	elected := make(chan *distlock.Leadership)
+	go func() {
+		ld, err := eb.Campaign(ctx, "replica-b:8080") // waits: a leads
+		if err != nil {
+			log.Fatal(err)
+		}
+		elected <- ld
+	}()
+	// Work under leader.Context(): it is canceled if the leadership is
+	// lost. Stamp writes with leader.Term() so a deposed leader is refused.
+	if err := leader.Resign(ctx); err != nil {
+		log.Fatal(err)
+	}
+	next := <-elected
+	fmt.Println("leader:", next.Value(), "term:", next.Term())
+	_ = next.Resign(ctx)
+	// Output:
+	// leader: replica-a:8080 term: 1
+	// leader: replica-b:8080 term: 2
+}
+
+func ExampleLocker_AcquireAll() {
+	ctx := context.Background()
+	locker, err := distlock.Open(ctx, "mem://multi")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+
+	// Every key or none; taken in one global order, so two transfers
+	// over the same accounts never deadlock whatever order they name them.
+	m, err := locker.AcquireAll(ctx, []string{"account/bob", "account/alice"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = m.Release(ctx)
+	}()
+	fmt.Println("holding", m.Keys())
+	// m.Context() is canceled if any key is lost.
+
+	other, _ := distlock.Open(ctx, "mem://multi")
+	defer other.Close()
+	_, err = other.TryAcquireAll(ctx, []string{"account/carol", "account/alice"})
+	fmt.Println("another client:", errors.Is(err, distlock.ErrNotAcquired))
+	// Output:
+	// holding [account/alice account/bob]
+	// another client: true
+}

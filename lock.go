@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock/backend"
@@ -174,8 +175,9 @@ func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context
 	return fn(le.Context())
 }
 
-// Close ends every lease: each is released (bounded by WithReleaseTimeout)
-// or, if the store cannot be reached, abandoned to expire. Waiting
+// Close ends every lease: each is released (each release bounded by
+// WithReleaseTimeout, a few dozen at a time) or, once the store has
+// answered no release for that long, abandoned to expire. Waiting
 // acquisitions return ErrClosed. Close returns after every goroutine the
 // Locker started has exited and every event (WithEvents) has been
 // delivered, and closes the driver. Later calls return ErrClosed.
@@ -199,19 +201,67 @@ func (l *Locker) Close() error {
 		}
 	}
 	l.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.releaseTimeout)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make([]error, len(held))
-	cause := fmt.Errorf("distlock: locker closed: %w", ErrReleased)
-	for i, h := range held {
-		wg.Go(func() { errs[i] = l.endHold(ctx, h, cause) })
-	}
-	wg.Wait()
+	errs := l.releaseAll(held, fmt.Errorf("distlock: locker closed: %w", ErrReleased))
 	l.bg.Wait()
 	l.events.close()
+	for i, err := range errs {
+		errs[i] = ignoreExpected(err) // each on its own: one lock found gone must not hide another's failure
+	}
 	errs = append(errs, l.d.Close())
-	return ignoreExpected(errors.Join(errs...))
+	return errors.Join(errs...)
+}
+
+// closeWorkers bounds the releases Close has in flight at once: a Locker
+// holding 100,000 leases neither starts 100,000 goroutines nor queues
+// 100,000 requests for its client's few connections at once.
+const closeWorkers = 64
+
+// releaseAll ends every hold of held with cause, releasing each in the
+// store within the release timeout, at most closeWorkers at a time. The
+// timeout bounds each release, not all of them: a Locker with more leases
+// than its store can release in one timeout still releases every one while
+// the store answers. Once a whole timeout has passed with no release
+// answered (the store is unreachable), the releases not yet sent are made
+// with a ctx already ended, so those leases are abandoned to expire and
+// Close ends in about one timeout whatever the number of leases.
+func (l *Locker) releaseAll(held []*hold, cause error) []error {
+	errs := make([]error, len(held))
+	timeout := l.cfg.releaseTimeout
+	var next atomic.Int64
+	var lastAnswer atomic.Int64 // UnixNano of the latest answered release
+	lastAnswer.Store(time.Now().UnixNano())
+	gone, giveUp := context.WithCancel(context.Background())
+	giveUp() // the ctx of releases not sent once the store stopped answering
+	var wg sync.WaitGroup
+	for range min(closeWorkers, len(held)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(held) {
+					return
+				}
+				if time.Since(time.Unix(0, lastAnswer.Load())) >= timeout {
+					errs[i] = l.endHold(gone, held[i], cause)
+					continue
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), timeout)
+				errs[i] = l.endHold(ctx, held[i], cause)
+				cancel()
+				if answered(errs[i]) {
+					lastAnswer.Store(time.Now().UnixNano())
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// answered reports whether a release's outcome came from the store: done,
+// or refused (the lock was gone), as opposed to no answer in time.
+func answered(err error) bool {
+	return err == nil || errors.Is(err, ErrNotHeld) ||
+		!errors.Is(err, ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
 }
 
 // ignoreExpected drops release errors that Close need not report: a lock the

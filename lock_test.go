@@ -173,14 +173,17 @@ func TestRenewalsAreBatched(t *testing.T) {
 	leases := make([]*distlock.Lease, n)
 	for i := range n {
 		var err error
-		if leases[i], err = l.Acquire(ctx, "k"+strings.Repeat("x", i%7)+string(rune('a'+i%26))+time.Duration(i).String(), distlock.WithTTL(300*time.Millisecond)); err != nil {
+		if leases[i], err = l.Acquire(ctx, "k"+strings.Repeat("x", i%7)+string(rune('a'+i%26))+time.Duration(i).String(), distlock.WithTTL(1500*time.Millisecond)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if g := runtime.NumGoroutine() - before; g > 5 {
 		t.Errorf("%d goroutines for %d leases, want a handful", g, n)
 	}
-	time.Sleep(450 * time.Millisecond)
+	// Every lease is due for renewal TTL/3 (500 ms) after its grant; the
+	// TTL is long enough that a slow machine acquiring the 1000 leases
+	// (with -race, under load) loses none before its first renewal.
+	time.Sleep(800 * time.Millisecond)
 	calls, locks := d.calls.Load(), d.locks.Load()
 	if locks < n || calls > locks/20 {
 		t.Errorf("%d batch calls renewed %d leases; want every lease renewed, in few calls", calls, locks)

@@ -65,8 +65,10 @@ func WithClockDrift(factor float64, fixed time.Duration) LockerOption {
 	}
 }
 
-// WithReleaseTimeout bounds the releases that Do and Close make on their
-// own (default 5s).
+// WithReleaseTimeout bounds each release that Do and Close make on their
+// own (default 5s). Close releases many leases a few dozen at a time, each
+// within this timeout, and gives up on those not yet sent once the store
+// has answered none for this long.
 func WithReleaseTimeout(d time.Duration) LockerOption {
 	return func(c *lockerConfig) {
 		if d > 0 {

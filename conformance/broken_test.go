@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/memlock"
@@ -23,7 +25,8 @@ import (
 var brokenDrivers = []struct {
 	name     string
 	wrap     func(s *memlock.Store, d backend.Driver) backend.Driver
-	retry    bool // lost replies are retried by re-running the operation
+	retry    bool        // lost replies are retried by re-running the operation
+	multi    *naiveMulti // a broken multi-lock the multi-lock cases use instead of AcquireAll
 	mustFail []string
 }{
 	{
@@ -34,12 +37,12 @@ var brokenDrivers = []struct {
 	{
 		name:     "repeated-tokens",
 		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return &constToken{Driver: d} },
-		mustFail: []string{"FencingTokens"},
+		mustFail: []string{"FencingTokens", "ElectionOneLeader", "ElectionSuccession"},
 	},
 	{
 		name:     "overlapping-holds",
 		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return &grantAlways{Driver: d} },
-		mustFail: []string{"MutualExclusion", "TryAcquireOneWinner"},
+		mustFail: []string{"MutualExclusion", "TryAcquireOneWinner", "ElectionOneLeader", "ElectionRules"},
 	},
 	{
 		name:     "refresh-without-owner-check",
@@ -59,7 +62,7 @@ var brokenDrivers = []struct {
 	{
 		name:     "optional-interfaces-lie",
 		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return &liar{Driver: d} },
-		mustFail: []string{"Inspect", "List", "BatchRefresh", "Notify", "Wait"},
+		mustFail: []string{"Inspect", "List", "BatchRefresh", "Notify", "Wait", "ElectionSuccession"},
 	},
 	{
 		name:     "gone-lock-stays-registered",
@@ -76,6 +79,24 @@ var brokenDrivers = []struct {
 		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return d },
 		retry:    true,
 		mustFail: []string{"LostAcquireReply", "LostReleaseReply"},
+	},
+	{
+		name:     "multi-lock-in-given-order",
+		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return d },
+		multi:    &naiveMulti{unsorted: true},
+		mustFail: []string{"MultiLockNoDeadlock"},
+	},
+	{
+		name:     "multi-lock-keeps-partial-set",
+		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return d },
+		multi:    &naiveMulti{keepPartial: true},
+		mustFail: []string{"MultiLockNothingPartial"},
+	},
+	{
+		name:     "multi-lock-ignores-part-loss",
+		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return d },
+		multi:    &naiveMulti{},
+		mustFail: []string{"MultiLockLossOfPart"},
 	},
 }
 
@@ -114,6 +135,9 @@ func runBroken(t *testing.T, name string) {
 			continue
 		}
 		s := memlock.NewStore()
+		if b.multi != nil {
+			conformance.SetAcquireAll(b.multi.acquireAll)
+		}
 		conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
 			return &brokenHarness{s: s, wrap: b.wrap, retry: b.retry, lossy: map[backend.Driver]*lossy{}}, nil
 		})
@@ -466,4 +490,104 @@ func (d *liar) Subscribe(context.Context, string) (<-chan struct{}, func(), erro
 }
 func (d *liar) Wait(context.Context, backend.Request) (backend.Grant, error) {
 	return backend.Grant{Lock: nopLock{}, Token: 1}, nil
+}
+
+// naiveMulti is a multi-lock made of Acquires, with the classic bugs:
+// keys taken in the order given (unsorted), keys already taken kept when
+// a later one fails (keepPartial), and always: the loss of one key not
+// ending the whole (Done closes only on Release).
+type naiveMulti struct {
+	unsorted, keepPartial bool
+}
+
+func (n *naiveMulti) acquireAll(ctx context.Context, l *distlock.Locker, keys []string, wait bool) (conformance.MultiLease, error) {
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("no keys: %w", distlock.ErrInvalidKey)
+	}
+	order := slices.Clone(keys)
+	if !n.unsorted {
+		slices.Sort(order)
+	}
+	order = dedup(order)
+	m := &naiveLease{done: make(chan struct{})}
+	owner := fmt.Sprintf("naive-multi-%d", time.Now().UnixNano())
+	for i, k := range order {
+		if i > 0 && n.unsorted {
+			time.Sleep(20 * time.Millisecond) // a client with some latency
+		}
+		var le *distlock.Lease
+		var err error
+		if wait {
+			le, err = l.Acquire(ctx, k, distlock.WithOwner(owner))
+		} else {
+			le, err = l.TryAcquire(ctx, k, distlock.WithOwner(owner))
+		}
+		if err != nil {
+			if !n.keepPartial {
+				_ = m.Release(context.WithoutCancel(ctx))
+			}
+			return nil, fmt.Errorf("key %q: %w", k, err)
+		}
+		m.leases = append(m.leases, le)
+	}
+	return m, nil
+}
+
+// dedup drops repeated keys, keeping the first of each.
+func dedup(keys []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, k := range keys {
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+type naiveLease struct {
+	leases []*distlock.Lease
+	done   chan struct{}
+	once   sync.Once
+}
+
+func (m *naiveLease) Keys() []string {
+	var out []string
+	for _, le := range m.leases {
+		out = append(out, le.Key())
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (m *naiveLease) Tokens() map[string]uint64 {
+	out := map[string]uint64{}
+	for _, le := range m.leases {
+		out[le.Key()] = le.Token()
+	}
+	return out
+}
+
+func (m *naiveLease) Done() <-chan struct{} { return m.done }
+
+func (m *naiveLease) Err() error {
+	select {
+	case <-m.done:
+		return distlock.ErrReleased
+	default:
+		return nil
+	}
+}
+
+func (m *naiveLease) Release(ctx context.Context) error {
+	if m.Err() != nil {
+		return distlock.ErrReleased
+	}
+	m.once.Do(func() { close(m.done) })
+	var errs []error
+	for _, le := range m.leases {
+		errs = append(errs, le.Release(ctx))
+	}
+	return errors.Join(errs...)
 }

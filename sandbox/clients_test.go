@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -40,6 +41,19 @@ func mysqlDB(t *testing.T, addr string) *sql.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// pgConn connects to a PostgreSQL server by URL (pgx's own connection,
+// as a user of the driver makes it); the connection is closed in
+// t.Cleanup.
+func pgConn(t *testing.T, ctx context.Context, url string) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("connect %s: %v", url, err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
 }
 
 func zkConn(t *testing.T, addrs []string) *zk.Conn {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
 	"github.com/testcontainers/testcontainers-go"
 	tclog "github.com/testcontainers/testcontainers-go/log"
 	"github.com/testcontainers/testcontainers-go/network"
@@ -184,6 +185,12 @@ func (p *dockerProvider) options(spec Spec, plan containerPlan, nw *testcontaine
 				FileMode:          0o644,
 			}))
 		}
+	}
+	if len(plan.files) > 0 {
+		opts = append(opts, testcontainers.WithFiles(plan.files...))
+	}
+	if plan.stopSignal != "" {
+		opts = append(opts, testcontainers.WithConfigModifier(func(c *container.Config) { c.StopSignal = plan.stopSignal }))
 	}
 	if nw != nil {
 		opts = append(opts, network.WithNetwork([]string{plan.name}, nw))

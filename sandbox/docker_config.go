@@ -18,6 +18,10 @@ type containerPlan struct {
 	port     string // client port inside the container, "6379/tcp"
 	hostPort int    // fixed published port, 0 for one the engine picks
 	busPort  int    // Redis Cluster bus port inside the container
+	// files are copied into the container before it starts.
+	files []testcontainers.ContainerFile
+	// stopSignal, when set, replaces the image's stop signal.
+	stopSignal string
 }
 
 // containerTLSDir is where the files of Spec.MariaDBTLS are copied.
@@ -27,6 +31,7 @@ const containerTLSDir = "/etc/distlock-sandbox-tls"
 const (
 	redisPort     = 6379
 	mariadbPort   = 3306
+	postgresPort  = 5432
 	zkClientPort  = 2181
 	etcdPort      = 2379
 	etcdPeerPort  = 2380
@@ -85,6 +90,16 @@ func (p *dockerProvider) plan(spec Spec, nw *testcontainers.DockerNetwork) ([]co
 				pl.env[prefix+"ROOT_PASSWORD"] = RootPassword
 				pl.env[prefix+"DATABASE"] = Database
 			}
+		case Postgres:
+			pl.port = portSpec(postgresPort)
+			pl.cmd, pl.files = postgresContainer(spec)
+			pl.env = map[string]string{
+				"POSTGRES_USER":        PostgresUser,
+				"POSTGRES_PASSWORD":    PostgresPassword,
+				"POSTGRES_DB":          Database,
+				"POSTGRES_INITDB_ARGS": strings.Join(postgresInitdbArgs(), " "),
+			}
+			pl.stopSignal = "SIGINT" // fast shutdown, as the official image's STOPSIGNAL
 		case ZooKeeper:
 			pl.port = portSpec(zkClientPort)
 			pl.cmd = []string{"zkServer.sh", "start-foreground"}
@@ -105,6 +120,45 @@ func (p *dockerProvider) plan(spec Spec, nw *testcontainers.DockerNetwork) ([]co
 		plans[i] = pl
 	}
 	return plans, nil
+}
+
+// Paths of a PostgreSQL container's sandbox files.
+const (
+	postgresContainerDir = "/distlock-postgres" // pg_hba.conf
+	// postgresContainerTLSDir holds copies of the TLS files owned by the
+	// postgres user, the key with mode 0600: PostgreSQL refuses a key
+	// others can read, and the copies in tlsContainerDir are root's.
+	postgresContainerTLSDir = "/var/lib/postgresql/distlock-tls"
+)
+
+// postgresContainer returns the command of a PostgreSQL container and the
+// files it needs: the images' entrypoint (docker-entrypoint.sh, which
+// initialises the cluster from the POSTGRES_* variables and runs the
+// server as the postgres user) with the sandbox's pg_hba.conf, on every
+// interface of the container. With TLS a shell first copies the TLS files
+// for the postgres user, then runs the same entrypoint.
+func postgresContainer(spec Spec) ([]string, []testcontainers.ContainerFile) {
+	files := []testcontainers.ContainerFile{{
+		Reader:            strings.NewReader(postgresHBA(spec.tls != nil)),
+		ContainerFilePath: postgresContainerDir + "/pg_hba.conf",
+		FileMode:          0o644,
+	}}
+	tlsDir := ""
+	if spec.tls != nil {
+		tlsDir = postgresContainerTLSDir
+	}
+	cmd := append([]string{"postgres", "-c", "listen_addresses=*"}, postgresArgs(postgresContainerDir, tlsDir)...)
+	if spec.tls == nil {
+		return cmd, files
+	}
+	src := make([]string, 0, 3)
+	for _, f := range []string{tlsCAFile, tlsServerCertFile, tlsServerKeyFile} {
+		src = append(src, tlsContainerDir+"/"+f)
+	}
+	script := "install -d -o postgres -g postgres -m 700 " + postgresContainerTLSDir +
+		" && install -o postgres -g postgres -m 600 " + strings.Join(src, " ") + " " + postgresContainerTLSDir +
+		` && exec docker-entrypoint.sh "$@"`
+	return append([]string{"sh", "-c", script, "sh"}, cmd...), files
 }
 
 func portSpec(port int) string { return strconv.Itoa(port) + "/tcp" }

@@ -30,6 +30,7 @@ var imageEnv = map[Kind]string{
 	MariaDB:   "DISTLOCK_IMAGE_MARIADB",
 	ZooKeeper: "DISTLOCK_IMAGE_ZOOKEEPER",
 	Etcd:      "DISTLOCK_IMAGE_ETCD",
+	Postgres:  "DISTLOCK_IMAGE_POSTGRES",
 }
 
 // officialImage is each kind's default image.
@@ -38,6 +39,7 @@ var officialImage = map[Kind]string{
 	MariaDB:   "mariadb:11",
 	ZooKeeper: "zookeeper:3.9",
 	Etcd:      "gcr.io/etcd-development/etcd:v3.5.17",
+	Postgres:  "postgres:15",
 }
 
 // ImageEnv returns the environment variable that overrides kind's image,

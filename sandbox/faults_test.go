@@ -103,6 +103,30 @@ func TestZooKeeperPauseResume(t *testing.T) {
 	}
 }
 
+// A paused PostgreSQL answers nothing; its connections outlive the pause.
+func TestPostgresPauseResume(t *testing.T) {
+	g := start(t, sandbox.Spec{Kind: sandbox.Postgres})
+	ctx := testCtx(t, time.Minute)
+	n := g.Node(0)
+	asked, idle := pgConn(t, ctx, g.URL()), pgConn(t, ctx, g.URL())
+	if err := n.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var one int
+	if err := asked.QueryRow(withTimeout(t, ctx, 500*time.Millisecond), "SELECT 1").Scan(&one); err == nil {
+		t.Fatal("SELECT 1 answered while paused")
+	}
+	if err := n.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := idle.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		t.Fatalf("SELECT 1 after resume on a connection opened before the pause: %v", err)
+	}
+	if err := g.Wait(ctx); err != nil {
+		t.Fatalf("Wait after resume: %v", err)
+	}
+}
+
 func TestGroupClose(t *testing.T) {
 	g := start(t, sandbox.Spec{Kind: sandbox.Redis})
 	addr := g.Node(0).Addr()

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"sync"
 )
 
@@ -16,6 +19,9 @@ const installHint = "run scripts/install-servers.sh (as root) to install the Deb
 // localProvider runs the OS-packaged servers as local processes.
 type localProvider struct {
 	bins map[string]string // program name -> path
+	// user is the user servers that refuse root run as (PostgreSQL), ""
+	// for the current one.
+	user string
 }
 
 func (*localProvider) name() string { return ProviderLocal }
@@ -35,8 +41,17 @@ func newLocalProvider(kind Kind) (*localProvider, error) {
 		progs = []string{"java"}
 	case Etcd:
 		progs = []string{"etcd"}
+	case Postgres:
+		progs = []string{"postgres", "initdb"}
 	}
 	p := &localProvider{bins: make(map[string]string)}
+	if kind == Postgres && os.Geteuid() == 0 {
+		// postgres and initdb refuse to run as root.
+		if _, err := user.Lookup(postgresOSUser); err != nil {
+			return nil, fmt.Errorf("%w: local postgres: running as root, and PostgreSQL refuses root: no user %q to run it as (%v); %s", ErrUnavailable, postgresOSUser, err, installHint)
+		}
+		p.user = postgresOSUser
+	}
 	if kind == Etcd {
 		if bin := os.Getenv(EnvEtcdBin); bin != "" {
 			if err := checkProgram(bin); err != nil {
@@ -48,6 +63,9 @@ func newLocalProvider(kind Kind) (*localProvider, error) {
 	}
 	for _, prog := range progs {
 		path, err := findProgram(prog)
+		if err != nil && kind == Postgres {
+			path, err = findPostgresProgram(prog)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: local %s: %v; %s", ErrUnavailable, kind, err, installHint)
 		}
@@ -74,6 +92,29 @@ func findProgram(prog string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s not found in PATH or sbin", prog)
+}
+
+// postgresOSUser is the user the local provider runs PostgreSQL as when
+// the sandbox runs as root: the one Debian's postgresql-common creates.
+const postgresOSUser = "postgres"
+
+// findPostgresProgram looks a PostgreSQL server program up where Debian
+// keeps it, outside PATH: /usr/lib/postgresql/<major>/bin, newest major
+// first.
+func findPostgresProgram(prog string) (string, error) {
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	major := func(dir string) int {
+		n, _ := strconv.Atoi(filepath.Base(filepath.Dir(dir)))
+		return n
+	}
+	sort.Slice(dirs, func(i, j int) bool { return major(dirs[i]) > major(dirs[j]) })
+	for _, dir := range dirs {
+		path := filepath.Join(dir, prog)
+		if checkProgram(path) == nil {
+			return path, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found in PATH, sbin or /usr/lib/postgresql/*/bin", prog)
 }
 
 // checkProgram checks that path is an executable regular file.
@@ -159,7 +200,14 @@ func (p *localProvider) configure(spec Spec, root string) ([]*procNode, error) {
 			tls:     spec.tls.clientConfig(),
 		}
 	}
-	cfg := localConfig{spec: spec, bins: p.bins, nodes: nodes, ports: ports}
+	if p.user != "" {
+		// The server's user must reach its directory below root's
+		// private temporary directory.
+		if err := os.Chmod(root, 0o711); err != nil {
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+	}
+	cfg := localConfig{spec: spec, bins: p.bins, user: p.user, nodes: nodes, ports: ports}
 	for i := range nodes {
 		if err := cfg.node(i); err != nil {
 			return nil, err

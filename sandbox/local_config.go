@@ -2,9 +2,11 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -38,6 +40,7 @@ const (
 type localConfig struct {
 	spec  Spec
 	bins  map[string]string
+	user  string // user PostgreSQL runs as, "" for the current one
 	nodes []*procNode
 	ports []int // portsPerNode(spec) consecutive entries per node
 }
@@ -55,6 +58,8 @@ func (c localConfig) node(i int) error {
 		return c.zookeeper(i)
 	case Etcd:
 		c.etcd(i)
+	case Postgres:
+		return c.postgres(i)
 	}
 	return nil
 }
@@ -256,4 +261,135 @@ func etcdArgs() []string {
 		"--election-timeout", strconv.Itoa(etcdElectionMs),
 		"--logger", "zap", "--log-outputs", "stderr",
 	}
+}
+
+// postgres configures a PostgreSQL node: initdb (once, as the server's
+// user) with a password-authenticated superuser and the sandbox database,
+// then the postmaster on 127.0.0.1 with its socket in the node directory
+// and the sandbox's pg_hba.conf.
+func (c localConfig) postgres(i int) error {
+	n := c.nodes[i]
+	n.user, n.interruptStop, n.ownGroups = c.user, true, true
+	data := filepath.Join(n.dir, "data")
+	ready := filepath.Join(n.dir, "initialised")
+	pwfile := filepath.Join(n.dir, "pwfile")
+	hba := filepath.Join(n.dir, "pg_hba.conf")
+	owned := []string{n.dir, data}
+	files := map[string]string{pwfile: PostgresPassword + "\n", hba: postgresHBA(c.spec.tls != nil)}
+	for path, content := range files {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
+		owned = append(owned, path)
+	}
+	tlsDir := ""
+	if c.spec.tls != nil {
+		// Copies the server's user can read (the group's TLS directory is
+		// private to this user); the key must be the server user's and
+		// 0600, or PostgreSQL refuses it.
+		tlsDir = n.dir
+		for _, f := range []string{tlsCAFile, tlsServerCertFile, tlsServerKeyFile} {
+			b, err := os.ReadFile(filepath.Join(c.spec.tls.dir, f))
+			if err != nil {
+				return fmt.Errorf("sandbox: %w", err)
+			}
+			dst := filepath.Join(n.dir, f)
+			if err := os.WriteFile(dst, b, 0o600); err != nil {
+				return fmt.Errorf("sandbox: %w", err)
+			}
+			owned = append(owned, dst)
+		}
+	}
+	if c.user != "" {
+		if err := chownTo(c.user, owned...); err != nil {
+			return fmt.Errorf("sandbox: postgres files for user %s: %w", c.user, err)
+		}
+	}
+	initdb := append([]string{c.bins["initdb"], "-D", data, "--pwfile=" + pwfile, "--username=" + PostgresUser}, postgresInitdbArgs()...)
+	single := []string{c.bins["postgres"], "--single", "-D", data, "postgres"}
+	n.prepare = func(ctx context.Context) error {
+		if _, err := os.Stat(ready); err == nil {
+			return nil
+		}
+		// A first start interrupted half-way left a partial cluster:
+		// start over on an empty directory.
+		if err := errors.Join(os.RemoveAll(data), os.Mkdir(data, 0o700)); err != nil {
+			return err
+		}
+		if c.user != "" {
+			if err := chownTo(c.user, data); err != nil {
+				return err
+			}
+		}
+		if err := runAsUser(ctx, c.user, initdb, ""); err != nil {
+			return err
+		}
+		// Single-user mode: no server, no socket, no authentication.
+		if err := runAsUser(ctx, c.user, single, "CREATE DATABASE "+Database+";\n"); err != nil {
+			return err
+		}
+		return os.WriteFile(ready, nil, 0o644)
+	}
+	n.argv = append([]string{c.bins["postgres"], "-D", data, "-p", strconv.Itoa(n.port), "-k", n.dir,
+		"-c", "listen_addresses=127.0.0.1"}, postgresArgs(n.dir, tlsDir)...)
+	return nil
+}
+
+// runAsUser runs argv (as user, unless "") with input on its standard
+// input; the error carries the end of its output.
+func runAsUser(ctx context.Context, user string, argv []string, input string) error {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.SysProcAttr = procAttr()
+	if user != "" {
+		if err := runAs(cmd, user); err != nil {
+			return err
+		}
+	}
+	cmd.Stdin = strings.NewReader(input)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s: %w\n%s", filepath.Base(argv[0]), err, indentTail(out, 20))
+	}
+	return nil
+}
+
+// postgresInitdbArgs are the initdb options of every sandbox PostgreSQL
+// besides its directory, superuser and password file, in both providers
+// (a container's entrypoint gets them as POSTGRES_INITDB_ARGS, next to
+// POSTGRES_USER and POSTGRES_PASSWORD): password authentication, UTF-8
+// with the C.UTF-8 locale (present in every glibc, unlike a language's).
+func postgresInitdbArgs() []string {
+	return []string{"--auth=scram-sha-256", "--encoding=UTF8", "--locale=C.UTF-8"}
+}
+
+// postgresArgs are the postmaster settings of every sandbox PostgreSQL
+// besides its data directory and addresses, in both providers: the
+// sandbox's pg_hba.conf (in dir) and, when tlsDir is set, TLS with the
+// files in tlsDir (slash-separated, local or in a container). Nothing of
+// postgresql.conf is changed: a [Spec.Stock] server is the same.
+func postgresArgs(dir, tlsDir string) []string {
+	args := []string{"-c", "hba_file=" + path.Join(dir, "pg_hba.conf")}
+	if tlsDir != "" {
+		args = append(args,
+			"-c", "ssl=on",
+			"-c", "ssl_cert_file="+path.Join(tlsDir, tlsServerCertFile),
+			"-c", "ssl_key_file="+path.Join(tlsDir, tlsServerKeyFile),
+			// A client certificate is asked for, and checked when one is
+			// presented; pg_hba.conf does not require one.
+			"-c", "ssl_ca_file="+path.Join(tlsDir, tlsCAFile))
+	}
+	return args
+}
+
+// postgresHBA is the sandbox's pg_hba.conf: a password (scram-sha-256)
+// for every user and database, on the socket and over TCP from anywhere
+// (the server listens on loopback only, or in a container); with tls,
+// TCP clients must use TLS (hostssl).
+func postgresHBA(tls bool) string {
+	host := "host"
+	if tls {
+		host = "hostssl"
+	}
+	return "# distlock sandbox\n" +
+		"local all all scram-sha-256\n" +
+		host + " all all all scram-sha-256\n"
 }

@@ -15,6 +15,7 @@ import (
 
 	// The MariaDB probe talks the real protocol.
 	_ "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
 )
 
 // probeTimeout bounds one probe attempt.
@@ -78,6 +79,8 @@ func probeServing(ctx context.Context, kind Kind, addr string, tc *tls.Config) e
 		return nil
 	case MariaDB:
 		return mysqlPing(ctx, addr)
+	case Postgres:
+		return postgresPing(ctx, addr, tc)
 	case ZooKeeper:
 		out, err := zkFourLetter(ctx, addr, "srvr", tc)
 		if err != nil {
@@ -136,6 +139,28 @@ func mysqlPing(ctx context.Context, addr string) error {
 	var one int
 	if err := db.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
 		return fmt.Errorf("mysql SELECT 1: %w", err)
+	}
+	return nil
+}
+
+// postgresPing connects as the sandbox superuser to the sandbox database,
+// over TLS when tc is set, and runs SELECT 1.
+func postgresPing(ctx context.Context, addr string, tc *tls.Config) error {
+	cfg, err := pgx.ParseConfig(PostgresURL(addr))
+	if err != nil {
+		return err
+	}
+	if tc != nil {
+		cfg.TLSConfig = serverName(tc, addr)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("postgres connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var one int
+	if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		return fmt.Errorf("postgres SELECT 1: %w", err)
 	}
 	return nil
 }

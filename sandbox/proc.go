@@ -21,6 +21,7 @@ const (
 	sigTerm
 	sigStop
 	sigCont
+	sigInt
 )
 
 // stopGrace is how long Stop waits for a clean shutdown before SIGKILL.
@@ -41,6 +42,17 @@ type procNode struct {
 	prepare func(ctx context.Context) error
 	timeout time.Duration
 	tls     *tls.Config // client TLS of a TLS group, else nil
+	// user, when set, is the user the server runs as (the sandbox runs
+	// as root and the server refuses to).
+	user string
+	// interruptStop makes Stop send SIGINT to the leader only instead of
+	// SIGTERM to the group: PostgreSQL's fast shutdown (SIGTERM is its
+	// smart shutdown, which waits for every client to leave).
+	interruptStop bool
+	// ownGroups says that the server's children leave its process group
+	// (PostgreSQL's backends call setsid): signals reach them one by one,
+	// found through /proc on Linux.
+	ownGroups bool
 
 	mu     sync.Mutex
 	run    *procRun // current process, nil when none was started
@@ -123,6 +135,11 @@ func (n *procNode) launch() (*procRun, error) {
 	cmd.Dir = n.dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = procAttr()
+	if n.user != "" {
+		if err := runAs(cmd, n.user); err != nil {
+			return nil, err
+		}
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -147,15 +164,51 @@ func (n *procNode) kill(ctx context.Context) error {
 		// another process by now.
 		return nil
 	}
-	if err := signalGroup(n.run.cmd.Process.Pid, sigKill); err != nil {
+	kids, err := n.signal(sigKill)
+	if err != nil {
 		return fmt.Errorf("sandbox: kill %s: %w", n.name, err)
 	}
 	n.paused = false
-	return n.awaitExit(ctx)
+	if err := n.awaitExit(ctx); err != nil {
+		return err
+	}
+	// Children in groups of their own are orphans now: wait until they
+	// are gone too, so that a new start finds nothing of the old server
+	// (PostgreSQL refuses to start while its old shared memory is in use).
+	return waitUntil(ctx, func(context.Context) error {
+		for _, k := range kids {
+			if !exited(k) {
+				return fmt.Errorf("process %d of %s still runs", k, n.name)
+			}
+		}
+		return nil
+	})
 }
 
-// Stop resumes a paused server, sends SIGTERM and waits for it to exit,
-// killing it after stopGrace.
+// signal sends s to the server's process group and, when its children
+// leave the group (ownGroups), to each of them; it returns those children.
+// For a kill or a stop the leader is stopped first, so that it forks no
+// child while they are looked up.
+func (n *procNode) signal(s groupSignal) ([]int, error) {
+	pid := n.run.cmd.Process.Pid
+	if !n.ownGroups {
+		return nil, signalGroup(pid, s)
+	}
+	if s == sigKill || s == sigStop {
+		if err := signalGroup(pid, sigStop); err != nil {
+			return nil, err
+		}
+	}
+	kids := descendants(pid)
+	err := signalGroup(pid, s)
+	for _, k := range kids {
+		err = errors.Join(err, signalOne(k, s))
+	}
+	return kids, err
+}
+
+// Stop resumes a paused server, sends SIGTERM (SIGINT to a PostgreSQL
+// postmaster) and waits for it to exit, killing it after stopGrace.
 func (n *procNode) Stop(ctx context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -163,7 +216,12 @@ func (n *procNode) Stop(ctx context.Context) error {
 		return nil
 	}
 	pid := n.run.cmd.Process.Pid
-	if err := errors.Join(signalGroup(pid, sigCont), signalGroup(pid, sigTerm)); err != nil {
+	stop := func() error { return signalGroup(pid, sigTerm) }
+	if n.interruptStop {
+		stop = func() error { return signalOne(pid, sigInt) }
+	}
+	_, cont := n.signal(sigCont)
+	if err := errors.Join(cont, stop()); err != nil {
 		return fmt.Errorf("sandbox: stop %s: %w", n.name, err)
 	}
 	n.paused = false
@@ -198,10 +256,14 @@ func (n *procNode) signalRunning(s groupSignal, paused bool) error {
 	if n.run == nil || !n.run.running() {
 		return fmt.Errorf("sandbox: %s is not running", n.name)
 	}
-	if err := signalGroup(n.run.cmd.Process.Pid, s); err != nil {
+	kids, err := n.signal(s)
+	if err != nil {
 		return fmt.Errorf("sandbox: signal %s: %w", n.name, err)
 	}
 	settled(n.run.cmd.Process.Pid, s)
+	for _, k := range kids {
+		settled(k, s)
+	}
 	n.paused = paused
 	return nil
 }

@@ -56,3 +56,52 @@ func allThreads(pid int, ok func(state byte) bool) bool {
 	}
 	return true
 }
+
+// descendants returns every process below pid (children, their children
+// ...), from the parent pids in /proc/PID/stat.
+func descendants(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // exited meanwhile
+		}
+		// After the command in parentheses: " STATE PPID ..."
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := bytes.Fields(stat[i+1:])
+		if len(f) < 2 {
+			continue
+		}
+		if ppid, err := strconv.Atoi(string(f[1])); err == nil {
+			children[ppid] = append(children[ppid], p)
+		}
+	}
+	var all []int
+	for queue := children[pid]; len(queue) > 0; queue = queue[1:] {
+		all = append(all, queue[0])
+		queue = append(queue, children[queue[0]]...)
+	}
+	return all
+}
+
+// exited reports whether process pid is gone (or a zombie: it holds
+// nothing any more).
+func exited(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X')
+}

@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"errors"
+	"os/exec"
 	"syscall"
 )
 
@@ -17,3 +18,19 @@ func signalGroup(int, groupSignal) error {
 }
 
 func settled(int, groupSignal) {}
+
+func signalOne(int, groupSignal) error {
+	return errors.New("sandbox: signals need a unix system")
+}
+
+func descendants(int) []int { return nil }
+
+func exited(int) bool { return true }
+
+func runAs(*exec.Cmd, string) error {
+	return errors.New("sandbox: running as another user needs a unix system")
+}
+
+func chownTo(string, ...string) error {
+	return errors.New("sandbox: chown needs a unix system")
+}

@@ -184,7 +184,9 @@ func (g *Group) Addrs() []string {
 // URL returns the distlock backend URL of the group's current addresses:
 // redis://h:p (node 0 for a single server or a [Replica] group, every node
 // comma-separated otherwise; rediss://...?tls_ca=FILE for a [Spec.TLS]
-// group), mysql://root:pw@h:p/distlock (node 0), zk://h:p,...
+// group), mysql://root:pw@h:p/distlock (node 0),
+// postgres://postgres:pw@h:p/distlock?sslmode=disable (node 0;
+// sslmode=verify-full&sslrootcert=FILE for a [Spec.TLS] group), zk://h:p,...
 // (zks://h:p,...?tls_ca=FILE for a [Spec.TLS] group) or etcd://h:p,....
 func (g *Group) URL() string {
 	addrs := g.Addrs()
@@ -199,6 +201,11 @@ func (g *Group) URL() string {
 		return RedisURL(addrs...)
 	case MariaDB:
 		return MySQLURL(addrs[0])
+	case Postgres:
+		if g.spec.tls != nil {
+			return PostgresTLSURL(addrs[0], g.spec.tls.files.CA)
+		}
+		return PostgresURL(addrs[0])
 	case ZooKeeper:
 		if g.spec.tls != nil {
 			return "zks://" + strings.Join(addrs, ",") + "?" + url.Values{"tls_ca": {g.spec.tls.files.CA}}.Encode()
@@ -215,7 +222,7 @@ func (g *Group) MySQLDSN() string { return MySQLDSN(g.members[0].Addr()) }
 
 // Wait waits until every node of the group serves clients: Redis answers
 // PING (and a Redis Cluster reports cluster_state:ok on every node),
-// MariaDB answers a query, a ZooKeeper server reports its mode and an etcd
+// MariaDB and PostgreSQL answer a query, a ZooKeeper server reports its mode and an etcd
 // member reports itself healthy (which needs a leader). All nodes must be
 // running. ctx bounds the wait.
 func (g *Group) Wait(ctx context.Context) error {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/distlock/distlock/sandbox"
 )
@@ -66,6 +67,68 @@ func TestMariaDBSmoke(t *testing.T) {
 	}
 }
 
+func TestPostgresSmoke(t *testing.T) {
+	g := start(t, sandbox.Spec{Kind: sandbox.Postgres})
+	ctx := testCtx(t, 2*time.Minute)
+	want := "postgres://" + sandbox.PostgresUser + ":" + sandbox.PostgresPassword + "@" + g.Node(0).Addr() + "/" + sandbox.Database + "?sslmode=disable"
+	if g.URL() != want {
+		t.Errorf("URL = %q, want %q", g.URL(), want)
+	}
+	c := pgConn(t, ctx, g.URL())
+	var version string
+	if err := c.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil {
+		t.Fatalf("SHOW server_version: %v", err)
+	}
+	t.Logf("PostgreSQL %s", version)
+	if _, err := c.Exec(ctx, "CREATE TABLE locks (name text PRIMARY KEY, owner text NOT NULL)"); err != nil {
+		t.Fatalf("CREATE TABLE: %v", err)
+	}
+	if _, err := c.Exec(ctx, "INSERT INTO locks VALUES ($1, $2)", "a", "me"); err != nil {
+		t.Fatalf("INSERT: %v", err)
+	}
+	var owner string
+	if err := c.QueryRow(ctx, "SELECT owner FROM locks WHERE name = 'a'").Scan(&owner); err != nil || owner != "me" {
+		t.Fatalf("SELECT owner = %q, %v", owner, err)
+	}
+
+	// A wrong password is refused (scram-sha-256 on every connection).
+	bad := strings.Replace(g.URL(), ":"+sandbox.PostgresPassword+"@", ":wrong@", 1)
+	if c, err := pgx.Connect(ctx, bad); err == nil {
+		c.Close(ctx)
+		t.Error("a wrong password was accepted")
+	} else if !strings.Contains(err.Error(), "password authentication failed") {
+		t.Errorf("wrong password: %v, want password authentication failed", err)
+	}
+
+	// The data survives a clean restart (the address may change); the
+	// open connection does not hold the stop up.
+	began := time.Now()
+	if err := g.Node(0).Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(began); d > 20*time.Second {
+		t.Errorf("Stop took %v: a smart shutdown waiting for the client?", d)
+	}
+	if err := g.Node(0).Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c = pgConn(t, ctx, g.URL())
+	if err := c.QueryRow(ctx, "SELECT owner FROM locks WHERE name = 'a'").Scan(&owner); err != nil || owner != "me" {
+		t.Fatalf("SELECT owner after restart = %q, %v", owner, err)
+	}
+	// And a kill (crash recovery from the WAL).
+	if err := g.Node(0).Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Node(0).Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c = pgConn(t, ctx, g.URL())
+	if err := c.QueryRow(ctx, "SELECT owner FROM locks WHERE name = 'a'").Scan(&owner); err != nil || owner != "me" {
+		t.Fatalf("SELECT owner after a kill = %q, %v", owner, err)
+	}
+}
+
 func TestZooKeeperSmoke(t *testing.T) {
 	g := start(t, sandbox.Spec{Kind: sandbox.ZooKeeper})
 	c := zkConn(t, g.Addrs())
@@ -105,7 +168,8 @@ func TestEtcdSmoke(t *testing.T) {
 
 // A Stock spec gives the distribution's defaults where the sandbox
 // otherwise shortens them: ZooKeeper's tick of 2 s (no session shorter
-// than 4 s), MariaDB's 128 MiB buffer pool, Redis's RDB save schedule.
+// than 4 s), MariaDB's 128 MiB buffer pool, Redis's RDB save schedule;
+// PostgreSQL has its defaults either way.
 func TestStockSettings(t *testing.T) {
 	ctx := testCtx(t, 2*time.Minute)
 	t.Run("ZooKeeper", func(t *testing.T) {
@@ -144,6 +208,27 @@ func TestStockSettings(t *testing.T) {
 			t.Errorf("innodb_buffer_pool_size = %d, want 128 MiB", pool)
 		}
 	})
+	// PostgreSQL is the same with or without Stock: initdb's
+	// postgresql.conf, nothing shortened.
+	for _, stock := range []bool{true, false} {
+		t.Run(fmt.Sprintf("Postgres/Stock=%v", stock), func(t *testing.T) {
+			g := start(t, sandbox.Spec{Kind: sandbox.Postgres, Stock: stock})
+			c := pgConn(t, ctx, g.URL())
+			for name, want := range map[string]string{
+				"shared_buffers": "128MB", "max_connections": "100", "fsync": "on",
+				"synchronous_commit": "on", "idle_in_transaction_session_timeout": "0",
+				"password_encryption": "scram-sha-256",
+			} {
+				var got string
+				if err := c.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&got); err != nil {
+					t.Fatal(err)
+				}
+				if got != want {
+					t.Errorf("%s = %q, want %q (the default)", name, got, want)
+				}
+			}
+		})
+	}
 	t.Run("Redis", func(t *testing.T) {
 		g := start(t, sandbox.Spec{Kind: sandbox.Redis, Stock: true})
 		got, err := redisClient(t, g.Node(0).Addr()).ConfigGet(ctx, "save").Result()

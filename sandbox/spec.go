@@ -16,10 +16,11 @@ const (
 	MariaDB   Kind = "mariadb"
 	ZooKeeper Kind = "zookeeper"
 	Etcd      Kind = "etcd"
+	Postgres  Kind = "postgres"
 )
 
 // Kinds lists every supported server kind.
-func Kinds() []Kind { return []Kind{Redis, MariaDB, ZooKeeper, Etcd} }
+func Kinds() []Kind { return []Kind{Redis, MariaDB, ZooKeeper, Etcd, Postgres} }
 
 // Topology is the shape of a Redis group. Other kinds accept only
 // [Independent].
@@ -27,7 +28,8 @@ type Topology string
 
 // The Redis topologies.
 const (
-	// Independent servers: N unrelated Redis or MariaDB servers, or one
+	// Independent servers: N unrelated Redis, MariaDB or PostgreSQL
+	// servers, or one
 	// ZooKeeper ensemble / etcd cluster of N members.
 	Independent Topology = ""
 	// Replica is a Redis primary (node 0) with Nodes-1 replicas following it
@@ -50,8 +52,16 @@ const (
 const (
 	// RootPassword is the password of the MariaDB/MySQL user root.
 	RootPassword = "sandbox"
-	// Database is the database created on every MariaDB/MySQL server.
+	// Database is the database created on every MariaDB/MySQL and
+	// PostgreSQL server.
 	Database = "distlock"
+)
+
+// Credentials of every PostgreSQL server: a superuser authenticated by
+// password (scram-sha-256), owner of [Database].
+const (
+	PostgresUser     = "postgres"
+	PostgresPassword = "sandbox"
 )
 
 // DefaultStartTimeout bounds each server's start when [Spec.StartTimeout]
@@ -74,16 +84,18 @@ type Spec struct {
 	// primary i%Nodes. A cluster with replicas fails over by itself: its
 	// node timeout is 1 s instead of 2 s.
 	Replicas int
-	// TLS makes Redis or ZooKeeper serve TLS only (rediss://, zks://):
-	// the sandbox creates a throwaway CA, a server certificate for the
-	// loopback addresses and a client certificate ([Group.TLSFiles]);
-	// client certificates are optional but checked when presented. Redis
-	// replication and the cluster bus use TLS too; ZooKeeper serves its
-	// secureClientPort (Netty) and its quorum traffic stays plain.
+	// TLS makes Redis, ZooKeeper or PostgreSQL serve TLS only (rediss://,
+	// zks://, postgres://...?sslmode=verify-full): the sandbox creates a
+	// throwaway CA, a server certificate for the loopback addresses and a
+	// client certificate ([Group.TLSFiles]); client certificates are
+	// optional but checked when presented. Redis replication and the
+	// cluster bus use TLS too; ZooKeeper serves its secureClientPort
+	// (Netty) and its quorum traffic stays plain; PostgreSQL accepts only
+	// hostssl connections (ssl_ca_file set, password still required).
 	TLS bool
 	// Persistent makes Redis write every command to an append-only file
 	// (fsync always), so data survives Stop/Start and Kill. MariaDB,
-	// ZooKeeper and etcd always persist.
+	// ZooKeeper, etcd and PostgreSQL always persist.
 	Persistent bool
 	// Provider overrides DISTLOCK_SANDBOX: "auto", "docker" or "local".
 	Provider string
@@ -101,7 +113,10 @@ type Spec struct {
 	// the sandbox otherwise tunes them for fast fault tests: ZooKeeper's
 	// tickTime 2000 ms (sessions of 4 to 40 s), initLimit 10 and syncLimit
 	// 5; MariaDB's default InnoDB buffer pool (128 MiB) instead of 64 MiB;
-	// Redis's default RDB save schedule. Benchmarks use it, so that their
+	// Redis's default RDB save schedule. PostgreSQL runs with the
+	// postgresql.conf that initdb writes (what Debian's and the official
+	// image's clusters start from) either way: the sandbox shortens none
+	// of its settings. Benchmarks use it, so that their
 	// figures are what a user with a stock server sees. What the sandbox
 	// needs to run at all stays: loopback addresses and free ports, Redis
 	// without protected mode, ZooKeeper's four-letter words, no admin
@@ -143,11 +158,11 @@ var ErrUnavailable = errors.New("sandbox: provider unavailable")
 // the bad field.
 func (s Spec) normalize() (Spec, error) {
 	switch s.Kind {
-	case Redis, MariaDB, ZooKeeper, Etcd:
+	case Redis, MariaDB, ZooKeeper, Etcd, Postgres:
 	case "":
 		return s, errors.New("sandbox: Spec.Kind is required")
 	default:
-		return s, fmt.Errorf("sandbox: unknown kind %q (want redis, mariadb, zookeeper or etcd)", s.Kind)
+		return s, fmt.Errorf("sandbox: unknown kind %q (want redis, mariadb, zookeeper, etcd or postgres)", s.Kind)
 	}
 	if s.Nodes < 0 {
 		return s, fmt.Errorf("sandbox: Spec.Nodes %d is negative", s.Nodes)
@@ -176,8 +191,8 @@ func (s Spec) normalize() (Spec, error) {
 	if s.Replicas > 0 && s.Topology != Cluster {
 		return s, fmt.Errorf("sandbox: Spec.Replicas is for a redis cluster; a %s group takes replicas as Nodes", topologyName(s.Topology))
 	}
-	if s.TLS && s.Kind != Redis && s.Kind != ZooKeeper {
-		return s, fmt.Errorf("sandbox: Spec.TLS is only for redis and zookeeper, not %s", s.Kind)
+	if s.TLS && s.Kind != Redis && s.Kind != ZooKeeper && s.Kind != Postgres {
+		return s, fmt.Errorf("sandbox: Spec.TLS is only for redis, zookeeper and postgres, not %s", s.Kind)
 	}
 	if s.Topology == Cluster {
 		s.primaries = s.Nodes

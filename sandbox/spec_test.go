@@ -17,7 +17,7 @@ func TestSpecErrors(t *testing.T) {
 		want string
 	}{
 		{sandbox.Spec{}, "Kind is required"},
-		{sandbox.Spec{Kind: "postgres"}, `unknown kind "postgres"`},
+		{sandbox.Spec{Kind: "cassandra"}, `unknown kind "cassandra"`},
 		{sandbox.Spec{Kind: sandbox.Redis, Nodes: -1}, "negative"},
 		{sandbox.Spec{Kind: sandbox.Etcd, Topology: sandbox.Cluster}, "only for redis"},
 		{sandbox.Spec{Kind: sandbox.Redis, Topology: "ring"}, `unknown topology "ring"`},
@@ -74,6 +74,8 @@ func TestURLs(t *testing.T) {
 		{sandbox.MySQLDSN("127.0.0.1:3"), "root:" + sandbox.RootPassword + "@tcp(127.0.0.1:3)/" + sandbox.Database + "?parseTime=true&timeout=5s"},
 		{sandbox.ZooKeeperURL("127.0.0.1:4", "127.0.0.1:5"), "zk://127.0.0.1:4,127.0.0.1:5"},
 		{sandbox.EtcdURL("127.0.0.1:6"), "etcd://127.0.0.1:6"},
+		{sandbox.PostgresURL("127.0.0.1:7"), "postgres://postgres:" + sandbox.PostgresPassword + "@127.0.0.1:7/" + sandbox.Database + "?sslmode=disable"},
+		{sandbox.PostgresTLSURL("127.0.0.1:7", "/tmp/a b/ca.pem"), "postgres://postgres:" + sandbox.PostgresPassword + "@127.0.0.1:7/" + sandbox.Database + "?sslmode=verify-full&sslrootcert=%2Ftmp%2Fa+b%2Fca.pem"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/sandbox"
@@ -115,7 +116,7 @@ func TestTLSAndReplicaSpecErrors(t *testing.T) {
 		spec sandbox.Spec
 		want string
 	}{
-		{sandbox.Spec{Kind: sandbox.Etcd, TLS: true}, "TLS is only for redis"},
+		{sandbox.Spec{Kind: sandbox.Etcd, TLS: true}, "TLS is only for redis, zookeeper and postgres"},
 		{sandbox.Spec{Kind: sandbox.Redis, Replicas: 1}, "Replicas is for a redis cluster"},
 		{sandbox.Spec{Kind: sandbox.Redis, Topology: sandbox.Cluster, Replicas: -1}, "negative"},
 		{sandbox.Spec{Kind: sandbox.Redis, Topology: sandbox.Cluster, Replicas: 3}, "more than"},
@@ -178,5 +179,80 @@ func TestZooKeeperTLS(t *testing.T) {
 	}
 	if out, err := zkFourLetter(g.Node(0).Addr(), "srvr", g.ClientTLS()); err != nil || !strings.Contains(out, "Mode: ") {
 		t.Fatalf("srvr over TLS after a restart = %q, %v", out, err)
+	}
+}
+
+// TestPostgresTLS: a TLS PostgreSQL accepts only TLS connections, its URL
+// verifies the server's certificate and host (sslmode=verify-full), a
+// client certificate of the sandbox's CA is accepted and one of another
+// CA refused, a password is still required, and a restarted server serves
+// TLS again.
+func TestPostgresTLS(t *testing.T) {
+	g := start(t, sandbox.Spec{Kind: sandbox.Postgres, TLS: true})
+	ctx := testCtx(t, 2*time.Minute)
+	files, ok := g.TLSFiles()
+	if !ok {
+		t.Fatal("no TLS files")
+	}
+	if want := sandbox.PostgresTLSURL(g.Node(0).Addr(), files.CA); g.URL() != want {
+		t.Errorf("URL = %q, want %q", g.URL(), want)
+	}
+	if !strings.Contains(g.URL(), "sslmode=verify-full") {
+		t.Errorf("URL %q does not verify the server", g.URL())
+	}
+	// pgSSL reports whether the connection uses TLS and the client
+	// certificate's subject the server saw ("" for none).
+	pgSSL := func(t *testing.T, url string) (bool, string) {
+		t.Helper()
+		c := pgConn(t, ctx, url)
+		var ssl bool
+		var dn *string
+		if err := c.QueryRow(ctx, "SELECT ssl, client_dn FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&ssl, &dn); err != nil {
+			t.Fatalf("pg_stat_ssl: %v", err)
+		}
+		if dn == nil {
+			return ssl, ""
+		}
+		return ssl, *dn
+	}
+	if ssl, dn := pgSSL(t, g.URL()); !ssl || dn != "" {
+		t.Errorf("verify-full without a client certificate: ssl=%v client_dn=%q, want TLS and none", ssl, dn)
+	}
+	withCert := g.URL() + "&" + url.Values{"sslcert": {files.ClientCert}, "sslkey": {files.ClientKey}}.Encode()
+	if ssl, dn := pgSSL(t, withCert); !ssl || !strings.Contains(dn, "distlock sandbox client") {
+		t.Errorf("with the client certificate: ssl=%v client_dn=%q, want TLS and the sandbox client", ssl, dn)
+	}
+
+	refused := func(what, url, want string) {
+		t.Helper()
+		c, err := pgx.Connect(ctx, url)
+		if err == nil {
+			c.Close(ctx)
+			t.Errorf("%s: connected", what)
+			return
+		}
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error containing %q", what, err, want)
+		}
+		t.Logf("%s: refused: %v", what, err)
+	}
+	refused("plaintext", sandbox.PostgresURL(g.Node(0).Addr()), "no encryption")
+	refused("wrong password", strings.Replace(g.URL(), ":"+sandbox.PostgresPassword+"@", ":wrong@", 1), "password authentication failed")
+	other, err := sandbox.WriteCerts(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused("a client certificate of another CA",
+		g.URL()+"&"+url.Values{"sslcert": {other.ClientCert}, "sslkey": {other.ClientKey}}.Encode(), "unknown certificate authority")
+	refused("a server checked against another CA", sandbox.PostgresTLSURL(g.Node(0).Addr(), other.CA), "certificate")
+
+	if err := g.Node(0).Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Node(0).Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ssl, _ := pgSSL(t, g.URL()); !ssl {
+		t.Error("no TLS after a restart")
 	}
 }

@@ -34,3 +34,29 @@ func ZooKeeperURL(addrs ...string) string { return "zk://" + strings.Join(addrs,
 
 // EtcdURL returns "etcd://h1:p1,h2:p2,...".
 func EtcdURL(addrs ...string) string { return "etcd://" + strings.Join(addrs, ",") }
+
+// PostgresURL returns
+// "postgres://<PostgresUser>:<PostgresPassword>@addr/<Database>?sslmode=disable",
+// the URL of a sandbox PostgreSQL server without TLS (github.com/jackc/pgx
+// and libpq read it).
+func PostgresURL(addr string) string {
+	return postgresURL(addr, url.Values{"sslmode": {"disable"}})
+}
+
+// PostgresTLSURL returns the URL of a sandbox PostgreSQL server serving
+// TLS ([Spec.TLS]): sslmode=verify-full against the CA file ca, so the
+// server's certificate and host are checked.
+func PostgresTLSURL(addr, ca string) string {
+	return postgresURL(addr, url.Values{"sslmode": {"verify-full"}, "sslrootcert": {ca}})
+}
+
+func postgresURL(addr string, q url.Values) string {
+	u := url.URL{
+		Scheme:   "postgres",
+		User:     url.UserPassword(PostgresUser, PostgresPassword),
+		Host:     addr,
+		Path:     "/" + Database,
+		RawQuery: q.Encode(),
+	}
+	return u.String()
+}

@@ -5,14 +5,18 @@
 #   scripts/build-images.sh [--force]
 #
 # Steps: debootstrap --variant=minbase of the host's Debian suite (mirror taken
-# from this machine's apt configuration), with redis, mariadb, etcd and the
-# ZooKeeper jars; strip caches and docs; `tar | docker import` into a base
-# image; then derive one image per server with `docker create` + `docker
-# commit -c ...` (no builder, no Dockerfile, no buildx).
+# from this machine's apt configuration), with redis, mariadb, etcd, the
+# ZooKeeper jars and postgresql; strip caches and docs; `tar | docker import`
+# into a base image; then derive one image per server with `docker create` +
+# `docker commit -c ...` (no builder, no Dockerfile, no buildx). A base built
+# before PostgreSQL joined lacks it: the postgres image is then derived by
+# installing postgresql into a container of that base (apt-get from the
+# base's own mirror, about a minute) instead of rebuilding the base.
 #
 # Images (PREFIX defaults to distlock-local, TAG to the suite, e.g. bookworm):
 #   PREFIX/base:TAG  PREFIX/redis:TAG  PREFIX/mariadb:TAG
-#   PREFIX/zookeeper:TAG  PREFIX/etcd:TAG   (each server image also as :latest)
+#   PREFIX/zookeeper:TAG  PREFIX/etcd:TAG  PREFIX/postgres:TAG
+#   (each server image also as :latest)
 # Existing images are kept unless --force is given. The sandbox uses
 # PREFIX/<kind>:latest automatically when the official image is not present
 # locally; the exports printed at the end make the choice explicit.
@@ -28,7 +32,7 @@ for arg in "$@"; do
 	case "$arg" in
 	--force) FORCE=1 ;;
 	-h | --help)
-		sed -n '2,23p' "$0"
+		sed -n '2,28p' "$0"
 		exit 0
 		;;
 	*)
@@ -43,7 +47,7 @@ FILES="$HERE/../sandbox/images"
 PREFIX="${DISTLOCK_LOCAL_IMAGE_PREFIX:-distlock-local}"
 # shellcheck disable=SC1091
 SUITE="${DISTLOCK_SUITE:-$(. /etc/os-release && echo "${VERSION_CODENAME:-}")}"
-PACKAGES="redis-server,redis-tools,mariadb-server,mariadb-client,etcd-server,etcd-client,libzookeeper-java,default-jre-headless,libslf4j-java"
+PACKAGES="redis-server,redis-tools,mariadb-server,mariadb-client,etcd-server,etcd-client,libzookeeper-java,default-jre-headless,libslf4j-java,postgresql"
 
 die() {
 	echo "build-images: $*" >&2
@@ -118,6 +122,7 @@ build_base() {
 	ln -sf /usr/bin/etcdctl "$root/usr/local/bin/etcdctl"
 	# Server state starts empty: the entrypoint initialises it at first start.
 	rm -rf "$root/var/lib/mysql" "$root/var/lib/redis"/* "$root/var/lib/etcd"/*
+	drop_postgres_cluster "$root"
 	mkdir -p "$root/data" "$root/datalog" "$root/conf" "$root/var/lib/mysql" "$root/run/mysqld" "$root/var/lib/etcd"
 	chroot "$root" chown mysql:mysql /var/lib/mysql /run/mysqld
 	rm -rf "$root/var/cache/apt"/* "$root/var/lib/apt/lists"/* "$root/usr/share/doc"/* \
@@ -132,6 +137,12 @@ build_base() {
 	release_chroot "$root"
 	rm -rf --one-file-system "$work"
 	trap - EXIT INT TERM
+}
+
+# drop_postgres_cluster removes the "main" cluster postgresql's postinst
+# creates under ROOT: the entrypoint makes its own in $PGDATA.
+drop_postgres_cluster() {
+	rm -rf "$1/var/lib/postgresql"/*/main "$1/etc/postgresql"/*/main
 }
 
 # release_chroot kills any process whose root directory is the chroot (a
@@ -159,7 +170,22 @@ derive() {
 	if image_exists "$name" && [ "$FORCE" = 0 ]; then
 		echo "build-images: $name exists (use --force to rebuild)"
 	else
-		ctr=$(docker create --label distlock.sandbox.build=1 "$BASE")
+		if [ -n "${SETUP:-}" ]; then
+			# Run SETUP in a container of the base, then commit that.
+			ctr=$(docker create --label distlock.sandbox.build=1 --entrypoint /bin/sh "$BASE" -c "$SETUP")
+			docker start -a "$ctr" >&2 || {
+				docker rm "$ctr" >/dev/null
+				die "setting up $name failed"
+			}
+		else
+			ctr=$(docker create --label distlock.sandbox.build=1 "$BASE")
+		fi
+		# The entrypoint of this checkout, which may be newer than the
+		# base's (a new server kind).
+		docker cp "$FILES/docker-entrypoint.sh" "$ctr:/usr/local/bin/docker-entrypoint.sh" || {
+			docker rm "$ctr" >/dev/null
+			die "copy the entrypoint into $name failed"
+		}
 		set --
 		while IFS= read -r change; do
 			[ -n "$change" ] && set -- "$@" -c "$change"
@@ -209,6 +235,30 @@ EXPOSE 2379 2380
 WORKDIR /var/lib/etcd'
 derive "$PREFIX/etcd"
 
+# PostgreSQL: in the base already, or installed on top of an older base.
+SETUP=""
+if ! docker run --rm --entrypoint /bin/sh "$BASE" -c 'ls /usr/lib/postgresql/*/bin/postgres' >/dev/null 2>&1; then
+	echo "build-images: $BASE has no postgresql: installing it in a container of the base"
+	SETUP='set -e
+printf "#!/bin/sh\nexit 101\n" >/usr/sbin/policy-rc.d
+chmod 755 /usr/sbin/policy-rc.d
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q >/dev/null
+apt-get install -y -q --no-install-recommends postgresql >/dev/null
+rm -f /usr/sbin/policy-rc.d
+rm -rf /var/lib/postgresql/*/main /etc/postgresql/*/main
+rm -rf /var/cache/apt/* /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/* /var/log/*.log'
+fi
+# docker commit cannot set STOPSIGNAL: the image stops with SIGTERM (a smart
+# shutdown, which waits for clients to leave); the sandbox creates its
+# containers with SIGINT (fast shutdown), the official image's STOPSIGNAL.
+CHANGES='ENTRYPOINT ["/usr/local/bin/docker-entrypoint.sh"]
+CMD ["postgres"]
+ENV PGDATA=/var/lib/postgresql/data
+EXPOSE 5432'
+derive "$PREFIX/postgres"
+SETUP=""
+
 echo "build-images: done in $(($(date +%s) - start)) s"
 echo "# The sandbox uses $PREFIX/<kind>:latest by itself when the official image"
 echo "# is absent (DISTLOCK_LOCAL_IMAGE_PREFIX must match a non-default prefix)."
@@ -217,3 +267,4 @@ echo "export DISTLOCK_IMAGE_REDIS=$PREFIX/redis:$SUITE"
 echo "export DISTLOCK_IMAGE_MARIADB=$PREFIX/mariadb:$SUITE"
 echo "export DISTLOCK_IMAGE_ZOOKEEPER=$PREFIX/zookeeper:$SUITE"
 echo "export DISTLOCK_IMAGE_ETCD=$PREFIX/etcd:$SUITE"
+echo "export DISTLOCK_IMAGE_POSTGRES=$PREFIX/postgres:$SUITE"

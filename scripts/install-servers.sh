@@ -1,6 +1,7 @@
 #!/bin/sh
 # install-servers.sh: install the Debian-packaged servers the sandbox's
-# "local" provider runs (redis-server, mariadbd, etcd, ZooKeeper via java),
+# "local" provider runs (redis-server, mariadbd, etcd, ZooKeeper via java,
+# postgres),
 # plus debootstrap for scripts/build-images.sh and chromium, in which the
 # tests of cmd/distlock render the bench report (headless).
 #
@@ -13,7 +14,7 @@
 set -eu
 
 PACKAGES="redis-server redis-tools mariadb-server mariadb-client etcd-server etcd-client
-libzookeeper-java default-jre-headless libslf4j-java debootstrap chromium"
+libzookeeper-java default-jre-headless libslf4j-java postgresql debootstrap chromium"
 
 missing=""
 for p in $PACKAGES; do
@@ -61,7 +62,7 @@ $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-reco
 # enabled at boot). Stop the packaged services so they do not hold default
 # ports; the sandbox never uses them.
 if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
-	for s in redis-server mariadb etcd; do
+	for s in redis-server mariadb etcd postgresql; do
 		$SUDO systemctl disable --now "$s" >/dev/null 2>&1 || true
 	done
 fi

@@ -77,22 +77,43 @@ func (n *lockNode) lostReason() error {
 // only once it has applied everything the leader had committed when it
 // received the Sync.
 func (n *lockNode) Refresh(ctx context.Context, _ time.Duration) error {
+	if err := n.refreshable(); err != nil {
+		return err
+	}
+	var ex existsResult
+	if err := n.d.do(ctx, func() {
+		if _, ex.err = n.d.conn.Sync(n.path); ex.err == nil {
+			ex.exists, ex.stat, ex.err = n.d.conn.Exists(n.path)
+		}
+	}); err != nil {
+		return failure("refresh", n.key, err)
+	}
+	return n.refreshed(ex)
+}
+
+// refreshable returns why a Refresh need not ask the server, if it need
+// not: the node was released, or is known gone.
+func (n *lockNode) refreshable() error {
 	if n.released.Load() {
 		return fmt.Errorf("zklock: refresh %q: %w: released", n.key, backend.ErrNotHeld)
 	}
 	if err := n.lostReason(); err != nil {
 		return fmt.Errorf("zklock: refresh %q: %w: %w", n.key, backend.ErrNotHeld, err)
 	}
-	var exists bool
-	var stat *zk.Stat
-	var zerr error
-	if err := n.d.do(ctx, func() {
-		if _, zerr = n.d.conn.Sync(n.path); zerr == nil {
-			exists, stat, zerr = n.d.conn.Exists(n.path)
-		}
-	}); err != nil {
-		return failure("refresh", n.key, err)
-	}
+	return nil
+}
+
+// existsResult is the answer to an Exists of a lock node.
+type existsResult struct {
+	exists bool
+	stat   *zk.Stat
+	err    error
+}
+
+// refreshed judges the answer to the Exists that followed a Sync: the
+// lease lives on if the node is there and still this session's.
+func (n *lockNode) refreshed(ex existsResult) error {
+	exists, stat, zerr := ex.exists, ex.stat, ex.err
 	switch {
 	case zerr != nil:
 		return failure("refresh", n.key, zerr)

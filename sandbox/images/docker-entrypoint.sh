@@ -11,6 +11,13 @@
 #               MYSQL_ALLOW_EMPTY_PASSWORD and MARIADB_DATABASE / MYSQL_DATABASE.
 #   zookeeper:  "zkServer.sh start-foreground" writes /conf/zoo.cfg from the
 #               ZOO_* variables (when absent) and myid from ZOO_MY_ID.
+#   postgres:   "postgres ..." first runs initdb on an empty $PGDATA (default
+#               /var/lib/postgresql/data) as the postgres user, honouring
+#               POSTGRES_PASSWORD (or POSTGRES_HOST_AUTH_METHOD=trust),
+#               POSTGRES_USER, POSTGRES_DB and POSTGRES_INITDB_ARGS, with
+#               password (scram-sha-256) access from any host and
+#               listen_addresses='*' like the official image; then runs the
+#               server as the postgres user (setpriv: it stays PID 1).
 #   anything else (etcd ...) is executed as given.
 set -eu
 
@@ -53,6 +60,54 @@ mariadb_main() {
 	exec mariadbd "$@"
 }
 
+postgres_main() {
+	for d in /usr/lib/postgresql/*/bin; do
+		[ -x "$d/postgres" ] && PATH="$d:$PATH"
+	done
+	export PATH
+	: "${PGDATA:=/var/lib/postgresql/data}"
+	export PGDATA
+	user="${POSTGRES_USER:-postgres}"
+	db="${POSTGRES_DB:-$user}"
+	as_postgres="setpriv --reuid=postgres --regid=postgres --init-groups"
+	mkdir -p "$PGDATA" /var/run/postgresql
+	chown postgres:postgres "$PGDATA" /var/run/postgresql
+	chmod 700 "$PGDATA"
+	chmod 2775 /var/run/postgresql
+	# The marker is written last: a first start interrupted half-way starts
+	# over on an empty directory.
+	if [ ! -f "$PGDATA/distlock-initialised" ]; then
+		auth=scram-sha-256
+		if [ -z "${POSTGRES_PASSWORD:-}" ]; then
+			if [ "${POSTGRES_HOST_AUTH_METHOD:-}" != trust ]; then
+				echo "entrypoint: database is uninitialized and POSTGRES_PASSWORD is not set" >&2
+				echo "entrypoint: set POSTGRES_PASSWORD (or POSTGRES_HOST_AUTH_METHOD=trust)" >&2
+				exit 1
+			fi
+			auth=trust
+		fi
+		echo "entrypoint: initialising $PGDATA" >&2
+		find "$PGDATA" -mindepth 1 -delete
+		pwfile=$(mktemp)
+		printf '%s\n' "${POSTGRES_PASSWORD:-}" >"$pwfile"
+		chown postgres "$pwfile"
+		pwopt="--pwfile=$pwfile"
+		[ -n "${POSTGRES_PASSWORD:-}" ] || pwopt=""
+		# shellcheck disable=SC2086 # POSTGRES_INITDB_ARGS is a list of options
+		$as_postgres initdb --username="$user" $pwopt ${POSTGRES_INITDB_ARGS:-} >/dev/null
+		rm -f "$pwfile"
+		echo "host all all all $auth" >>"$PGDATA/pg_hba.conf"
+		echo "listen_addresses = '*'" >>"$PGDATA/postgresql.conf"
+		if [ "$db" != postgres ]; then
+			# Single-user mode: no server, no socket, no authentication.
+			q=$(printf '%s' "$db" | sed 's/"/""/g')
+			echo "CREATE DATABASE \"$q\";" | $as_postgres postgres --single -D "$PGDATA" postgres >/dev/null
+		fi
+		$as_postgres touch "$PGDATA/distlock-initialised"
+	fi
+	exec $as_postgres postgres "$@"
+}
+
 zookeeper_config() {
 	: "${ZOO_CONF_DIR:=/conf}" "${ZOO_DATA_DIR:=/data}" "${ZOO_DATA_LOG_DIR:=/datalog}"
 	mkdir -p "$ZOO_CONF_DIR" "$ZOO_DATA_DIR" "$ZOO_DATA_LOG_DIR"
@@ -93,6 +148,10 @@ case "${1:-}" in
 mariadbd | mysqld)
 	shift
 	mariadb_main "$@"
+	;;
+postgres)
+	shift
+	postgres_main "$@"
 	;;
 zkServer.sh)
 	zookeeper_config

@@ -1,0 +1,165 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/memlock"
+)
+
+// narrowDriver is a store reached through a narrow pipe: its releases go
+// through conns connections, each release holding one for delay. It
+// counts the releases in flight at once, and those that finished.
+type narrowDriver struct {
+	backend.Driver
+	conns    chan struct{}
+	delay    time.Duration
+	down     atomic.Bool // releases get no answer until their ctx ends
+	failKey  string      // a release of this key fails at once (ErrUnavailable)
+	inFlight atomic.Int64
+	peak     atomic.Int64
+	released atomic.Int64
+}
+
+func newNarrow(t *testing.T, conns int, delay time.Duration) *narrowDriver {
+	t.Helper()
+	inner, err := memlock.NewStore().NewDriver(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &narrowDriver{Driver: inner, conns: make(chan struct{}, conns), delay: delay}
+}
+
+func (d *narrowDriver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+}
+
+func (d *narrowDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	g, err := d.Driver.TryAcquire(ctx, req)
+	if err == nil {
+		g.Lock = &narrowLock{Lock: g.Lock, d: d, key: req.Key}
+	}
+	return g, err
+}
+
+type narrowLock struct {
+	backend.Lock
+	d   *narrowDriver
+	key string
+}
+
+func (l *narrowLock) Release(ctx context.Context) error {
+	d := l.d
+	n := d.inFlight.Add(1)
+	defer d.inFlight.Add(-1)
+	for p := d.peak.Load(); n > p && !d.peak.CompareAndSwap(p, n); p = d.peak.Load() {
+	}
+	if l.key != "" && l.key == d.failKey {
+		return backend.ErrUnavailable
+	}
+	if d.down.Load() {
+		<-ctx.Done()
+		return backend.ErrUnavailable
+	}
+	select {
+	case d.conns <- struct{}{}:
+	case <-ctx.Done():
+		return backend.ErrUnavailable
+	}
+	time.Sleep(d.delay)
+	<-d.conns
+	if err := l.Lock.Release(ctx); err != nil {
+		return err
+	}
+	d.released.Add(1)
+	return nil
+}
+
+// holdMany has l take n keys.
+func holdMany(t *testing.T, l *distlock.Locker, n int) {
+	t.Helper()
+	for i := range n {
+		if _, err := l.TryAcquire(context.Background(), "close/"+strconv.Itoa(i), distlock.WithTTL(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestCloseReleasesMoreThanOneTimeoutAllows: Close releases every lease
+// while the store answers, even when releasing them all takes longer than
+// the release timeout, and has a bounded number of releases in flight.
+// (Close used to start one release per lease, all under one shared
+// timeout: the releases queued past it were abandoned, and a Locker with
+// 100,000 leases on Redis left thousands of them to expire.)
+func TestCloseReleasesMoreThanOneTimeoutAllows(t *testing.T) {
+	const n = 1000
+	d := newNarrow(t, 1, time.Millisecond) // >= 1 s to release them all
+	l := distlock.New(d, distlock.WithReleaseTimeout(400*time.Millisecond))
+	holdMany(t, l, n)
+	if err := l.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if got := d.released.Load(); got != n {
+		t.Errorf("Close released %d of %d leases, want all", got, n)
+	}
+	if p := d.peak.Load(); p > 64 {
+		t.Errorf("%d releases in flight at once, want at most 64", p)
+	}
+}
+
+// TestCloseGivesUpOnUnreachableStore: with the store answering nothing,
+// Close ends in about one release timeout however many leases it holds,
+// leaving them to expire, and never has more than a bounded number of
+// releases waiting.
+func TestCloseGivesUpOnUnreachableStore(t *testing.T) {
+	const n = 1000
+	const timeout = 200 * time.Millisecond
+	d := newNarrow(t, 1, 0)
+	l := distlock.New(d, distlock.WithReleaseTimeout(timeout))
+	holdMany(t, l, n)
+	d.down.Store(true)
+	var wg sync.WaitGroup
+	start := time.Now()
+	wg.Go(func() {
+		if err := l.Close(); err == nil {
+			t.Error("Close of leases on an unreachable store returned nil")
+		}
+	})
+	wg.Wait()
+	if took := time.Since(start); took > 10*timeout {
+		t.Errorf("Close took %v with the store unreachable, want about %v", took, timeout)
+	}
+	if p := d.peak.Load(); p > 64 {
+		t.Errorf("%d releases in flight at once, want at most 64", p)
+	}
+	if got := d.released.Load(); got != 0 {
+		t.Errorf("%d releases reported done by an unreachable store", got)
+	}
+}
+
+// TestCloseReportsFailureBesideGoneLock: Close reports a release that
+// failed even when another lease's lock was found gone (which it need not
+// report). It used to drop the whole joined error whenever any part of it
+// matched ErrNotHeld, so among many leases one gone lock hid every failure.
+func TestCloseReportsFailureBesideGoneLock(t *testing.T) {
+	inner := memlock.NewStore()
+	md, err := inner.NewDriver(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &narrowDriver{Driver: md, conns: make(chan struct{}, 1), failKey: "close/1"}
+	l := distlock.New(d)
+	holdMany(t, l, 2)
+	inner.Delete("close/0") // its release answers ErrNotHeld
+	err = l.Close()
+	if err == nil || !errors.Is(err, backend.ErrUnavailable) {
+		t.Errorf("Close = %v, want the failed release of close/1 reported", err)
+	}
+}
