@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,9 +59,13 @@ func TestRedlockFairOrder(t *testing.T) {
 		err   error
 	}
 	got := make(chan grant, waiters)
+	var done sync.WaitGroup
+	defer done.Wait() // every release returned before the drivers close
 	for i := range waiters {
 		l := locker()
+		done.Add(1)
 		go func() {
+			defer done.Done()
 			le, err := l.Acquire(ctx, key)
 			if err != nil {
 				got <- grant{who: i, err: err}
