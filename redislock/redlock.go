@@ -281,48 +281,13 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 	} else {
 		ask(all)
 	}
-	var held, refused, failed int
-	var retry time.Duration
-	tally := func() {
-		held, refused, failed, retry = 0, 0, 0, 0
-		for i := range r.nodes {
-			switch {
-			case errs[i] != nil:
-				failed++
-			case res[i].held:
-				held++
-			default:
-				refused++
-				if retry == 0 || res[i].pttl < retry {
-					retry = res[i].pttl
-				}
-			}
-		}
-	}
-	tally()
-	if held < r.quorum && held+refused >= r.quorum {
+	v := countVotes(res, errs)
+	if v.split(r.quorum) {
 		// A split vote, or a lock held elsewhere: only the attempt that
 		// holds the first node it reached asks the refusing nodes again.
-		budget := splitWait(req.TTL)
-		pause := 100 * time.Microsecond
-		for r.holdsFirst(res, errs) && time.Since(first)+pause < budget && ctx.Err() == nil {
-			if sleepCtx(ctx, pause) != nil {
-				break
-			}
-			pause = min(2*pause, 5*time.Millisecond)
-			var again []int
-			for i := range r.nodes {
-				if errs[i] == nil && !res[i].held {
-					again = append(again, i)
-				}
-			}
-			ask(again)
-			tally()
-			if held >= r.quorum || held+refused < r.quorum {
-				break
-			}
-		}
+		v = r.askAgain(ctx, req.TTL, first, res, errs, ask, func() bool { return r.holdsFirst(res, errs) })
 	}
+	held, refused, failed, retry := v.held, v.refused, v.failed, v.retry
 	if refused > 0 {
 		r.observe(req.Key)
 	}
@@ -565,4 +530,60 @@ func (r *Redlock) Subscribe(ctx context.Context, key string) (<-chan struct{}, f
 		}
 	}
 	return nil, nil, fmt.Errorf("redislock: subscribe %q: %w: no node confirmed: %w", key, backend.ErrUnavailable, errors.Join(errs...))
+}
+
+// votes counts the nodes' answers to one attempt.
+type votes struct {
+	held, refused, failed int
+	retry                 time.Duration // the shortest time a refusing node's lock has left
+}
+
+// countVotes counts res and errs, one entry per node.
+func countVotes(res []acquireResult, errs []error) votes {
+	var v votes
+	for i := range res {
+		switch {
+		case errs[i] != nil:
+			v.failed++
+		case res[i].held:
+			v.held++
+		default:
+			v.refused++
+			if v.retry == 0 || res[i].pttl < v.retry {
+				v.retry = res[i].pttl
+			}
+		}
+	}
+	return v
+}
+
+// split reports whether the nodes that answered could still make a
+// quorum that the grants so far do not: a split vote, or a lock about to
+// be freed.
+func (v votes) split(quorum int) bool { return v.held < quorum && v.held+v.refused >= quorum }
+
+// askAgain asks the nodes that refused the attempt again, with a pause
+// doubling from 100 µs to 5 ms, while mine() holds and the vote is split,
+// for at most splitWait(ttl) since first or until ctx ends; ask sends the
+// attempt to the given nodes and records their answers in res and errs.
+// It returns the final count.
+func (r *Redlock) askAgain(ctx context.Context, ttl time.Duration, first time.Time, res []acquireResult, errs []error, ask func(only []int), mine func() bool) votes {
+	v := countVotes(res, errs)
+	budget := splitWait(ttl)
+	pause := 100 * time.Microsecond
+	for v.split(r.quorum) && mine() && time.Since(first)+pause < budget && ctx.Err() == nil {
+		if sleepCtx(ctx, pause) != nil {
+			break
+		}
+		pause = min(2*pause, 5*time.Millisecond)
+		var again []int
+		for i := range res {
+			if errs[i] == nil && !res[i].held {
+				again = append(again, i)
+			}
+		}
+		ask(again)
+		v = countVotes(res, errs)
+	}
+	return v
 }

@@ -196,41 +196,12 @@ func (r *Redlock) queueAttempt(ctx context.Context, ks keyset, req backend.Reque
 		}
 		around = true
 	}
-	var held, refused, failed int
-	tally := func() {
-		held, refused, failed = 0, 0, 0
-		for i := range r.nodes {
-			switch {
-			case errs[i] != nil:
-				failed++
-			case res[i].held:
-				held++
-			default:
-				refused++
-			}
-		}
-	}
-	tally()
 	// The first node is this wait's: the other nodes' holder (the
 	// previous one, whose release may still be on its way, or an attempt
 	// that went around the queue) frees them soon or loses the first node
 	// for good; ask the refusing nodes again for a while.
-	budget := splitWait(req.TTL)
-	pause := 100 * time.Microsecond
-	for held < r.quorum && held+refused >= r.quorum && time.Since(first)+pause < budget && ctx.Err() == nil {
-		if sleepCtx(ctx, pause) != nil {
-			break
-		}
-		pause = min(2*pause, 5*time.Millisecond)
-		var again []int
-		for i := range r.nodes {
-			if errs[i] == nil && !res[i].held {
-				again = append(again, i)
-			}
-		}
-		ask(again)
-		tally()
-	}
+	v := r.askAgain(ctx, req.TTL, first, res, errs, ask, func() bool { return true })
+	held, refused, failed := v.held, v.refused, v.failed
 	fail := func(err error) (backend.Grant, time.Duration, error) {
 		// Give back every node, the first one included: a release there
 		// hands the lock to the next waiter. The wait's place is gone;
