@@ -2,6 +2,7 @@
 // script, inspects locks, and compares lock backends side by side.
 //
 //	distlock run     --url URL --key KEY [--ttl 30s] [--wait 5m | --no-wait] -- CMD ARGS...
+//	distlock elect   --url URL --name NAME [--value V] [--ttl 30s] [--wait 5m] -- CMD ARGS...
 //	distlock hold    --url URL --key KEY [--ttl 30s] [--wait 5m | --no-wait] [--json]
 //	distlock status  --url URL --key KEY [--json] [--timeout 10s]
 //	distlock list    --url URL [--prefix P] [--limit 100] [--json] [--timeout 10s]
@@ -92,8 +93,7 @@ func newRoot() *cobra.Command {
 	// Defined here, cobra's would take -v as well.
 	root.Flags().Bool("version", false, "print the command's version and VCS commit, and exit")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitWith(ExitUsage, err) })
-	// Names kept for later: `run -n N` (a semaphore) and `elect`.
-	root.AddCommand(newRunCmd(), newHoldCmd(), newStatusCmd(), newListCmd(), newBenchCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(), newElectCmd(), newHoldCmd(), newStatusCmd(), newListCmd(), newBenchCmd(), newVersionCmd())
 	addLogFlag(root)
 	usageExits(root)
 	return root

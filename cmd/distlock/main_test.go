@@ -69,6 +69,21 @@ func TestRunPassesExitCodeAndEnvironment(t *testing.T) {
 	}
 }
 
+func TestElectRunsCommandAsLeader(t *testing.T) {
+	out, code := runCLI(t, nil, "elect", "--url", "mem://", "--name", "sched", "--value", "replica-a", "--",
+		"sh", "-c", `echo "election=$DISTLOCK_ELECTION value=$DISTLOCK_VALUE term=$DISTLOCK_TERM token=$DISTLOCK_TOKEN key=$DISTLOCK_KEY"; exit 5`)
+	if code != 5 {
+		t.Errorf("exit code %d, want the command's 5; output:\n%s", code, out)
+	}
+	if !strings.Contains(out, "election=sched value=replica-a term=1 token=1 key=sched") {
+		t.Errorf("the command did not see its leadership in its environment:\n%s", out)
+	}
+	// The default value is HOST:PID, a valid candidate value.
+	if out, code := runCLI(t, nil, "elect", "--url", "mem://", "--name", "sched", "--", "sh", "-c", `echo "value=$DISTLOCK_VALUE"`); code != 0 || !strings.Contains(out, ":") {
+		t.Errorf("elect with the default value: exit %d, output %q", code, out)
+	}
+}
+
 func TestRunSignalledCommand(t *testing.T) {
 	_, code := runCLI(t, nil, "run", "--url", "mem://", "--key", "k", "--", "sh", "-c", "kill -TERM $$")
 	if code != 128+15 {
@@ -103,6 +118,11 @@ func TestUsageErrors(t *testing.T) {
 		{nil, []string{"hold", "--url", "mem://"}, "--key is required"},
 		{nil, []string{"hold", "--url", "mem://", "--key", "k", "--", "true"}, `unknown command "true"`},
 		{nil, []string{"list", "--url", "mem://", "--limit", "-1"}, "--limit must not be negative"},
+		{nil, []string{"elect", "--url", "mem://", "--", "true"}, "--name is required"},
+		{nil, []string{"elect", "--url", "mem://", "--name", "e"}, "no command given"},
+		{nil, []string{"elect", "--url", "mem://", "--name", "e", "--value", "a b", "--", "true"}, "--value"},
+		{nil, []string{"elect", "--url", "mem://", "--name", "e", "--wait", "-1s", "--", "true"}, "must not be negative"},
+		{nil, []string{"elect", "--name", "e", "--", "true"}, "no backend URL"},
 	} {
 		out, code := runCLI(t, tc.env, tc.args...)
 		if code != 64 || !strings.Contains(out, tc.want) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -174,5 +175,80 @@ func TestRedisLockedWithoutCommand(t *testing.T) {
 	}
 	if o, code := runCLI(t, nil, "run", "--url", url, "--key", "deploy", "--no-wait", "--", "true"); code != 0 {
 		t.Errorf("run --no-wait after hold ended: exit %d, want 0\n%s", code, o)
+	}
+}
+
+// TestElectAgainstRedis: two `distlock elect` candidates on one election:
+// the second waits while the first leads (and gives up at --wait with
+// 75), is elected as soon as the first's command exits (the first
+// resigns: no TTL to wait out), with a greater term; status shows the
+// leader's value.
+func TestElectAgainstRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis server")
+	}
+	url := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis}).URL()
+	first := exec.Command(binary, "elect", "--url", url, "--name", "sched", "--value", "first", "--ttl", "30s", "--",
+		"sh", "-c", `echo "term $DISTLOCK_TERM"; read line; exit 4`)
+	stdin, err := first.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := first.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Stderr = os.Stderr
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = first.Process.Kill(); _ = first.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "term ") {
+		t.Fatalf("the first candidate's command printed %q (%v)", line, err)
+	}
+	firstTerm := strings.TrimSpace(strings.TrimPrefix(line, "term "))
+
+	if o, code := runCLI(t, nil, "elect", "--url", url, "--name", "sched", "--wait", "300ms", "--", "true"); code != ExitNotAcquired {
+		t.Errorf("a second candidate with --wait 300ms while the first leads: exit %d, want %d\n%s", code, ExitNotAcquired, o)
+	}
+	o, code := runCLI(t, nil, "status", "--url", url, "--key", "sched", "--json")
+	var st statusJSON
+	if code != ExitOK || json.Unmarshal([]byte(o), &st) != nil || !strings.HasPrefix(st.Owner, "first.") || jsonNumber(st.Token) != firstTerm {
+		t.Errorf("status of the election: exit %d, %s; want held by first.* with term %s", code, o, firstTerm)
+	}
+
+	second := exec.Command(binary, "elect", "--url", url, "--name", "sched", "--value", "second", "--", "sh", "-c", `echo "term $DISTLOCK_TERM"`)
+	out2, err := second.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	second.Stderr = os.Stderr
+	if err := second.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = second.Process.Kill(); _ = second.Wait() })
+	time.Sleep(300 * time.Millisecond) // the second campaigns, queued behind the first
+	start := time.Now()
+	_ = stdin.Close() // the first's command exits 4; distlock resigns
+	if err := first.Wait(); err == nil || err.(*exec.ExitError).ExitCode() != 4 {
+		t.Errorf("the first candidate: %v, want its command's exit 4", err)
+	}
+	line, err = bufio.NewReader(out2).ReadString('\n')
+	elected := time.Since(start)
+	if err != nil || !strings.HasPrefix(line, "term ") {
+		t.Fatalf("the second candidate's command printed %q (%v)", line, err)
+	}
+	if err := second.Wait(); err != nil {
+		t.Errorf("the second candidate: %v, want exit 0", err)
+	}
+	t1, _ := strconv.ParseUint(firstTerm, 10, 64)
+	t2, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(line, "term ")), 10, 64)
+	if t2 <= t1 {
+		t.Errorf("the second leader's term %d is not above the first's %d", t2, t1)
+	}
+	// The TTL is 30 s: an election this fast means the first resigned.
+	if elected > 15*time.Second {
+		t.Errorf("the second candidate was elected %v after the first's command exited: the first did not resign", elected)
 	}
 }

@@ -78,7 +78,7 @@ func runLocked(ctx context.Context, o runOpts, args []string) error {
 	if err != nil {
 		return err
 	}
-	code, terminated := supervise(lease, o.grace, args)
+	code, terminated := supervise(lease, o.grace, args, nil)
 	cause := lease.Err()
 	if cause == nil {
 		cause = fmt.Errorf("the lease on %q was not renewed in time", o.key)
@@ -102,10 +102,10 @@ func runLocked(ctx context.Context, o runOpts, args []string) error {
 // backend reporting lost contact) and is re-read at least every poll.
 // grace is capped at a third of the validity the lease had when CMD
 // started, so renewals that succeed (every third of the TTL) never let it
-// get that close. CMD's process group dies with distlock (on Linux: a
+// get that close. env is added to CMD's environment. CMD's process group dies with distlock (on Linux: a
 // guard process, see guard_linux.go). It returns
 // CMD's exit code and whether CMD was terminated for the lease.
-func supervise(lease *distlock.Lease, grace time.Duration, args []string) (int, bool) {
+func supervise(lease *distlock.Lease, grace time.Duration, args, env []string) (int, bool) {
 	validity := time.Until(lease.Deadline())
 	margin := min(validity/20, 250*time.Millisecond)
 	grace = min(grace, validity/3)
@@ -118,6 +118,7 @@ func supervise(lease *distlock.Lease, grace time.Duration, args []string) (int, 
 		"DISTLOCK_KEY="+lease.Key(),
 		"DISTLOCK_TOKEN="+strconv.FormatUint(lease.Token(), 10),
 		"DISTLOCK_OWNER="+lease.Owner())
+	cmd.Env = append(cmd.Env, env...)
 	cmd.SysProcAttr = childAttr()
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
