@@ -86,6 +86,9 @@ func For(rawURL string) (*Store, error) {
 		st, err = redisStore(u)
 	case u.Scheme == "mysql":
 		st, err = sqlStore(u)
+	case u.Scheme == "postgres" || u.Scheme == "postgresql":
+		st, err = postgresStore(u, rawURL)
+		query.Del("sslmode") // the peers' client has the same
 	case u.Scheme == "etcd":
 		st, err = etcdStore(u)
 	case u.Scheme == "zk":
@@ -110,7 +113,11 @@ func queryOf(rawURL string) url.Values {
 
 // hasTLSParam reports whether the URL has a tls... parameter.
 func hasTLSParam(rawURL string) bool {
-	for k := range queryOf(rawURL) {
+	q := queryOf(rawURL)
+	if m := q.Get("sslmode"); m != "" && m != "disable" { // PostgreSQL
+		return true
+	}
+	for k := range q {
 		if strings.HasPrefix(k, "tls") {
 			return true
 		}
