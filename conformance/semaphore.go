@@ -232,3 +232,46 @@ func testSemaphoreWaitCancel(t *testing.T, e *env) {
 	}
 	release(t, le)
 }
+
+// testSemaphoreLimitChange: the limit is the acquirer's. After it is
+// lowered, no one is admitted until the permits held fit the new limit,
+// and the holders above it keep theirs; a raised limit admits at once.
+func testSemaphoreLimitChange(t *testing.T, e *env) {
+	key := e.key("change")
+	a, b := e.locker(t), e.locker(t)
+	s3, s2, s5 := semaphore(t, a, key, 3), semaphore(t, b, key, 2), semaphore(t, b, key, 5)
+	var held []*distlock.Lease
+	for range 3 {
+		le, err := s3.TryAcquire(ctxFor(t, 10*time.Second))
+		if err != nil {
+			t.Fatalf("TryAcquire of a semaphore of 3: %v", err)
+		}
+		held = append(held, le)
+	}
+	try2 := func(what string, want bool) {
+		t.Helper()
+		le, err := s2.TryAcquire(ctxFor(t, 10*time.Second))
+		switch {
+		case want && err != nil:
+			t.Fatalf("limit lowered to 2, %s: %v, want a permit", what, err)
+		case !want && !isNotAcquired(err):
+			t.Fatalf("limit lowered to 2, %s: %v, want ErrNotAcquired", what, err)
+		case want:
+			release(t, le)
+		}
+	}
+	try2("3 permits held", false)
+	release(t, held[0])
+	try2("2 permits held", false)
+	release(t, held[1])
+	try2("1 permit held", true)
+	if err := held[2].Err(); err != nil {
+		t.Fatalf("a holder admitted under the old limit lost its permit: %v", err)
+	}
+	le, err := s5.TryAcquireN(ctxFor(t, 10*time.Second), 4)
+	if err != nil {
+		t.Fatalf("limit raised to 5 with 1 permit held, TryAcquireN(4): %v", err)
+	}
+	release(t, le)
+	release(t, held[2])
+}

@@ -60,6 +60,7 @@ var cases = []testCase{
 	{"MultiLockLossOfPart", "a key of a multi-lease lost behind its back ends the whole multi-lease with ErrLost naming the key, and frees its other keys", testMultiLockLossOfPart},
 	{"SemaphoreLimit", "several Lockers taking 1 or 2 permits of an N-permit semaphore at once never hold more than N permits together", testSemaphoreLimit},
 	{"SemaphoreTryFull", "a try for more permits than are free fails at once with ErrNotAcquired and takes none; a release frees exactly its permits; the lock of the same name is independent", testSemaphoreTryFull},
+	{"SemaphoreLimitChange", "the limit is the acquirer's: after it is lowered no one is admitted until the permits held fit it, holders above it keep theirs, and a raised limit admits at once", testSemaphoreLimitChange},
 	{"SemaphoreTokens", "each grant of permits gets a token strictly above every token granted before for the semaphore, across Lockers, releases and expiry", testSemaphoreTokens},
 	{"SemaphoreCrashedHolder", "a crashed holder's permits return by the store's bound, after its own client reported them lost", testSemaphoreCrashedHolder},
 	{"SemaphoreWaitCancel", "a waiter gets its permit soon after a release; a waiter whose ctx ends returns promptly and leaves nothing queued or held", testSemaphoreWaitCancel},
