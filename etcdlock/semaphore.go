@@ -119,6 +119,9 @@ func (d *Driver) WaitPermits(ctx context.Context, req backend.SemaphoreRequest) 
 	if err != nil {
 		return backend.Grant{}, err
 	}
+	if q.ahead+req.Permits > req.Limit {
+		d.startIdleWatch() // waits share one watch stream (idlewatch.go)
+	}
 	for q.ahead+req.Permits > req.Limit {
 		if q, err = d.waitSemQueue(ctx, s, req.Key, k, rev, q.rev); err != nil {
 			return backend.Grant{}, d.failed(s, k, true, err)
