@@ -31,6 +31,7 @@ type hold struct {
 	heapIndex int
 	doubt     doubtState    // doubt.go
 	tel       holdTelemetry // observe.go
+	permits   int           // > 0: a semaphore's permits (semaphore.go), never re-entered
 }
 
 type holdKey struct{ key, owner string }
@@ -117,6 +118,10 @@ func (l *Locker) claim(ctx context.Context, hk holdKey, ttl time.Duration, c acq
 			l.holds[hk] = h
 			l.mu.Unlock()
 			return h, nil, nil
+		}
+		if h.permits > 0 {
+			l.mu.Unlock()
+			return nil, nil, permitOwnerErr(hk)
 		}
 		if h.state == holdHeld {
 			l.mu.Unlock()

@@ -66,6 +66,7 @@ func newLocker(d backend.Driver, opts []LockerOption) (*Locker, error) {
 	if err := caps.Check(d); err != nil {
 		return nil, err
 	}
+	caps = caps.OffersSemaphore(d)
 	l := &Locker{d: d, caps: caps, cfg: cfg, maxKey: MaxKeyLen, holds: map[holdKey]*hold{}}
 	if caps.MaxKeyLen > 0 && caps.MaxKeyLen < l.maxKey {
 		l.maxKey = caps.MaxKeyLen
@@ -162,12 +163,18 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, opts ...Option) (*L
 // returns, with its own timeout (WithReleaseTimeout) so a canceled ctx
 // cannot leave the lock behind. It returns fn's error joined with the
 // lease's error if it was lost, or with the release error.
-func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) (err error) {
+func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error {
 	le, err := l.Acquire(ctx, key, opts...)
 	if err != nil {
 		return err
 	}
-	defer func() { // released even if fn panics
+	return l.runHeld(ctx, le, fn)
+}
+
+// runHeld runs fn under le and releases le afterwards with its own
+// timeout, even if fn panics.
+func (l *Locker) runHeld(ctx context.Context, le *Lease, fn func(ctx context.Context) error) (err error) {
+	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)
 		defer cancel()
 		err = errors.Join(err, le.Release(rctx))

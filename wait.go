@@ -23,6 +23,28 @@ const (
 // obtain gets a grant from the driver: one attempt, the driver's own queue,
 // or a retry loop woken by store notifications or backoff.
 func (l *Locker) obtain(ctx context.Context, req backend.Request, wait bool) (backend.Grant, error) {
+	ops := storeOps{key: req.Key, try: func(ctx context.Context) (backend.Grant, error) { return l.d.TryAcquire(ctx, req) }}
+	if l.waiter != nil {
+		ops.wait = func(ctx context.Context) (backend.Grant, error) { return l.waiter.Wait(ctx, req) }
+	}
+	if l.notifier != nil {
+		ops.subscribe = l.notifier.Subscribe
+	}
+	return l.obtainWith(ctx, ops, wait)
+}
+
+// storeOps are the store calls a wait is made of, for a lock or for a
+// semaphore's permits (semaphore.go).
+type storeOps struct {
+	key       string
+	try       func(context.Context) (backend.Grant, error)
+	wait      func(context.Context) (backend.Grant, error)                   // the store's queue; nil if none
+	subscribe func(context.Context, string) (<-chan struct{}, func(), error) // release announcements; nil if none
+}
+
+// obtainWith gets a grant through ops: one attempt, the store's queue, or
+// a retry loop woken by store notifications or backoff.
+func (l *Locker) obtainWith(ctx context.Context, ops storeOps, wait bool) (backend.Grant, error) {
 	started := time.Now()
 	var g backend.Grant
 	var err error
@@ -32,13 +54,13 @@ func (l *Locker) obtain(ctx context.Context, req backend.Request, wait bool) (ba
 	}
 	switch {
 	case !wait:
-		g, err = l.d.TryAcquire(ctx, req)
+		g, err = ops.try(ctx)
 		err = unanswered(ctx, err)
 		l.tel.storeError(ctx, "acquire", err)
-	case l.waiter != nil:
-		g, err = l.queueWait(ctx, req)
+	case ops.wait != nil:
+		g, err = l.queueWait(ctx, ops)
 	default:
-		g, err = l.retryWait(ctx, req)
+		g, err = l.retryWait(ctx, ops)
 	}
 	if err != nil {
 		return g, err
@@ -65,10 +87,10 @@ func unanswered(ctx context.Context, err error) error {
 
 // queueWait lets the driver wait in its store's queue, retrying the whole
 // wait (after backoff) if the store became unreachable.
-func (l *Locker) queueWait(ctx context.Context, req backend.Request) (backend.Grant, error) {
+func (l *Locker) queueWait(ctx context.Context, ops storeOps) (backend.Grant, error) {
 	var bo backoff
 	for {
-		g, err := l.waiter.Wait(ctx, req)
+		g, err := ops.wait(ctx)
 		l.tel.storeError(ctx, "wait", err)
 		if err == nil || !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
 			return g, waitErr(ctx, err, nil)
@@ -81,7 +103,7 @@ func (l *Locker) queueWait(ctx context.Context, req backend.Request) (backend.Gr
 
 // retryWait retries TryAcquire until it succeeds, subscribing first to
 // release announcements where the driver offers them.
-func (l *Locker) retryWait(ctx context.Context, req backend.Request) (backend.Grant, error) {
+func (l *Locker) retryWait(ctx context.Context, ops storeOps) (backend.Grant, error) {
 	var wake <-chan struct{}
 	var bo backoff
 	var lastErr error
@@ -89,7 +111,7 @@ func (l *Locker) retryWait(ctx context.Context, req backend.Request) (backend.Gr
 	defer func() { unsubscribe() }()
 	for {
 		sent := time.Now()
-		g, err := l.d.TryAcquire(ctx, req)
+		g, err := ops.try(ctx)
 		l.tel.storeError(ctx, "acquire", err)
 		if err == nil {
 			if g.ValidFrom.IsZero() {
@@ -103,8 +125,8 @@ func (l *Locker) retryWait(ctx context.Context, req backend.Request) (backend.Gr
 		var delay time.Duration
 		switch {
 		case errors.Is(err, ErrNotAcquired):
-			if l.notifier != nil && wake == nil {
-				w, cancel, serr := l.notifier.Subscribe(ctx, req.Key)
+			if ops.subscribe != nil && wake == nil {
+				w, cancel, serr := ops.subscribe(ctx, ops.key)
 				if serr == nil {
 					wake, unsubscribe = w, cancel
 					continue // re-check: a release before the subscription is not announced

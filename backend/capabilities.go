@@ -74,6 +74,12 @@ type Capabilities struct {
 	// Replication says what a grant survives, in a sentence, e.g. "single
 	// node" or "majority quorum (Raft)"; shown by tools, not interpreted.
 	Replication string `json:"replication,omitempty"`
+	// Semaphore says how waiters for a counting semaphore's permits wait
+	// (Semaphorer, with SemaphoreNotifier for WaitNotify, SemaphoreWaiter
+	// for WaitQueue), or is empty when the driver offers no semaphore. A
+	// driver without Semaphorer offers none whatever this says (a wrapper
+	// of another driver); see backend/semaphore.go.
+	Semaphore WaitKind `json:"semaphore,omitempty"`
 }
 
 // Check reports an error if the capabilities are inconsistent with the
@@ -98,6 +104,9 @@ func (c Capabilities) Check(d Driver) error {
 	case LifetimeTTL, LifetimeSession, LifetimeConnection:
 	default:
 		return fmt.Errorf("backend: %s: unknown lifetime kind %q", c.Name, c.Lifetime)
+	}
+	if err := c.checkSemaphore(d); err != nil {
+		return err
 	}
 	if c.MinTTL < 0 || c.MaxTTL < 0 || c.MaxKeyLen < 0 {
 		return fmt.Errorf("backend: %s: negative MinTTL, MaxTTL or MaxKeyLen", c.Name)

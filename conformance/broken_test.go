@@ -98,6 +98,10 @@ var brokenDrivers = []struct {
 		multi:    &naiveMulti{},
 		mustFail: []string{"MultiLockLossOfPart"},
 	},
+	{name: "semaphore-ignores-limit", wrap: wrapSemaphore(semIgnoresLimit), mustFail: []string{"SemaphoreLimit", "SemaphoreTryFull", "SemaphoreLimitChange"}},
+	{name: "semaphore-repeats-tokens", wrap: wrapSemaphore(semRepeatsTokens), mustFail: []string{"SemaphoreTokens"}},
+	{name: "semaphore-permits-never-expire", wrap: wrapSemaphore(semNeverExpires), mustFail: []string{"SemaphoreCrashedHolder"}},
+	{name: "semaphore-waiter-leaves-a-ghost", wrap: wrapSemaphore(semGhostOfWaiters), mustFail: []string{"SemaphoreWaitCancel"}},
 }
 
 const brokenEnv = "DISTLOCK_CONFORMANCE_BROKEN"

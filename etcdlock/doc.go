@@ -44,6 +44,11 @@
 // release cannot delete a newer holder's key. Driver.OwnerCmp gives the comparison that guards your own
 // etcd transactions with the lock.
 //
+// Semaphores (distlock.Locker.Semaphore) are native: every acquisition
+// puts a lease-bound key in the semaphore's range, and the keys in
+// create-revision order whose permits fit the limit hold, so waiters are
+// served in arrival order; the token is the key's create revision.
+//
 // # Errors
 //
 // Unreachable servers, lost leaders and timeouts wrap

@@ -16,6 +16,10 @@
 // announced (notify), queue in the store (queue), or poll. Two Drivers
 // acquiring with the same owner both hold the lock; the store counts them.
 //
+// Semaphores (distlock.Locker.Semaphore) are native: each grant of
+// permits has its own TTL and token; waiters for permits sleep until a
+// release is announced, or poll (wait=poll), unordered.
+//
 // Stores hold nothing outside the process, so memlock protects nothing
 // across processes: it is for tests and single-process programs.
 //

@@ -14,6 +14,8 @@ type lock struct {
 	key   string
 	owner string
 	token uint64
+	// permits > 0: a semaphore's permits (semaphore.go), not a lock.
+	permits int
 }
 
 // mine returns key's entry if it is still held under this lock's owner and
@@ -34,6 +36,13 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	defer l.d.s.mu.Unlock()
 	drop := l.d.claimDrop()
 	now := time.Now()
+	if l.permits > 0 {
+		err := l.refreshPermit(now, ttl)
+		if drop {
+			return lostReply("refresh", backend.Grant{})
+		}
+		return err
+	}
 	e := l.mine(now)
 	if e == nil {
 		if drop {
@@ -60,6 +69,13 @@ func (l *lock) Release(ctx context.Context) error {
 	defer l.d.s.mu.Unlock()
 	drop := l.d.claimDrop()
 	now := time.Now()
+	if l.permits > 0 {
+		err := l.releasePermit(now)
+		if drop {
+			return lostReply("release", backend.Grant{})
+		}
+		return err
+	}
 	e := l.mine(now)
 	if e == nil {
 		if drop {

@@ -16,6 +16,7 @@ type Store struct {
 	locks map[string]*entry
 	seq   uint64 // last fencing token granted, for every key
 	down  bool
+	sems  map[string]*semEntry // semaphore.go
 }
 
 // entry is one key's state. An entry exists while the key is held or has
@@ -57,12 +58,13 @@ func (s *Store) Delete(key string) {
 }
 
 // Len returns the number of keys with state in the store (held, or with
-// waiters): 0 once every lock is released and no one waits.
+// waiters), counting the semaphores with a permit held: 0 once every lock
+// and permit is released and no one waits.
 func (s *Store) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
 	now := time.Now()
+	n := s.semHeld(now)
 	for _, e := range s.locks {
 		if e.held(now) || len(e.waiters) > 0 {
 			n++

@@ -56,6 +56,12 @@
 // for crashes of a minority of nodes that keep their data. docs/redis.md
 // tells the whole story, with the fencing-token argument for Redlock.
 //
+// Semaphores (distlock.Locker.Semaphore) are native in plain and Cluster
+// mode: a sorted set of grants scored by expiry, taken, renewed and
+// released by one script each (one round trip); waiters subscribe to the
+// semaphore's channel, unordered. Redlock and wait_replicas offer none
+// (ErrUnsupported; docs/primitives.md says why).
+//
 // # Errors
 //
 // Network failures, timeouts, a closed client and a WAIT that too few

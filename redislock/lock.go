@@ -72,7 +72,15 @@ func refreshResult(key string, n int64, err error) error {
 func (d *Driver) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
 	errs := make([]error, len(locks))
 	mine := make([]*lock, len(locks))
+	var permits []*permitLock // semaphore.go
 	for i, bl := range locks {
+		if p, ok := bl.(*permitLock); ok && p.d == d {
+			if permits == nil {
+				permits = make([]*permitLock, len(locks))
+			}
+			permits[i] = p
+			continue
+		}
 		l, ok := bl.(*lock)
 		if !ok || l.d != d {
 			errs[i] = fmt.Errorf("redislock: refresh: %w: lock %T is not from this driver", backend.ErrInvalidConfig, bl)
@@ -97,6 +105,9 @@ func (d *Driver) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []ti
 		n, cerr := cmds[i].Int64()
 		d.suspect(cerr)
 		errs[i] = refreshResult(l.key, n, cerr)
+	}
+	if permits != nil {
+		d.refreshPermits(ctx, permits, ttls, errs)
 	}
 	return errs
 }

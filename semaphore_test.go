@@ -1,0 +1,133 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/memlock"
+)
+
+func newMemLocker(t *testing.T) (*distlock.Locker, *memlock.Store) {
+	t.Helper()
+	s := memlock.NewStore()
+	d, err := s.NewDriver(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := distlock.New(d, distlock.WithDefaultTTL(time.Minute))
+	t.Cleanup(func() { _ = l.Close() })
+	return l, s
+}
+
+// TestSemaphoreInvalidInputs: every bad input is refused with a clear
+// error before anything reaches the store.
+func TestSemaphoreInvalidInputs(t *testing.T) {
+	l, store := newMemLocker(t)
+	ctx := context.Background()
+	for _, limit := range []int{0, -1, distlock.MaxSemaphoreLimit + 1} {
+		if _, err := l.Semaphore("s", limit); !errors.Is(err, distlock.ErrInvalidConfig) {
+			t.Errorf("Semaphore(limit %d): %v, want ErrInvalidConfig", limit, err)
+		}
+	}
+	if _, err := l.Semaphore("", 2); !errors.Is(err, distlock.ErrInvalidKey) {
+		t.Errorf("Semaphore with an empty key: %v, want ErrInvalidKey", err)
+	}
+	s, err := l.Semaphore("s", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{0, -1, 3} {
+		if _, err := s.TryAcquireN(ctx, n); !errors.Is(err, distlock.ErrInvalidConfig) {
+			t.Errorf("TryAcquireN(%d) of 2: %v, want ErrInvalidConfig", n, err)
+		}
+		if _, err := s.AcquireN(ctx, n); !errors.Is(err, distlock.ErrInvalidConfig) {
+			t.Errorf("AcquireN(%d) of 2: %v, want ErrInvalidConfig", n, err)
+		}
+	}
+	if _, err := s.Acquire(ctx, distlock.WithOwner("me")); !errors.Is(err, distlock.ErrInvalidConfig) {
+		t.Errorf("Acquire WithOwner: %v, want ErrInvalidConfig", err)
+	}
+	if _, err := s.Acquire(ctx, distlock.WithTTL(-time.Second)); !errors.Is(err, distlock.ErrInvalidConfig) {
+		t.Errorf("Acquire with a negative TTL: %v, want ErrInvalidConfig", err)
+	}
+	if n := store.Len(); n != 0 {
+		t.Errorf("%d keys in the store after refused inputs, want 0", n)
+	}
+}
+
+// noSemaphore hides memlock's Semaphorer, as a wrapper embedding a
+// Driver does.
+type noSemaphore struct{ backend.Driver }
+
+func (d noSemaphore) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+}
+
+func TestSemaphoreUnsupported(t *testing.T) {
+	d, _ := memlock.NewStore().NewDriver(nil)
+	l := distlock.New(noSemaphore{d})
+	defer l.Close()
+	if got := l.Capabilities().Semaphore; got != "" {
+		t.Errorf("Capabilities().Semaphore = %q for a driver without Semaphorer, want empty", got)
+	}
+	if _, err := l.Semaphore("s", 2); !errors.Is(err, distlock.ErrUnsupported) {
+		t.Errorf("Semaphore on a driver without Semaphorer: %v, want ErrUnsupported", err)
+	}
+}
+
+// TestSemaphoreCapabilitiesChecked: a driver that has TryAcquirePermits
+// but not the wait interface its capabilities name is refused.
+func TestSemaphoreCapabilitiesChecked(t *testing.T) {
+	d, _ := memlock.NewStore().NewDriver(nil)
+	c := d.Capabilities()
+	c.Semaphore = backend.WaitQueue
+	if err := c.Check(d); err == nil {
+		t.Error("Check passed semaphore=queue for a driver without WaitPermits")
+	}
+	c.Semaphore = "sometimes"
+	if err := c.Check(d); err == nil {
+		t.Error("Check passed an unknown semaphore wait kind")
+	}
+}
+
+// TestPermitIsNotTheLock: a permit's Context carries its owner, but an
+// Acquire of the lock of the same name with it is refused (a permit is
+// not that lock), while other keys re-use the owner as usual.
+func TestPermitIsNotTheLock(t *testing.T) {
+	l, _ := newMemLocker(t)
+	ctx := context.Background()
+	s, err := l.Semaphore("k", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Permits() != 1 || p.Key() != "k" || p.Token() == 0 {
+		t.Errorf("permit: Permits %d, Key %q, Token %d", p.Permits(), p.Key(), p.Token())
+	}
+	if _, err := l.TryAcquire(p.Context(), "k"); !errors.Is(err, distlock.ErrInvalidConfig) {
+		t.Errorf("TryAcquire of the lock k with a permit's Context: %v, want ErrInvalidConfig", err)
+	}
+	other, err := l.TryAcquire(p.Context(), "other")
+	if err != nil {
+		t.Fatalf("TryAcquire of another key with a permit's Context: %v", err)
+	}
+	if other.Owner() != p.Owner() || other.Permits() != 0 {
+		t.Errorf("lease on another key: owner %q (permit's %q), permits %d", other.Owner(), p.Owner(), other.Permits())
+	}
+	if err := other.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Release(ctx); !errors.Is(err, distlock.ErrReleased) {
+		t.Errorf("second Release: %v, want ErrReleased", err)
+	}
+}
