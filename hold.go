@@ -202,6 +202,12 @@ func (l *Locker) settle(ctx context.Context, h *hold, g backend.Grant, err error
 	if err != nil {
 		h.state = holdEnded
 		delete(l.holds, holdKey{h.key, h.owner})
+		if h.permits > 0 {
+			if errors.Is(err, ErrNotAcquired) {
+				return nil, fmt.Errorf("distlock: semaphore %q: not enough free permits for %d: %w", h.key, h.permits, err)
+			}
+			return nil, fmt.Errorf("distlock: semaphore %q: %w", h.key, err)
+		}
 		return nil, fmt.Errorf("distlock: acquire %q: %w", h.key, err)
 	}
 	life := ttl // what the store applied, which validity counts

@@ -84,6 +84,14 @@ func TestElectRunsCommandAsLeader(t *testing.T) {
 	}
 }
 
+func TestRunSemaphore(t *testing.T) {
+	out, code := runCLI(t, nil, "run", "--url", "mem://", "--key", "pool", "-n", "3", "--",
+		"sh", "-c", `echo "permits=$DISTLOCK_PERMITS key=$DISTLOCK_KEY token=$DISTLOCK_TOKEN"`)
+	if code != 0 || !strings.Contains(out, "permits=3 key=pool token=") {
+		t.Errorf("run -n 3: exit %d, output %q", code, out)
+	}
+}
+
 func TestRunSignalledCommand(t *testing.T) {
 	_, code := runCLI(t, nil, "run", "--url", "mem://", "--key", "k", "--", "sh", "-c", "kill -TERM $$")
 	if code != 128+15 {
@@ -118,6 +126,9 @@ func TestUsageErrors(t *testing.T) {
 		{nil, []string{"hold", "--url", "mem://"}, "--key is required"},
 		{nil, []string{"hold", "--url", "mem://", "--key", "k", "--", "true"}, `unknown command "true"`},
 		{nil, []string{"list", "--url", "mem://", "--limit", "-1"}, "--limit must not be negative"},
+		{nil, []string{"run", "--url", "mem://", "--key", "k", "-n", "0", "--", "true"}, "-n must be 1 to"},
+		{nil, []string{"run", "--url", "mem://", "--key", "k", "-n", "-2", "--", "true"}, "-n must be 1 to"},
+		{nil, []string{"run", "--url", "mem://", "--key", "k", "-n", "two", "--", "true"}, "invalid argument"},
 		{nil, []string{"elect", "--url", "mem://", "--", "true"}, "--name is required"},
 		{nil, []string{"elect", "--url", "mem://", "--name", "e"}, "no command given"},
 		{nil, []string{"elect", "--url", "mem://", "--name", "e", "--value", "a b", "--", "true"}, "--value"},

@@ -252,3 +252,54 @@ func TestElectAgainstRedis(t *testing.T) {
 		t.Errorf("the second candidate was elected %v after the first's command exited: the first did not resign", elected)
 	}
 }
+
+// TestRunSemaphoreAgainstRedis: with -n 2, two `distlock run` commands
+// hold permits of one semaphore at once; a third is refused (--no-wait,
+// 75) or waits (--wait) until one of them ends, then runs.
+func TestRunSemaphoreAgainstRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis server")
+	}
+	url := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis}).URL()
+	var stdins []interface{ Close() error }
+	var holders []*exec.Cmd
+	for i := range 2 {
+		h := exec.Command(binary, "run", "--url", url, "--key", "pool", "-n", "2", "--no-wait", "--ttl", "2s", "--",
+			"sh", "-c", `echo "holding $DISTLOCK_TOKEN"; read line; exit 0`)
+		in, err := h.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := h.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Stderr = os.Stderr
+		if err := h.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = h.Process.Kill(); _ = h.Wait() })
+		if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || !strings.HasPrefix(line, "holding ") {
+			t.Fatalf("holder %d printed %q (%v): it did not get a permit", i, line, err)
+		}
+		stdins, holders = append(stdins, in), append(holders, h)
+	}
+	time.Sleep(2500 * time.Millisecond) // beyond the TTL: renewals keep both permits
+	if o, code := runCLI(t, nil, "run", "--url", url, "--key", "pool", "-n", "2", "--no-wait", "--", "true"); code != ExitNotAcquired || !strings.Contains(o, "semaphore") {
+		t.Errorf("a third -n 2 --no-wait while two hold permits: exit %d, want %d\n%s", code, ExitNotAcquired, o)
+	}
+	if o, code := runCLI(t, nil, "run", "--url", url, "--key", "pool", "-n", "2", "--wait", "300ms", "--", "true"); code != ExitNotAcquired || !strings.Contains(o, "all 2 permits") {
+		t.Errorf("a third -n 2 --wait 300ms while two hold permits: exit %d, want %d\n%s", code, ExitNotAcquired, o)
+	}
+	_ = stdins[0].Close()
+	if err := holders[0].Wait(); err != nil {
+		t.Errorf("the first holder: %v, want exit 0", err)
+	}
+	if o, code := runCLI(t, nil, "run", "--url", url, "--key", "pool", "-n", "2", "--wait", "10s", "--", "true"); code != 0 {
+		t.Errorf("a third -n 2 after one holder ended: exit %d, want 0\n%s", code, o)
+	}
+	_ = stdins[1].Close()
+	if err := holders[1].Wait(); err != nil {
+		t.Errorf("the second holder: %v, want exit 0", err)
+	}
+}
