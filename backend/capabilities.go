@@ -74,6 +74,9 @@ type Capabilities struct {
 	// Replication says what a grant survives, in a sentence, e.g. "single
 	// node" or "majority quorum (Raft)"; shown by tools, not interpreted.
 	Replication string `json:"replication,omitempty"`
+	// RW says how the waiters of the store's read-write locks wait, or is
+	// empty when the store has none (see RWLocker in rwlock.go).
+	RW WaitKind `json:"rw,omitempty"`
 }
 
 // Check reports an error if the capabilities are inconsistent with the
@@ -105,5 +108,5 @@ func (c Capabilities) Check(d Driver) error {
 	if c.MaxTTL > 0 && c.MaxTTL < c.MinTTL {
 		return fmt.Errorf("backend: %s: MaxTTL %v below MinTTL %v", c.Name, c.MaxTTL, c.MinTTL)
 	}
-	return nil
+	return c.checkRW(d)
 }

@@ -79,6 +79,7 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		Fair:                d.wait == backend.WaitQueue,
 		CrossProcessReentry: true,
 		Replication:         "none (one process)",
+		RW:                  d.rwWait(),
 	}
 }
 
