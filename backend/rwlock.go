@@ -45,9 +45,9 @@ func (m RWMode) String() string {
 // the write side, and re-read what was read under the read lease.
 var ErrUpgrade = errors.New("read-to-write upgrade refused")
 
-// RWLocker is implemented by drivers whose store has read-write locks
-// (Capabilities.RW not empty; a driver whose Capabilities declare RW but
-// that lacks RWLocker, such as a wrapper, is taken to have none). Its methods are safe for concurrent use.
+// RWLocker is implemented by drivers whose store has read-write locks. A
+// driver has them when it implements RWLocker and declares
+// Capabilities.RW; either alone means none (see checkRW). Its methods are safe for concurrent use.
 //
 // The rules every side must keep, which the conformance suite checks:
 //
@@ -102,22 +102,19 @@ type RWWaiter interface {
 	WaitRW(ctx context.Context, req Request, mode RWMode) (Grant, error)
 }
 
-// checkRW reports an error if c.RW contradicts the read-write interfaces
-// d implements. A driver with RWLocker must declare RW and have the
-// interface its wait kind names. RW declared by a driver without RWLocker
-// is not an error: a wrapper that forwards its inner driver's
-// Capabilities (a test's fault injector, a metrics shim) hides the inner
-// RWLocker, and the portable layer then reports read-write locks
-// unsupported instead of refusing the wrapper.
+// checkRW reports an error if c.RW is unknown, or names a wait kind
+// whose interface a driver with RWLocker lacks. A driver has read-write
+// locks only when it both declares RW and implements RWLocker; either
+// alone is not an error: a driver may offer them in some modes only
+// (redislock without WaitReplicas), and a wrapper that forwards its inner
+// driver's Capabilities (a fault injector, a metrics shim) hides the inner
+// RWLocker. The portable layer then reports read-write locks unsupported.
 func (c Capabilities) checkRW(d Driver) error {
 	_, locker := d.(RWLocker)
 	_, notifier := d.(RWNotifier)
 	_, waiter := d.(RWWaiter)
 	switch c.RW {
 	case "":
-		if locker {
-			return fmt.Errorf("backend: %s: the driver has read-write locks (TryAcquireRW) but its capabilities do not declare rw", c.Name)
-		}
 		return nil
 	case WaitPoll, WaitNotify, WaitQueue:
 	default:
@@ -125,7 +122,7 @@ func (c Capabilities) checkRW(d Driver) error {
 	}
 	switch {
 	case !locker:
-		return nil // hidden by a wrapper: unsupported, see above
+		return nil
 	case c.RW == WaitNotify && !notifier:
 		return fmt.Errorf("backend: %s: capabilities say rw=notify but the driver has no SubscribeRW method", c.Name)
 	case c.RW == WaitQueue && !waiter:

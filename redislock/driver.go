@@ -175,6 +175,9 @@ func New(c redis.UniversalClient, opts *Options) (*Driver, error) {
 	if o.Wait == WaitQueue {
 		d.caps.Wait, d.caps.Fair = backend.WaitQueue, true
 	}
+	if o.WaitReplicas == 0 {
+		d.caps.RW = backend.WaitNotify // rwlock.go
+	}
 	if cluster {
 		d.caps.Name = "redis-cluster"
 		d.caps.Replication = "Redis Cluster: one primary per slot; asynchronous replication can lose a grant on failover"
