@@ -71,6 +71,9 @@ func (l *Locker) RWMutex(key string) (*RWMutex, error) {
 // Key returns the lock's key.
 func (m *RWMutex) Key() string { return m.key }
 
+// Locker returns the Locker the RWMutex takes its leases through.
+func (m *RWMutex) Locker() *Locker { return m.l }
+
 // RLock takes the read side, waiting while a writer holds the lock or
 // waits for it, until ctx ends. ctx, opts and the error are as for
 // Locker.Acquire.

@@ -62,12 +62,14 @@ var ErrUpgrade = errors.New("read-to-write upgrade refused")
 //   - A Write grant's Token is strictly greater than every token granted
 //     before for the key's read-write lock; a Read grant's Token is the
 //     last Write grant's (0 before the first).
-//   - An owner holding Write may also take Read (re-entry: the read is
-//     counted with the write and ends with it); an owner holding Read
+//   - Where the store counts holds per owner (CrossProcessReentry), an
+//     owner is one holder across Drivers: a second grant of the same side
+//     to the same owner is counted (each Lock releases its own), an owner
+//     holding Write may also take Read (a reader like any other, which
+//     stays if the write is released first), and an owner holding Read
 //     that asks for Write gets an error wrapping ErrUpgrade, never a wait.
-//   - A second grant of the same side to the same owner (another process
-//     re-entering with the same owner id) is counted: each Lock releases
-//     its own.
+//     Elsewhere each Driver is its own holder whatever the owner; the
+//     portable layer applies these rules within one Locker.
 //
 // As for Driver.TryAcquire, an attempt that fails leaves nothing behind,
 // except the writer-waiting mark described above, and one whose outcome
