@@ -121,6 +121,7 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		MaxTTL:      backend.TTLLimit, // etcd's own limit (9e9 s) is far above
 		Fair:        true,
 		Replication: "majority quorum (Raft); linearizable",
+		RW:          backend.WaitQueue, // rwlock.go
 	}
 }
 
