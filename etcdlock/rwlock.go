@@ -117,8 +117,10 @@ func modRev(kvs []*mvccpb.KeyValue) uint64 {
 // from its key, which a failed wait deletes.
 func (d *Driver) WithdrawRW(context.Context, backend.Request) error { return nil }
 
-// WaitRW implements backend.RWWaiter: it puts our key and waits, watching
-// only the key it depends on, until none is left; a writer then puts the
+// WaitRW implements backend.RWWaiter: one transaction puts our key and,
+// if nothing keeps it out, grants it (a writer's also puts the fence key,
+// a reader's reads it), else reads the key it depends on. It then waits,
+// watching only that key, until none is left; a writer then puts the
 // fence key if its own key is still there. On failure our key is deleted.
 func (d *Driver) WaitRW(ctx context.Context, req backend.Request, mode backend.RWMode) (backend.Grant, error) {
 	if mode != backend.Read && mode != backend.Write {
@@ -129,18 +131,37 @@ func (d *Driver) WaitRW(ctx context.Context, req backend.Request, mode backend.R
 		return backend.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, err)
 	}
 	k := d.nextRWKey(req.Key, s, mode)
+	rng, fence := rwRange(d.prefix, req.Key), rwFence(d.prefix, req.Key)
+	put := clientv3.OpPut(k.name, req.Owner, clientv3.WithLease(s.id))
+	busy, free, newest := rng, clientv3.OpPut(fence, ""), int64(2) // a writer: our key and the one before
+	if mode == backend.Read {
+		busy, free, newest = rng+"w", clientv3.OpGet(fence), 1 // a reader: the newest writer
+	}
 	resp, err := d.c.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(k.name), "=", 0)).
-		Then(clientv3.OpPut(k.name, req.Owner, clientv3.WithLease(s.id))).
+		If(clientv3.Compare(clientv3.CreateRevision(busy), "=", 0).WithPrefix()).
+		Then(put, free).
+		Else(put, clientv3.OpGet(busy, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(newest))).
 		Commit()
 	if err != nil {
 		return backend.Grant{}, d.failed(s, k, false, d.acquireErr(ctx, s, req.Key, err))
 	}
-	if !resp.Succeeded {
-		return backend.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w: key %s exists already", req.Key, backend.ErrUnavailable, k.name)
-	}
 	rev := resp.Header.Revision
-	token, err := d.awaitRW(ctx, s, req.Key, k.name, mode, rev)
+	if resp.Succeeded {
+		token := uint64(rev)
+		if mode == backend.Read {
+			token = modRev(resp.Responses[1].GetResponseRange().Kvs)
+		}
+		return d.grantRW(s, req, k, rev, token)
+	}
+	var blocker string
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		if kv.CreateRevision < rev {
+			blocker = string(kv.Key)
+			break
+		}
+	}
+	token, err := d.awaitRW(ctx, s, req.Key, k.name, mode, rev, blocker)
 	if err != nil {
 		return backend.Grant{}, d.failed(s, k, true, err)
 	}
@@ -148,10 +169,17 @@ func (d *Driver) WaitRW(ctx context.Context, req backend.Request, mode backend.R
 }
 
 // awaitRW waits until our key (name, created at rev) depends on no other,
-// and returns the grant's token.
-func (d *Driver) awaitRW(ctx context.Context, s *session, key, name string, mode backend.RWMode, rev int64) (uint64, error) {
+// and returns the grant's token. blocker is the key it depended on at
+// revision rev ("" to read it).
+func (d *Driver) awaitRW(ctx context.Context, s *session, key, name string, mode backend.RWMode, rev int64, blocker string) (uint64, error) {
 	fence := rwFence(d.prefix, key)
+	seen := rev
 	for {
+		if blocker != "" {
+			if err := d.awaitDeleted(ctx, s, key, blocker, seen); err != nil {
+				return 0, err
+			}
+		}
 		resp, err := d.c.Txn(ctx).Then(clientv3.OpGet(name, clientv3.WithKeysOnly()), d.blockerOp(key, mode, rev), clientv3.OpGet(fence)).Commit()
 		if err != nil {
 			return 0, d.wrap(ctx, "wait for", key, err)
@@ -166,9 +194,7 @@ func (d *Driver) awaitRW(ctx context.Context, s *session, key, name string, mode
 			}
 			return d.recordWrite(ctx, key, name, rev)
 		}
-		if err := d.awaitDeleted(ctx, s, key, string(blockers[0].Key), resp.Header.Revision); err != nil {
-			return 0, err
-		}
+		blocker, seen = string(blockers[0].Key), resp.Header.Revision
 	}
 }
 
