@@ -44,6 +44,11 @@
 // release cannot delete a newer holder's key. Driver.OwnerCmp gives the comparison that guards your own
 // etcd transactions with the lock.
 //
+// Read-write locks (distlock.RWMutex) order keys by create revision under
+// <prefix>%<key>%rw/: a writer holds when oldest, a reader when no writer
+// is older; an uncontended acquire+release is two requests
+// (docs/primitives.md).
+//
 // # Errors
 //
 // Unreachable servers, lost leaders and timeouts wrap

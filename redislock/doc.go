@@ -56,6 +56,11 @@
 // for crashes of a minority of nodes that keep their data. docs/redis.md
 // tells the whole story, with the fencing-token argument for Redlock.
 //
+// Read-write locks (distlock.RWMutex; single server and Cluster, not with
+// wait_replicas, not Redlock) keep one hash, a sorted set of read holds and
+// a write counter per key under the key's hash tag: one script per
+// attempt, renewal and release (docs/primitives.md).
+//
 // # Errors
 //
 // Network failures, timeouts, a closed client and a WAIT that too few
