@@ -128,7 +128,7 @@ func (l *Locker) claim(ctx context.Context, hk holdKey, ttl time.Duration, c acq
 	for {
 		l.mu.Lock()
 		if hk.mode != 0 {
-			switch le, err, next := l.claimRW(ctx, hk, ttl, c); next {
+			switch le, next, err := l.claimRW(ctx, hk, ttl, c); next {
 			case rwDone:
 				return nil, le, err
 			case rwRetry:

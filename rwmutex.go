@@ -123,7 +123,7 @@ const (
 // claim: a read by the write holder re-enters the write hold; a write by
 // an owner holding or acquiring the read side is an upgrade, refused.
 // Locker.mu is held on entry.
-func (l *Locker) claimRW(ctx context.Context, hk holdKey, ttl time.Duration, c acquireConfig) (*Lease, error, rwNext) {
+func (l *Locker) claimRW(ctx context.Context, hk holdKey, ttl time.Duration, c acquireConfig) (*Lease, rwNext, error) {
 	other := hk
 	other.mode = backend.Write
 	if hk.mode == backend.Write {
@@ -132,24 +132,24 @@ func (l *Locker) claimRW(ctx context.Context, hk holdKey, ttl time.Duration, c a
 	h := l.holds[other]
 	switch {
 	case h == nil:
-		return nil, nil, rwProceed
+		return nil, rwProceed, nil
 	case hk.mode == backend.Read && h.state == holdHeld:
 		l.mu.Unlock()
 		le, err := l.reenter(ctx, h, ttl, c)
 		if errors.Is(err, errHoldEnded) {
-			return nil, nil, rwRetry
+			return nil, rwRetry, nil
 		}
-		return le, err, rwDone
+		return le, rwDone, err
 	case hk.mode == backend.Write && h.state != holdEnded:
 		l.mu.Unlock()
-		return nil, fmt.Errorf("distlock: lock %q: %w: owner %s holds or is taking the read side; release it, then take the write side", hk.key, ErrUpgrade, hk.owner), rwDone
+		return nil, rwDone, fmt.Errorf("distlock: lock %q: %w: owner %s holds or is taking the read side; release it, then take the write side", hk.key, ErrUpgrade, hk.owner)
 	}
 	ready := h.ready // the other side is being acquired or released
 	l.mu.Unlock()
 	select {
 	case <-ready:
-		return nil, nil, rwRetry
+		return nil, rwRetry, nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("distlock: acquire %q: %w", hk.key, context.Cause(ctx)), rwDone
+		return nil, rwDone, fmt.Errorf("distlock: acquire %q: %w", hk.key, context.Cause(ctx))
 	}
 }
