@@ -86,3 +86,46 @@ func TestRWLeasesRenewedBesideBatch(t *testing.T) {
 		t.Error("the mutex leases were never renewed through RefreshAll")
 	}
 }
+
+// TestRWUpgradeWhileReading: an owner whose read is still waiting is as
+// much a reader as one that holds: its write is refused at once, not
+// queued behind its own read.
+func TestRWUpgradeWhileReading(t *testing.T) {
+	s := memlock.NewStore()
+	da, _ := s.NewDriver(nil)
+	db, _ := s.NewDriver(nil)
+	a, b := distlock.New(da), distlock.New(db)
+	defer a.Close()
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ma, _ := a.RWMutex("k")
+	mb, _ := b.RWMutex("k")
+	w, err := ma.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := distlock.WithOwner("reader-1")
+	read := make(chan error, 1)
+	go func() {
+		r, err := mb.RLock(ctx, owner)
+		if err == nil {
+			err = r.Release(ctx)
+		}
+		read <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the read waits behind the writer
+	start := time.Now()
+	if _, err := mb.Lock(ctx, owner); !errors.Is(err, distlock.ErrUpgrade) {
+		t.Errorf("Lock by an owner whose RLock waits: %v, want ErrUpgrade", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("the refusal took %v", took)
+	}
+	if err := w.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-read; err != nil {
+		t.Errorf("the waiting read: %v", err)
+	}
+}
