@@ -89,7 +89,7 @@ func (d *Driver) TryAcquireRW(ctx context.Context, req backend.Request, mode bac
 // WithdrawRW implements backend.RWLocker.
 func (d *Driver) WithdrawRW(ctx context.Context, req backend.Request) error {
 	ks := d.rwKeys(req.Key)
-	err := rwReleaseScript.Run(ctx, d.c, ks.keys(), req.Owner, "m", "", ks.channel).Err()
+	err := rwReleaseScript.Run(ctx, d.c, ks.keys(), req.Owner, "m", "", ks.channel, millis(releasedMemory)).Err()
 	if err != nil {
 		d.suspect(err)
 		return fmt.Errorf("redislock: withdraw %q: %w: %w", req.Key, errKind(err), err)
@@ -150,5 +150,5 @@ func (l *rwLock) Release(ctx context.Context) error {
 }
 
 func (l *rwLock) release(ctx context.Context) (int64, error) {
-	return rwReleaseScript.Run(ctx, l.d.c, l.ks.keys(), l.owner, rwModeArg(l.mode), l.hold, l.ks.channel).Int64()
+	return rwReleaseScript.Run(ctx, l.d.c, l.ks.keys(), l.owner, rwModeArg(l.mode), l.hold, l.ks.channel, millis(releasedMemory)).Int64()
 }

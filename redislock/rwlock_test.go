@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/sandbox"
 )
@@ -73,5 +75,53 @@ func TestRWNotWithWaitReplicas(t *testing.T) {
 	defer l.Close()
 	if _, err := l.RWMutex("k"); !errors.Is(err, distlock.ErrUnsupported) {
 		t.Errorf("RWMutex with WaitReplicas: %v, want ErrUnsupported", err)
+	}
+}
+
+// TestRWLostReplyRetried: a read-write acquire or release whose reply was
+// lost and which go-redis sent again has the effect of one delivery: the
+// retried acquire counts no second hold, and the retried release reports
+// success, not ErrNotHeld.
+func TestRWLostReplyRetried(t *testing.T) {
+	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
+	ctx := testCtx(t, time.Minute)
+	c, drop := retryingClient(t, g.Node(0))
+	for _, s := range []*redis.Script{rwAcquireScript, rwReleaseScript, rwRefreshScript} {
+		if err := s.Load(ctx, c).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := New(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := distlock.New(d, distlock.WithDefaultTTL(10*time.Second))
+	defer l.Close()
+	other := singleLocker(t, g.Node(0), 10*time.Second)
+	m, _ := l.RWMutex("rw-lost")
+	om, _ := other.RWMutex("rw-lost")
+	for _, write := range []bool{false, true} {
+		lock := m.RLock
+		if write {
+			lock = m.Lock
+		}
+		before := drop.count()
+		drop.arm(rwAcquireScript)
+		le, err := lock(ctx)
+		if err != nil {
+			t.Fatalf("write=%v: acquire with a lost reply: %v", write, err)
+		}
+		if drop.count() == before {
+			t.Fatalf("write=%v: no reply was dropped", write)
+		}
+		drop.arm(rwReleaseScript)
+		if err := le.Release(ctx); err != nil {
+			t.Errorf("write=%v: release with a lost reply: %v", write, err)
+		}
+		w, err := om.TryLock(ctx)
+		if err != nil {
+			t.Fatalf("write=%v: the lock is not free after the release: %v", write, err)
+		}
+		_ = w.Release(ctx)
 	}
 }

@@ -11,6 +11,7 @@ import "github.com/redis/go-redis/v9"
 //	h:<hold>        one field per read hold: its owner
 //	r:<owner>       how many read holds the owner has (upgrade check, mark bypass)
 //	m, mx           the waiting writer's mark: owner and expiry
+//	x               the hold released last (a retried release succeeds)
 //
 // The sorted set scores each read hold with its expiry. Every part
 // expires by its own stamp, checked against Redis's clock (TIME) by every
@@ -144,10 +145,13 @@ keep(Z, exp)
 return 1
 `)
 
-// rwReleaseScript gives back a hold: ARGV owner, mode, hold id, channel.
-// The writer's last hold frees the write side, the last read hold the
-// read side; either is announced on the channel. With mode "m" it
-// withdraws the owner's mark instead. Reply 1 if it was held, 0 if not.
+// rwReleaseScript gives back a hold: ARGV owner, mode, hold id, channel,
+// memory ms. The writer's last hold frees the write side, the last read
+// hold the read side; either is announced on the channel. The hash
+// remembers the hold released last (field x, for at least the memory), so
+// that a release the client sent again after losing the reply succeeds
+// instead of reporting ErrNotHeld. With mode "m" it withdraws the owner's
+// mark instead. Reply 1 if it was held (or just released), 0 if not.
 var rwReleaseScript = redis.NewScript(rwPrelude + `
 prune()
 if ARGV[2] == 'm' then
@@ -158,18 +162,29 @@ if ARGV[2] == 'm' then
   end
   return 0
 end
+local function again()
+  if redis.call('HGET', H, 'x') == ARGV[3] then return 1 end
+  return 0
+end
+local function remember()
+  redis.call('HSET', H, 'x', ARGV[3])
+  if redis.call('PTTL', H) < tonumber(ARGV[5]) then
+    redis.call('PEXPIRE', H, ARGV[5])
+  end
+end
 if ARGV[2] == 'w' then
   if redis.call('HGET', H, 'w') ~= ARGV[1] or redis.call('HDEL', H, 'a:' .. ARGV[3]) == 0 then
-    return 0
+    return again()
   end
   if redis.call('HINCRBY', H, 'wn', -1) <= 0 then
     redis.call('HDEL', H, 'w', 'wx', 'wt', 'wn')
     redis.call('PUBLISH', ARGV[4], 'released')
   end
+  remember()
   return 1
 end
 if redis.call('HGET', H, 'h:' .. ARGV[3]) ~= ARGV[1] or redis.call('ZREM', Z, ARGV[3]) == 0 then
-  return 0
+  return again()
 end
 redis.call('HDEL', H, 'h:' .. ARGV[3])
 if redis.call('HINCRBY', H, 'r:' .. ARGV[1], -1) <= 0 then
@@ -178,5 +193,6 @@ end
 if redis.call('ZCARD', Z) == 0 then
   redis.call('PUBLISH', ARGV[4], 'released')
 end
+remember()
 return 1
 `)
