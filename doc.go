@@ -68,6 +68,15 @@
 // in one global order, all or none, as one [MultiLease]. Both are built on
 // the mutex and so work on every backend; see docs/primitives.md.
 //
+// # Read-write locks
+//
+// [Locker.RWMutex] is a read-write lock: [RWMutex.RLock] for many readers,
+// [RWMutex.Lock] for one writer, each returning a [Lease]. A waiting
+// writer keeps new readers out; read-to-write upgrade is refused with
+// [ErrUpgrade]. Only stores with native read-write locks offer it (mem,
+// Redis single and Cluster, ZooKeeper, etcd); others report
+// [ErrUnsupported]. See docs/primitives.md.
+//
 // # Observability
 //
 // A Locker reports through the OpenTelemetry API ([WithMeterProvider],

@@ -73,6 +73,8 @@ func (le *Lease) Owner() string { return le.h.owner }
 // before for this key, to any holder. A protected resource that remembers
 // the largest token it has seen and rejects smaller ones cannot be written
 // by a holder whose lease was lost. Re-entries share their hold's token.
+// A read lease of an RWMutex carries the token of the last write granted
+// (readers share it; see RWMutex).
 func (le *Lease) Token() uint64 { return le.h.grant.Token }
 
 // Done returns a channel closed when the lease ends: released or lost.

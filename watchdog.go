@@ -138,10 +138,11 @@ func (l *Locker) collect(now time.Time) (due, lost []*hold, causes []error, wait
 func (l *Locker) renew(due []*hold) {
 	locks := make([]backend.Lock, len(due))
 	ttls := make([]time.Duration, len(due))
+	rw := make([]bool, len(due)) // read-write locks: not for the driver's RefreshAll
 	l.mu.Lock()
 	deadline := due[0].deadline
 	for i, h := range due {
-		locks[i], ttls[i] = h.grant.Lock, h.ttl
+		locks[i], ttls[i], rw[i] = h.grant.Lock, h.ttl, h.mode != 0
 		if h.deadline.Before(deadline) {
 			deadline = h.deadline
 		}
@@ -151,7 +152,7 @@ func (l *Locker) renew(due []*hold) {
 	defer cancel()
 	sent := time.Now()
 	stop := l.watchUnanswered(due, ttls, sent)
-	errs := l.refreshAll(ctx, locks, ttls)
+	errs := l.refreshAll(ctx, locks, ttls, rw)
 	stop()
 	for i, h := range due {
 		l.renewal(ctx, h, sent, errs[i])
@@ -202,14 +203,36 @@ func (l *Locker) watchUnanswered(due []*hold, ttls []time.Duration, sent time.Ti
 	}
 }
 
-func (l *Locker) refreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
-	if l.batch != nil && len(locks) > 1 {
-		return l.batch.RefreshAll(ctx, locks, ttls)
-	}
+func (l *Locker) refreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration, rw []bool) []error {
 	errs := make([]error, len(locks))
+	var batched []int // the mutex locks, for the driver's BatchRefresher
+	if l.batch != nil {
+		for i := range locks {
+			if !rw[i] {
+				batched = append(batched, i)
+			}
+		}
+	}
+	if len(batched) < 2 {
+		batched = nil
+	}
 	var wg sync.WaitGroup
+	if batched != nil {
+		wg.Go(func() {
+			bl, bt := make([]backend.Lock, len(batched)), make([]time.Duration, len(batched))
+			for j, i := range batched {
+				bl[j], bt[j] = locks[i], ttls[i]
+			}
+			for j, err := range l.batch.RefreshAll(ctx, bl, bt) {
+				errs[batched[j]] = err
+			}
+		})
+	}
 	sem := make(chan struct{}, maxParallelRefresh)
 	for i := range locks {
+		if batched != nil && !rw[i] {
+			continue
+		}
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()

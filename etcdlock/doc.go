@@ -49,6 +49,11 @@
 // create-revision order whose permits fit the limit hold, so waiters are
 // served in arrival order; the token is the key's create revision.
 //
+// Read-write locks (distlock.RWMutex) order keys by create revision under
+// <prefix>%<key>%rw/: a writer holds when oldest, a reader when no writer
+// is older; an uncontended acquire+release is two requests
+// (docs/primitives.md).
+//
 // # Errors
 //
 // Unreachable servers, lost leaders and timeouts wrap

@@ -122,6 +122,7 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		Fair:        true,
 		Replication: "majority quorum (Raft); linearizable",
 		Semaphore:   backend.WaitQueue, // semaphore.go
+		RW:          backend.WaitQueue, // rwlock.go
 	}
 }
 

@@ -177,6 +177,7 @@ func New(c redis.UniversalClient, opts *Options) (*Driver, error) {
 	}
 	if o.WaitReplicas == 0 {
 		d.caps.Semaphore = backend.WaitNotify // semaphore.go; its grants do not WAIT for replicas
+		d.caps.RW = backend.WaitNotify        // rwlock.go
 	}
 	if cluster {
 		d.caps.Name = "redis-cluster"

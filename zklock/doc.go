@@ -74,6 +74,11 @@
 // so an uncontended acquire+release is three requests, as with zk.Lock:
 // create, list the queue, delete.
 //
+// Read-write locks (distlock.RWMutex) follow Curator's recipe: sequential
+// nodes under base/rw.<key>; a writer holds when lowest, a reader when no
+// writer is below it; an uncontended acquire+release is four requests
+// (docs/primitives.md).
+//
 // # Errors
 //
 // Errors wrap a distlock kind and the go-zookeeper error: connection loss,
