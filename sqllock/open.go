@@ -67,10 +67,10 @@ func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	if opts.NoCreateTable { // else New's CREATE TABLE dials
 		if err := db.PingContext(ctx); err != nil {
-			return fail(fmt.Errorf("sqllock: connect to %s: %w", cfg.Addr, classify(err)))
+			return fail(fmt.Errorf("sqllock: connect to %s: %w", cfg.Addr, classifyWith(mysqlDialect{}, err)))
 		}
 	}
-	d, err := New(ctx, db, &opts)
+	d, err := newDriver(ctx, db, mysqlDialect{}, &opts)
 	if err != nil {
 		var verr *tls.CertificateVerificationError
 		if errors.As(err, &verr) {
@@ -80,7 +80,7 @@ func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 	}
 	d.ownDB = true
 	if strings.HasPrefix(cfg.TLSConfig, tlsPrefix) {
-		d.tlsName = cfg.TLSConfig
+		d.onClose = dropTLS
 	}
 	return d, nil
 }

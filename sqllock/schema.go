@@ -152,8 +152,12 @@ func newStatements(table string) *statements {
 // createTables runs the DDL (idempotent: CREATE TABLE IF NOT EXISTS).
 func (d *Driver) createTables(ctx context.Context) error {
 	for _, q := range d.q.ddl {
-		if _, err := d.db.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("sqllock: create table: %w", classify(err))
+		_, err := d.db.ExecContext(ctx, q)
+		if _, pg := d.dia.(pgDialect); pg && pgCreateRace(err) {
+			_, err = d.db.ExecContext(ctx, q) // another session created it meanwhile
+		}
+		if err != nil {
+			return fmt.Errorf("sqllock: create table: %w", d.classify(err))
 		}
 	}
 	return nil
