@@ -60,6 +60,7 @@ func (pgDialect) statements(table string) *statements {
 	lt := `"` + table + `"`
 	ft := `"` + table + FenceSuffix + `"`
 	return &statements{
+		table: table,
 		ddl: []string{
 			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
 				"  name bytea NOT NULL PRIMARY KEY\n"+
@@ -188,6 +189,23 @@ func (pgDialect) connID(_ context.Context, lc *lockConn) (uint64, error) {
 // lockOnce opens a transaction, sets its idle timeout (and for a blocking
 // wait its lock-wait bounds) and runs the locking read, in one round trip.
 func (pgDialect) lockOnce(ctx context.Context, lc *lockConn, key, _ string, nowait bool) (lockResult, error) {
+	q := lc.d.q.lockIntoNowait
+	if !nowait {
+		q = lc.d.q.lockInto
+	}
+	return pgLockOnce(ctx, lc, bindPG(q, key), nowait, func(row [][]byte) (bool, uint64, error) {
+		if len(row) != 1 {
+			return false, 0, fmt.Errorf("sqllock: the locking read returned %d columns", len(row))
+		}
+		xid, err := strconv.ParseUint(string(row[0]), 10, 64)
+		return true, xid, err
+	})
+}
+
+// pgLockOnce sends BEGIN, the transaction's settings and the locking
+// statement lock as one batch, and reads the lock's outcome from the
+// statement's row with parse (no row: the lock row is missing).
+func pgLockOnce(ctx context.Context, lc *lockConn, lock string, nowait bool, parse func(row [][]byte) (found bool, xid uint64, err error)) (lockResult, error) {
 	var lr lockResult
 	if lc.id == 0 {
 		if err := lc.loadID(ctx); err != nil {
@@ -198,9 +216,7 @@ func (pgDialect) lockOnce(ctx context.Context, lc *lockConn, key, _ string, nowa
 	lc.begun = true
 	var b strings.Builder
 	fmt.Fprintf(&b, "BEGIN; SET LOCAL idle_in_transaction_session_timeout = '%ds'", lc.beginTTL)
-	q := lc.d.q.lockIntoNowait
 	if !nowait {
-		q = lc.d.q.lockInto
 		// The wait is bounded by the caller's ctx, not a server default.
 		b.WriteString("; SET LOCAL statement_timeout = 0")
 		if lc.beginLWT {
@@ -208,18 +224,17 @@ func (pgDialect) lockOnce(ctx context.Context, lc *lockConn, key, _ string, nowa
 		}
 	}
 	b.WriteString("; ")
-	b.WriteString(bindPG(q, key))
+	b.WriteString(lock)
 	res, err := pgExec(ctx, lc.c, b.String())
 	lc.setUp() // no session state: a connection that answered is in a known one
 	if err != nil {
 		return lr, err
 	}
 	last := res[len(res)-1]
-	if len(last.Rows) != 1 || len(last.Rows[0]) != 1 {
+	if len(last.Rows) != 1 {
 		return lr, nil // no row
 	}
-	lr.found = true
-	lr.xid, err = strconv.ParseUint(string(last.Rows[0][0]), 10, 64)
+	lr.found, lr.xid, err = parse(last.Rows[0])
 	return lr, err
 }
 

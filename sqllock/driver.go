@@ -77,6 +77,12 @@ func newDriver(ctx context.Context, db *sql.DB, dia dialect, opts *Options) (*Dr
 	if o.LockWaitTimeout < 0 {
 		return nil, fmt.Errorf("sqllock: %w: negative LockWaitTimeout %v", backend.ErrInvalidConfig, o.LockWaitTimeout)
 	}
+	if o.Advisory {
+		if _, ok := dia.(pgDialect); !ok {
+			return nil, fmt.Errorf("sqllock: %w: Advisory is PostgreSQL's (pg_advisory_xact_lock); this *sql.DB is %s's", backend.ErrInvalidConfig, dia.name())
+		}
+		dia = pgAdvisory{}
+	}
 	if o.LockWaitTimeout > dia.maxLockWait() {
 		// The server would cut it down to its maximum with only a warning.
 		return nil, fmt.Errorf("sqllock: %w: LockWaitTimeout %v is above the server's maximum lock-wait timeout (%v)",

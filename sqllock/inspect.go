@@ -37,8 +37,16 @@ func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) 
 	return info, nil
 }
 
+// prober is a dialect whose locks are not row locks.
+type prober interface {
+	probe(ctx context.Context, d *Driver, key string) (bool, error)
+}
+
 // probe reports whether another session holds key's row lock.
 func (d *Driver) probe(ctx context.Context, key string) (bool, error) {
+	if p, ok := d.dia.(prober); ok {
+		return p.probe(ctx, d, key)
+	}
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
 		return false, err

@@ -35,6 +35,10 @@ type Options struct {
 	// waits. A wait that hits it is retried within the caller's ctx; it only
 	// bounds how long one server-side wait lasts. Zero keeps the server's.
 	LockWaitTimeout time.Duration
+	// Advisory (PostgreSQL only; URL mode=advisory) takes
+	// pg_advisory_xact_lock on the key hashed to 64 bits instead of a row
+	// lock: no lock table, no row per key. See docs/sql.md.
+	Advisory bool
 }
 
 // open is the backend.Opener for mysql:// URLs. It connects (CREATE TABLE

@@ -90,6 +90,7 @@ func pgConfigFromURL(u *backend.URL) (*pgx.ConnConfig, Options, error) {
 	opts.NoCreateTable = !q.Bool("create_table", true)
 	opts.LockWaitTimeout = q.Duration("lock_wait_timeout", 0)
 	dial := q.Duration("dial_timeout", 10*time.Second)
+	opts.Advisory = q.Enum("mode", "row", "row", "advisory") == "advisory"
 	pass := url.Values{}
 	for _, name := range pgParams {
 		if v := q.String(name, ""); v != "" {

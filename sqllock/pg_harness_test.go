@@ -107,10 +107,11 @@ func newPGDriver(t *testing.T, s *pgServer, opts sqllock.Options) (*sqllock.Driv
 // pgHarness implements conformance.Harness, Partitioner and ReplyDropper
 // over the shared PostgreSQL, each Driver behind a proxy of its own.
 type pgHarness struct {
-	s       *pgServer
-	ttl     time.Duration
-	mu      sync.Mutex
-	clients map[backend.Driver]*client
+	s        *pgServer
+	advisory bool // Options.Advisory
+	ttl      time.Duration
+	mu       sync.Mutex
+	clients  map[backend.Driver]*client
 }
 
 func newPGHarness(s *pgServer, ttl time.Duration) *pgHarness {
@@ -123,7 +124,7 @@ func (h *pgHarness) NewDriver(ctx context.Context) (backend.Driver, error) {
 		return nil, err
 	}
 	c := &client{db: h.s.newDB(p.Addr), p: p}
-	d, err := sqllock.New(ctx, c.db, &sqllock.Options{Table: testTable})
+	d, err := sqllock.New(ctx, c.db, &sqllock.Options{Table: testTable, Advisory: h.advisory})
 	if err != nil {
 		_ = c.db.Close()
 		_ = p.Close()

@@ -69,7 +69,8 @@ func DDL(table string) ([]string, error) {
 // validated, backquoted table names. A ? is a value, which bind writes in
 // as a literal before the statement is sent.
 type statements struct {
-	ddl []string
+	table string // the lock table's name (PostgreSQL's advisory mode hashes it into each key)
+	ddl   []string
 	// On the pinned connection.
 	beginTry  string // autocommit off and the idle timeout
 	beginWait string // the same, with a session lock-wait timeout for blocking waits
@@ -153,7 +154,7 @@ func newStatements(table string) *statements {
 func (d *Driver) createTables(ctx context.Context) error {
 	for _, q := range d.q.ddl {
 		_, err := d.db.ExecContext(ctx, q)
-		if _, pg := d.dia.(pgDialect); pg && pgCreateRace(err) {
+		if d.dia.name() == "postgres" && pgCreateRace(err) {
 			_, err = d.db.ExecContext(ctx, q) // another session created it meanwhile
 		}
 		if err != nil {
