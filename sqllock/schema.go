@@ -65,6 +65,17 @@ func DDL(table string) ([]string, error) {
 	return newStatements(table).ddl, nil
 }
 
+// PostgresDDL returns the PostgreSQL statements that create the lock table
+// and its fencing-counter table (advisory mode needs only the second), for
+// DBAs who create them by hand (see docs/sql.md). The table name must be
+// valid (letters, digits, underscores; at most 58).
+func PostgresDDL(table string) ([]string, error) {
+	if err := checkTable(table); err != nil {
+		return nil, err
+	}
+	return pgDialect{}.statements(table).ddl, nil
+}
+
 // statements holds every SQL text the driver sends, built once from the
 // validated, backquoted table names. A ? is a value, which bind writes in
 // as a literal before the statement is sent.
