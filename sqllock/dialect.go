@@ -43,6 +43,8 @@ type dialect interface {
 	// cancel interrupts the statement session id is running, from another
 	// connection of d; an id that no longer exists is not an error.
 	cancel(ctx context.Context, d *Driver, id uint64) error
+	// rowExists reports whether key's lock row exists (a plain read).
+	rowExists(ctx context.Context, d *Driver, key string) (bool, error)
 	// lastGrant reads the last grant's token and owner for Inspect; known
 	// is false when the store has no record of it (never locked, or the
 	// record was lost), exists when the key was ever locked.

@@ -258,6 +258,15 @@ func (mysqlDialect) cancel(ctx context.Context, d *Driver, id uint64) error {
 	return err
 }
 
+func (mysqlDialect) rowExists(ctx context.Context, d *Driver, key string) (bool, error) {
+	var one int
+	err := d.db.QueryRowContext(ctx, bind(d.q.exists, key)).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // lastGrant reads the live counter table, and when the key has none, the
 // durable epoch's (to tell "never locked" from "not known").
 func (mysqlDialect) lastGrant(ctx context.Context, d *Driver, key string) (lastGrant, error) {

@@ -90,7 +90,7 @@ func (pgDialect) statements(table string) *statements {
 			"ON CONFLICT (name) DO UPDATE SET token = f.token + 1, owner = EXCLUDED.owner, holder_id = EXCLUDED.holder_id, granted_at = EXCLUDED.granted_at "+
 			"RETURNING token) SELECT token, txid_status(?) FROM f", ft),
 		fenceRow:  fmt.Sprintf("SELECT token, owner FROM %s WHERE name = ?", ft),
-		probe:     fmt.Sprintf("SELECT name FROM %s WHERE name = ? FOR UPDATE NOWAIT", lt),
+		probe:     fmt.Sprintf("BEGIN; SELECT count(*) FROM %s WHERE name = ?; SELECT 1 FROM %s WHERE name = ? FOR UPDATE SKIP LOCKED; ROLLBACK", lt, lt),
 		killQuery: "SELECT pg_cancel_backend(?)",
 	}
 }
@@ -274,6 +274,30 @@ func (pgDialect) token(ctx context.Context, lc *lockConn, key, owner string, lr 
 func (pgDialect) cancel(ctx context.Context, d *Driver, id uint64) error {
 	_, err := pgExecDB(ctx, d, bindPG(d.q.killQuery, id))
 	return err
+}
+
+// rowExists reads in the simple protocol: database/sql's QueryRow would
+// have pgx prepare (and cache) one statement per key.
+func (pgDialect) rowExists(ctx context.Context, d *Driver, key string) (bool, error) {
+	res, err := pgExecDB(ctx, d, bindPG(d.q.exists, key))
+	if err != nil {
+		return false, err
+	}
+	return len(res) == 1 && len(res[0].Rows) == 1, nil
+}
+
+// probe reports whether another session holds key's row lock, in one
+// round trip that fails on no lock: the row counted, then locked with SKIP
+// LOCKED (no row: another session holds it), in a transaction rolled back.
+func (pgDialect) probe(ctx context.Context, d *Driver, key string) (bool, error) {
+	res, err := pgExecDB(ctx, d, bindPG(d.q.probe, key, key))
+	if err != nil {
+		return false, err
+	}
+	if len(res) != 4 || len(res[1].Rows) != 1 || len(res[1].Rows[0]) != 1 {
+		return false, fmt.Errorf("sqllock: the probe returned an unexpected result")
+	}
+	return string(res[1].Rows[0][0]) == "1" && len(res[2].Rows) == 0, nil
 }
 
 func (pgDialect) lastGrant(ctx context.Context, d *Driver, key string) (lastGrant, error) {

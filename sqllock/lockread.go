@@ -2,7 +2,6 @@ package sqllock
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -65,12 +64,8 @@ const ensureWait = 250 * time.Millisecond
 // created the row meanwhile; the INSERT IGNORE would wait for that
 // session's row lock to check the duplicate.
 func (d *Driver) ensure(ctx context.Context, key string, nowait bool) error {
-	var one int
-	err := d.db.QueryRowContext(ctx, d.bind(d.q.exists, key)).Scan(&one)
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
+	exists, err := d.dia.rowExists(ctx, d, key)
+	if err != nil || exists {
 		return err
 	}
 	ictx := ctx

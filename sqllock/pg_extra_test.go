@@ -86,7 +86,8 @@ func (c *pgCountConn) Write(b []byte) (int, error) {
 // the messages a Driver sends, counted on the wire: three simple queries
 // (BEGIN, the session's idle timeout and the locking read as one batch;
 // the fencing counter's increment on another connection; ROLLBACK),
-// nothing prepared (no Parse or Bind).
+// nothing prepared (no Parse or Bind), neither on a key's first use nor by
+// Inspect.
 func TestPostgresRoundTrips(t *testing.T) {
 	s := startPG(t)
 	cfg, err := pgx.ParseConfig(sandbox.PostgresURL(s.addr()))
@@ -145,6 +146,30 @@ func TestPostgresRoundTrips(t *testing.T) {
 				t.Errorf("wait=%v: %d pairs sent %d messages %q, want %d (before %v, after %v)", wait, pairs, got, m, want[m]*pairs, before, after)
 			}
 		}
+	}
+	// First use of keys (the row created), Inspect: still nothing
+	// prepared (pgx would prepare and cache a statement per key for
+	// database/sql's QueryRow).
+	before := pc.snapshot()
+	for range 5 {
+		key := uniqueKey("pg-roundtrips-new")
+		g, err := d.TryAcquire(ctxFor(t, 10*time.Second), backend.Request{Key: key, Owner: "o", TTL: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info, err := d.Inspect(ctxFor(t, 10*time.Second), key); err != nil || !info.Held {
+			t.Fatalf("Inspect of a held key: %+v, %v", info, err)
+		}
+		if err := g.Lock.Release(ctxFor(t, 10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if info, err := d.Inspect(ctxFor(t, 10*time.Second), key); err != nil || info.Held {
+			t.Fatalf("Inspect of a released key: %+v, %v", info, err)
+		}
+	}
+	after := pc.snapshot()
+	if p := after['P'] - before['P']; p != 0 {
+		t.Errorf("new keys and Inspect sent %d Parse messages, want none (before %v, after %v)", p, before, after)
 	}
 }
 
