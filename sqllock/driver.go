@@ -13,7 +13,7 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// Driver is a distlock backend over one MySQL or MariaDB server. Each held
+// Driver is a distlock backend over one MySQL, MariaDB or PostgreSQL server. Each held
 // lock pins one connection of the *sql.DB with an open transaction that
 // holds the lock row's exclusive row lock. It implements [backend.Driver],
 // [backend.Waiter] and [backend.Inspector]; it is safe for concurrent use.
@@ -45,8 +45,9 @@ var (
 	_ backend.Inspector = (*Driver)(nil)
 )
 
-// New returns a Driver over db, a *sql.DB of github.com/go-sql-driver/mysql.
-// opts may be nil (defaults); New never modifies it. It creates the lock
+// New returns a Driver over db, a *sql.DB of github.com/go-sql-driver/mysql
+// (MySQL, MariaDB) or of github.com/jackc/pgx/v5/stdlib (PostgreSQL; see
+// also [NewPool]): the dialect follows db's driver. opts may be nil (defaults); New never modifies it. It creates the lock
 // tables if missing (unless opts.NoCreateTable), bounded by ctx. The Driver
 // never closes db: the caller does, after closing the Driver (which returns
 // the Driver's spare connections to db). Each held lock and each waiter

@@ -31,8 +31,8 @@ type Options struct {
 	// (for a user without the CREATE privilege; see [DDL]).
 	NoCreateTable bool
 	// LockWaitTimeout, when positive, sets the session's
-	// innodb_lock_wait_timeout (whole seconds, at least 1) for blocking
-	// waits. A wait that hits it is retried within the caller's ctx; it only
+	// innodb_lock_wait_timeout (MySQL) or the transaction's lock_timeout
+	// (PostgreSQL), whole seconds, at least 1, for blocking waits. A wait that hits it is retried within the caller's ctx; it only
 	// bounds how long one server-side wait lasts. Zero keeps the server's.
 	LockWaitTimeout time.Duration
 	// Advisory (PostgreSQL only; URL mode=advisory) takes
