@@ -101,7 +101,7 @@ func TestPostgresLockWaitTimeout(t *testing.T) {
 		holder, _ := newPGLockerOpts(t, s, 5*time.Second, sqllock.Options{Advisory: advisory})
 		key := uniqueKey("pg-lwt")
 		le := mustAcquire(t, holder, key)
-		const hold = 2500 * time.Millisecond
+		const hold = 1500 * time.Millisecond // above lock_timeout: at least one retry
 		time.AfterFunc(hold, func() { release(t, le) })
 		t0 := time.Now()
 		lw, err := waiter.Acquire(ctxFor(t, 20*time.Second), key)
@@ -117,7 +117,7 @@ func TestPostgresLockWaitTimeout(t *testing.T) {
 
 		le = mustAcquire(t, holder, key)
 		defer release(t, le)
-		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 1200*time.Millisecond)
 		defer cancel()
 		if _, err = waiter.Acquire(ctx, key); !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("a wait past the caller's deadline returned %v, want context.DeadlineExceeded", err)
