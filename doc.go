@@ -23,6 +23,7 @@
 //	redis://[user:pass@]host:6379[,host...]/db    github.com/distlock/distlock/redislock
 //	rediss://...                                  (TLS)
 //	mysql://user:pass@host:3306/db?table=...      github.com/distlock/distlock/sqllock
+//	postgres://user:pass@host:5432/db?sslmode=... github.com/distlock/distlock/sqllock
 //	zk://host:2181[,host...]/base                 github.com/distlock/distlock/zklock
 //	etcd://host:2379[,host...]/prefix             github.com/distlock/distlock/etcdlock
 //
