@@ -233,6 +233,9 @@ func (l *Locker) settle(ctx context.Context, h *hold, g backend.Grant, err error
 			}
 			return nil, fmt.Errorf("distlock: semaphore %q: %w", h.key, err)
 		}
+		if h.mode != 0 {
+			return nil, fmt.Errorf("distlock: read-write lock %q (%s side): %w", h.key, h.mode, err)
+		}
 		return nil, fmt.Errorf("distlock: acquire %q: %w", h.key, err)
 	}
 	life := ttl // what the store applied, which validity counts
