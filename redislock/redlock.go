@@ -232,19 +232,18 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 			node int
 		}
 		rs, es := someNodes(r, ctx, nodeTimeout(req.TTL, len(r.nodes)), only, func(ctx context.Context, i int, n *node) (reply, error) {
-			var v []int64
-			var err error
+			var cmd *redis.Cmd
 			if i == 0 && r.opts.Wait == WaitQueue {
 				// Never ahead of a waiter queued on the first node.
-				v, err = waitScript.Run(ctx, n.c, ks.waitKeys(), req.Owner, millis(req.TTL), "0", 0, hold, 0, r.inbox, "c").Int64Slice()
+				cmd = waitScript.Run(ctx, n.c, ks.waitKeys(), req.Owner, millis(req.TTL), "0", 0, hold, 0, r.inbox, "c")
 			} else {
-				v, err = acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), "1", hold).Int64Slice()
+				cmd = acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), "1", hold)
 			}
+			a, err := acquireReply(cmd, req.TTL)
 			if err != nil {
 				return reply{node: i}, err
 			}
-			a, err := parseAcquire(v)
-			return reply{a, i}, err
+			return reply{a, i}, nil
 		}, func(late reply) {
 			// The node granted after the attempt stopped waiting for it
 			// (and after any cleanup): give that hold back now.
