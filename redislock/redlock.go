@@ -27,7 +27,13 @@ type Redlock struct {
 	opts   Options
 	caps   backend.Capabilities
 
-	bg sync.WaitGroup // node calls still running after their caller gave up
+	// bg counts node calls still running (after their caller gave up, too).
+	// A call starts only under bgMu while closing is unset, and Close sets
+	// closing under bgMu before it waits: no call starts (bg.Add from
+	// zero) concurrently with that Wait.
+	bgMu    sync.Mutex
+	closing bool
+	bg      sync.WaitGroup
 
 	busyMu sync.Mutex
 	busy   map[string]busyKey // keys whose attempts met another holder lately
@@ -101,9 +107,13 @@ func NewRedlock(clients []redis.UniversalClient, opts *Options) (*Redlock, error
 func (r *Redlock) Capabilities() backend.Capabilities { return r.caps }
 
 // Close stops the pub/sub connections and closes the clients if the driver
-// opened them from a URL.
+// opened them from a URL. It returns once every node call already started
+// has ended; a call that would start after it fails with ErrClosed.
 func (r *Redlock) Close() error {
 	r.closeOnce.Do(func() {
+		r.bgMu.Lock()
+		r.closing = true
+		r.bgMu.Unlock()
 		var errs []error
 		for _, n := range r.nodes {
 			errs = append(errs, n.notify.close())
@@ -153,7 +163,13 @@ func someNodes[T any](r *Redlock, ctx context.Context, timeout time.Duration, on
 		}
 	}
 	ch := make(chan result, len(only))
+	r.bgMu.Lock()
 	for _, i := range only {
+		if r.closing {
+			var zero T
+			ch <- result{i, zero, errClosed}
+			continue
+		}
 		n := r.nodes[i]
 		r.bg.Go(func() {
 			v, err := fn(ctx, i, n)
@@ -168,6 +184,7 @@ func someNodes[T any](r *Redlock, ctx context.Context, timeout time.Duration, on
 			}
 		})
 	}
+	r.bgMu.Unlock()
 	vals := make([]T, len(r.nodes))
 	errs := make([]error, len(r.nodes))
 	answered := make([]bool, len(r.nodes))
