@@ -341,7 +341,8 @@ func freshGrant(token int64, ttl time.Duration) (acquireResult, error) {
 	if token <= 0 {
 		return acquireResult{}, fmt.Errorf("unexpected reply %d from the acquire script", token)
 	}
-	return parseAcquire([]int64{1, token, millis(ttl), token})
+	pttl := time.Duration(min(millis(ttl), MaxTTL.Milliseconds())) * time.Millisecond // as parseAcquire reads it
+	return acquireResult{held: true, token: uint64(token), pttl: pttl, counter: uint64(token)}, nil
 }
 
 func parseAcquire(v []int64) (acquireResult, error) {
