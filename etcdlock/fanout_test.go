@@ -16,11 +16,14 @@ import (
 
 // TestReleaseEventFanout: a release's deletion is sent to the watches of
 // the holder's own key and of the near waiters just behind it, not to
-// every driver waiting for the lock. Eight drivers queue one after the
-// other on one lock and take it in turn; etcd's own count of the watch
-// events it sent (etcd_debugging_mvcc_events_total) must stay at most
-// near+1 per release. A watch of the lock's whole range in every driver
-// sends each release to all of them (7 per release here).
+// every driver waiting for the lock, nor to drivers that followed that key
+// in an earlier order of the queue. Eight drivers queue one after the
+// other on one lock and take it in turn, three rounds in one order and
+// three in another; etcd's own count of the watch events it sent
+// (etcd_debugging_mvcc_events_total) must stay at most near+1 per release
+// in the last round.
+// A watch of the lock's whole range in every driver sends each release to
+// all of them (7 per release here).
 func TestReleaseEventFanout(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Etcd})
 	addr := g.Addrs()[0]
@@ -50,51 +53,75 @@ func TestReleaseEventFanout(t *testing.T) {
 		}
 		return resp.Count
 	}
-	first, err := ds[0].Wait(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
 	type result struct {
 		g   backend.Grant
 		err error
 	}
-	results := make([]chan result, n)
-	for i := 1; i < n; i++ {
-		results[i] = make(chan result, 1)
-		go func() {
-			g, err := ds[i].Wait(ctx, req)
-			results[i] <- result{g, err}
-		}()
-		// The next driver queues only once this one's key is in.
-		for tries := 0; queued() < int64(i+1); tries++ {
-			if tries == 500 {
-				t.Fatalf("waiter %d not queued after 5 s", i)
+	// round queues the drivers in the given order, one after the other,
+	// and lets each take the lock and release it in turn.
+	round := func(order []int) {
+		t.Helper()
+		first, err := ds[order[0]].Wait(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		results := make([]chan result, n)
+		for i := 1; i < n; i++ {
+			results[i] = make(chan result, 1)
+			d := ds[order[i]]
+			go func() {
+				g, err := d.Wait(ctx, req)
+				results[i] <- result{g, err}
+			}()
+			// The next driver queues only once this one's key is in.
+			for tries := 0; queued() < int64(i+1); tries++ {
+				if tries == 500 {
+					t.Fatalf("waiter %d not queued after 5 s", i)
+				}
+				time.Sleep(10 * time.Millisecond)
 			}
-			time.Sleep(10 * time.Millisecond)
+		}
+		if err := first.Lock.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i < n; i++ {
+			var r result
+			select {
+			case r = <-results[i]:
+			case <-ctx.Done():
+				t.Fatalf("waiter %d not granted: %v", i, ctx.Err())
+			}
+			if r.err != nil {
+				t.Fatalf("waiter %d: %v", i, r.err)
+			}
+			if err := r.g.Lock.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	const metric = "etcd_debugging_mvcc_events_total"
-	before, ok := metrics(t, addr)[metric]
-	if !ok {
+	if _, ok := metrics(t, addr)[metric]; !ok {
 		t.Skipf("etcd does not report %s", metric)
 	}
-	if err := first.Lock.Release(ctx); err != nil {
-		t.Fatal(err)
+	// The queue's order changes after three rounds (each driver i then
+	// waits behind i-3 instead of i-1): the watches of keys a driver
+	// followed in the first order must not keep receiving their releases.
+	// Counted: the last round, once the new order has settled.
+	order := func(step int) []int {
+		o := make([]int, n)
+		for i := range o {
+			o[i] = (i * step) % n
+		}
+		return o
 	}
-	for i := 1; i < n; i++ {
-		var r result
-		select {
-		case r = <-results[i]:
-		case <-ctx.Done():
-			t.Fatalf("waiter %d not granted: %v", i, ctx.Err())
-		}
-		if r.err != nil {
-			t.Fatalf("waiter %d: %v", i, r.err)
-		}
-		if err := r.g.Lock.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+	for range 3 {
+		round(order(1))
 	}
+	for range 2 {
+		round(order(3))
+	}
+	before := metrics(t, addr)[metric]
+	round(order(3))
 	// The last release's events may still be on their way out of etcd.
 	time.Sleep(200 * time.Millisecond)
 	sent := metrics(t, addr)[metric] - before

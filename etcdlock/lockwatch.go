@@ -58,6 +58,12 @@ type lockWatch struct {
 	trimmed   int64 // the newest revision dropped from hist
 	subs      map[*lockSub]struct{}
 	idle      *time.Timer // closes the watch once unused for lockWatchLinger
+	// own: the watched key is one of the driver's own (a wait followed it
+	// as its own key), which it will most likely put again.
+	own bool
+	// unused counts the deletions reported while no wait followed the
+	// key, since a wait last did.
+	unused int
 }
 
 // A delEvent is the deletion of key at revision rev.
@@ -78,12 +84,15 @@ type lockSub struct {
 }
 
 const (
-	// lockWatchLinger is how long a lock's watch stays open after its last
+	// lockWatchLinger is how long a key's watch stays open after its last
 	// wait ended.
 	lockWatchLinger = 2 * time.Second
 	// histMax bounds the deletions a lockWatch remembers; beyond it the
 	// oldest half is dropped.
 	histMax = 256
+	// pruneAfter is how many deletions of another driver's key no wait
+	// followed close its watch (see subscribe).
+	pruneAfter = 2
 )
 
 // subscribe returns a subscription to the deletions of the etcd key ekey
@@ -92,7 +101,14 @@ const (
 // sub.covers says after which revision the subscription surely reports
 // every deletion: a revision above after means deletions in between may be
 // missing, and the caller reads the queue at that revision or later.
-func (d *Driver) subscribe(ekey string, after int64, ready chan struct{}) (*lockSub, error) {
+//
+// own tells that ekey is the waiting acquisition's own key: its watch is
+// kept for lockWatchLinger after its last wait whatever happens. The watch
+// of another driver's key is closed earlier, once it has reported
+// pruneAfter deletions that no wait followed (the queue's order changed,
+// and no wait of this driver follows that key any more), so that it does
+// not cost a watch event per release of that key for lockWatchLinger.
+func (d *Driver) subscribe(ekey string, after int64, ready chan struct{}, own bool) (*lockSub, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -114,6 +130,8 @@ func (d *Driver) subscribe(ekey string, after int64, ready chan struct{}) (*lock
 		lw.idle = nil
 	}
 	lw.subs[sub] = struct{}{}
+	lw.own = lw.own || own
+	lw.unused = 0
 	for _, e := range lw.hist {
 		if e.rev > after {
 			sub.evs = append(sub.evs, e)
@@ -257,7 +275,9 @@ func (lw *lockWatch) run(ctx context.Context) error {
 			close(lw.started)
 			continue
 		}
-		lw.dispatch(wr.Events)
+		if t := lw.dispatch(wr.Events); t != nil {
+			lw.closeIfIdle(t)
+		}
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -265,8 +285,11 @@ func (lw *lockWatch) run(ctx context.Context) error {
 	return errors.New("watch closed")
 }
 
-// dispatch gives evs' deletions to every subscription and the history.
-func (lw *lockWatch) dispatch(evs []*clientv3.Event) {
+// dispatch gives evs' deletions to every subscription and the history. It
+// returns the idle timer of a watch of another driver's key that reported
+// a deletion while no wait followed it, for the caller to close the watch
+// (see subscribe); else nil.
+func (lw *lockWatch) dispatch(evs []*clientv3.Event) *time.Timer {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	n := len(lw.hist)
@@ -277,7 +300,12 @@ func (lw *lockWatch) dispatch(evs []*clientv3.Event) {
 	}
 	added := lw.hist[n:]
 	if len(added) == 0 {
-		return
+		return nil
+	}
+	if len(lw.subs) == 0 && !lw.own {
+		if lw.unused++; lw.unused >= pruneAfter {
+			return lw.idle
+		}
 	}
 	for sub := range lw.subs {
 		sub.mu.Lock()
@@ -290,4 +318,5 @@ func (lw *lockWatch) dispatch(evs []*clientv3.Event) {
 		lw.trimmed = lw.hist[drop-1].rev
 		lw.hist = append(lw.hist[:0:0], lw.hist[drop:]...)
 	}
+	return nil
 }

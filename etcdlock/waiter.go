@@ -127,7 +127,7 @@ func (w *waiter) waitFor(ctx context.Context, qv queueView) (queueView, error) {
 		}
 	}()
 	for _, k := range append([]string{w.ekey}, qv.ahead...) {
-		sub, err := w.d.subscribe(k, qv.rev, ready)
+		sub, err := w.d.subscribe(k, qv.rev, ready, k == w.ekey)
 		if err != nil {
 			return queueView{}, w.d.wrap(ctx, "wait for", w.key, err)
 		}
