@@ -130,7 +130,12 @@ func TestHandoffTrace(t *testing.T) {
 	defer func() { traceHook = nil }()
 	ctx := context.Background()
 	var ds []*Driver
-	for range 8 {
+	// DISTLOCK_TRACE_DRIVERS: how many drivers contend (default 8).
+	drivers := 8
+	if n, _ := strconv.Atoi(os.Getenv("DISTLOCK_TRACE_DRIVERS")); n > 0 {
+		drivers = min(n, 256)
+	}
+	for range drivers {
 		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
 		if err != nil {
 			t.Fatal(err)
