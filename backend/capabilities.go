@@ -80,6 +80,10 @@ type Capabilities struct {
 	// driver without Semaphorer offers none whatever this says (a wrapper
 	// of another driver); see backend/semaphore.go.
 	Semaphore WaitKind `json:"semaphore,omitempty"`
+	// SemaphoreFair reports whether waiters for a semaphore's permits are
+	// granted in arrival order: a waiter for many permits is not overtaken
+	// by a later waiter for fewer. Meaningless without Semaphore.
+	SemaphoreFair bool `json:"semaphore_fair,omitempty"`
 }
 
 // Check reports an error if the capabilities are inconsistent with the

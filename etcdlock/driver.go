@@ -122,6 +122,8 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		Fair:        true,
 		Replication: "majority quorum (Raft); linearizable",
 		Semaphore:   backend.WaitQueue, // semaphore.go
+
+		SemaphoreFair: true, // in create-revision order
 	}
 }
 
