@@ -64,6 +64,8 @@ var cases = []testCase{
 	{"SemaphoreTokens", "each grant of permits gets a token strictly above every token granted before for the semaphore, across Lockers, releases and expiry", testSemaphoreTokens},
 	{"SemaphoreCrashedHolder", "a crashed holder's permits return by the store's bound, after its own client reported them lost", testSemaphoreCrashedHolder},
 	{"SemaphoreWaitCancel", "a waiter gets its permit soon after a release; a waiter whose ctx ends returns promptly and leaves nothing queued or held", testSemaphoreWaitCancel},
+	{"SemaphoreMixedLimits", "a grant never puts more permits in use than the asker's own limit, even when an asker with a larger limit came while it waited", testSemaphoreMixedLimits},
+	{"SemaphoreFIFO", "where the semaphore is declared fair, a waiter for many permits is not overtaken by a later waiter for fewer", testSemaphoreFIFO},
 	{"Inspect", "Inspect (where implemented) reports a free key free and a held key with its holder's owner and token", testInspect},
 	{"List", "List (where implemented) reports exactly the held keys under a prefix, sorted, with owners and tokens, within its limit", testList},
 	{"BatchRefresh", "RefreshAll (where implemented) answers for each lock on its own and refuses another driver's", testBatchRefresh},
