@@ -103,7 +103,12 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			cells := []string{r.Backend}
 			switch {
 			case r.Unsupported != "" && len(r.Metrics) == 0:
-				cells = append(cells, "unsupported ("+r.Unsupported+")")
+				// A cell per column, so that the next rows stay aligned;
+				// the reason is in report.json and the HTML.
+				cells = append(cells, "unsupported")
+				for range len(cols) - 1 {
+					cells = append(cells, "-")
+				}
 			case r.Error != "" && len(r.Metrics) == 0:
 				cells = append(cells, "error: "+r.Error)
 			}

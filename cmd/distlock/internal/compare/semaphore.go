@@ -141,8 +141,12 @@ func semaphoreRun(ctx context.Context, t Target, c Config, r *Result) error {
 // unsupportedOr records err as the target's lack of a semaphore when it is
 // one, and returns nil then; other errors are returned.
 func unsupportedOr(r *Result, err error) error {
-	if errors.Is(err, distlock.ErrUnsupported) || errors.Is(err, errNoSemaphore) {
-		r.Unsupported = "no semaphore: " + err.Error()
+	switch {
+	case errors.Is(err, distlock.ErrUnsupported):
+		r.Unsupported = "the backend offers no semaphore"
+		return nil
+	case errors.Is(err, errNoSemaphore):
+		r.Unsupported = "not a distlock Locker"
 		return nil
 	}
 	return err
