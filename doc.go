@@ -23,6 +23,7 @@
 //	redis://[user:pass@]host:6379[,host...]/db    github.com/distlock/distlock/redislock
 //	rediss://...                                  (TLS)
 //	mysql://user:pass@host:3306/db?table=...      github.com/distlock/distlock/sqllock
+//	postgres://user:pass@host:5432/db?sslmode=... github.com/distlock/distlock/sqllock
 //	zk://host:2181[,host...]/base                 github.com/distlock/distlock/zklock
 //	etcd://host:2379[,host...]/prefix             github.com/distlock/distlock/etcdlock
 //
@@ -67,6 +68,15 @@
 // [Election.Observe] say who leads. [Locker.AcquireAll] takes several keys
 // in one global order, all or none, as one [MultiLease]. Both are built on
 // the mutex and so work on every backend; see docs/primitives.md.
+//
+// # Read-write locks
+//
+// [Locker.RWMutex] is a read-write lock: [RWMutex.RLock] for many readers,
+// [RWMutex.Lock] for one writer, each returning a [Lease]. A waiting
+// writer keeps new readers out; read-to-write upgrade is refused with
+// [ErrUpgrade]. Only stores with native read-write locks offer it (mem,
+// Redis single and Cluster, ZooKeeper, etcd); others report
+// [ErrUnsupported]. See docs/primitives.md.
 //
 // # Observability
 //

@@ -280,7 +280,7 @@ func (l *Locker) lose(h *hold, cause error) {
 	}
 	lost := &lostError{key: h.key, cause: cause}
 	l.endLocked(h, lost)
-	delete(l.holds, holdKey{h.key, h.owner})
+	delete(l.holds, h.hk())
 	l.changed(h, EventLost, lost)
 	lock := h.grant.Lock
 	l.goBackground(func() { l.releaseQuietly(lock) })

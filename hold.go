@@ -15,6 +15,7 @@ import (
 // last one is released.
 type hold struct {
 	key, owner string
+	mode       backend.RWMode // 0 for the mutex; a side of a read-write lock (rwmutex.go)
 
 	// Guarded by Locker.mu.
 	state     holdState
@@ -34,7 +35,12 @@ type hold struct {
 	permits   int           // > 0: a semaphore's permits (semaphore.go), never re-entered
 }
 
-type holdKey struct{ key, owner string }
+type holdKey struct {
+	key, owner string
+	mode       backend.RWMode
+}
+
+func (h *hold) hk() holdKey { return holdKey{h.key, h.owner, h.mode} }
 
 type holdState int
 
@@ -54,6 +60,12 @@ func (l *Locker) acquire(ctx context.Context, key string, opts []Option, wait bo
 
 // acquireAs acquires key; label is its WithKeyAttribute label.
 func (l *Locker) acquireAs(ctx context.Context, key string, opts []Option, wait bool, label string) (*Lease, error) {
+	return l.acquireMode(ctx, key, opts, wait, label, 0)
+}
+
+// acquireMode acquires key's mutex (mode 0) or a side of its read-write
+// lock.
+func (l *Locker) acquireMode(ctx context.Context, key string, opts []Option, wait bool, label string, mode backend.RWMode) (*Lease, error) {
 	var c acquireConfig
 	for _, o := range opts {
 		o(&c)
@@ -83,7 +95,7 @@ func (l *Locker) acquireAs(ctx context.Context, key string, opts []Option, wait 
 	ctx, stop := l.bindClose(ctx)
 	defer stop()
 
-	h, le, err := l.claim(ctx, holdKey{key, owner}, ttl, c, label)
+	h, le, err := l.claim(ctx, holdKey{key, owner, mode}, ttl, c, label)
 	if h == nil {
 		return le, err
 	}
@@ -93,7 +105,12 @@ func (l *Locker) acquireAs(ctx context.Context, key string, opts []Option, wait 
 		OnDoubt:    func(cause error, until time.Time) { l.driverDoubt(h, cause, until) },
 		OnRestored: func() { l.driverRestored(h) },
 	}
-	g, err := l.obtain(ctx, req, wait)
+	var g backend.Grant
+	if mode == 0 {
+		g, err = l.obtain(ctx, req, wait)
+	} else {
+		g, err = l.obtainRW(ctx, req, mode, wait)
+	}
 	return l.settle(ctx, h, g, err, ttl, !c.noRenew)
 }
 
@@ -111,9 +128,17 @@ func (l *Locker) bindClose(ctx context.Context) (context.Context, func()) {
 func (l *Locker) claim(ctx context.Context, hk holdKey, ttl time.Duration, c acquireConfig, label string) (*hold, *Lease, error) {
 	for {
 		l.mu.Lock()
+		if hk.mode != 0 {
+			switch le, next, err := l.claimRW(ctx, hk, ttl, c); next {
+			case rwDone:
+				return nil, le, err
+			case rwRetry:
+				continue
+			}
+		}
 		h := l.holds[hk]
 		if h == nil {
-			h = &hold{key: hk.key, owner: hk.owner, ready: make(chan struct{}), leases: map[*Lease]struct{}{}, heapIndex: -1}
+			h = &hold{key: hk.key, owner: hk.owner, mode: hk.mode, ready: make(chan struct{}), leases: map[*Lease]struct{}{}, heapIndex: -1}
 			h.tel.label = label
 			l.holds[hk] = h
 			l.mu.Unlock()
@@ -201,7 +226,16 @@ func (l *Locker) settle(ctx context.Context, h *hold, g backend.Grant, err error
 	}
 	if err != nil {
 		h.state = holdEnded
-		delete(l.holds, holdKey{h.key, h.owner})
+		delete(l.holds, h.hk())
+		if h.permits > 0 {
+			if errors.Is(err, ErrNotAcquired) {
+				return nil, fmt.Errorf("distlock: semaphore %q: not enough free permits for %d: %w", h.key, h.permits, err)
+			}
+			return nil, fmt.Errorf("distlock: semaphore %q: %w", h.key, err)
+		}
+		if h.mode != 0 {
+			return nil, fmt.Errorf("distlock: read-write lock %q (%s side): %w", h.key, h.mode, err)
+		}
 		return nil, fmt.Errorf("distlock: acquire %q: %w", h.key, err)
 	}
 	life := ttl // what the store applied, which validity counts
@@ -224,9 +258,7 @@ func (l *Locker) settle(ctx context.Context, h *hold, g backend.Grant, err error
 
 // newLease makes a Lease on h. Locker.mu is held.
 func (l *Locker) newLease(ctx context.Context, h *hold) *Lease {
-	le := &Lease{l: l, h: h}
-	base := ContextWithOwner(context.WithoutCancel(leaseBase(ctx)), h.owner)
-	le.ctx, le.cancel = context.WithCancelCause(base)
+	le := &Lease{l: l, h: h, parent: leaseBase(ctx)}
 	h.leases[le] = struct{}{}
 	return le
 }
@@ -238,7 +270,7 @@ func (l *Locker) endLocked(h *hold, cause error) {
 	l.wd.remove(h)
 	h.stopExpiry()
 	for le := range h.leases {
-		le.cancel(cause)
+		le.end(cause)
 	}
 	clear(h.leases)
 }
@@ -272,7 +304,7 @@ func (l *Locker) releaseEnded(ctx context.Context, h *hold, cause error) error {
 		err = fmt.Errorf("distlock: release %q: %w", h.key, err)
 	}
 	l.mu.Lock()
-	if hk := (holdKey{h.key, h.owner}); l.holds[hk] == h {
+	if hk := h.hk(); l.holds[hk] == h {
 		delete(l.holds, hk)
 	}
 	close(released)

@@ -165,7 +165,7 @@ func (l *Locker) permitHold(key, owner string, n int, label string) *hold {
 	h := &hold{key: key, owner: owner, ready: make(chan struct{}), leases: map[*Lease]struct{}{}, heapIndex: -1, permits: n}
 	h.tel.label = label
 	l.mu.Lock()
-	l.holds[holdKey{key, owner}] = h
+	l.holds[holdKey{key, owner, 0}] = h
 	l.mu.Unlock()
 	return h
 }

@@ -3,6 +3,7 @@ package distlock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,5 +130,29 @@ func TestPermitIsNotTheLock(t *testing.T) {
 	}
 	if err := p.Release(ctx); !errors.Is(err, distlock.ErrReleased) {
 		t.Errorf("second Release: %v, want ErrReleased", err)
+	}
+}
+
+// TestSemaphoreFullError: a try on a full semaphore fails with
+// ErrNotAcquired, in words that speak of the semaphore's permits, not of
+// a lock's owner.
+func TestSemaphoreFullError(t *testing.T) {
+	l, _ := newMemLocker(t)
+	ctx := context.Background()
+	s, err := l.Semaphore("pool", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.AcquireN(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release(ctx)
+	_, err = s.TryAcquire(ctx)
+	if !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("TryAcquire of a full semaphore: %v, want ErrNotAcquired", err)
+	}
+	if want := `distlock: semaphore "pool": not enough free permits for 1`; !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("TryAcquire of a full semaphore: %q, want it to begin %q", err, want)
 	}
 }

@@ -40,6 +40,13 @@ type storeOps struct {
 	try       func(context.Context) (backend.Grant, error)
 	wait      func(context.Context) (backend.Grant, error)                   // the store's queue; nil if none
 	subscribe func(context.Context, string) (<-chan struct{}, func(), error) // release announcements; nil if none
+	// retry, if set, is the attempt of a retry loop (try is the single
+	// attempt without waiting): a read-write lock's writer marks itself
+	// waiting with it.
+	retry func(context.Context) (backend.Grant, error)
+	// maxDelay, if positive, caps each sleep of a retry loop (a waiting
+	// writer's mark must be renewed within its TTL).
+	maxDelay time.Duration
 }
 
 // obtainWith gets a grant through ops: one attempt, the store's queue, or
@@ -109,9 +116,13 @@ func (l *Locker) retryWait(ctx context.Context, ops storeOps) (backend.Grant, er
 	var lastErr error
 	unsubscribe := func() {}
 	defer func() { unsubscribe() }()
+	attempt := ops.try
+	if ops.retry != nil {
+		attempt = ops.retry
+	}
 	for {
 		sent := time.Now()
-		g, err := ops.try(ctx)
+		g, err := attempt(ctx)
 		l.tel.storeError(ctx, "acquire", err)
 		if err == nil {
 			if g.ValidFrom.IsZero() {
@@ -140,6 +151,9 @@ func (l *Locker) retryWait(ctx context.Context, ops storeOps) (backend.Grant, er
 			delay = bo.next(pollMin, outageMax)
 		default:
 			return g, err
+		}
+		if ops.maxDelay > 0 {
+			delay = min(delay, ops.maxDelay)
 		}
 		if err := sleep(ctx, delay, wake); err != nil {
 			return g, waitErr(ctx, err, lastErr)

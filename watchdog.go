@@ -28,6 +28,7 @@ type watchdog struct {
 	// unknown); guarded by Locker.mu. A hold due no earlier needs no kick,
 	// so acquisitions and renewals do not wake the loop each time.
 	wakeAt time.Time
+	wakes  int // times the loop looked at the queue (tests); guarded by Locker.mu
 }
 
 // maxParallelRefresh bounds concurrent Refresh calls for drivers without
@@ -115,6 +116,7 @@ func (h *hold) renewableEarly(now time.Time) bool {
 func (l *Locker) collect(now time.Time) (due, lost []*hold, causes []error, wait time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.wd.wakes++
 	for len(l.wd.queue) > 0 {
 		h := l.wd.queue[0]
 		if h.next().After(now) && !(len(due) > 0 && h.renewableEarly(now)) {
@@ -129,6 +131,14 @@ func (l *Locker) collect(now time.Time) (due, lost []*hold, causes []error, wait
 		h.renewing, h.renewAt = true, now
 		due = append(due, h)
 	}
+	if l.wd.wakeAt.After(now) {
+		// The queue emptied before a wake-up planned for a hold that was
+		// released since. Keep that wake-up: the next acquisition, most
+		// likely due no earlier, then needs no kick (with an hour here,
+		// each acquisition of a program that takes and releases locks one
+		// after another would wake the loop, a thread hand-off each time).
+		return due, lost, causes, l.wd.wakeAt.Sub(now)
+	}
 	l.wd.wakeAt = now.Add(time.Hour)
 	return due, lost, causes, time.Hour
 }
@@ -138,10 +148,11 @@ func (l *Locker) collect(now time.Time) (due, lost []*hold, causes []error, wait
 func (l *Locker) renew(due []*hold) {
 	locks := make([]backend.Lock, len(due))
 	ttls := make([]time.Duration, len(due))
+	rw := make([]bool, len(due)) // read-write locks: not for the driver's RefreshAll
 	l.mu.Lock()
 	deadline := due[0].deadline
 	for i, h := range due {
-		locks[i], ttls[i] = h.grant.Lock, h.ttl
+		locks[i], ttls[i], rw[i] = h.grant.Lock, h.ttl, h.mode != 0
 		if h.deadline.Before(deadline) {
 			deadline = h.deadline
 		}
@@ -151,7 +162,7 @@ func (l *Locker) renew(due []*hold) {
 	defer cancel()
 	sent := time.Now()
 	stop := l.watchUnanswered(due, ttls, sent)
-	errs := l.refreshAll(ctx, locks, ttls)
+	errs := l.refreshAll(ctx, locks, ttls, rw)
 	stop()
 	for i, h := range due {
 		l.renewal(ctx, h, sent, errs[i])
@@ -202,14 +213,36 @@ func (l *Locker) watchUnanswered(due []*hold, ttls []time.Duration, sent time.Ti
 	}
 }
 
-func (l *Locker) refreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
-	if l.batch != nil && len(locks) > 1 {
-		return l.batch.RefreshAll(ctx, locks, ttls)
-	}
+func (l *Locker) refreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration, rw []bool) []error {
 	errs := make([]error, len(locks))
+	var batched []int // the mutex locks, for the driver's BatchRefresher
+	if l.batch != nil {
+		for i := range locks {
+			if !rw[i] {
+				batched = append(batched, i)
+			}
+		}
+	}
+	if len(batched) < 2 {
+		batched = nil
+	}
 	var wg sync.WaitGroup
+	if batched != nil {
+		wg.Go(func() {
+			bl, bt := make([]backend.Lock, len(batched)), make([]time.Duration, len(batched))
+			for j, i := range batched {
+				bl[j], bt[j] = locks[i], ttls[i]
+			}
+			for j, err := range l.batch.RefreshAll(ctx, bl, bt) {
+				errs[batched[j]] = err
+			}
+		})
+	}
 	sem := make(chan struct{}, maxParallelRefresh)
 	for i := range locks {
+		if batched != nil && !rw[i] {
+			continue
+		}
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()

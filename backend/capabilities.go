@@ -80,6 +80,9 @@ type Capabilities struct {
 	// driver without Semaphorer offers none whatever this says (a wrapper
 	// of another driver); see backend/semaphore.go.
 	Semaphore WaitKind `json:"semaphore,omitempty"`
+	// RW says how the waiters of the store's read-write locks wait, or is
+	// empty when the store has none (see RWLocker in rwlock.go).
+	RW WaitKind `json:"rw,omitempty"`
 	// SemaphoreFair reports whether waiters for a semaphore's permits are
 	// granted in arrival order: a waiter for many permits is not overtaken
 	// by a later waiter for fewer. Meaningless without Semaphore.
@@ -118,5 +121,5 @@ func (c Capabilities) Check(d Driver) error {
 	if c.MaxTTL > 0 && c.MaxTTL < c.MinTTL {
 		return fmt.Errorf("backend: %s: MaxTTL %v below MinTTL %v", c.Name, c.MaxTTL, c.MinTTL)
 	}
-	return nil
+	return c.checkRW(d)
 }

@@ -76,7 +76,7 @@ func Lookup(scheme string) (Opener, error) {
 // packages, for the hint in Lookup's error.
 var knownPackages = map[string]string{
 	"redis": "redislock", "rediss": "redislock",
-	"mysql": "sqllock", "zk": "zklock", "zks": "zklock", "etcd": "etcdlock", "etcds": "etcdlock",
+	"mysql": "sqllock", "postgres": "sqllock", "postgresql": "sqllock", "zk": "zklock", "zks": "zklock", "etcd": "etcdlock", "etcds": "etcdlock",
 	"mem": "memlock",
 }
 

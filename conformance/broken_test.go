@@ -80,6 +80,12 @@ var brokenDrivers = []struct {
 		retry:    true,
 		mustFail: []string{"LostAcquireReply", "LostReleaseReply"},
 	},
+	{name: rwNoExclusion, wrap: brokenRWOf(rwNoExclusion), mustFail: []string{"RWExclusion", "RWReadersShare"}},
+	{name: rwNoMark, wrap: brokenRWOf(rwNoMark), mustFail: []string{"RWWriterNotStarved"}},
+	{name: rwConstTokens, wrap: brokenRWOf(rwConstTokens), mustFail: []string{"RWTokens"}},
+	{name: rwKeepMark, wrap: brokenRWOf(rwKeepMark), mustFail: []string{"RWWaitCancel"}},
+	{name: rwUpgradeWait, wrap: brokenRWOf(rwUpgradeWait), mustFail: []string{"RWUpgrade"}},
+	{name: rwStoreTTL, wrap: brokenRWOf(rwStoreTTL), mustFail: []string{"RWCrashedHolder"}},
 	{
 		name:     "multi-lock-in-given-order",
 		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return d },

@@ -52,7 +52,7 @@ type Driver struct {
 	mu           sync.Mutex
 	sess         *session
 	idleWatching bool                  // the idle watch runs (see idlewatch.go)
-	watches      map[string]*lockWatch // by lock range (see lockwatch.go)
+	watches      map[string]*lockWatch // by watched etcd key (see lockwatch.go)
 	held         map[heldKey]*lock
 	closed       bool
 }
@@ -122,6 +122,7 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		Fair:        true,
 		Replication: "majority quorum (Raft); linearizable",
 		Semaphore:   backend.WaitQueue, // semaphore.go
+		RW:          backend.WaitQueue, // rwlock.go
 
 		SemaphoreFair: true, // in create-revision order
 	}

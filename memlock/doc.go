@@ -23,6 +23,9 @@
 // Stores hold nothing outside the process, so memlock protects nothing
 // across processes: it is for tests and single-process programs.
 //
+// Read-write locks (distlock.RWMutex) are native, with the same rules as
+// the stores' (a waiting writer keeps new readers out).
+//
 // # Errors
 //
 // A Store can be made unavailable (SetAvailable), a lock deleted behind its

@@ -80,6 +80,7 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		CrossProcessReentry: true,
 		Replication:         "none (one process)",
 		Semaphore:           d.semaphoreWait(),
+		RW:                  d.rwWait(),
 	}
 }
 

@@ -14,7 +14,8 @@ import (
 type Store struct {
 	mu    sync.Mutex
 	locks map[string]*entry
-	seq   uint64 // last fencing token granted, for every key
+	rw    map[string]*rwEntry // read-write locks (rwlock.go), made when first used
+	seq   uint64              // last fencing token granted, for every key
 	down  bool
 	sems  map[string]*semEntry // semaphore.go
 }

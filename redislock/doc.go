@@ -62,6 +62,11 @@
 // semaphore's channel, unordered. Redlock and wait_replicas offer none
 // (ErrUnsupported; docs/primitives.md says why).
 //
+// Read-write locks (distlock.RWMutex; single server and Cluster, not with
+// wait_replicas, not Redlock) keep one hash, a sorted set of read holds and
+// a write counter per key under the key's hash tag: one script per
+// attempt, renewal and release (docs/primitives.md).
+//
 // # Errors
 //
 // Network failures, timeouts, a closed client and a WAIT that too few

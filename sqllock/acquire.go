@@ -29,9 +29,9 @@ func (d *Driver) acquire(ctx context.Context, req backend.Request, wait bool) (b
 	if wait {
 		op = "wait"
 	}
-	if req.TTL > maxTTL {
+	if req.TTL > d.dia.maxTTL() {
 		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w: TTL %v is beyond the server's longest idle timeout (%v)",
-			op, req.Key, backend.ErrInvalidConfig, req.TTL, maxTTL)
+			op, req.Key, backend.ErrInvalidConfig, req.TTL, d.dia.maxTTL())
 	}
 	lc, err := d.pin(ctx, op, req.Key)
 	if err != nil {
@@ -45,13 +45,13 @@ func (d *Driver) acquire(ctx context.Context, req backend.Request, wait bool) (b
 	case lc.begun:
 		lc.begin = ""
 	case lc.beginLWT:
-		lc.begin = bind(d.q.beginWait, ttl, d.lwt)
+		lc.begin = d.dia.begin(d.q, ttl, d.lwt)
 	default:
-		lc.begin = bind(d.q.beginTry, ttl)
+		lc.begin = d.dia.begin(d.q, ttl, 0)
 	}
-	if lc.batch, err = d.batching(ctx, lc.c); err != nil {
+	if lc.batch, err = d.dia.batching(ctx, d, lc.c); err != nil {
 		lc.discard()
-		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, classify(err))
+		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, d.classify(err))
 	}
 	if wait {
 		sent, lr, err := lc.waitRow(ctx, req.Key, req.Owner)
@@ -65,19 +65,19 @@ func (d *Driver) acquire(ctx context.Context, req backend.Request, wait bool) (b
 	case err == nil:
 		lc.id = lr.id
 		d.ids.put(lc.raw, lc.id)
-	case isConflict(err) && !lr.found:
+	case d.dia.conflict(err) && !lr.found:
 		if gerr := lc.giveBack(ctx); gerr != nil {
-			return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, classify(gerr))
+			return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, lc.d.classify(gerr))
 		}
 		return backend.Grant{}, backend.NotAcquired(req.Key, 0)
 	default:
 		lc.discard()
-		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, classify(err))
+		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, lc.d.classify(err))
 	}
-	token, err := lc.token(ctx, req.Key, req.Owner, lr)
+	token, err := d.dia.token(ctx, lc, req.Key, req.Owner, lr)
 	if err != nil {
 		lc.discard() // frees the row; a counter may have moved on, which is harmless
-		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: fencing token: %w", op, req.Key, classify(err))
+		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: fencing token: %w", op, req.Key, lc.d.classify(err))
 	}
 	return d.grant(lc, req, ttl, token, time.Time{})
 }
@@ -90,27 +90,18 @@ func (d *Driver) acquire(ctx context.Context, req backend.Request, wait bool) (b
 func (d *Driver) granted(ctx context.Context, lc *lockConn, req backend.Request, ttl int, sent time.Time, lr lockResult) (backend.Grant, error) {
 	if time.Since(sent) >= req.TTL/freshWait {
 		sent = time.Now()
-		if _, err := lc.c.ExecContext(ctx, bind(d.q.setIdle, ttl)); err != nil {
+		if _, err := lc.c.ExecContext(ctx, d.bind(d.q.setIdle, ttl)); err != nil {
 			lc.discard()
-			return backend.Grant{}, fmt.Errorf("sqllock: wait %q: %w", req.Key, classify(err))
+			return backend.Grant{}, fmt.Errorf("sqllock: wait %q: %w", req.Key, lc.d.classify(err))
 		}
 	}
-	token, err := lc.token(ctx, req.Key, req.Owner, lr)
+	token, err := d.dia.token(ctx, lc, req.Key, req.Owner, lr)
 	if err != nil {
 		lc.discard()
-		return backend.Grant{}, fmt.Errorf("sqllock: wait %q: fencing token: %w", req.Key, classify(err))
+		return backend.Grant{}, fmt.Errorf("sqllock: wait %q: fencing token: %w", req.Key, lc.d.classify(err))
 	}
 	return d.grant(lc, req, ttl, token, sent)
 }
-
-// maxTTL is the largest wait_timeout MySQL and MariaDB accept (one year);
-// a larger value would be silently truncated, ending locks before their
-// client-side validity.
-const maxTTL = 31536000 * time.Second
-
-// maxLockWaitTimeout is the largest innodb_lock_wait_timeout MySQL and
-// MariaDB accept.
-const maxLockWaitTimeout = 1073741824 * time.Second
 
 // freshWait: a wait shorter than TTL/freshWait costs the lease at most that
 // fraction of its validity, so it needs no extra statement to restart it.
@@ -122,7 +113,7 @@ const freshWait = 10
 func (lc *lockConn) waitRow(ctx context.Context, key, owner string) (time.Time, lockResult, error) {
 	fail := func(err error) (time.Time, lockResult, error) {
 		lc.end(err)
-		return time.Time{}, lockResult{}, fmt.Errorf("sqllock: wait %q: %w", key, classify(err))
+		return time.Time{}, lockResult{}, fmt.Errorf("sqllock: wait %q: %w", key, lc.d.classify(err))
 	}
 	if err := lc.loadID(ctx); err != nil {
 		return fail(err)
@@ -138,11 +129,11 @@ func (lc *lockConn) waitRow(ctx context.Context, key, owner string) (time.Time, 
 			return time.Time{}, lockResult{}, fmt.Errorf("sqllock: wait %q: %w", key, context.Cause(ctx))
 		case ctx.Err() != nil:
 			lc.end(err)
-			return time.Time{}, lockResult{}, fmt.Errorf("sqllock: wait %q: %w (%w)", key, context.Cause(ctx), classify(err))
+			return time.Time{}, lockResult{}, fmt.Errorf("sqllock: wait %q: %w (%w)", key, context.Cause(ctx), lc.d.classify(err))
 		case lr.found: // held, but the live counter failed
 			lc.discard()
-			return time.Time{}, lockResult{}, fmt.Errorf("sqllock: wait %q: fencing token: %w", key, classify(err))
-		case serverCode(err) == errLockWaitTimeout || serverCode(err) == errDeadlock:
+			return time.Time{}, lockResult{}, fmt.Errorf("sqllock: wait %q: fencing token: %w", key, lc.d.classify(err))
+		case lc.d.dia.retryWait(err):
 			if _, rerr := lc.c.ExecContext(ctx, lc.d.q.rollback); rerr != nil {
 				return fail(rerr)
 			}
@@ -155,7 +146,7 @@ func (lc *lockConn) waitRow(ctx context.Context, key, owner string) (time.Time, 
 // end returns the connection to the pool if err left it in a known state
 // (a statement the server refused or interrupted), else discards it.
 func (lc *lockConn) end(err error) {
-	if connGone(err) {
+	if lc.d.connGone(err) {
 		lc.discard()
 		return
 	}

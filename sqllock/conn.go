@@ -17,7 +17,7 @@ type lockConn struct {
 
 	batch    bool   // several statements per round trip
 	begin    string // session settings, sent with the first locking read
-	beginTTL int    // the wait_timeout begin sets
+	beginTTL int    // the idle timeout (seconds) begin sets
 	beginLWT bool   // begin sets innodb_lock_wait_timeout
 	begun    bool   // the session has the settings begin sends
 
@@ -40,16 +40,13 @@ func rawConn(c *sql.Conn) any {
 }
 
 // loadID learns the connection's server id, needed to interrupt a blocked
-// wait, from the Driver's memory or by asking.
+// wait.
 func (lc *lockConn) loadID(ctx context.Context) error {
-	if id, ok := lc.d.ids.get(lc.raw); ok {
-		lc.id = id
-		return nil
-	}
-	if err := lc.c.QueryRowContext(ctx, lc.d.q.connID).Scan(&lc.id); err != nil {
+	id, err := lc.d.dia.connID(ctx, lc)
+	if err != nil {
 		return err
 	}
-	lc.d.ids.put(lc.raw, lc.id)
+	lc.id = id
 	return nil
 }
 

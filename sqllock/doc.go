@@ -1,9 +1,39 @@
-// Package sqllock is the MySQL/MariaDB backend of distlock: a lock is the
-// exclusive row lock that SELECT ... FOR UPDATE takes on a row of a lock
-// table, held by a transaction kept open on a connection pinned for the
-// life of the lease.
+// Package sqllock is the SQL backend of distlock, for MySQL/MariaDB and
+// PostgreSQL: a lock is the exclusive row lock that SELECT ... FOR UPDATE
+// takes on a row of a lock table, held by a transaction kept open on a
+// connection pinned for the life of the lease.
 //
-// # URLs
+// What is not the database's own (the pinned connection's lifecycle,
+// spare connections, waiting and its interruption, liveness by the
+// server's idle timeout, the lock handle) is written once; the SQL text,
+// literals, error codes, the cancel statement, session settings and the
+// fencing counter are each dialect's (dialect_mysql.go,
+// dialect_postgres.go). [New] picks the dialect from the *sql.DB's
+// driver: github.com/jackc/pgx/v5/stdlib is PostgreSQL, anything else
+// MySQL.
+//
+// # PostgreSQL
+//
+//	postgres://user:pass@host:5432/dbname?sslmode=verify-full&sslrootcert=/etc/ssl/db-ca.pem
+//	postgresql://...  (the same)
+//
+// Parameters: table, create_table, lock_wait_timeout (lock_timeout for
+// blocking waits) and dial_timeout as for MySQL; mode (row, the default,
+// or advisory); and libpq's sslmode, sslrootcert, sslcert, sslkey and
+// application_name, handed to pgx. [New] takes a *sql.DB of pgx's stdlib,
+// [NewPool] a *pgxpool.Pool. An acquisition sends BEGIN, SET LOCAL
+// idle_in_transaction_session_timeout (the TTL: a holder that goes silent
+// loses the lock when the server ends its session) and SELECT ... FOR
+// UPDATE [NOWAIT] as one simple-protocol batch on the pinned connection;
+// the fencing token is a committed increment of the key's counter on
+// another connection, which checks in the same statement that the lock's
+// transaction is still in progress; Release is ROLLBACK. Three round
+// trips per uncontended pair, one WAL flush (the counter's commit).
+// A canceled Wait is interrupted with pg_cancel_backend. In advisory mode
+// the lock is pg_advisory_xact_lock on the key hashed to 64 bits, in the
+// same kind of transaction. See docs/sql.md.
+//
+// # MySQL/MariaDB URLs
 //
 //	mysql://user:pass@host:3306/dbname
 //	mysql://user:pass@host/dbname?table=app_locks&tls=true&tls_ca=/etc/ssl/db-ca.pem
@@ -23,7 +53,7 @@
 //
 // # Semantics
 //
-// Three tables: the lock table (name VARBINARY(1024) PRIMARY KEY; keys are
+// MySQL: three tables: the lock table (name VARBINARY(1024) PRIMARY KEY; keys are
 // compared byte for byte), the durable fencing-epoch table (the same name
 // plus [FenceSuffix]) and a MEMORY table of live token counters (plus
 // [LiveSuffix]). See [DDL] and docs/sql.md.

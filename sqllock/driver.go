@@ -11,19 +11,21 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
-	"github.com/go-sql-driver/mysql"
 )
 
-// Driver is a distlock backend over one MySQL or MariaDB server. Each held
+// Driver is a distlock backend over one MySQL, MariaDB or PostgreSQL server. Each held
 // lock pins one connection of the *sql.DB with an open transaction that
 // holds the lock row's exclusive row lock. It implements [backend.Driver],
 // [backend.Waiter] and [backend.Inspector]; it is safe for concurrent use.
 type Driver struct {
 	db      *sql.DB
 	ownDB   bool   // opened from a URL: Close closes it
-	tlsName string // a TLS configuration registered for the URL, deregistered by Close
-	q       *statements
-	lwt     int // session innodb_lock_wait_timeout in seconds, 0 = server's
+	onClose func() // run by Close (a URL's TLS configuration to deregister), or nil
+	dia     dialect
+	// noSpares: keep no spare connection (a pgxpool has its own limit).
+	noSpares bool
+	q        *statements
+	lwt      int // session innodb_lock_wait_timeout in seconds, 0 = server's
 
 	ids   connIDs
 	batch atomic.Int32 // batchUnknown, batchYes or batchNo
@@ -43,8 +45,9 @@ var (
 	_ backend.Inspector = (*Driver)(nil)
 )
 
-// New returns a Driver over db, a *sql.DB of github.com/go-sql-driver/mysql.
-// opts may be nil (defaults); New never modifies it. It creates the lock
+// New returns a Driver over db, a *sql.DB of github.com/go-sql-driver/mysql
+// (MySQL, MariaDB) or of github.com/jackc/pgx/v5/stdlib (PostgreSQL; see
+// also [NewPool]): the dialect follows db's driver. opts may be nil (defaults); New never modifies it. It creates the lock
 // tables if missing (unless opts.NoCreateTable), bounded by ctx. The Driver
 // never closes db: the caller does, after closing the Driver (which returns
 // the Driver's spare connections to db). Each held lock and each waiter
@@ -57,6 +60,11 @@ func New(ctx context.Context, db *sql.DB, opts *Options) (*Driver, error) {
 	if db == nil {
 		return nil, fmt.Errorf("sqllock: %w: nil *sql.DB", backend.ErrInvalidConfig)
 	}
+	return newDriver(ctx, db, dialectOf(db), opts)
+}
+
+// newDriver is New in the given dialect.
+func newDriver(ctx context.Context, db *sql.DB, dia dialect, opts *Options) (*Driver, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -70,12 +78,18 @@ func New(ctx context.Context, db *sql.DB, opts *Options) (*Driver, error) {
 	if o.LockWaitTimeout < 0 {
 		return nil, fmt.Errorf("sqllock: %w: negative LockWaitTimeout %v", backend.ErrInvalidConfig, o.LockWaitTimeout)
 	}
-	if o.LockWaitTimeout > maxLockWaitTimeout {
-		// The server would cut it down to its maximum with only a warning.
-		return nil, fmt.Errorf("sqllock: %w: LockWaitTimeout %v is above the server's maximum innodb_lock_wait_timeout (%v)",
-			backend.ErrInvalidConfig, o.LockWaitTimeout, maxLockWaitTimeout)
+	if o.Advisory {
+		if _, ok := dia.(pgDialect); !ok {
+			return nil, fmt.Errorf("sqllock: %w: Advisory is PostgreSQL's (pg_advisory_xact_lock); this *sql.DB is %s's", backend.ErrInvalidConfig, dia.name())
+		}
+		dia = pgAdvisory{}
 	}
-	d := &Driver{db: db, q: newStatements(o.Table)}
+	if o.LockWaitTimeout > dia.maxLockWait() {
+		// The server would cut it down to its maximum with only a warning.
+		return nil, fmt.Errorf("sqllock: %w: LockWaitTimeout %v is above the server's maximum lock-wait timeout (%v)",
+			backend.ErrInvalidConfig, o.LockWaitTimeout, dia.maxLockWait())
+	}
+	d := &Driver{db: db, dia: dia, q: dia.statements(o.Table)}
 	if o.LockWaitTimeout > 0 {
 		d.lwt = seconds(o.LockWaitTimeout)
 	}
@@ -98,12 +112,12 @@ func seconds(d time.Duration) int {
 // Capabilities reports what the store offers.
 func (d *Driver) Capabilities() backend.Capabilities {
 	return backend.Capabilities{
-		Name:        "mysql",
+		Name:        d.dia.name(),
 		Wait:        backend.WaitQueue,
 		Lifetime:    backend.LifetimeConnection,
 		PerLockTTL:  true,
 		MinTTL:      time.Second,
-		MaxTTL:      maxTTL,
+		MaxTTL:      d.dia.maxTTL(),
 		MaxKeyLen:   maxKeyLen,
 		Fair:        false,
 		Replication: "single server: row locks are not replicated, a failover to a replica loses every lock",
@@ -125,8 +139,8 @@ func (d *Driver) Close() error {
 		l.abandon()
 	}
 	d.dropSpares()
-	if d.tlsName != "" {
-		mysql.DeregisterTLSConfig(d.tlsName)
+	if d.onClose != nil {
+		d.onClose()
 	}
 	if d.ownDB {
 		return d.db.Close()
@@ -148,7 +162,7 @@ func (d *Driver) pin(ctx context.Context, op, key string) (*lockConn, error) {
 	}
 	c, err := d.db.Conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("sqllock: %s %q: %w", op, key, classify(err))
+		return nil, fmt.Errorf("sqllock: %s %q: %w", op, key, d.classify(err))
 	}
 	return &lockConn{d: d, c: c, raw: rawConn(c)}, nil
 }
@@ -195,43 +209,9 @@ func (c *connIDs) forget(k any) {
 var errNoRow = errors.New("sqllock: lock row missing")
 
 // Whether the Driver's connections run several statements in one round
-// trip, learnt at the first acquisition.
+// trip, learnt at the first acquisition (MySQL).
 const (
 	batchUnknown int32 = iota
 	batchYes
 	batchNo
 )
-
-// batching reports whether the *sql.DB's connections accept several
-// statements in one round trip (go-sql-driver's multiStatements, as a
-// URL-opened Driver sets it), asking the server once, on c. Without it
-// every statement is its own round trip. The statements carry their values
-// as literals (see bind), so no configuration prepares them. The batches
-// are executed through the driver's own connection (sql.Conn.Raw) for the
-// per-statement counts of mysql.Result.
-func (d *Driver) batching(ctx context.Context, c *sql.Conn) (bool, error) {
-	switch d.batch.Load() {
-	case batchYes:
-		return true, nil
-	case batchNo:
-		return false, nil
-	}
-	ok, err := probeBatch(ctx, c)
-	if err != nil && serverCode(err) == 0 {
-		return false, err // not answered: ask again next time
-	}
-	if ok {
-		d.batch.Store(batchYes)
-	} else {
-		d.batch.Store(batchNo)
-	}
-	return ok, nil
-}
-
-func probeBatch(ctx context.Context, c *sql.Conn) (bool, error) {
-	rows, _, err := execBatch(ctx, c, "DO 1; DO 2")
-	if err != nil {
-		return false, err
-	}
-	return len(rows) == 2, nil
-}

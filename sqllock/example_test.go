@@ -118,3 +118,37 @@ func Example_fencedUpdate() {
 	}
 	fmt.Println("invoice 42 paid")
 }
+
+// A PostgreSQL lock: the URL's scheme picks the dialect (postgres:// or
+// postgresql://); libpq's sslmode, sslrootcert, sslcert and sslkey
+// configure TLS.
+func Example_postgres() {
+	ctx := context.Background()
+	l, err := distlock.Open(ctx, "postgres://app:secret@db.internal:5432/app?sslmode=verify-full&sslrootcert=/etc/ssl/db-ca.pem&ttl=30s")
+	if err != nil {
+		log.Print(err)
+		return
+	}
+	defer l.Close()
+	le, err := l.Acquire(ctx, "invoices/2026-11")
+	if err != nil {
+		log.Print(err)
+		return
+	}
+	defer le.Release(ctx)
+	fmt.Println("fencing token", le.Token())
+}
+
+// PostgresDDL prints the PostgreSQL tables for a DBA to create by hand.
+func ExamplePostgresDDL() {
+	ddl, err := sqllock.PostgresDDL("app_locks")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(ddl[0])
+	// Output:
+	// CREATE TABLE IF NOT EXISTS "app_locks" (
+	//   name bytea NOT NULL PRIMARY KEY
+	// )
+}

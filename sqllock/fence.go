@@ -5,15 +5,6 @@ import (
 	"fmt"
 )
 
-// token returns the grant's fencing token: the live counter's, or the first
-// of a new epoch.
-func (lc *lockConn) token(ctx context.Context, key, owner string, lr lockResult) (uint64, error) {
-	if lr.token != 0 {
-		return lr.token, nil
-	}
-	return lc.newEpoch(ctx, key, owner)
-}
-
 // newEpoch starts key's next fencing epoch while this session holds the
 // row lock: the durable epoch is bumped in an autocommit statement on
 // another connection (committed, so neither a rollback nor a server

@@ -2,7 +2,6 @@ package sqllock
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -46,13 +45,10 @@ func (lc *lockConn) interruptible(ctx context.Context, fn func(sctx context.Cont
 }
 
 // killQuery interrupts whatever connection id is running, from a pooled
-// connection. An id that no longer exists is not an error.
+// connection (KILL QUERY, pg_cancel_backend). An id that no longer exists
+// is not an error.
 func (d *Driver) killQuery(id uint64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), killGrace)
 	defer cancel()
-	_, err := d.db.ExecContext(ctx, fmt.Sprintf(d.q.killQuery, id))
-	if serverCode(err) == 1094 { // ER_NO_SUCH_THREAD
-		return nil
-	}
-	return err
+	return d.dia.cancel(ctx, d, id)
 }

@@ -45,12 +45,12 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		return fmt.Errorf("sqllock: refresh %q: %w", l.key, backend.ErrNotHeld)
 	}
 	var err error
-	if ttl > maxTTL {
+	if ttl > l.conn.d.dia.maxTTL() {
 		return fmt.Errorf("sqllock: refresh %q: %w: TTL %v is beyond the server's longest idle timeout (%v)",
-			l.key, backend.ErrInvalidConfig, ttl, maxTTL)
+			l.key, backend.ErrInvalidConfig, ttl, l.conn.d.dia.maxTTL())
 	}
 	if s := seconds(ttl); s > l.ttl {
-		if _, err = l.conn.c.ExecContext(ctx, bind(l.conn.d.q.setIdle, s)); err == nil {
+		if _, err = l.conn.c.ExecContext(ctx, l.conn.d.bind(l.conn.d.q.setIdle, s)); err == nil {
 			l.ttl, l.conn.sessTTL = s, s
 		}
 	} else {
@@ -90,7 +90,7 @@ func (l *lock) Release(ctx context.Context) error {
 	case ctx.Err() != nil:
 		return fmt.Errorf("sqllock: release %q: %w: connection closed, the server frees the lock when it notices: %w",
 			l.key, backend.ErrUnavailable, err)
-	case connGone(err):
+	case l.conn.d.connGone(err):
 		return fmt.Errorf("sqllock: release %q: %w: its connection had failed: %w", l.key, backend.ErrNotHeld, err)
 	default:
 		return nil // the server refused the reset; closing the session released the row

@@ -2,20 +2,17 @@ package sqllock
 
 import (
 	"context"
-	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
 )
 
 // lockResult is the outcome of one locking attempt.
 type lockResult struct {
 	found bool   // the lock row exists and this session holds its lock
-	id    uint64 // the session's CONNECTION_ID()
-	token uint64 // the live counter's next token; 0 when a new epoch must start
+	id    uint64 // the session's server id (CONNECTION_ID(), pg_backend_pid())
+	token uint64 // MySQL: the live counter's next token; 0 when a new epoch must start
+	xid   uint64 // PostgreSQL: the lock transaction's id
 }
 
 // lockRow takes the lock row's exclusive row lock inside the open
@@ -26,7 +23,7 @@ type lockResult struct {
 // locking statement, ectx the creation.
 func (lc *lockConn) lockRow(ctx, ectx context.Context, key, owner string, nowait bool) (lockResult, error) {
 	for range 3 {
-		lr, err := lc.lockOnce(ctx, key, owner, nowait)
+		lr, err := lc.d.dia.lockOnce(ctx, lc, key, owner, nowait)
 		if err != nil || lr.found {
 			return lr, err
 		}
@@ -38,107 +35,6 @@ func (lc *lockConn) lockRow(ctx, ectx context.Context, key, owner string, nowait
 		}
 	}
 	return lockResult{}, errNoRow
-}
-
-// lockOnce sends the locking read, then the live counter's increment,
-// which runs only once the row lock is granted (a failed read ends the
-// batch) and runs on this session, so it cannot run after the session,
-// and with it the lock, is gone. The first call also sends lc.begin, the
-// session settings, which outlast rollbacks. When the Driver batches, all
-// of it is one round trip; else one statement each.
-func (lc *lockConn) lockOnce(ctx context.Context, key, owner string, nowait bool) (lockResult, error) {
-	var lr lockResult
-	if lc.id == 0 { // a wait has loaded it before: a KILL may read it meanwhile
-		if err := lc.loadID(ctx); err != nil {
-			return lr, err
-		}
-	}
-	lr.id = lc.id
-	begin := !lc.begun
-	lc.begun = true
-	if begin {
-		lc.sessTTL = 0 // unknown until the settings are known to have run
-	}
-	// The locking read without a result set: its OK packet counts the row.
-	q := lc.d.q.lockInto
-	if nowait {
-		q = lc.d.q.lockIntoNowait
-	}
-	q = bind(q, key)
-	live := bind(lc.d.q.liveNext, owner, key)
-	if !lc.batch {
-		if begin {
-			if _, err := lc.c.ExecContext(ctx, lc.begin); err != nil {
-				return lr, err
-			}
-			lc.setUp()
-		}
-		res, err := lc.c.ExecContext(ctx, q)
-		if err != nil {
-			return lr, err
-		}
-		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			return lr, err // no row
-		}
-		lr.found = true
-		res, err = lc.c.ExecContext(ctx, live)
-		if err != nil {
-			return lr, err
-		}
-		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			return lr, err // no live counter, or at the end of its epoch
-		}
-		tok, err := res.LastInsertId()
-		lr.token = uint64(tok)
-		return lr, err
-	}
-	// One batch: [settings;] locking read; increment, executed for the
-	// per-statement counts of their OK packets. If the read finds no row,
-	// the increment still runs; it is then discarded (moving a counter on
-	// is always safe: only the tokens handed out must come from increments
-	// made while holding the lock).
-	q += "; " + live
-	if begin {
-		q = lc.begin + "; " + q
-	}
-	rows, ids, err := execBatch(ctx, lc.c, q)
-	if begin && (err == nil || isConflict(err)) {
-		lc.setUp() // the settings ran: a batch stops at its first failed statement
-	}
-	if err != nil {
-		return lr, err
-	}
-	if len(rows) < 2 {
-		return lr, fmt.Errorf("sqllock: a batch of statements returned %d results", len(rows))
-	}
-	lr.found = rows[len(rows)-2] == 1
-	if lr.found && rows[len(rows)-1] == 1 {
-		lr.token = uint64(ids[len(ids)-1])
-	}
-	return lr, nil
-}
-
-// execBatch executes q, several statements without parameters, on c, and
-// returns each statement's affected rows and insert id (go-sql-driver's
-// mysql.Result: database/sql keeps only the last).
-func execBatch(ctx context.Context, c *sql.Conn, q string) (rows, ids []int64, err error) {
-	err = c.Raw(func(dc any) error {
-		ex, ok := dc.(driver.ExecerContext)
-		if !ok {
-			return fmt.Errorf("sqllock: %T cannot execute statements", dc)
-		}
-		res, err := ex.ExecContext(ctx, q, nil)
-		if err != nil {
-			return err
-		}
-		mr, ok := res.(mysql.Result)
-		if !ok {
-			return fmt.Errorf("sqllock: %T has no per-statement results", res)
-		}
-		rows, ids = mr.AllRowsAffected(), mr.AllLastInsertIds()
-		return nil
-	})
-	return rows, ids, err
 }
 
 // blockingLock is lockRow without NOWAIT, honouring ctx: when ctx ends,
@@ -168,12 +64,8 @@ const ensureWait = 250 * time.Millisecond
 // created the row meanwhile; the INSERT IGNORE would wait for that
 // session's row lock to check the duplicate.
 func (d *Driver) ensure(ctx context.Context, key string, nowait bool) error {
-	var one int
-	err := d.db.QueryRowContext(ctx, bind(d.q.exists, key)).Scan(&one)
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
+	exists, err := d.dia.rowExists(ctx, d, key)
+	if err != nil || exists {
 		return err
 	}
 	ictx := ctx
@@ -184,7 +76,7 @@ func (d *Driver) ensure(ctx context.Context, key string, nowait bool) error {
 	}
 	err = d.insertRow(ictx, key)
 	switch {
-	case err == nil, serverCode(err) == errDeadlock:
+	case err == nil, d.dia.deadlock(err):
 		return nil
 	case nowait && ctx.Err() == nil && errors.Is(ictx.Err(), context.DeadlineExceeded):
 		return nil // the row exists and is locked: the next locking read says so
@@ -209,7 +101,7 @@ func (d *Driver) insertRow(ctx context.Context, key string) error {
 	}
 	var killed bool
 	err = lc.interruptible(ctx, func(sctx context.Context) error {
-		_, err := c.ExecContext(sctx, bind(d.q.ensure, key))
+		_, err := c.ExecContext(sctx, d.bind(d.q.ensure, key))
 		return err
 	}, &killed)
 	if killed {

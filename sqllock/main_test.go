@@ -19,6 +19,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "stopping the MariaDB sandbox: %v\n", err)
 		code = 1
 	}
+	if err := stopPG(); err != nil {
+		fmt.Fprintf(os.Stderr, "stopping the PostgreSQL sandbox: %v\n", err)
+		code = 1
+	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)

@@ -31,10 +31,14 @@ type Options struct {
 	// (for a user without the CREATE privilege; see [DDL]).
 	NoCreateTable bool
 	// LockWaitTimeout, when positive, sets the session's
-	// innodb_lock_wait_timeout (whole seconds, at least 1) for blocking
-	// waits. A wait that hits it is retried within the caller's ctx; it only
+	// innodb_lock_wait_timeout (MySQL) or the transaction's lock_timeout
+	// (PostgreSQL), whole seconds, at least 1, for blocking waits. A wait that hits it is retried within the caller's ctx; it only
 	// bounds how long one server-side wait lasts. Zero keeps the server's.
 	LockWaitTimeout time.Duration
+	// Advisory (PostgreSQL only; URL mode=advisory) takes
+	// pg_advisory_xact_lock on the key hashed to 64 bits instead of a row
+	// lock: no lock table, no row per key. See docs/sql.md.
+	Advisory bool
 }
 
 // open is the backend.Opener for mysql:// URLs. It connects (CREATE TABLE
@@ -67,10 +71,10 @@ func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	if opts.NoCreateTable { // else New's CREATE TABLE dials
 		if err := db.PingContext(ctx); err != nil {
-			return fail(fmt.Errorf("sqllock: connect to %s: %w", cfg.Addr, classify(err)))
+			return fail(fmt.Errorf("sqllock: connect to %s: %w", cfg.Addr, classifyWith(mysqlDialect{}, err)))
 		}
 	}
-	d, err := New(ctx, db, &opts)
+	d, err := newDriver(ctx, db, mysqlDialect{}, &opts)
 	if err != nil {
 		var verr *tls.CertificateVerificationError
 		if errors.As(err, &verr) {
@@ -80,7 +84,7 @@ func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 	}
 	d.ownDB = true
 	if strings.HasPrefix(cfg.TLSConfig, tlsPrefix) {
-		d.tlsName = cfg.TLSConfig
+		d.onClose = dropTLS
 	}
 	return d, nil
 }

@@ -65,11 +65,23 @@ func DDL(table string) ([]string, error) {
 	return newStatements(table).ddl, nil
 }
 
+// PostgresDDL returns the PostgreSQL statements that create the lock table
+// and its fencing-counter table (advisory mode needs only the second), for
+// DBAs who create them by hand (see docs/sql.md). The table name must be
+// valid (letters, digits, underscores; at most 58).
+func PostgresDDL(table string) ([]string, error) {
+	if err := checkTable(table); err != nil {
+		return nil, err
+	}
+	return pgDialect{}.statements(table).ddl, nil
+}
+
 // statements holds every SQL text the driver sends, built once from the
 // validated, backquoted table names. A ? is a value, which bind writes in
 // as a literal before the statement is sent.
 type statements struct {
-	ddl []string
+	table string // the lock table's name (PostgreSQL's advisory mode hashes it into each key)
+	ddl   []string
 	// On the pinned connection.
 	beginTry  string // autocommit off and the idle timeout
 	beginWait string // the same, with a session lock-wait timeout for blocking waits
@@ -152,8 +164,12 @@ func newStatements(table string) *statements {
 // createTables runs the DDL (idempotent: CREATE TABLE IF NOT EXISTS).
 func (d *Driver) createTables(ctx context.Context) error {
 	for _, q := range d.q.ddl {
-		if _, err := d.db.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("sqllock: create table: %w", classify(err))
+		_, err := d.db.ExecContext(ctx, q)
+		if d.dia.name() == "postgres" && pgCreateRace(err) {
+			_, err = d.db.ExecContext(ctx, q) // another session created it meanwhile
+		}
+		if err != nil {
+			return fmt.Errorf("sqllock: create table: %w", d.classify(err))
 		}
 	}
 	return nil

@@ -32,7 +32,7 @@ func (d *Driver) spareRoom() bool {
 	d.mu.Lock()
 	ok := !d.closed && len(d.spares) < maxSpares
 	d.mu.Unlock()
-	return ok && d.db.Stats().MaxOpenConnections == 0
+	return ok && !d.noSpares && d.db.Stats().MaxOpenConnections == 0
 }
 
 // keep makes lc, with no transaction open, a spare. It returns false if the

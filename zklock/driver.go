@@ -123,6 +123,7 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		MaxTTL:      backend.TTLLimit, // requests' TTLs are not used: every lock has the session's
 		Fair:        true,
 		Replication: "majority quorum (Zab)",
+		RW:          backend.WaitQueue, // rwlock.go
 
 		// Native semaphores (semaphore.go), fair: in sequence order.
 		Semaphore:     backend.WaitQueue,

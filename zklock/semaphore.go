@@ -48,9 +48,10 @@ import (
 // confirms the grant (and dates it). A release therefore costs the
 // waiters behind it no request, except the ones it admits.
 //
-// The container is the lock's container name + ".sem": an encoded key has
-// no bare '.', so no lock's container is a semaphore's, and List (which
-// keeps only children that are encoded keys) never shows it.
+// The container is base/sem.<encoded key>: an encoded key has no bare
+// '.', so no lock's container ("<encoded key>") nor a read-write lock's
+// ("rw.<encoded key>", "rwfence.<encoded key>") is ever a semaphore's, and
+// List (which keeps only children that are encoded keys) never shows it.
 
 var (
 	_ backend.Semaphorer      = (*Driver)(nil)
@@ -58,12 +59,12 @@ var (
 )
 
 const (
-	semSuffix = ".sem"
-	semMarker = "-sem-"
+	semParentPrefix = "sem."
+	semMarker       = "-sem-"
 )
 
 // semParent returns the container node of key's semaphore.
-func (d *Driver) semParent(key string) string { return d.base + "/" + encodeKey(key) + semSuffix }
+func (d *Driver) semParent(key string) string { return d.base + "/" + semParentPrefix + encodeKey(key) }
 
 // semNamePrefix is the path segment the driver asks ZooKeeper to append a
 // sequence number to, for an acquisition of permits under limit.

@@ -59,6 +59,47 @@ func (o lockOpts) open(ctx context.Context) (*distlock.Locker, error) {
 // (a signal, or hold's stdin closing, cancels it); name is the
 // subcommand's, for messages.
 func (o lockOpts) acquire(ctx context.Context, locker *distlock.Locker, name string) (*distlock.Lease, error) {
+	return o.take(ctx, locker.TryAcquire, locker.Acquire, name, fmt.Sprintf("lock %q", o.key))
+}
+
+// acquirePermit takes one permit of the semaphore o.key with limit n, as
+// acquire takes a lock.
+func (o lockOpts) acquirePermit(ctx context.Context, locker *distlock.Locker, n int, name string) (*distlock.Lease, error) {
+	sem, err := locker.Semaphore(o.key, n)
+	if err != nil {
+		return nil, err
+	}
+	try := func(ctx context.Context, _ string, opts ...distlock.Option) (*distlock.Lease, error) {
+		return sem.TryAcquire(ctx, opts...)
+	}
+	wait := func(ctx context.Context, _ string, opts ...distlock.Option) (*distlock.Lease, error) {
+		return sem.Acquire(ctx, opts...)
+	}
+	return o.take(ctx, try, wait, name, fmt.Sprintf("all %d permits of semaphore %q", n, o.key))
+}
+
+// acquireRW takes the write side (write) or the read side of the
+// read-write lock o.key, as acquire takes a lock.
+func (o lockOpts) acquireRW(ctx context.Context, locker *distlock.Locker, write bool, name string) (*distlock.Lease, error) {
+	m, err := locker.RWMutex(o.key)
+	if err != nil {
+		return nil, err
+	}
+	try, wait, what := m.TryRLock, m.RLock, fmt.Sprintf("read-write lock %q (read side)", o.key)
+	if write {
+		try, wait, what = m.TryLock, m.Lock, fmt.Sprintf("read-write lock %q (write side)", o.key)
+	}
+	return o.take(ctx, func(ctx context.Context, _ string, opts ...distlock.Option) (*distlock.Lease, error) {
+		return try(ctx, opts...)
+	},
+		func(ctx context.Context, _ string, opts ...distlock.Option) (*distlock.Lease, error) {
+			return wait(ctx, opts...)
+		}, name, what)
+}
+
+// take makes one attempt with try, then (unless --no-wait) waits with
+// wait; what names what is taken, for messages.
+func (o lockOpts) take(ctx context.Context, try, wait func(context.Context, string, ...distlock.Option) (*distlock.Lease, error), name, what string) (*distlock.Lease, error) {
 	var opts []distlock.Option
 	if o.ttl > 0 {
 		opts = append(opts, distlock.WithTTL(o.ttl))
@@ -66,7 +107,7 @@ func (o lockOpts) acquire(ctx context.Context, locker *distlock.Locker, name str
 	// One attempt first, bounded by --connect-timeout: an unreachable
 	// backend fails at once (exit 69) instead of being waited out.
 	tctx, tcancel := context.WithTimeout(ctx, o.openTimeout)
-	lease, err := locker.TryAcquire(tctx, o.key, opts...)
+	lease, err := try(tctx, o.key, opts...)
 	timedOut := err != nil && tctx.Err() != nil && ctx.Err() == nil
 	tcancel()
 	if timedOut && !errors.Is(err, distlock.ErrUnavailable) {
@@ -80,9 +121,9 @@ func (o lockOpts) acquire(ctx context.Context, locker *distlock.Locker, name str
 		ctx, cancel = context.WithTimeout(ctx, o.wait)
 		defer cancel()
 	}
-	lease, err = locker.Acquire(ctx, o.key, opts...)
+	lease, err = wait(ctx, o.key, opts...)
 	if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, distlock.ErrUnavailable) {
-		return nil, exitWith(ExitNotAcquired, fmt.Errorf("%s: lock %q still held elsewhere after waiting %v", name, o.key, o.wait))
+		return nil, exitWith(ExitNotAcquired, fmt.Errorf("%s: %s still held elsewhere after waiting %v", name, what, o.wait))
 	}
 	return lease, err
 }

@@ -84,6 +84,23 @@ func TestElectRunsCommandAsLeader(t *testing.T) {
 	}
 }
 
+func TestRunSemaphore(t *testing.T) {
+	out, code := runCLI(t, nil, "run", "--url", "mem://", "--key", "pool", "-n", "3", "--",
+		"sh", "-c", `echo "permits=$DISTLOCK_PERMITS key=$DISTLOCK_KEY token=$DISTLOCK_TOKEN"`)
+	if code != 0 || !strings.Contains(out, "permits=3 key=pool token=") {
+		t.Errorf("run -n 3: exit %d, output %q", code, out)
+	}
+}
+
+func TestRunReadWrite(t *testing.T) {
+	for _, side := range []string{"--read", "--write"} {
+		out, code := runCLI(t, nil, "run", "--url", "mem://", "--key", "cfg", side, "--", "sh", "-c", `echo "key=$DISTLOCK_KEY"; exit 6`)
+		if code != 6 || !strings.Contains(out, "key=cfg") {
+			t.Errorf("run %s: exit %d, output %q; want the command's 6", side, code, out)
+		}
+	}
+}
+
 func TestRunSignalledCommand(t *testing.T) {
 	_, code := runCLI(t, nil, "run", "--url", "mem://", "--key", "k", "--", "sh", "-c", "kill -TERM $$")
 	if code != 128+15 {
@@ -118,6 +135,11 @@ func TestUsageErrors(t *testing.T) {
 		{nil, []string{"hold", "--url", "mem://"}, "--key is required"},
 		{nil, []string{"hold", "--url", "mem://", "--key", "k", "--", "true"}, `unknown command "true"`},
 		{nil, []string{"list", "--url", "mem://", "--limit", "-1"}, "--limit must not be negative"},
+		{nil, []string{"run", "--url", "mem://", "--key", "k", "-n", "0", "--", "true"}, "-n must be 1 to"},
+		{nil, []string{"run", "--url", "mem://", "--key", "k", "-n", "-2", "--", "true"}, "-n must be 1 to"},
+		{nil, []string{"run", "--url", "mem://", "--key", "k", "-n", "two", "--", "true"}, "invalid argument"},
+		{nil, []string{"run", "--url", "mem://", "--key", "k", "--read", "--write", "--", "true"}, "exclude each other"},
+		{nil, []string{"run", "--url", "mem://", "--key", "k", "-n", "2", "--read", "--", "true"}, "exclude each other"},
 		{nil, []string{"elect", "--url", "mem://", "--", "true"}, "--name is required"},
 		{nil, []string{"elect", "--url", "mem://", "--name", "e"}, "no command given"},
 		{nil, []string{"elect", "--url", "mem://", "--name", "e", "--value", "a b", "--", "true"}, "--value"},

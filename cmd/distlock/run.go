@@ -19,13 +19,17 @@ import (
 
 type runOpts struct {
 	lockOpts
-	grace time.Duration
+	grace   time.Duration
+	permits int  // -n: a semaphore of this many permits instead of a lock
+	sem     bool // -n was given
+	read    bool // --read: the read side of a read-write lock
+	write   bool // --write: its write side
 }
 
 func newRunCmd() *cobra.Command {
 	var o runOpts
 	cmd := &cobra.Command{
-		Use:   "run --url URL --key KEY [--ttl 30s] [--wait 5m | --no-wait] -- CMD [ARGS...]",
+		Use:   "run --url URL --key KEY [-n N | --read | --write] [--ttl 30s] [--wait 5m | --no-wait] -- CMD [ARGS...]",
 		Short: "Run a command while holding a lock, like flock(1) across machines",
 		Long: `Acquire the lock KEY, run CMD, release the lock.
 
@@ -38,6 +42,20 @@ distlock dies (Linux); SIGINT, SIGTERM and SIGHUP sent to distlock are
 passed on to it, and the lock is released when it exits. CMD sees DISTLOCK_KEY,
 DISTLOCK_TOKEN (the fencing token) and DISTLOCK_OWNER in its environment.
 
+With -n N, KEY is a counting semaphore of N permits instead of a lock
+(as consul lock -n): up to N commands run at once across every process
+using KEY with -n N, each holding one permit, renewed and supervised as a
+lock is. Every process should give the same N (a process with a lower N
+waits until the permits held fit it). Stores without a semaphore refuse
+-n (exit 64). CMD also sees DISTLOCK_PERMITS (N).
+
+With --read or --write, KEY is a read-write lock: many --read commands
+run together, a --write command runs alone, and a waiting --write keeps
+new --read commands out, so writers are not starved. A --read command's
+DISTLOCK_TOKEN is the last writer's token. Stores without read-write
+locks refuse them (exit 64). A read-write lock named KEY and a lock named
+KEY never meet.
+
 Exit status: CMD's own when it ran (128+N if signal N killed it);
 64 bad usage, 69 backend unreachable, 70 lock lost, 75 not acquired.`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -46,10 +64,16 @@ Exit status: CMD's own when it ran (128+N if signal N killed it);
 			}
 			return nil
 		},
-		RunE: func(cmd *cobra.Command, args []string) error { return runLocked(cmd.Context(), o, args) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.sem = cmd.Flags().Changed("limit")
+			return runLocked(cmd.Context(), o, args)
+		},
 	}
 	cmd.Flags().SetInterspersed(false)
 	addLockFlags(cmd, &o.lockOpts)
+	cmd.Flags().BoolVar(&o.read, "read", false, "take the read side of the read-write lock KEY: many readers run together")
+	cmd.Flags().BoolVar(&o.write, "write", false, "take the write side of the read-write lock KEY: one writer, no readers")
+	cmd.Flags().IntVarP(&o.permits, "limit", "n", 0, "treat KEY as a semaphore of N permits: up to N commands run at once (default: a lock)")
 	cmd.Flags().DurationVar(&o.grace, "grace", 10*time.Second, "when renewals fail, SIGTERM to CMD this long before the lease's validity ends, SIGKILL at its end (at most a third of the TTL)")
 	return cmd
 }
@@ -60,6 +84,12 @@ func (o runOpts) check() error {
 	}
 	if o.grace < 0 {
 		return exitWith(ExitUsage, errors.New("run: --grace must not be negative"))
+	}
+	if (o.read && o.write) || (o.sem && (o.read || o.write)) {
+		return exitWith(ExitUsage, errors.New("run: -n, --read and --write exclude each other"))
+	}
+	if o.sem && (o.permits < 1 || o.permits > distlock.MaxSemaphoreLimit) {
+		return exitWith(ExitUsage, fmt.Errorf("run: -n must be 1 to %d permits, got %d", distlock.MaxSemaphoreLimit, o.permits))
 	}
 	return nil
 }
@@ -74,11 +104,20 @@ func runLocked(ctx context.Context, o runOpts, args []string) error {
 	}
 	defer locker.Close()
 
-	lease, err := o.acquire(ctx, locker, "run")
+	var lease *distlock.Lease
+	var env []string
+	if o.sem {
+		lease, err = o.acquirePermit(ctx, locker, o.permits, "run")
+		env = []string{"DISTLOCK_PERMITS=" + strconv.Itoa(o.permits)}
+	} else if o.read || o.write {
+		lease, err = o.acquireRW(ctx, locker, o.write, "run")
+	} else {
+		lease, err = o.acquire(ctx, locker, "run")
+	}
 	if err != nil {
 		return err
 	}
-	code, terminated := supervise(lease, o.grace, args, nil)
+	code, terminated := supervise(lease, o.grace, args, env)
 	cause := lease.Err()
 	if cause == nil {
 		cause = fmt.Errorf("the lease on %q was not renewed in time", o.key)

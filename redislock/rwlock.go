@@ -1,0 +1,154 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// Read-write locks (backend.RWLocker, backend.RWNotifier) on a single
+// server or a Cluster: one script per attempt, refresh and release
+// (rwscripts.go). Waiters are woken by the release announcements of the
+// key's read-write channel. Not offered with WaitReplicas (a grant would
+// not wait for the replicas) nor by Redlock.
+
+var (
+	_ backend.RWLocker   = (*Driver)(nil)
+	_ backend.RWNotifier = (*Driver)(nil)
+)
+
+// rwKeyset names one read-write lock's Redis keys and channel, under the
+// key's hash tag (the mutex's keys share the tag, never a name).
+type rwKeyset struct {
+	hash, readers, fence, channel string
+}
+
+func (d *Driver) rwKeys(key string) rwKeyset {
+	tag := d.opts.Prefix + ":{" + escaper.Replace(key) + "}"
+	return rwKeyset{hash: tag + ":rw", readers: tag + ":rw-readers", fence: tag + ":rw-fence", channel: tag + ":rw-released"}
+}
+
+func (ks rwKeyset) keys() []string { return []string{ks.hash, ks.readers, ks.fence} }
+
+func rwModeArg(mode backend.RWMode) string {
+	if mode == backend.Write {
+		return "w"
+	}
+	return "r"
+}
+
+// TryAcquireRW implements backend.RWLocker: one script.
+func (d *Driver) TryAcquireRW(ctx context.Context, req backend.Request, mode backend.RWMode, waiting bool) (backend.Grant, error) {
+	if mode != backend.Read && mode != backend.Write {
+		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: rw mode %v", req.Key, backend.ErrInvalidConfig, mode)
+	}
+	if err := ctx.Err(); err != nil {
+		return backend.Grant{}, fmt.Errorf("redislock: acquire %q (%v): %w", req.Key, mode, context.Cause(ctx))
+	}
+	ks := d.rwKeys(req.Key)
+	hold := newID()
+	w := "0"
+	if waiting {
+		w = "1"
+	}
+	sent := time.Now()
+	v, err := rwAcquireScript.Run(ctx, d.c, ks.keys(), req.Owner, millis(req.TTL), rwModeArg(mode), w, hold).Int64Slice()
+	if err == nil && len(v) != 3 {
+		err = fmt.Errorf("unexpected reply %v from the read-write acquire script", v)
+	}
+	if err != nil {
+		if notAllowed(err) {
+			return backend.Grant{}, fmt.Errorf("redislock: acquire %q (%v): %w: %w", req.Key, mode, backend.ErrInvalidConfig, err)
+		}
+		d.suspect(err)
+		var cerr error
+		if !neverSent(err) { // the script may have run: give back this attempt's hold
+			l := &rwLock{d: d, key: req.Key, ks: ks, owner: req.Owner, mode: mode, hold: hold}
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			if _, rerr := l.release(cctx); rerr != nil {
+				cerr = fmt.Errorf("cleanup failed, the hold expires by its TTL: %w", rerr)
+			}
+			cancel()
+		}
+		return backend.Grant{}, fmt.Errorf("redislock: acquire %q (%v): %w: %w", req.Key, mode, errKind(err), errors.Join(err, cerr))
+	}
+	switch v[0] {
+	case 1:
+		l := &rwLock{d: d, key: req.Key, ks: ks, owner: req.Owner, mode: mode, hold: hold}
+		return backend.Grant{Lock: l, Token: uint64(v[1]), ValidFrom: sent}, nil
+	case -2:
+		return backend.Grant{}, fmt.Errorf("redislock: acquire %q (write): %w: owner %s holds the read side", req.Key, backend.ErrUpgrade, req.Owner)
+	}
+	return backend.Grant{}, backend.NotAcquired(req.Key, time.Duration(max(v[2], 0))*time.Millisecond)
+}
+
+// WithdrawRW implements backend.RWLocker.
+func (d *Driver) WithdrawRW(ctx context.Context, req backend.Request) error {
+	ks := d.rwKeys(req.Key)
+	err := rwReleaseScript.Run(ctx, d.c, ks.keys(), req.Owner, "m", "", ks.channel, millis(releasedMemory)).Err()
+	if err != nil {
+		d.suspect(err)
+		return fmt.Errorf("redislock: withdraw %q: %w: %w", req.Key, errKind(err), err)
+	}
+	return nil
+}
+
+// SubscribeRW implements backend.RWNotifier over the driver's one shared
+// pub/sub connection.
+func (d *Driver) SubscribeRW(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	out := make(chan struct{}, 1)
+	cancel, err := d.notify.subscribe(ctx, d.rwKeys(key).channel, out, filter{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("redislock: subscribe %q (rw): %w: %w", key, backend.ErrUnavailable, err)
+	}
+	return out, cancel, nil
+}
+
+// rwLock is one hold of a side of a read-write lock.
+type rwLock struct {
+	d     *Driver
+	key   string
+	ks    rwKeyset
+	owner string
+	mode  backend.RWMode
+	hold  string
+
+	released atomic.Bool
+}
+
+// Refresh implements backend.Lock.
+func (l *rwLock) Refresh(ctx context.Context, ttl time.Duration) error {
+	n, err := rwRefreshScript.Run(ctx, l.d.c, l.ks.keys(), l.owner, millis(ttl), rwModeArg(l.mode), l.hold).Int64()
+	if err != nil {
+		l.d.suspect(err)
+		return fmt.Errorf("redislock: refresh %q (%v): %w: %w", l.key, l.mode, errKind(err), err)
+	}
+	if n != 1 {
+		return fmt.Errorf("redislock: refresh %q (%v): %w", l.key, l.mode, backend.ErrNotHeld)
+	}
+	return nil
+}
+
+// Release implements backend.Lock.
+func (l *rwLock) Release(ctx context.Context) error {
+	if !l.released.CompareAndSwap(false, true) {
+		return fmt.Errorf("redislock: release %q (%v): %w: already released", l.key, l.mode, backend.ErrNotHeld)
+	}
+	n, err := l.release(ctx)
+	if err != nil {
+		l.d.suspect(err)
+		return fmt.Errorf("redislock: release %q (%v): %w: %w", l.key, l.mode, errKind(err), err)
+	}
+	if n != 1 {
+		return fmt.Errorf("redislock: release %q (%v): %w", l.key, l.mode, backend.ErrNotHeld)
+	}
+	return nil
+}
+
+func (l *rwLock) release(ctx context.Context) (int64, error) {
+	return rwReleaseScript.Run(ctx, l.d.c, l.ks.keys(), l.owner, rwModeArg(l.mode), l.hold, l.ks.channel, millis(releasedMemory)).Int64()
+}

@@ -1,0 +1,369 @@
+package sqllock
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// pgDialect is PostgreSQL over github.com/jackc/pgx/v5 (its database/sql
+// driver, stdlib). Every statement goes through the connection's own
+// pgconn in the simple query protocol: one round trip for a batch of
+// statements, nothing prepared, every result of the batch read. Values
+// are decode('..', 'hex') literals; identifiers are double-quoted.
+//
+// A lock attempt is one batch: BEGIN; SET LOCAL
+// idle_in_transaction_session_timeout to the TTL (and for a blocking
+// wait statement_timeout 0 and the lock_timeout of Options); SELECT
+// txid_current() ... FOR UPDATE [NOWAIT]. The settings are LOCAL, so the
+// session has no state to restore: a released connection (ROLLBACK) is
+// as the pool made it. The fencing token is a committed increment on
+// another connection, made once the row lock is granted, which also
+// checks in the same statement that the lock's transaction is still in
+// progress (see token). Release is ROLLBACK: the lock transaction wrote
+// nothing, and an abort, unlike a commit of a transaction that locked a
+// row, does not wait for the WAL to reach the disk.
+type pgDialect struct{}
+
+// dialectOf picks db's dialect from its driver: pgx's stdlib is
+// PostgreSQL, anything else MySQL.
+func dialectOf(db *sql.DB) dialect {
+	if _, ok := db.Driver().(*stdlib.Driver); ok {
+		return pgDialect{}
+	}
+	return mysqlDialect{}
+}
+
+// pgMaxTimeout is the largest idle_in_transaction_session_timeout and
+// lock_timeout PostgreSQL accepts (INT_MAX milliseconds), in whole seconds.
+const pgMaxTimeout = 2147483 * time.Second
+
+func (pgDialect) name() string               { return "postgres" }
+func (pgDialect) maxTTL() time.Duration      { return pgMaxTimeout }
+func (pgDialect) maxLockWait() time.Duration { return pgMaxTimeout }
+
+// begin: PostgreSQL's settings are sent with every locking read (lockOnce).
+func (pgDialect) begin(*statements, int, int) string { return "" }
+
+func (pgDialect) batching(context.Context, *Driver, *sql.Conn) (bool, error) { return true, nil }
+
+func (pgDialect) statements(table string) *statements {
+	lt := `"` + table + `"`
+	ft := `"` + table + FenceSuffix + `"`
+	return &statements{
+		table: table,
+		ddl: []string{
+			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
+				"  name bytea NOT NULL PRIMARY KEY\n"+
+				")", lt),
+			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
+				"  name       bytea NOT NULL PRIMARY KEY,\n"+
+				"  token      bigint NOT NULL,\n"+
+				"  owner      bytea NOT NULL,\n"+
+				"  holder_id  bigint NOT NULL,\n"+
+				"  granted_at timestamptz NOT NULL\n"+
+				")", ft),
+		},
+		// txid_current() gives the transaction its id (the row lock does
+		// too), which the fencing statement checks is still in progress.
+		lockInto:       fmt.Sprintf("SELECT txid_current() FROM %s WHERE name = ? FOR UPDATE", lt),
+		lockIntoNowait: fmt.Sprintf("SELECT txid_current() FROM %s WHERE name = ? FOR UPDATE NOWAIT", lt),
+		rollback:       "ROLLBACK",
+		commit:         "ROLLBACK", // ends the lock transaction, which wrote nothing: no WAL flush
+		// bind writes an integer as its digits: '?s' becomes '5s'.
+		setIdle: "SET LOCAL idle_in_transaction_session_timeout = '?s'",
+		reset:   "ROLLBACK", // SET LOCAL only: the session keeps no setting of ours
+		exists:  fmt.Sprintf("SELECT 1 FROM %s WHERE name = ?", lt),
+		ensure:  fmt.Sprintf("INSERT INTO %s (name) VALUES (?) ON CONFLICT DO NOTHING", lt),
+		// The increment locks the fence row first; txid_status, volatile,
+		// is evaluated on the row it returns, so after that.
+		fence: fmt.Sprintf("WITH f AS (INSERT INTO %s AS f (name, token, owner, holder_id, granted_at) VALUES (?, 1, ?, ?, now()) "+
+			"ON CONFLICT (name) DO UPDATE SET token = f.token + 1, owner = EXCLUDED.owner, holder_id = EXCLUDED.holder_id, granted_at = EXCLUDED.granted_at "+
+			"RETURNING token) SELECT token, txid_status(?) FROM f", ft),
+		fenceRow:  fmt.Sprintf("SELECT token, owner FROM %s WHERE name = ?", ft),
+		probe:     fmt.Sprintf("BEGIN; SELECT count(*) FROM %s WHERE name = ?; SELECT 1 FROM %s WHERE name = ? FOR UPDATE SKIP LOCKED; ROLLBACK", lt, lt),
+		killQuery: "SELECT pg_cancel_backend(?)",
+	}
+}
+
+// bind returns q with each ? replaced by the next of args as a PostgreSQL
+// literal: a string or []byte as decode('6b6579', 'hex') (a bytea, whatever
+// standard_conforming_strings says), an integer in decimal. As for MySQL
+// (literal.go), hexadecimal digits and decimal integers are all a value
+// can put into the text.
+func (pgDialect) bind(q string, args ...any) string { return bindPG(q, args...) }
+
+func bindPG(q string, args ...any) string {
+	var b strings.Builder
+	b.Grow(len(q) + 40*len(args))
+	for _, a := range args {
+		i := strings.IndexByte(q, '?')
+		if i < 0 {
+			panic(fmt.Sprintf("sqllock: %d arguments for %q", len(args), q))
+		}
+		b.WriteString(q[:i])
+		q = q[i+1:]
+		var buf [40]byte
+		switch v := a.(type) {
+		case string:
+			b.WriteString("decode('")
+			b.WriteString(hex.EncodeToString([]byte(v)))
+			b.WriteString("', 'hex')")
+		case []byte:
+			b.WriteString("decode('")
+			b.WriteString(hex.EncodeToString(v))
+			b.WriteString("', 'hex')")
+		case int:
+			b.Write(strconv.AppendInt(buf[:0], int64(v), 10))
+		case int64:
+			b.Write(strconv.AppendInt(buf[:0], v, 10))
+		case uint64:
+			b.Write(strconv.AppendUint(buf[:0], v, 10))
+		default:
+			panic(fmt.Sprintf("sqllock: cannot bind %T", a))
+		}
+	}
+	if strings.IndexByte(q, '?') >= 0 {
+		panic(fmt.Sprintf("sqllock: too few arguments (%d) for a statement", len(args)))
+	}
+	b.WriteString(q)
+	return b.String()
+}
+
+// pgExec runs q, one or more statements without parameters, on c in the
+// simple query protocol (one round trip) and returns every statement's
+// result; the error is the first statement's that failed (the server runs
+// none after it).
+func pgExec(ctx context.Context, c *sql.Conn, q string) ([]*pgconn.Result, error) {
+	var res []*pgconn.Result
+	err := c.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("sqllock: postgres: %T is not a connection of github.com/jackc/pgx/v5/stdlib", dc)
+		}
+		var err error
+		res, err = sc.Conn().PgConn().Exec(ctx, q).ReadAll()
+		return err
+	})
+	return res, err
+}
+
+// pgExecDB is pgExec on a connection of d's pool.
+func pgExecDB(ctx context.Context, d *Driver, q string) ([]*pgconn.Result, error) {
+	c, err := d.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := pgExec(ctx, c, q)
+	if err != nil && d.connGone(err) {
+		_ = c.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	_ = c.Close()
+	return res, err
+}
+
+// connID is the session's backend process id, known from the connection's
+// start-up (no round trip).
+func (pgDialect) connID(_ context.Context, lc *lockConn) (uint64, error) {
+	var pid uint32
+	err := lc.c.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("sqllock: postgres: %T is not a connection of github.com/jackc/pgx/v5/stdlib", dc)
+		}
+		pid = sc.Conn().PgConn().PID()
+		return nil
+	})
+	return uint64(pid), err
+}
+
+// lockOnce opens a transaction, sets its idle timeout (and for a blocking
+// wait its lock-wait bounds) and runs the locking read, in one round trip.
+func (pgDialect) lockOnce(ctx context.Context, lc *lockConn, key, _ string, nowait bool) (lockResult, error) {
+	q := lc.d.q.lockIntoNowait
+	if !nowait {
+		q = lc.d.q.lockInto
+	}
+	return pgLockOnce(ctx, lc, bindPG(q, key), nowait, func(row [][]byte) (bool, uint64, error) {
+		if len(row) != 1 {
+			return false, 0, fmt.Errorf("sqllock: the locking read returned %d columns", len(row))
+		}
+		xid, err := strconv.ParseUint(string(row[0]), 10, 64)
+		return true, xid, err
+	})
+}
+
+// pgLockOnce sends BEGIN, the transaction's settings and the locking
+// statement lock as one batch, and reads the lock's outcome from the
+// statement's row with parse (no row: the lock row is missing).
+func pgLockOnce(ctx context.Context, lc *lockConn, lock string, nowait bool, parse func(row [][]byte) (found bool, xid uint64, err error)) (lockResult, error) {
+	var lr lockResult
+	if lc.id == 0 {
+		if err := lc.loadID(ctx); err != nil {
+			return lr, err
+		}
+	}
+	lr.id = lc.id
+	lc.begun = true
+	var b strings.Builder
+	fmt.Fprintf(&b, "BEGIN; SET LOCAL idle_in_transaction_session_timeout = '%ds'", lc.beginTTL)
+	if !nowait {
+		// The wait is bounded by the caller's ctx, not a server default.
+		b.WriteString("; SET LOCAL statement_timeout = 0")
+		if lc.beginLWT {
+			fmt.Fprintf(&b, "; SET LOCAL lock_timeout = '%ds'", lc.d.lwt)
+		}
+	}
+	b.WriteString("; ")
+	b.WriteString(lock)
+	res, err := pgExec(ctx, lc.c, b.String())
+	lc.setUp() // no session state: a connection that answered is in a known one
+	if err != nil {
+		return lr, err
+	}
+	last := res[len(res)-1]
+	if len(last.Rows) != 1 {
+		return lr, nil // no row
+	}
+	lr.found, lr.xid, err = parse(last.Rows[0])
+	return lr, err
+}
+
+// errLostBeforeToken: the lock's transaction ended before its fencing
+// token was committed; the token is burnt (never handed out), which is
+// harmless.
+var errLostBeforeToken = errors.New("sqllock: the lock's session ended before its fencing token was issued")
+
+// token increments key's committed fencing counter on another connection
+// (autocommit: committed before it returns, so neither the lock
+// transaction's rollback nor a server restart undoes it) and, in the same
+// statement, after the increment has locked the counter's row, checks that
+// the lock's transaction is still in progress. A next holder can lock the
+// key only after that transaction ends, and its own increment waits for
+// this one's commit, so tokens follow the order of the holds.
+func (pgDialect) token(ctx context.Context, lc *lockConn, key, owner string, lr lockResult) (uint64, error) {
+	res, err := pgExecDB(ctx, lc.d, bindPG(lc.d.q.fence, key, owner, lc.id, lr.xid))
+	if err != nil {
+		return 0, err
+	}
+	if len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) != 2 {
+		return 0, fmt.Errorf("sqllock: fencing counter: unexpected result")
+	}
+	row := res[0].Rows[0]
+	if string(row[1]) != "in progress" {
+		return 0, errLostBeforeToken
+	}
+	tok, err := strconv.ParseUint(string(row[0]), 10, 64)
+	if err != nil || tok == 0 {
+		return 0, fmt.Errorf("sqllock: fencing counter returned %q", row[0])
+	}
+	return tok, nil
+}
+
+// cancel interrupts the statement of backend id with pg_cancel_backend
+// (false, with a warning, for a process that no longer exists).
+func (pgDialect) cancel(ctx context.Context, d *Driver, id uint64) error {
+	_, err := pgExecDB(ctx, d, bindPG(d.q.killQuery, id))
+	return err
+}
+
+// rowExists reads in the simple protocol: database/sql's QueryRow would
+// have pgx prepare (and cache) one statement per key.
+func (pgDialect) rowExists(ctx context.Context, d *Driver, key string) (bool, error) {
+	res, err := pgExecDB(ctx, d, bindPG(d.q.exists, key))
+	if err != nil {
+		return false, err
+	}
+	return len(res) == 1 && len(res[0].Rows) == 1, nil
+}
+
+// probe reports whether another session holds key's row lock, in one
+// round trip that fails on no lock: the row counted, then locked with SKIP
+// LOCKED (no row: another session holds it), in a transaction rolled back.
+func (pgDialect) probe(ctx context.Context, d *Driver, key string) (bool, error) {
+	res, err := pgExecDB(ctx, d, bindPG(d.q.probe, key, key))
+	if err != nil {
+		return false, err
+	}
+	if len(res) != 4 || len(res[1].Rows) != 1 || len(res[1].Rows[0]) != 1 {
+		return false, fmt.Errorf("sqllock: the probe returned an unexpected result")
+	}
+	return string(res[1].Rows[0][0]) == "1" && len(res[2].Rows) == 0, nil
+}
+
+func (pgDialect) lastGrant(ctx context.Context, d *Driver, key string) (lastGrant, error) {
+	var g lastGrant
+	res, err := pgExecDB(ctx, d, bindPG(d.q.fenceRow, key))
+	if err != nil {
+		return g, err
+	}
+	if len(res) != 1 || len(res[0].Rows) == 0 {
+		return g, nil // never locked
+	}
+	row := res[0].Rows[0]
+	g.exists, g.known = true, true
+	g.owner = append([]byte(nil), row[1]...)
+	// bytea in text format: \x followed by hex digits.
+	if o := string(row[1]); strings.HasPrefix(o, `\x`) {
+		if b, err := hex.DecodeString(o[2:]); err == nil {
+			g.owner = b
+		}
+	}
+	g.token, err = strconv.ParseUint(string(row[0]), 10, 64)
+	return g, err
+}
+
+// SQLSTATEs the driver reacts to.
+const (
+	pgLockNotAvailable = "55P03" // NOWAIT conflict, lock_timeout
+	pgDeadlock         = "40P01"
+	pgUniqueViolation  = "23505" // two CREATE TABLE IF NOT EXISTS at once
+	pgDuplicateTable   = "42P07"
+)
+
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+func (pgDialect) serverError(err error) bool { return pgCode(err) != "" }
+
+func (pgDialect) conflict(err error) bool {
+	c := pgCode(err)
+	return c == pgLockNotAvailable || c == pgDeadlock
+}
+
+func (d pgDialect) retryWait(err error) bool { return d.conflict(err) }
+
+func (pgDialect) deadlock(err error) bool { return pgCode(err) == pgDeadlock }
+
+// connGone: anything but an error the server sent about the statement, and
+// the server's own errors that end the session (FATAL: terminated,
+// idle-in-transaction timeout, shutdown; class 08, connection exceptions).
+func (pgDialect) connGone(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return true
+	}
+	return pe.Severity == "FATAL" || pe.Severity == "PANIC" || strings.HasPrefix(pe.Code, "08") ||
+		pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" || pe.Code == "25P03"
+}
+
+// pgCreateRace reports an error of CREATE TABLE IF NOT EXISTS run by two
+// sessions at once (the loser sees the catalog's unique index).
+func pgCreateRace(err error) bool {
+	c := pgCode(err)
+	return c == pgUniqueViolation || c == pgDuplicateTable
+}

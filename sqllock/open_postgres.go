@@ -1,0 +1,141 @@
+package sqllock
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+func init() {
+	backend.Register("postgres", openPostgres)
+	backend.Register("postgresql", openPostgres)
+}
+
+// NewPool returns a Driver over pool, a github.com/jackc/pgx/v5 pool of
+// PostgreSQL connections, through a *sql.DB of pgx's stdlib made from it
+// (stdlib.OpenDBFromPool); it is otherwise [New]. Each held lock and each
+// waiter holds one of pool's connections, and every acquisition briefly
+// needs one more (the fencing counter, a cancel): size pool's MaxConns
+// accordingly. The Driver keeps no spare connection of its own, and never
+// closes pool: close it after the Driver.
+func NewPool(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Driver, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("sqllock: %w: nil *pgxpool.Pool", backend.ErrInvalidConfig)
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	d, err := newDriver(ctx, db, pgDialect{}, opts)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	d.noSpares = true
+	d.onClose = func() { _ = db.Close() } // returns the connections to pool
+	return d, nil
+}
+
+// pgParams are the URL parameters handed to pgx as they are (libpq's
+// names and meanings).
+var pgParams = []string{"sslmode", "sslrootcert", "sslcert", "sslkey", "application_name"}
+
+// openPostgres is the backend.Opener for postgres:// and postgresql://
+// URLs. It connects (CREATE TABLE IF NOT EXISTS, or a ping with
+// create_table=false) within ctx and dial_timeout.
+func openPostgres(ctx context.Context, u *backend.URL) (backend.Driver, error) {
+	cfg, opts, err := pgConfigFromURL(u)
+	if err != nil {
+		return nil, err
+	}
+	db := stdlib.OpenDB(*cfg)
+	// Each held lock pins a connection; keep enough idle ones that a busy
+	// Locker does not dial for every acquisition.
+	db.SetMaxIdleConns(64)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	fail := func(err error) (backend.Driver, error) {
+		_ = db.Close()
+		return nil, err
+	}
+	if opts.NoCreateTable { // else New's CREATE TABLE dials
+		if err := db.PingContext(ctx); err != nil {
+			return fail(fmt.Errorf("sqllock: connect to %s: %w", u.Hosts[0], classifyWith(pgDialect{}, err)))
+		}
+	}
+	d, err := newDriver(ctx, db, pgDialect{}, &opts)
+	if err != nil {
+		var verr *tls.CertificateVerificationError
+		if errors.As(err, &verr) {
+			err = fmt.Errorf("%w (the server's certificate was not accepted: check sslrootcert, and that the URL's host is a name or address the certificate lists)", err)
+		}
+		return fail(err)
+	}
+	d.ownDB = true
+	return d, nil
+}
+
+// pgConfigFromURL turns postgres://user:pass@host:port/dbname?... into a
+// pgx configuration. Its errors never contain the password.
+func pgConfigFromURL(u *backend.URL) (*pgx.ConnConfig, Options, error) {
+	var opts Options
+	q := u.Query
+	opts.Table = q.String("table", DefaultTable)
+	opts.NoCreateTable = !q.Bool("create_table", true)
+	opts.LockWaitTimeout = q.Duration("lock_wait_timeout", 0)
+	dial := q.Duration("dial_timeout", 10*time.Second)
+	opts.Advisory = q.Enum("mode", "row", "row", "advisory") == "advisory"
+	pass := url.Values{}
+	for _, name := range pgParams {
+		if v := q.String(name, ""); v != "" {
+			pass.Set(name, v)
+		}
+	}
+	if m := pass.Get("sslmode"); m != "" {
+		switch m {
+		case "disable", "allow", "prefer", "require", "verify-ca", "verify-full":
+		default:
+			q.Fail("parameter sslmode=%q: want disable, allow, prefer, require, verify-ca or verify-full", m)
+		}
+	}
+	if (pass.Get("sslcert") == "") != (pass.Get("sslkey") == "") {
+		q.Fail("parameters sslcert and sslkey go together (a client certificate and its key)")
+	}
+	if err := checkTable(opts.Table); err != nil {
+		q.Fail("parameter table=%q: want letters, digits or underscores (at most 58), not starting with a digit", opts.Table)
+	}
+	if len(u.Hosts) != 1 {
+		q.Fail("want exactly one host, got %d", len(u.Hosts))
+	}
+	dbname := strings.TrimPrefix(u.Path, "/")
+	if dbname == "" || strings.Contains(dbname, "/") {
+		q.Fail("path %q: want /DBNAME", u.Path)
+	}
+	if err := q.Err(); err != nil {
+		return nil, opts, fmt.Errorf("sqllock: %w", err)
+	}
+	cs := url.URL{Scheme: "postgres", User: u.User, Host: u.HostsWithDefaultPort(5432)[0], Path: "/" + dbname, RawQuery: pass.Encode()}
+	cfg, err := pgx.ParseConfig(cs.String())
+	if err != nil {
+		// pgx's error names the connection string with the password
+		// replaced; say only what is wrong.
+		msg := "invalid connection settings"
+		var pe *pgconn.ParseConfigError
+		if errors.As(err, &pe) {
+			if in := errors.Unwrap(pe); in != nil {
+				msg += ": " + in.Error()
+			}
+		} else {
+			msg += ": " + err.Error()
+		}
+		return nil, opts, fmt.Errorf("sqllock: %w: %s", backend.ErrInvalidConfig, msg)
+	}
+	cfg.ConnectTimeout = dial
+	return cfg, opts, nil
+}

@@ -1,0 +1,217 @@
+package zklock
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// Read-write locks (backend.RWLocker, backend.RWWaiter): Curator's
+// InterProcessReadWriteLock recipe. Each side's attempt is a lock node
+// (the mutex's kind: protected, EPHEMERAL_SEQUENTIAL, same name shape)
+// under the key's read-write parent, base/rw.<encoded key>, which no
+// mutex key can name (encodeKey never writes '.'), and List skips. A
+// node's side is the first digit of its guid: 0 for a writer, 1 for a
+// reader. A writer holds when its node is the lowest; a reader holds when
+// no writer's node is below its own. A waiter watches only the node it
+// depends on: a writer its predecessor, a reader the nearest writer below
+// it. So a queued writer keeps every later reader out (no starvation),
+// and the line is served in order.
+//
+// A writer's token is its node's creation zxid, as for the mutex. Readers
+// read the last write's token from base/rwfence.<encoded key>, a
+// persistent node each granted writer sets before its grant returns (one
+// more round trip for each grant, of either side); it stays after the
+// lock is free, as Redis keeps its fencing counter.
+
+var (
+	_ backend.RWLocker = (*Driver)(nil)
+	_ backend.RWWaiter = (*Driver)(nil)
+)
+
+const (
+	rwParentPrefix = "rw."
+	rwFencePrefix  = "rwfence."
+	writerDigit    = '0'
+	readerDigit    = '1'
+)
+
+func (d *Driver) rwParent(key string) string { return d.base + "/" + rwParentPrefix + encodeKey(key) }
+func (d *Driver) rwFence(key string) string  { return d.base + "/" + rwFencePrefix + encodeKey(key) }
+
+// rwGUID returns a fresh guid whose first digit names the side.
+func rwGUID(mode backend.RWMode) string {
+	g := []byte(newGUID())
+	g[0] = readerDigit
+	if mode == backend.Write {
+		g[0] = writerDigit
+	}
+	return string(g)
+}
+
+func isWriter(name string) bool {
+	g, _, ok := parseName(name)
+	return ok && g[0] == writerDigit
+}
+
+// rwBlocker returns the index of name in q (-1 if absent) and the node it
+// must wait for ("" when it holds): a writer's predecessor, or the
+// nearest writer below a reader.
+func rwBlocker(q []entry, name string, mode backend.RWMode) (int, string) {
+	i := position(q, name)
+	if i <= 0 {
+		return i, ""
+	}
+	if mode == backend.Write {
+		return i, q[i-1].name
+	}
+	for j := i - 1; j >= 0; j-- {
+		if isWriter(q[j].name) {
+			return i, q[j].name
+		}
+	}
+	return i, ""
+}
+
+// enqueueRW makes a node for one side of req.Key's read-write lock and
+// reads the line. A node whose create or read failed goes to the orphan
+// reaper (never reused by a later attempt).
+func (d *Driver) enqueueRW(ctx context.Context, req backend.Request, mode backend.RWMode) (*lockNode, []entry, time.Time, error) {
+	if mode != backend.Read && mode != backend.Write {
+		return nil, nil, time.Time{}, fmt.Errorf("zklock: acquire %q: %w: rw mode %v", req.Key, backend.ErrInvalidConfig, mode)
+	}
+	parent := d.rwParent(req.Key)
+	n := &lockNode{d: d, key: req.Key, owner: req.Owner, parent: parent, guid: rwGUID(mode), hooks: req.Hooks(), lost: make(chan struct{})}
+	var err error
+	n.name, n.session, n.czxid, err = d.create(ctx, req, "", n.guid, parent, namePrefix(n.guid))
+	if err != nil {
+		return nil, nil, time.Time{}, err
+	}
+	n.path = parent + "/" + n.name
+	q, sent, err := d.adopt(ctx, n, true)
+	if err != nil {
+		d.orphans.add(orphan{key: req.Key, parent: parent, guid: n.guid, name: n.name, session: n.session})
+		return nil, nil, time.Time{}, err
+	}
+	return n, q, sent, nil
+}
+
+// TryAcquireRW implements backend.RWLocker: the node stays only if it
+// holds at once. waiting is not used: the line itself keeps readers
+// behind a queued writer (WaitRW).
+func (d *Driver) TryAcquireRW(ctx context.Context, req backend.Request, mode backend.RWMode, _ bool) (backend.Grant, error) {
+	n, q, sent, err := d.enqueueRW(ctx, req, mode)
+	if err != nil {
+		return backend.Grant{}, err
+	}
+	switch i, pred := rwBlocker(q, n.name, mode); {
+	case i < 0:
+		n.giveUp(ctx)
+		return backend.Grant{}, fmt.Errorf("zklock: acquire %q: %w: our node is not in the line", req.Key, backend.ErrLost)
+	case pred == "":
+		return d.grantRW(ctx, n, mode, sent)
+	}
+	n.giveUp(ctx)
+	return backend.Grant{}, backend.NotAcquired(req.Key, 0)
+}
+
+// WithdrawRW implements backend.RWLocker: a writer leaves no mark apart
+// from its node, which a failed wait deletes.
+func (d *Driver) WithdrawRW(context.Context, backend.Request) error { return nil }
+
+// WaitRW implements backend.RWWaiter: it queues a node and waits, watching
+// only the node it depends on, until it holds. When ctx ends or the wait
+// fails, the node is deleted before WaitRW returns.
+func (d *Driver) WaitRW(ctx context.Context, req backend.Request, mode backend.RWMode) (backend.Grant, error) {
+	n, q, sent, err := d.enqueueRW(ctx, req, mode)
+	if err != nil {
+		return backend.Grant{}, err
+	}
+	for {
+		i, pred := rwBlocker(q, n.name, mode)
+		switch {
+		case i < 0:
+			n.giveUp(ctx)
+			return backend.Grant{}, fmt.Errorf("zklock: acquire %q: %w: our node %s left the line (deleted, or the session expired)", req.Key, backend.ErrLost, n.name)
+		case pred == "":
+			return d.grantRW(ctx, n, mode, sent)
+		}
+		if err := n.awaitGone(ctx, pred); err != nil {
+			n.giveUp(ctx)
+			return backend.Grant{}, err
+		}
+		if q, sent, err = n.readQueue(ctx); err != nil {
+			n.giveUp(ctx)
+			return backend.Grant{}, err
+		}
+	}
+}
+
+// grantRW grants a node that holds: a writer records its token for the
+// readers, a reader reads the last writer's.
+func (d *Driver) grantRW(ctx context.Context, n *lockNode, mode backend.RWMode, sent time.Time) (backend.Grant, error) {
+	var token uint64
+	var err error
+	if mode == backend.Write {
+		token = uint64(n.czxid)
+		err = d.setLastWrite(ctx, n.key, token)
+	} else {
+		token, err = d.lastWrite(ctx, n.key)
+	}
+	if err != nil {
+		n.giveUp(ctx)
+		return backend.Grant{}, failure("acquire", n.key, err)
+	}
+	g, err := n.grant(sent)
+	if err != nil {
+		n.giveUp(ctx)
+		return backend.Grant{}, err
+	}
+	g.Token = token
+	return g, nil
+}
+
+// lastWrite reads the last write's token (0 before the first write).
+func (d *Driver) lastWrite(ctx context.Context, key string) (uint64, error) {
+	var data []byte
+	var zerr error
+	if err := d.do(ctx, func() { data, _, zerr = d.conn.Get(d.rwFence(key)) }); err != nil {
+		return 0, err
+	}
+	switch {
+	case errors.Is(zerr, zk.ErrNoNode):
+		return 0, nil
+	case zerr != nil:
+		return 0, zerr
+	case len(data) != 8:
+		return 0, fmt.Errorf("fence node %s holds %d bytes, want 8", d.rwFence(key), len(data))
+	}
+	return binary.BigEndian.Uint64(data), nil
+}
+
+// setLastWrite records a granted writer's token, creating the fence node
+// the first time.
+func (d *Driver) setLastWrite(ctx context.Context, key string, token uint64) error {
+	data := binary.BigEndian.AppendUint64(nil, token)
+	path := d.rwFence(key)
+	var zerr error
+	err := d.do(ctx, func() {
+		_, zerr = d.conn.Set(path, data, -1)
+		if errors.Is(zerr, zk.ErrNoNode) {
+			_, zerr = d.conn.Create(path, data, zk.FlagPersistent, d.acl)
+			if errors.Is(zerr, zk.ErrNodeExists) {
+				_, zerr = d.conn.Set(path, data, -1)
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return zerr
+}
