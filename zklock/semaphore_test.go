@@ -219,3 +219,23 @@ func TestSemaphoreCancelLeavesNothing(t *testing.T) {
 	}
 	_ = holder.Lock.Release(ctx)
 }
+
+// TestSemaphoreContainerApart: a semaphore's container is never a lock's,
+// a read-write lock's or its fence node, whatever the two keys.
+func TestSemaphoreContainerApart(t *testing.T) {
+	d := &Driver{base: "/b"}
+	keys := []string{"sem", "rw", "rwfence", "a.sem", "sem.a", "rw.sem", "x", "%", "."}
+	for _, k1 := range keys {
+		for _, k2 := range keys {
+			for what, other := range map[string]string{
+				"lock container": d.base + "/" + encodeKey(k2),
+				"rw container":   d.rwParent(k2),
+				"rw fence":       d.rwFence(k2),
+			} {
+				if d.semParent(k1) == other {
+					t.Errorf("the semaphore %q and the %s of %q are both %s", k1, what, k2, other)
+				}
+			}
+		}
+	}
+}
