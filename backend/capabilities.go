@@ -83,6 +83,10 @@ type Capabilities struct {
 	// RW says how the waiters of the store's read-write locks wait, or is
 	// empty when the store has none (see RWLocker in rwlock.go).
 	RW WaitKind `json:"rw,omitempty"`
+	// SemaphoreFair reports whether waiters for a semaphore's permits are
+	// granted in arrival order: a waiter for many permits is not overtaken
+	// by a later waiter for fewer. Meaningless without Semaphore.
+	SemaphoreFair bool `json:"semaphore_fair,omitempty"`
 }
 
 // Check reports an error if the capabilities are inconsistent with the

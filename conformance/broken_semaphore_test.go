@@ -2,6 +2,7 @@ package conformance_test
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/distlock/distlock/backend"
@@ -16,6 +17,14 @@ type brokenSemaphore struct {
 	bug semaphoreBug
 }
 
+// largestLimits is the "store" of semLargestLimit: the largest limit
+// asked per semaphore key, by any driver (each broken driver runs in a
+// process of its own).
+var largestLimits struct {
+	sync.Mutex
+	m map[string]int
+}
+
 type semaphoreBug int
 
 const (
@@ -23,6 +32,8 @@ const (
 	semRepeatsTokens                      // every grant gets token 1
 	semNeverExpires                       // a permit lives 1000×TTL: a crashed holder keeps it
 	semGhostOfWaiters                     // a waiter that gave up takes a permit afterwards and never releases it
+	semLargestLimit                       // the store keeps the largest limit any asker gave and grants by it
+	semClaimsFair                         // declares SemaphoreFair while waiters race for free permits
 )
 
 func wrapSemaphore(bug semaphoreBug) func(*memlock.Store, backend.Driver) backend.Driver {
@@ -39,8 +50,24 @@ func (d *brokenSemaphore) SubscribePermits(ctx context.Context, key string) (<-c
 	return d.mem.SubscribePermits(ctx, key)
 }
 
+func (d *brokenSemaphore) Capabilities() backend.Capabilities {
+	c := d.Driver.Capabilities()
+	if d.bug == semClaimsFair {
+		c.SemaphoreFair = true
+	}
+	return c
+}
+
 func (d *brokenSemaphore) TryAcquirePermits(ctx context.Context, req backend.SemaphoreRequest) (backend.Grant, error) {
 	switch d.bug {
+	case semLargestLimit:
+		largestLimits.Lock()
+		if largestLimits.m == nil {
+			largestLimits.m = map[string]int{}
+		}
+		largestLimits.m[req.Key] = max(largestLimits.m[req.Key], req.Limit)
+		req.Limit = largestLimits.m[req.Key]
+		largestLimits.Unlock()
 	case semIgnoresLimit:
 		req.Limit = backend.MaxSemaphoreLimit
 	case semNeverExpires:

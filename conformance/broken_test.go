@@ -108,6 +108,8 @@ var brokenDrivers = []struct {
 	{name: "semaphore-repeats-tokens", wrap: wrapSemaphore(semRepeatsTokens), mustFail: []string{"SemaphoreTokens"}},
 	{name: "semaphore-permits-never-expire", wrap: wrapSemaphore(semNeverExpires), mustFail: []string{"SemaphoreCrashedHolder"}},
 	{name: "semaphore-waiter-leaves-a-ghost", wrap: wrapSemaphore(semGhostOfWaiters), mustFail: []string{"SemaphoreWaitCancel"}},
+	{name: "semaphore-largest-limit-wins", wrap: wrapSemaphore(semLargestLimit), mustFail: []string{"SemaphoreMixedLimits"}},
+	{name: "semaphore-claims-fair", wrap: wrapSemaphore(semClaimsFair), mustFail: []string{"SemaphoreFIFO"}},
 }
 
 const brokenEnv = "DISTLOCK_CONFORMANCE_BROKEN"

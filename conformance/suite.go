@@ -64,6 +64,8 @@ var cases = []testCase{
 	{"SemaphoreTokens", "each grant of permits gets a token strictly above every token granted before for the semaphore, across Lockers, releases and expiry", testSemaphoreTokens},
 	{"SemaphoreCrashedHolder", "a crashed holder's permits return by the store's bound, after its own client reported them lost", testSemaphoreCrashedHolder},
 	{"SemaphoreWaitCancel", "a waiter gets its permit soon after a release; a waiter whose ctx ends returns promptly and leaves nothing queued or held", testSemaphoreWaitCancel},
+	{"SemaphoreMixedLimits", "a grant never puts more permits in use than the asker's own limit, even when an asker with a larger limit came while it waited", testSemaphoreMixedLimits},
+	{"SemaphoreFIFO", "where the semaphore is declared fair, a waiter for many permits is not overtaken by a later waiter for fewer", testSemaphoreFIFO},
 	{"RWExclusion", "read-write locks: never a writer together with a reader or another writer, across Lockers and goroutines", testRWExclusion},
 	{"RWReadersShare", "read-write locks: readers of different owners hold together; a writer is refused while any reader holds, and readers and writers while a writer holds", testRWReadersShare},
 	{"RWWriterNotStarved", "read-write locks: a waiting writer keeps new readers out and gets in, within a bound, while a stream of readers would otherwise always hold the lock", testRWWriterNotStarved},

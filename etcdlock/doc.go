@@ -45,9 +45,10 @@
 // etcd transactions with the lock.
 //
 // Semaphores (distlock.Locker.Semaphore) are native: every acquisition
-// puts a lease-bound key in the semaphore's range, and the keys in
-// create-revision order whose permits fit the limit hold, so waiters are
-// served in arrival order; the token is the key's create revision.
+// puts a lease-bound key in the semaphore's range, and, in create-revision
+// order from the head, a key holds while every key before it holds and
+// their permits plus its own fit its limit, so waiters are served in
+// arrival order; the token is the key's create revision.
 //
 // Read-write locks (distlock.RWMutex) order keys by create revision under
 // <prefix>%<key>%rw/: a writer holds when oldest, a reader when no writer

@@ -123,6 +123,8 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		Replication: "majority quorum (Raft); linearizable",
 		Semaphore:   backend.WaitQueue, // semaphore.go
 		RW:          backend.WaitQueue, // rwlock.go
+
+		SemaphoreFair: true, // in create-revision order
 	}
 }
 

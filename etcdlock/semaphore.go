@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,13 +16,17 @@ import (
 
 // Semaphores, natively: every acquisition (holder or waiter) puts one key
 // in the semaphore's range, bound to the driver's lease as a lock's key
-// is, whose value is "<permits> <owner>". The keys in create-revision
-// order form a queue, and a key holds its permits once the permits of
-// every key before it plus its own are within its limit: the first keys
-// hold, later ones wait in arrival order (fair; a waiter for many permits
-// is not overtaken by later waiters for fewer). A key that holds keeps
-// holding: keys created later never count against it. Its token is its
-// create revision. A grant is a lock like any other of the driver (same
+// is, whose value is "<permits> <limit> <owner>". The keys in
+// create-revision order form a queue, and the keys that hold are a prefix
+// of it: from the head, a key holds while every key before it holds and
+// their permits plus its own are within ITS limit; the first that does
+// not fit, and every key after it, waits. So a grant never puts more
+// permits in use than the asker's limit (every holder is ahead of it),
+// waiters are served in arrival order (fair; a waiter for many permits is
+// not overtaken by later waiters for fewer, nor by later askers with a
+// larger limit), and a key that holds keeps holding: keys only leave the
+// queue or join its end. Its token is its create revision (grants follow
+// the queue's order). A grant is a lock like any other of the driver (same
 // refresh, release, session doubt and loss).
 //
 // The range is <prefix>%<escaped key>%sem/, which no lock's range
@@ -46,30 +51,49 @@ func (d *Driver) nextSemKey(key string, s *session) ekey {
 	return ekey{key: key, name: fmt.Sprintf("%s%x.%x", semRange(d.prefix, key), int64(s.id), slot), slot: slot}
 }
 
-// semQueue is one read of a semaphore's range: the permits asked for by
-// the keys created before ours, and whether ours is still there.
+// semQueue is one read of a semaphore's range: whether our key holds
+// (see above), and whether it is still there.
 type semQueue struct {
 	rev     int64 // the revision the read saw
-	ahead   int   // permits of the keys created before ours
+	holds   bool  // our key and every key before it hold
 	present bool  // our key is in the range
 }
 
+// readSemQueue judges the key created at revision mine from kvs, the
+// range in create-revision order.
 func readSemQueue(rev, mine int64, kvs []*mvccpb.KeyValue) semQueue {
 	q := semQueue{rev: rev}
+	used := 0
 	for _, kv := range kvs {
-		switch {
-		case kv.CreateRevision < mine:
-			n, _, _ := strings.Cut(string(kv.Value), " ")
-			p, err := strconv.Atoi(n)
-			if err != nil || p < 1 {
-				p = backend.MaxSemaphoreLimit // unreadable: assume it takes everything
-			}
-			q.ahead += p
-		case kv.CreateRevision == mine:
-			q.present = true
+		if kv.CreateRevision > mine {
+			break
+		}
+		p, l := permitsOf(kv.Value)
+		if used+p > l {
+			break // this key waits, and so does every key after it
+		}
+		used += p
+		if kv.CreateRevision == mine {
+			q.holds, q.present = true, true
 		}
 	}
+	if !q.holds {
+		q.present = slices.ContainsFunc(kvs, func(kv *mvccpb.KeyValue) bool { return kv.CreateRevision == mine })
+	}
 	return q
+}
+
+// permitsOf reads "<permits> <limit> <owner>". A value it cannot read is
+// taken to ask for every permit (so that it waits, and every key after it).
+func permitsOf(v []byte) (permits, limit int) {
+	ps, rest, _ := strings.Cut(string(v), " ")
+	ls, _, _ := strings.Cut(rest, " ")
+	p, perr := strconv.Atoi(ps)
+	l, lerr := strconv.Atoi(ls)
+	if perr != nil || lerr != nil || p < 1 || l < 1 || l > backend.MaxSemaphoreLimit {
+		return backend.MaxSemaphoreLimit + 1, backend.MaxSemaphoreLimit
+	}
+	return p, l
 }
 
 // putPermitKey puts our key at the end of the semaphore's queue and reads
@@ -82,7 +106,7 @@ func (d *Driver) putPermitKey(ctx context.Context, req backend.SemaphoreRequest)
 	k := d.nextSemKey(req.Key, s)
 	resp, err := d.c.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(k.name), "=", 0)).
-		Then(clientv3.OpPut(k.name, strconv.Itoa(req.Permits)+" "+req.Owner, clientv3.WithLease(s.id)),
+		Then(clientv3.OpPut(k.name, strconv.Itoa(req.Permits)+" "+strconv.Itoa(req.Limit)+" "+req.Owner, clientv3.WithLease(s.id)),
 			clientv3.OpGet(semRange(d.prefix, req.Key), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))).
 		Commit()
 	if err != nil {
@@ -103,7 +127,7 @@ func (d *Driver) TryAcquirePermits(ctx context.Context, req backend.SemaphoreReq
 	if err != nil {
 		return backend.Grant{}, err
 	}
-	if q.ahead+req.Permits > req.Limit {
+	if !q.holds {
 		return backend.Grant{}, d.failed(s, k, true, backend.NotAcquired(req.Key, 0))
 	}
 	return d.grant(s, req.Request, k, rev)
@@ -119,10 +143,10 @@ func (d *Driver) WaitPermits(ctx context.Context, req backend.SemaphoreRequest) 
 	if err != nil {
 		return backend.Grant{}, err
 	}
-	if q.ahead+req.Permits > req.Limit {
+	if !q.holds {
 		d.startIdleWatch() // waits share one watch stream (idlewatch.go)
 	}
-	for q.ahead+req.Permits > req.Limit {
+	for !q.holds {
 		if q, err = d.waitSemQueue(ctx, s, req.Key, k, rev, q.rev); err != nil {
 			return backend.Grant{}, d.failed(s, k, true, err)
 		}

@@ -74,6 +74,14 @@
 // so an uncontended acquire+release is three requests, as with zk.Lock:
 // create, list the queue, delete.
 //
+// Semaphores (distlock.Locker.Semaphore) are native: every acquisition is
+// an ephemeral sequential node under BASE/sem.enc(K) whose name carries its
+// permits and limit (_c_<32 hex>-sem-<permits>-<limit>-<seq>); from the
+// head of that queue, a node holds while every node before it holds and
+// their permits plus its own fit its limit. Waiters are served in arrival
+// order, follow the nodes ahead of them by watches (a release costs the
+// others no request), and the token is the node's czxid, as for a lock.
+//
 // Read-write locks (distlock.RWMutex) follow Curator's recipe: sequential
 // nodes under base/rw.<key>; a writer holds when lowest, a reader when no
 // writer is below it; an uncontended acquire+release is four requests

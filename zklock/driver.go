@@ -112,7 +112,8 @@ func newDriver(conn *zk.Conn, o Options, owned bool, s *session) (*Driver, error
 func (d *Driver) SetLogger(l *slog.Logger) { d.sess.logger.Store(l) }
 
 // Capabilities reports a fair queue whose locks live as long as the
-// driver's session; the TTL of every lock is the session timeout.
+// driver's session; the TTL of every lock is the session timeout. Counting
+// semaphores are native and fair (semaphore.go).
 func (d *Driver) Capabilities() backend.Capabilities {
 	return backend.Capabilities{
 		Name:        "zookeeper",
@@ -123,6 +124,10 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		Fair:        true,
 		Replication: "majority quorum (Zab)",
 		RW:          backend.WaitQueue, // rwlock.go
+
+		// Native semaphores (semaphore.go), fair: in sequence order.
+		Semaphore:     backend.WaitQueue,
+		SemaphoreFair: true,
 	}
 }
 

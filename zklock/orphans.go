@@ -127,7 +127,7 @@ func (d *Driver) reapOne(x orphan) bool {
 			return false
 		}
 		for _, c := range children {
-			if g, _, ok := parseName(c); ok && g == x.guid {
+			if guidOf(c) == x.guid {
 				name = c
 			}
 		}

@@ -62,10 +62,8 @@ func parseName(name string) (guid string, seq int64, ok bool) {
 	if !strings.HasPrefix(rest, nameMarker) {
 		return "", 0, false
 	}
-	for i := 0; i < len(guid); i++ {
-		if c := guid[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return "", 0, false
-		}
+	if !isGUID(guid) {
+		return "", 0, false
 	}
 	for _, c := range []byte(rest[len(nameMarker):]) {
 		if c < '0' || c > '9' {
@@ -74,6 +72,32 @@ func parseName(name string) (guid string, seq int64, ok bool) {
 		seq = seq*10 + int64(c-'0')
 	}
 	return guid, seq, true
+}
+
+// isGUID reports whether s is a guid newGUID makes: 32 lower-case hex
+// digits.
+func isGUID(s string) bool {
+	if len(s) != guidLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// guidOf returns the guid of a node name of the driver's (a lock's or a
+// semaphore's: both start with the protected prefix and the guid), or "".
+func guidOf(name string) string {
+	if len(name) < len(protectedPrefix)+guidLen || !strings.HasPrefix(name, protectedPrefix) {
+		return ""
+	}
+	if g := name[len(protectedPrefix) : len(protectedPrefix)+guidLen]; isGUID(g) {
+		return g
+	}
+	return ""
 }
 
 // queueOf returns the lock nodes among children, in queue order.
@@ -129,7 +153,7 @@ func (d *Driver) enqueue(ctx context.Context, req backend.Request, keep bool) (n
 	}
 	fresh := n.name == ""
 	if fresh {
-		n.name, n.session, n.czxid, err = d.create(ctx, req, reuser, n.guid, parent)
+		n.name, n.session, n.czxid, err = d.create(ctx, req, reuser, n.guid, parent, namePrefix(n.guid))
 		if err != nil {
 			return nil, nil, time.Time{}, err
 		}
@@ -143,13 +167,14 @@ func (d *Driver) enqueue(ctx context.Context, req backend.Request, keep bool) (n
 	return n, q, sent, nil
 }
 
-// create makes the protected EPHEMERAL_SEQUENTIAL node, creating the key's
-// container (and the base path) when missing, and returns its name. If the
+// create makes the protected EPHEMERAL_SEQUENTIAL node seg<sequence> (seg
+// starts with the protected prefix and guid), creating the key's container
+// (and the base path) when missing, and returns its name. If the
 // outcome is unknown (connection lost after sending, or ctx ended first),
 // the node is handed to the orphan reaper (or to the next attempt by the
 // same owner, reuser, if not "") before create returns.
-func (d *Driver) create(ctx context.Context, req backend.Request, reuser, guid, parent string) (name string, session, czxid int64, err error) {
-	prefix := parent + "/" + namePrefix(guid)
+func (d *Driver) create(ctx context.Context, req backend.Request, reuser, guid, parent, seg string) (name string, session, czxid int64, err error) {
+	prefix := parent + "/" + seg
 	pending := orphan{key: req.Key, owner: reuser, parent: parent, guid: guid, session: d.conn.SessionID()}
 	for attempt := 0; ; attempt++ {
 		var path string

@@ -34,7 +34,7 @@ func newBenchCmd() *cobra.Command {
 	var o benchOpts
 	cmd := &cobra.Command{
 		Use:   "bench [--url NAME=URL ...] [--config FILE] [--embedded] [--out DIR]",
-		Short: "Compare backends side by side: latency, throughput, hand-off, crash recovery, safety",
+		Short: "Compare backends side by side: latency, throughput, hand-off, semaphores, crash recovery, safety",
 		Long: `Run the same workloads on every backend, one after the other, and report
 them side by side: a table on stdout, and report.json, results.csv, one SVG
 chart per workload and a self-contained report.html in --out.
@@ -45,6 +45,10 @@ each store, the same workloads run the store's other lock libraries
 (--peers: redsync and bsm/redislock on Redis, GET_LOCK and SELECT ... FOR
 UPDATE on MySQL, concurrency.Mutex on etcd, zk.Lock on ZooKeeper) and one
 bare round trip of the store (its floor).
+
+The semaphore workload (--semaphore-workers clients on one semaphore of
+--permits permits) runs distlock alone, and lists a backend without a
+native semaphore as unsupported.
 
 Backends come from --url flags (NAME=URL, or just URL), or a YAML config
 file (--config). With neither, throwaway servers are started for every
@@ -64,6 +68,9 @@ runs on any machine with nothing installed.`,
 	f.IntVar(&o.cfg.Iterations, "iterations", 200, "acquire+release pairs in the uncontended workload")
 	f.DurationVar(&o.cfg.Duration, "duration", 5*time.Second, "length of the contended and many-keys runs")
 	f.DurationVar(&o.cfg.TTL, "ttl", 3*time.Second, "lease TTL (bounds crash recovery)")
+	f.IntVar(&o.cfg.Permits, "permits", 4, "permits of the semaphore in the semaphore workload")
+	f.IntVar(&o.cfg.SemaphoreWorkers, "semaphore-workers", 16, "clients sharing the semaphore in the semaphore workload")
+	f.DurationVar(&o.cfg.SemaphoreHold, "semaphore-hold", 0, "how long each client holds its permit in the semaphore workload")
 	f.IntVar(&o.cfg.Rounds, "rounds", 3, "times each workload runs on each backend (the report gives the median, min and max)")
 	f.BoolVar(&o.peers, "peers", true, "also measure each store's other lock libraries (--peers=false: distlock and the floors only)")
 	f.BoolVar(&o.noProgress, "no-progress", false, "no progress bar: one line per finished step instead")
@@ -110,6 +117,10 @@ func bench(ctx context.Context, stdout io.Writer, o benchOpts) error {
 				fmt.Fprintf(os.Stderr, "distlock bench: the peer %s let two holders in at once %v times\n", r.Backend, v)
 				continue
 			}
+			if r.Workload == "semaphore" {
+				broken = cmp.Or(broken, fmt.Errorf("bench: %s let more than %d permits be held at once %v times", r.Backend, o.cfg.Permits, v))
+				continue
+			}
 			broken = cmp.Or(broken, fmt.Errorf("bench: %s let two holders in at once %v times", r.Backend, v))
 		}
 	}
@@ -130,8 +141,11 @@ func progress(off bool, steps int) func(compare.Result, int) {
 	if off || !term.IsTerminal(int(os.Stderr.Fd())) {
 		return func(r compare.Result, round int) {
 			status := "ok"
-			if r.Error != "" {
+			switch {
+			case r.Error != "":
 				status = "error: " + r.Error
+			case r.Unsupported != "":
+				status = "unsupported: " + r.Unsupported
 			}
 			fmt.Fprintf(os.Stderr, "  %s/%s round %d: %s\n", r.Backend, r.Workload, round+1, status)
 		}

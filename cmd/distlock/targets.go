@@ -48,6 +48,10 @@ type benchConfig struct {
 	Rounds     int           `yaml:"rounds"`
 	Peers      *bool         `yaml:"peers"`
 	Workloads  []string      `yaml:"workloads"`
+
+	Permits          int           `yaml:"permits"`
+	SemaphoreWorkers int           `yaml:"semaphore_workers"`
+	SemaphoreHold    time.Duration `yaml:"semaphore_hold"`
 }
 
 func collectTargets(ctx context.Context, o *benchOpts) (*targetSet, error) {
@@ -122,6 +126,15 @@ func readBenchConfig(o *benchOpts) ([]string, error) {
 	}
 	if c.Peers != nil {
 		o.peers = *c.Peers
+	}
+	if c.Permits > 0 {
+		o.cfg.Permits = c.Permits
+	}
+	if c.SemaphoreWorkers > 0 {
+		o.cfg.SemaphoreWorkers = c.SemaphoreWorkers
+	}
+	if c.SemaphoreHold > 0 {
+		o.cfg.SemaphoreHold = c.SemaphoreHold
 	}
 	if len(c.Workloads) > 0 && len(o.cfg.Workloads) == 0 {
 		o.cfg.Workloads = c.Workloads

@@ -30,6 +30,8 @@ var charts = map[string]chartSpec{
 		axis: "grants per second, all clients together (log scale)"},
 	"many-keys": {metric: "acq/s", title: "many keys: acquisitions per second, a key per client (higher is better)",
 		axis: "grants per second, all clients together (log scale)"},
+	"semaphore": {metric: "acq/s", title: "semaphore: acquisitions per second, one permit at a time (higher is better)",
+		axis: "grants per second, all clients together (log scale)"},
 	"crash-recovery": {metric: "recovery", title: "crash recovery: holder killed → next grant (lower is better)",
 		axis: "time from the holder's death to the waiter's grant (log scale)", ttlRef: true},
 }
@@ -83,7 +85,10 @@ func (rep *Report) workloadChart(wl string) ([]byte, error) {
 			unit = m.Unit
 		}
 		rw := row{value: m.Value, lo: m.Min, hi: m.Max, group: g, kind: r.rank(), text: "no result"}
-		if r.Error != "" && len(r.Metrics) == 0 {
+		switch {
+		case r.Unsupported != "" && len(r.Metrics) == 0:
+			rw.text = "unsupported (no semaphore)"
+		case r.Error != "" && len(r.Metrics) == 0:
 			rw.text = "failed (see the table)"
 		}
 		labels = append(labels, rowLabel(r))

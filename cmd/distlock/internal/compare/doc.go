@@ -16,6 +16,10 @@
 //     a release to the next holder, each client's wait p50/p99/max and its
 //     share of acquisitions), checking mutual exclusion as they go;
 //   - many-keys: N clients each lock a key of their own (acquisitions/s);
+//   - semaphore: M clients share one semaphore of P permits
+//     (acquisitions/s, waits, the most permits seen held at once, checked
+//     against P); distlock alone, a backend without a semaphore listed as
+//     unsupported;
 //   - crash-recovery: a holder is killed (a `distlock run` process with
 //     SIGKILL, a peer's connections cut) and a waiter measures how long
 //     until it gets the lock.

@@ -21,7 +21,7 @@ tr.group td{font-weight:600;text-align:left;background:#eef2f7;border-top:1px so
 td.lib{padding-left:1.2em}
 tr.distlock td.lib{font-weight:600;color:#1f5fae}tr.floor td{color:#777;font-style:italic}
 td.num{font-variant-numeric:tabular-nums;white-space:nowrap}td.head{font-weight:600}
-.range{display:block;color:#888;font-size:11px;font-weight:normal}.err{color:#a00;text-align:left;font-size:12px}
+.range{display:block;color:#888;font-size:11px;font-weight:normal}.err{color:#a00;text-align:left;font-size:12px}.unsup{color:#777;text-align:left;font-size:12px;font-style:italic}
 .pair{display:flex;gap:28px;align-items:flex-start;flex-wrap:wrap;margin:.6em 0}
 figure{margin:0}.pair figure{flex:1 1 480px;min-width:0;max-width:700px}figure svg{max-width:100%;height:auto;display:block}figcaption{color:#666;font-size:12px}
 dl.terms{margin:.6em 0;font-size:13px;max-width:60em}dl.terms dt{font-weight:600;float:left;clear:left;margin-right:.4em}dl.terms dd{margin:0 0 .2em}
@@ -45,6 +45,7 @@ Figures move by up to 3× between runs on a noisy machine: compare within one ru
 {{range .Rows}}<tr class="{{.Kind}}"><td class="l lib">{{.Library}}</td>
 {{range .Cells}}<td class="num{{if .Range}} head{{end}}">{{.Text}}{{if .Range}}<span class="range">{{.Range}}</span>{{end}}</td>{{end}}</tr>
 {{if .Error}}<tr class="{{.Kind}}"><td></td><td class="err" colspan="{{len .Cells}}">{{.Error}}</td></tr>{{end}}
+{{if .Unsupported}}<tr class="{{.Kind}}"><td></td><td class="unsup" colspan="{{len .Cells}}">unsupported: {{.Unsupported}}</td></tr>{{end}}
 {{end}}</tbody>{{end}}
 </table>
 {{with .Chart}}<figure>{{svg .SVG}}<figcaption>{{.File}}</figcaption></figure>{{end}}
@@ -64,7 +65,7 @@ For times below 1 means distlock is faster, for rates above 1; for max share bel
 <tr><th>run</th><td>{{.R.Created.Format "2006-01-02 15:04 MST"}}</td></tr>
 <tr><th>command</th><td><code>{{.R.Command}}</code></td></tr>
 {{range .Machine}}<tr><th>{{.K}}</th><td>{{.V}}</td></tr>{{end}}
-<tr><th>workloads</th><td>{{.R.Config.Rounds}} rounds; {{.R.Config.Iterations}} uncontended pairs; {{.R.Config.Workers}} clients for {{.R.Config.Duration}} in the contended and many-keys runs; lease TTL {{.R.Config.TTL}}</td></tr>
+<tr><th>workloads</th><td>{{.R.Config.Rounds}} rounds; {{.R.Config.Iterations}} uncontended pairs; {{.R.Config.Workers}} clients for {{.R.Config.Duration}} in the contended and many-keys runs; lease TTL {{.R.Config.TTL}}{{if .R.Config.Permits}}; {{.R.Config.SemaphoreWorkers}} clients on a semaphore of {{.R.Config.Permits}} permits{{end}}</td></tr>
 </tbody></table>
 {{if .R.Stores}}<h3>Stores</h3>
 <table class="meta"><thead><tr><th>store</th><th>server</th><th>settings</th><th>floor</th><th>URL</th></tr></thead><tbody>

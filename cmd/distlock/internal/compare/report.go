@@ -34,6 +34,10 @@ type ConfigSummary struct {
 	Duration   string `json:"duration"`
 	TTL        string `json:"ttl"`
 	Rounds     int    `json:"rounds"`
+	// Permits and SemaphoreWorkers size the semaphore workload.
+	Permits          int    `json:"permits,omitempty"`
+	SemaphoreWorkers int    `json:"semaphore_workers,omitempty"`
+	SemaphoreHold    string `json:"semaphore_hold,omitempty"`
 }
 
 // StoreInfo describes one store of a run: its server, as the server
@@ -70,7 +74,8 @@ type Meta struct {
 func NewReport(targets []Target, c Config, results []Result, meta Meta) *Report {
 	c = c.withDefaults()
 	rep := &Report{Created: time.Now().UTC(), Machine: meta.Machine, Command: meta.Command, Stores: meta.Stores, Results: results,
-		Config: ConfigSummary{Iterations: c.Iterations, Workers: c.Workers, Duration: c.Duration.String(), TTL: c.TTL.String(), Rounds: c.Rounds}}
+		Config: ConfigSummary{Iterations: c.Iterations, Workers: c.Workers, Duration: c.Duration.String(), TTL: c.TTL.String(), Rounds: c.Rounds,
+			Permits: c.Permits, SemaphoreWorkers: c.SemaphoreWorkers, SemaphoreHold: c.SemaphoreHold.String()}}
 	for _, t := range targets {
 		rep.Backends = append(rep.Backends, BackendInfo{Name: t.Name, URL: t.Display(), Store: t.StoreName(),
 			Library: t.LibraryName(), Floor: t.Floor, About: t.About})
@@ -96,7 +101,15 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintln(tw, strings.Join(header, "\t"))
 		for _, r := range rows {
 			cells := []string{r.Backend}
-			if r.Error != "" && len(r.Metrics) == 0 {
+			switch {
+			case r.Unsupported != "" && len(r.Metrics) == 0:
+				// A cell per column, so that the next rows stay aligned;
+				// the reason is in report.json and the HTML.
+				cells = append(cells, "unsupported")
+				for range len(cols) - 1 {
+					cells = append(cells, "-")
+				}
+			case r.Error != "" && len(r.Metrics) == 0:
 				cells = append(cells, "error: "+r.Error)
 			}
 			for _, c := range cols {
@@ -237,7 +250,11 @@ func (rep *Report) writeCSV(path string) error {
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 	for _, r := range rep.Results {
 		if len(r.Metrics) == 0 {
-			_ = w.Write([]string{r.Backend, r.Workload, "", "", "", r.Error, "", "", r.storeName(), r.Library})
+			e := r.Error
+			if r.Unsupported != "" {
+				e = "unsupported: " + r.Unsupported
+			}
+			_ = w.Write([]string{r.Backend, r.Workload, "", "", "", e, "", "", r.storeName(), r.Library})
 		}
 		for _, m := range r.Metrics {
 			_ = w.Write([]string{r.Backend, r.Workload, m.Name, m.Unit, g(m.Value), r.Error, g(m.Min), g(m.Max), r.storeName(), r.Library})

@@ -64,6 +64,18 @@ var texts = map[string]workloadText{
 			"<b>Higher is better.</b> The floor is as many clients sending bare round trips at once.",
 		Columns: []column{{"acq/s", "acq/s"}},
 	},
+	"semaphore": {
+		Title: "Semaphore: many clients, {permits} permits",
+		What: "{semworkers} clients, each with connections of its own, share one semaphore of {permits} permits for {duration} a round: " +
+			"each takes one permit, holds it for {semhold} and releases it, again and again. Acquisitions per second of all clients together: " +
+			"<b>higher is better</b>. Only distlock runs it (the peer libraries have no semaphore); a backend without a native semaphore " +
+			"is listed as unsupported (distlock refuses to imitate one with locks).",
+		Columns: []column{{"acq/s", "acq/s"}, {"wait p50", "wait p50"}, {"wait p99", "wait p99"}, {"max holders", "max holders"}, {"violations", "violations"}},
+		Explain: []explain{
+			{"max holders", "the most permits the clients saw held at once (a safety check: never above {permits})."},
+			{"violations", "grants made while {permits} permits were already held, added over the rounds: anything but 0 is a broken semaphore (the command fails)."},
+		},
+	},
 	"crash-recovery": {
 		Title: "Crash recovery: the holder dies",
 		What: "A holder is killed while it holds the lock (distlock: a <code>distlock run</code> process, SIGKILL; " +
@@ -97,10 +109,11 @@ type tableGroup struct {
 }
 
 type tableRow struct {
-	Library string
-	Kind    string // "distlock", "peer" or "floor"
-	Cells   []tableCell
-	Error   string
+	Library     string
+	Kind        string // "distlock", "peer" or "floor"
+	Cells       []tableCell
+	Error       string
+	Unsupported string
 }
 
 type tableCell struct {
@@ -112,7 +125,7 @@ func (rep *Report) sections(charts []chart) []section {
 	var out []section
 	for _, wl := range rep.workloads() {
 		t := texts[wl]
-		s := section{Name: wl, Title: t.Title, Columns: t.Columns, Rounds: rep.Config.Rounds,
+		s := section{Name: wl, Title: rep.sprintf(t.Title), Columns: t.Columns, Rounds: rep.Config.Rounds,
 			What: template.HTML(rep.sprintf(t.What))} // our own text
 		if s.Title == "" {
 			s.Title = wl
@@ -136,7 +149,8 @@ func (rep *Report) sections(charts []chart) []section {
 func (rep *Report) sprintf(text string) string {
 	c := rep.Config
 	return strings.NewReplacer("{pairs}", strconv.Itoa(c.Iterations), "{workers}", strconv.Itoa(c.Workers),
-		"{duration}", c.Duration, "{ttl}", c.TTL).Replace(text)
+		"{duration}", c.Duration, "{ttl}", c.TTL, "{permits}", strconv.Itoa(c.Permits),
+		"{semworkers}", strconv.Itoa(c.SemaphoreWorkers), "{semhold}", c.SemaphoreHold).Replace(text)
 }
 
 func (rep *Report) tableGroups(wl string, cols []column) []tableGroup {
@@ -146,7 +160,7 @@ func (rep *Report) tableGroups(wl string, cols []column) []tableGroup {
 		if len(out) == 0 || out[len(out)-1].Store != r.storeName() {
 			out = append(out, tableGroup{Store: r.storeName(), Span: len(cols) + 1})
 		}
-		tr := tableRow{Library: legendLabel(r), Kind: [...]string{"distlock", "peer", "floor"}[r.rank()], Error: r.Error}
+		tr := tableRow{Library: legendLabel(r), Kind: [...]string{"distlock", "peer", "floor"}[r.rank()], Error: r.Error, Unsupported: r.Unsupported}
 		for _, c := range cols {
 			tr.Cells = append(tr.Cells, rep.cell(r, c, c.Metric == headline))
 		}

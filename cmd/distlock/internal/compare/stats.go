@@ -43,6 +43,9 @@ type Result struct {
 	// averaged over the rounds.
 	Shares []float64 `json:"shares,omitempty"`
 	Error  string    `json:"error,omitempty"`
+	// Unsupported says why the target cannot run the workload (a backend
+	// without a semaphore): not a failure.
+	Unsupported string `json:"unsupported,omitempty"`
 
 	raw []time.Duration // one round's samples, before combining
 }

@@ -79,7 +79,15 @@ func (t Target) Display() string {
 }
 
 // runs reports whether the target takes part in workload w.
-func (t Target) runs(w string) bool { return !(t.Floor && w == "crash-recovery") }
+func (t Target) runs(w string) bool {
+	switch w {
+	case "crash-recovery":
+		return !t.Floor
+	case "semaphore": // distlock's alone: the peers have no semaphore
+		return !t.Floor && t.LibraryName() == "distlock"
+	}
+	return true
+}
 
 // urlWithTTL returns the URL with a ttl parameter (unless it has one), so
 // that backends whose locks live as long as a session (etcd, ZooKeeper)
@@ -126,6 +134,9 @@ func (c lockerContender) Acquire(ctx context.Context, key string) (func(context.
 }
 
 func (c lockerContender) Close() { _ = c.l.Close() }
+
+// Locker returns the Locker (the semaphore workload uses it).
+func (c lockerContender) Locker() *distlock.Locker { return c.l }
 
 // library makes clients of the target, each with connections of its own,
 // as separate processes would have.

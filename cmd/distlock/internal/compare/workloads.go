@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/measure"
 )
 
@@ -22,10 +23,15 @@ type Config struct {
 	Rounds     int           // times every workload runs on every target (3)
 	Exe        string        // the distlock binary, for crash-recovery holders
 	Workloads  []string      // which workloads to run (all)
+	// Permits and SemaphoreWorkers size the semaphore workload: clients
+	// sharing one semaphore of Permits permits (4 permits, 16 clients).
+	Permits          int
+	SemaphoreWorkers int
+	SemaphoreHold    time.Duration // how long a permit is held (0)
 }
 
 // Workloads lists the workload names in the order they run.
-var Workloads = []string{"uncontended", "contended", "many-keys", "crash-recovery"}
+var Workloads = []string{"uncontended", "contended", "many-keys", "semaphore", "crash-recovery"}
 
 func (c Config) withDefaults() Config {
 	if c.Iterations <= 0 {
@@ -43,6 +49,12 @@ func (c Config) withDefaults() Config {
 	if c.Rounds <= 0 {
 		c.Rounds = 3
 	}
+	if c.Permits <= 0 {
+		c.Permits = 4
+	}
+	if c.SemaphoreWorkers <= 0 {
+		c.SemaphoreWorkers = 16
+	}
 	if len(c.Workloads) == 0 {
 		c.Workloads = Workloads
 	}
@@ -56,8 +68,11 @@ func (c Config) Validate() error {
 			return fmt.Errorf("unknown workload %q (want some of %v)", w, Workloads)
 		}
 	}
-	if c.Iterations < 0 || c.Workers < 0 || c.Duration < 0 || c.TTL < 0 || c.Rounds < 0 {
-		return fmt.Errorf("iterations, workers, duration, ttl and rounds must not be negative")
+	if c.Iterations < 0 || c.Workers < 0 || c.Duration < 0 || c.TTL < 0 || c.Rounds < 0 || c.Permits < 0 || c.SemaphoreWorkers < 0 || c.SemaphoreHold < 0 {
+		return fmt.Errorf("iterations, workers, duration, ttl, rounds, permits and semaphore workers and semaphore hold must not be negative")
+	}
+	if c.Permits > distlock.MaxSemaphoreLimit {
+		return fmt.Errorf("permits %d is above the most a semaphore may have (%d)", c.Permits, distlock.MaxSemaphoreLimit)
 	}
 	return nil
 }
@@ -122,6 +137,8 @@ func runOne(ctx context.Context, t Target, w string, c Config) Result {
 		err = contended(ctx, t, c, &r)
 	case "many-keys":
 		err = manyKeys(ctx, t, c, &r)
+	case "semaphore":
+		err = semaphoreRun(ctx, t, c, &r)
 	case "crash-recovery":
 		err = crashRecovery(ctx, t, c, &r)
 	}

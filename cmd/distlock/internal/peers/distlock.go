@@ -44,6 +44,9 @@ func (c *distlockClient) Acquire(ctx context.Context, key string) (func(context.
 	return le.Release, nil
 }
 
+// Locker returns the Locker (the bench's semaphore workload uses it).
+func (c *distlockClient) Locker() *distlock.Locker { return c.l }
+
 func (c *distlockClient) Close() {
 	_ = c.l.Close()
 	c.closeClient()
