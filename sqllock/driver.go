@@ -111,7 +111,7 @@ func seconds(d time.Duration) int {
 
 // Capabilities reports what the store offers.
 func (d *Driver) Capabilities() backend.Capabilities {
-	return backend.Capabilities{
+	c := backend.Capabilities{
 		Name:        d.dia.name(),
 		Wait:        backend.WaitQueue,
 		Lifetime:    backend.LifetimeConnection,
@@ -122,6 +122,10 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		Fair:        false,
 		Replication: "single server: row locks are not replicated, a failover to a replica loses every lock",
 	}
+	if d.semDia() != nil {
+		c.Semaphore = backend.WaitPoll // semaphore.go: SKIP LOCKED never waits
+	}
+	return c
 }
 
 // Close abandons every lock still held by closing its connection (the
