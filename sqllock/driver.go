@@ -16,7 +16,8 @@ import (
 // Driver is a distlock backend over one MySQL, MariaDB or PostgreSQL server. Each held
 // lock pins one connection of the *sql.DB with an open transaction that
 // holds the lock row's exclusive row lock. It implements [backend.Driver],
-// [backend.Waiter] and [backend.Inspector]; it is safe for concurrent use.
+// [backend.Waiter], [backend.Inspector] and [backend.Semaphorer]; it is
+// safe for concurrent use.
 type Driver struct {
 	db      *sql.DB
 	ownDB   bool   // opened from a URL: Close closes it
