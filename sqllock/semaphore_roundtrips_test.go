@@ -16,13 +16,14 @@ import (
 
 // semPairs runs pairs uncontended TryAcquirePermits+Release of n permits
 // of a semaphore of limit permits after a warm-up (slot creation, first
-// epoch, spare), and returns how many of each command were sent per pair,
+// epoch, spare; with pre > 0 first one grant of pre permits of a
+// semaphore of pre, which leaves pre slots), and returns how many of each command were sent per pair,
 // by snapshot (a counter of commands by kind).
-func semPairs(t *testing.T, d *sqllock.Driver, limit, n int, snapshot func() map[byte]int, kinds ...byte) map[byte]float64 {
+func semPairs(t *testing.T, d *sqllock.Driver, pre, limit, n int, snapshot func() map[byte]int, kinds ...byte) map[byte]float64 {
 	t.Helper()
 	const pairs = 20
 	key := uniqueKey("sem-roundtrips")
-	pair := func(i int) {
+	grant := func(i, limit, n int) {
 		ctx := ctxFor(t, 10*time.Second)
 		g, err := d.TryAcquirePermits(ctx, backend.SemaphoreRequest{
 			Request: backend.Request{Key: key, Owner: "sem-owner", TTL: 30 * time.Second},
@@ -34,6 +35,10 @@ func semPairs(t *testing.T, d *sqllock.Driver, limit, n int, snapshot func() map
 		if err := g.Lock.Release(ctx); err != nil {
 			t.Fatalf("pair %d: release: %v", i, err)
 		}
+	}
+	pair := func(i int) { grant(i, limit, n) }
+	if pre > 0 {
+		grant(-1, pre, pre)
 	}
 	for i := range 4 {
 		pair(i)
@@ -55,7 +60,10 @@ func semPairs(t *testing.T, d *sqllock.Driver, limit, n int, snapshot func() map
 // *sql.DB with go-sql-driver's defaults: four (the locking read of free
 // slots, the count of slot rows, the live counter's increment, COMMIT);
 // with multiStatements two (the first three are one batch). Taking 3
-// permits costs the same as 1.
+// permits costs the same as 1. When the semaphore has more slots than the
+// asker's limit (someone used a larger one), counting the held slots on
+// another connection adds four (BEGIN, the locking read, the count,
+// ROLLBACK).
 func TestSemaphoreRoundTrips(t *testing.T) {
 	s := startServer(t)
 	for _, tc := range []struct {
@@ -74,10 +82,14 @@ func TestSemaphoreRoundTrips(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = d.Close() })
 			for _, n := range []int{1, 3} {
-				got := semPairs(t, d, 4, n, cc.snapshot, comQuery, comPing, comStmtPrepare, comStmtExecute)
+				got := semPairs(t, d, 0, 4, n, cc.snapshot, comQuery, comPing, comStmtPrepare, comStmtExecute)
 				if got[comQuery] != tc.want || got[comPing]+got[comStmtPrepare]+got[comStmtExecute] != 0 {
 					t.Errorf("%d permits: commands per pair %v, want %v queries and nothing else", n, got, tc.want)
 				}
+			}
+			got := semPairs(t, d, 6, 4, 1, cc.snapshot, comQuery, comPing, comStmtPrepare, comStmtExecute)
+			if got[comQuery] != tc.want+4 || got[comPing]+got[comStmtPrepare]+got[comStmtExecute] != 0 {
+				t.Errorf("6 slots, limit 4: commands per pair %v, want %v queries and nothing else", got, tc.want+4)
 			}
 		})
 	}
@@ -87,7 +99,8 @@ func TestSemaphoreRoundTrips(t *testing.T) {
 // uncontended TryAcquirePermits+Release: the batch that opens the
 // transaction, locks the free slots and counts the slot rows; the
 // committed fencing increment (on another connection, checking that the
-// holding transaction is in progress); ROLLBACK.
+// holding transaction is in progress); ROLLBACK. Counting the held slots
+// (more slots than the asker's limit) adds one.
 func TestPostgresSemaphoreRoundTrips(t *testing.T) {
 	s := startPG(t)
 	cfg, err := pgx.ParseConfig(sandbox.PostgresURL(s.addr()))
@@ -111,9 +124,13 @@ func TestPostgresSemaphoreRoundTrips(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = d.Close() })
 	for _, n := range []int{1, 3} {
-		got := semPairs(t, d, 4, n, pc.snapshot, 'Q', 'S')
+		got := semPairs(t, d, 0, 4, n, pc.snapshot, 'Q', 'S')
 		if rt := got['Q'] + got['S']; rt != 3 {
 			t.Errorf("%d permits: %v round trips per pair (Query %v, Sync %v), want 3", n, rt, got['Q'], got['S'])
 		}
+	}
+	got := semPairs(t, d, 6, 4, 1, pc.snapshot, 'Q', 'S')
+	if rt := got['Q'] + got['S']; rt != 4 {
+		t.Errorf("6 slots, limit 4: %v round trips per pair (Query %v, Sync %v), want 4", rt, got['Q'], got['S'])
 	}
 }
