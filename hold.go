@@ -233,6 +233,9 @@ func (l *Locker) settle(ctx context.Context, h *hold, g backend.Grant, err error
 			}
 			return nil, fmt.Errorf("distlock: semaphore %q: %w", h.key, err)
 		}
+		if h.mode != 0 {
+			return nil, fmt.Errorf("distlock: read-write lock %q (%s side): %w", h.key, h.mode, err)
+		}
 		return nil, fmt.Errorf("distlock: acquire %q: %w", h.key, err)
 	}
 	life := ttl // what the store applied, which validity counts
@@ -255,9 +258,7 @@ func (l *Locker) settle(ctx context.Context, h *hold, g backend.Grant, err error
 
 // newLease makes a Lease on h. Locker.mu is held.
 func (l *Locker) newLease(ctx context.Context, h *hold) *Lease {
-	le := &Lease{l: l, h: h}
-	base := ContextWithOwner(context.WithoutCancel(leaseBase(ctx)), h.owner)
-	le.ctx, le.cancel = context.WithCancelCause(base)
+	le := &Lease{l: l, h: h, parent: leaseBase(ctx)}
 	h.leases[le] = struct{}{}
 	return le
 }
@@ -269,7 +270,7 @@ func (l *Locker) endLocked(h *hold, cause error) {
 	l.wd.remove(h)
 	h.stopExpiry()
 	for le := range h.leases {
-		le.cancel(cause)
+		le.end(cause)
 	}
 	clear(h.leases)
 }

@@ -21,8 +21,48 @@ import (
 type Lease struct {
 	l      *Locker
 	h      *hold
+	parent context.Context // the acquisition's caller's ctx, whose values Context carries
+
+	// Guarded by Locker.mu. The context is made on first use (Context,
+	// Done): a lease that is acquired and released without either never
+	// makes one, which is most of the cost of a Lease.
+	cause  error // why the lease ended; nil while it lasts
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+}
+
+// context returns the lease's context, made now if it was not yet, and
+// ended at once if the lease already has.
+func (le *Lease) context() context.Context {
+	le.l.mu.Lock()
+	defer le.l.mu.Unlock()
+	if le.ctx == nil {
+		base := ContextWithOwner(context.WithoutCancel(le.parent), le.h.owner)
+		le.ctx, le.cancel = context.WithCancelCause(base)
+		if le.cause != nil {
+			le.cancel(le.cause)
+		}
+	}
+	return le.ctx
+}
+
+// end ends the lease with cause, unless it already ended. Locker.mu is
+// held.
+func (le *Lease) end(cause error) {
+	if le.cause != nil {
+		return
+	}
+	le.cause = cause
+	if le.cancel != nil {
+		le.cancel(cause)
+	}
+}
+
+// ended returns why the lease ended, nil while it lasts.
+func (le *Lease) ended() error {
+	le.l.mu.Lock()
+	defer le.l.mu.Unlock()
+	return le.cause
 }
 
 // State is a lease's condition as this process knows it.
@@ -78,23 +118,23 @@ func (le *Lease) Owner() string { return le.h.owner }
 func (le *Lease) Token() uint64 { return le.h.grant.Token }
 
 // Done returns a channel closed when the lease ends: released or lost.
-func (le *Lease) Done() <-chan struct{} { return le.ctx.Done() }
+func (le *Lease) Done() <-chan struct{} { return le.context().Done() }
 
 // Err returns nil while the lease is held, an error matching ErrReleased
 // after Release or Close, or one matching ErrLost (and wrapping the cause)
 // once lost.
 func (le *Lease) Err() error {
-	if le.ctx.Err() == nil && !le.l.endIfPastDeadline(le.h) {
+	if le.ended() == nil && !le.l.endIfPastDeadline(le.h) {
 		return nil
 	}
-	return context.Cause(le.ctx)
+	return le.ended()
 }
 
 // Context returns a context canceled when the lease ends, whose cause is
 // Err. It carries the values of the ctx the lease was acquired with, and the
 // lease's owner: Acquire with it (or a context derived from it) re-enters
 // the lock.
-func (le *Lease) Context() context.Context { return le.ctx }
+func (le *Lease) Context() context.Context { return le.context() }
 
 // State reports whether the lease is held, in doubt, lost or released.
 func (le *Lease) State() State {
@@ -189,15 +229,15 @@ func (le *Lease) release(ctx context.Context) (freed bool, err error) {
 	l, h := le.l, le.h
 	l.endIfPastDeadline(h) // a lease past its deadline is lost, not released
 	l.mu.Lock()
-	if le.ctx.Err() != nil {
-		err := context.Cause(le.ctx)
+	if le.cause != nil {
+		err := le.cause
 		l.mu.Unlock()
 		if errors.Is(err, ErrReleased) {
 			return false, fmt.Errorf("distlock: release %q: already released: %w", h.key, err)
 		}
 		return false, fmt.Errorf("distlock: release %q: %w", h.key, err)
 	}
-	le.cancel(fmt.Errorf("distlock: lease on %q: %w", h.key, ErrReleased))
+	le.end(&leaseReleased{key: h.key})
 	delete(h.leases, le)
 	if len(h.leases) > 0 || h.state != holdHeld {
 		l.mu.Unlock()
@@ -205,3 +245,14 @@ func (le *Lease) release(ctx context.Context) (freed bool, err error) {
 	}
 	return true, l.releaseEnded(ctx, h, ErrReleased) // unlocks
 }
+
+// leaseReleased is the cause a Lease's context ends with when its holder
+// releases it: `distlock: lease on "key": <ErrReleased>`. Every Release
+// makes one, so its message is formatted only when read.
+type leaseReleased struct{ key string }
+
+func (e *leaseReleased) Error() string {
+	return fmt.Sprintf("distlock: lease on %q: %v", e.key, ErrReleased)
+}
+
+func (e *leaseReleased) Unwrap() error { return ErrReleased }

@@ -3,6 +3,7 @@ package distlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -17,9 +18,14 @@ import (
 // Its attribute sets are built once, in New, so that recording allocates
 // nothing unless keys are recorded (WithKeyAttribute).
 type telemetry struct {
-	m        instruments
-	tracer   trace.Tracer
-	traced   bool // spans are made (the tracer provider is not trace/noop's)
+	m      instruments
+	tracer trace.Tracer
+	traced bool // spans are made (the tracer provider is not trace/noop's)
+	// unset is the global tracer provider as it is before any SDK is set
+	// (otel's delegating default), when that is the Locker's: until
+	// otel.SetTracerProvider replaces it, its spans record nothing, so
+	// Acquire and Release make none (spansNow). Nil otherwise.
+	unset    trace.TracerProvider
 	keyLabel func(key string) string
 	backend  attribute.KeyValue
 
@@ -51,6 +57,13 @@ type holdTelemetry struct {
 	counted   gauge
 }
 
+// spansNow reports whether Acquire and Release make spans: the provider is
+// not trace/noop's, and not the global one while no SDK is set (checked
+// at each call, so an SDK set after the Locker was made is used at once).
+func (t *telemetry) spansNow() bool {
+	return t.traced && (t.unset == nil || otel.GetTracerProvider() != t.unset)
+}
+
 func newTelemetry(cfg lockerConfig, name string) *telemetry {
 	m, err := newInstruments(cfg.meters.Meter(instrumentationName))
 	if err != nil {
@@ -60,6 +73,9 @@ func newTelemetry(cfg lockerConfig, name string) *telemetry {
 	t := &telemetry{
 		m: m, tracer: cfg.tracers.Tracer(instrumentationName), traced: !noopTracer,
 		keyLabel: cfg.keyLabel, backend: attrBackend.String(name), open: map[*hold]trace.Span{},
+	}
+	if tp := otel.GetTracerProvider(); cfg.tracers == tp && fmt.Sprintf("%T", tp) == "*global.tracerProvider" {
+		t.unset = tp
 	}
 	t.base = newAttrs(t.backend)
 	for mode, m := range []string{"try", "wait"} {

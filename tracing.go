@@ -58,7 +58,7 @@ func (t *telemetry) startAcquire(ctx context.Context, key string, wait bool) (co
 		name = "distlock.Acquire"
 	}
 	op := acquireOp{t: t, span: noSpan, start: time.Now(), wait: wait, label: t.label(key)}
-	if !t.traced {
+	if !t.spansNow() {
 		return ctx, op
 	}
 	sctx, span := t.tracer.Start(ctx, name)
@@ -99,7 +99,7 @@ func (op *acquireOp) end(ctx context.Context, le *Lease, err error) {
 
 // startRelease starts the span of a Lease's Release.
 func (t *telemetry) startRelease(ctx context.Context, h *hold) (context.Context, trace.Span) {
-	if !t.traced {
+	if !t.spansNow() {
 		return ctx, noSpan
 	}
 	ctx, span := t.tracer.Start(ctx, "distlock.Release")

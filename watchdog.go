@@ -28,6 +28,7 @@ type watchdog struct {
 	// unknown); guarded by Locker.mu. A hold due no earlier needs no kick,
 	// so acquisitions and renewals do not wake the loop each time.
 	wakeAt time.Time
+	wakes  int // times the loop looked at the queue (tests); guarded by Locker.mu
 }
 
 // maxParallelRefresh bounds concurrent Refresh calls for drivers without
@@ -115,6 +116,7 @@ func (h *hold) renewableEarly(now time.Time) bool {
 func (l *Locker) collect(now time.Time) (due, lost []*hold, causes []error, wait time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.wd.wakes++
 	for len(l.wd.queue) > 0 {
 		h := l.wd.queue[0]
 		if h.next().After(now) && !(len(due) > 0 && h.renewableEarly(now)) {
@@ -128,6 +130,14 @@ func (l *Locker) collect(now time.Time) (due, lost []*hold, causes []error, wait
 		}
 		h.renewing, h.renewAt = true, now
 		due = append(due, h)
+	}
+	if l.wd.wakeAt.After(now) {
+		// The queue emptied before a wake-up planned for a hold that was
+		// released since. Keep that wake-up: the next acquisition, most
+		// likely due no earlier, then needs no kick (with an hour here,
+		// each acquisition of a program that takes and releases locks one
+		// after another would wake the loop, a thread hand-off each time).
+		return due, lost, causes, l.wd.wakeAt.Sub(now)
 	}
 	l.wd.wakeAt = now.Add(time.Hour)
 	return due, lost, causes, time.Hour

@@ -33,10 +33,10 @@
 //
 // Each acquisition puts one key under the lock's range; the key with the
 // lowest create revision holds the lock, and each waiter follows only its
-// own key and the two keys just before it, through one watch of the lock's
-// deletions per driver that stays open across waits; so waiters are served
-// in arrival order, a release makes at most two waiters send a request,
-// and the next holder is granted the lock by the release's watch event
+// own key and the two keys just before it, through watches of those keys
+// that stay open across waits; so waiters are served in arrival order, a
+// release is sent to at most three watches and makes at most two waiters
+// send a request, and the next holder is granted the lock by the release's watch event
 // itself, with no request in between. TryAcquire puts its key only if the range is empty, in one
 // transaction. Release deletes the key by its name; a name is reused (so
 // that deleted keys do not pile up in the lock's range until compaction)

@@ -52,7 +52,7 @@ type Driver struct {
 	mu           sync.Mutex
 	sess         *session
 	idleWatching bool                  // the idle watch runs (see idlewatch.go)
-	watches      map[string]*lockWatch // by lock range (see lockwatch.go)
+	watches      map[string]*lockWatch // by watched etcd key (see lockwatch.go)
 	held         map[heldKey]*lock
 	closed       bool
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -60,6 +61,13 @@ func cpuTicks(pid int) int64 {
 	return u + k
 }
 
+// monoNow reads CLOCK_MONOTONIC, in seconds.
+func monoNow() float64 {
+	var ts syscall.Timespec
+	_, _, _ = syscall.Syscall(syscall.SYS_CLOCK_GETTIME, 1, uintptr(unsafe.Pointer(&ts)), 0)
+	return float64(ts.Sec) + float64(ts.Nsec)/1e9
+}
+
 // selfCPU is this process's user+system CPU time.
 func selfCPU() time.Duration {
 	var ru syscall.Rusage
@@ -103,8 +111,14 @@ func TestHandoffTrace(t *testing.T) {
 	if os.Getenv("DISTLOCK_TRACE") == "" {
 		t.Skip("DISTLOCK_TRACE not set")
 	}
-	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Etcd})
-	addr := g.Addrs()[0]
+	// DISTLOCK_TRACE_ADDR: trace against a running etcd (a stock one, say)
+	// instead of a sandbox member.
+	addr := os.Getenv("DISTLOCK_TRACE_ADDR")
+	if addr == "" {
+		g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Etcd})
+		addr = g.Addrs()[0]
+	}
+	mono0, wall0 := monoNow(), time.Now()
 	var mu sync.Mutex
 	var evs []traceEv
 	traceHook = func(d *Driver, step string, rev int64) {
@@ -116,7 +130,12 @@ func TestHandoffTrace(t *testing.T) {
 	defer func() { traceHook = nil }()
 	ctx := context.Background()
 	var ds []*Driver
-	for range 8 {
+	// DISTLOCK_TRACE_DRIVERS: how many drivers contend (default 8).
+	drivers := 8
+	if n, _ := strconv.Atoi(os.Getenv("DISTLOCK_TRACE_DRIVERS")); n > 0 {
+		drivers = min(n, 256)
+	}
+	for range drivers {
 		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
 		if err != nil {
 			t.Fatal(err)
@@ -128,6 +147,24 @@ func TestHandoffTrace(t *testing.T) {
 		}
 		defer d.Close()
 		ds = append(ds, d)
+	}
+	// DISTLOCK_TRACE_WATCHERS=N: N more clients watch the lock's range
+	// without waiting, to price the watch events each release sends.
+	if n, _ := strconv.Atoi(os.Getenv("DISTLOCK_TRACE_WATCHERS")); n > 0 {
+		wctx, stop := context.WithCancel(ctx)
+		defer stop()
+		for range min(n, 64) {
+			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cli.Close()
+			wch := cli.Watch(wctx, lockRange(ds[0].prefix, "k"), clientv3.WithPrefix(), clientv3.WithFilterPut())
+			go func() {
+				for range wch {
+				}
+			}()
+		}
 	}
 	// warm up
 	for _, d := range ds {
@@ -192,6 +229,11 @@ func TestHandoffTrace(t *testing.T) {
 	byPath := map[string][]time.Duration{}
 	var all []time.Duration
 	var slow []string
+	type handoff struct {
+		from, to time.Time
+		path     string
+	}
+	var handoffs []handoff
 	for i, e := range evs {
 		switch e.step {
 		case "rel-sent":
@@ -204,6 +246,7 @@ func TestHandoffTrace(t *testing.T) {
 			h := e.at.Sub(lastRel.at)
 			byPath[path] = append(byPath[path], h)
 			all = append(all, h)
+			handoffs = append(handoffs, handoff{lastRel.at, e.at, path})
 			if h > 5*time.Millisecond && len(slow) < 15 {
 				var b strings.Builder
 				for _, x := range evs[max(0, i-12) : i+1] {
@@ -222,6 +265,26 @@ func TestHandoffTrace(t *testing.T) {
 			return "-"
 		}
 		return fmt.Sprintf("n=%d p50=%v p90=%v p99=%v max=%v", len(ds), ds[len(ds)/2], ds[len(ds)*9/10], ds[len(ds)*99/100], ds[len(ds)-1])
+	}
+	if out := os.Getenv("DISTLOCK_TRACE_OUT"); out != "" {
+		// One line per hand-off: its start (the release's request) and end
+		// (the grant) on CLOCK_MONOTONIC in seconds, as `perf record -k
+		// mono` stamps etcd's fdatasyncs, and what granted it.
+		var b strings.Builder
+		for _, h := range handoffs {
+			fmt.Fprintf(&b, "%.6f %.6f %s\n", mono0+h.from.Sub(wall0).Seconds(), mono0+h.to.Sub(wall0).Seconds(), h.path)
+		}
+		if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// And every step: time, driver, step, revision.
+		b.Reset()
+		for _, e := range evs {
+			fmt.Fprintf(&b, "%.6f %p %s %d\n", mono0+e.at.Sub(wall0).Seconds(), e.d, e.step, e.rev)
+		}
+		if err := os.WriteFile(out+".steps", []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Logf("all: %s", q(all))
 	for p, ds := range byPath {

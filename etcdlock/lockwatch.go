@@ -10,28 +10,40 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// A lockWatch is one watch on the deletions in one lock's key range, shared
-// by every wait of the driver for that lock and kept open for
-// lockWatchLinger after the last of them ends, so that a driver that waits
-// for the same lock again and again creates the watch once.
+// A lockWatch is one watch on the deletions of one etcd key (a holder's
+// or waiter's key of some lock), shared by every wait of the driver that
+// follows that key and kept open for lockWatchLinger after the last of them
+// ends, so that a driver that waits behind the same keys again and again
+// creates their watches once.
 //
-// Why: etcd 3.4 registers a new watch "from now" at the revision it read
-// just before taking the store's lock; a watch created while another
-// client's write is being applied lands in etcd's unsynced group, whose
-// events are delivered only at the next resync, up to 100 ms later. Under
-// contention writes never stop, and with watches created for every wait
-// (as before) 7% of the hand-offs of 8 contending drivers waited for a
-// recheck of the queue (docs/etcd.md, "Where a hand-off's time went"). A
-// watch that stays open is synced at most once, when it is new.
+// Why kept open: etcd 3.4 registers a new watch "from now" at the revision
+// it read just before taking the store's lock; a watch created while
+// another client's write is being applied lands in etcd's unsynced group,
+// whose events are delivered only at the next resync, up to 100 ms later.
+// Under contention writes never stop, and with watches created for every
+// wait, 7% of the hand-offs of 8 contending drivers waited for a recheck of
+// the queue (docs/etcd.md, "Where a hand-off's time went"). A watch that
+// stays open is synced at most once, when it is new. Key names are reused
+// (takeSlot), so a driver contending for a lock keeps the same key name,
+// and in a steady queue every waiter follows the same keys cycle after
+// cycle.
 //
-// The watch reports every deletion in the range in revision order; each
+// Why one key and not the lock's range: every deletion is sent to every
+// watch that covers it, and each event costs etcd and the client CPU
+// (about 30 µs and 40 µs here). A watch of the lock's range in every
+// driver sends each release to every contending driver (8 events with 8
+// drivers); a watch per followed key sends it to the holder itself and the
+// near waiters just behind it (3 with near = 2), whatever the queue's
+// length (docs/etcd.md, "The hand-off tail").
+//
+// The watch reports every deletion of its key in revision order; each
 // wait (a lockSub) takes those after the revision of its last read of the
 // queue. Deletions dispatched before a wait subscribed are kept in a short
 // history and given to it too, so a wait that subscribes after its read
 // misses nothing (or learns that it must read again: see subscribe).
 type lockWatch struct {
 	d      *Driver
-	rng    string
+	key    string // the etcd key watched
 	cancel context.CancelFunc
 	// started is closed at the watch's creation notice; done when the
 	// watch ended (err says why).
@@ -46,6 +58,12 @@ type lockWatch struct {
 	trimmed   int64 // the newest revision dropped from hist
 	subs      map[*lockSub]struct{}
 	idle      *time.Timer // closes the watch once unused for lockWatchLinger
+	// own: the watched key is one of the driver's own (a wait followed it
+	// as its own key), which it will most likely put again.
+	own bool
+	// unused counts the deletions reported while no wait followed the
+	// key, since a wait last did.
+	unused int
 }
 
 // A delEvent is the deletion of key at revision rev.
@@ -57,7 +75,8 @@ type delEvent struct {
 // A lockSub is one wait's subscription to a lockWatch.
 type lockSub struct {
 	w *lockWatch
-	// ready has a value when evs has new events.
+	// ready has a value when evs has new events or the watch ended; the
+	// subscriptions of one wait share it.
 	ready chan struct{}
 
 	mu  sync.Mutex
@@ -65,21 +84,31 @@ type lockSub struct {
 }
 
 const (
-	// lockWatchLinger is how long a lock's watch stays open after its last
+	// lockWatchLinger is how long a key's watch stays open after its last
 	// wait ended.
 	lockWatchLinger = 2 * time.Second
 	// histMax bounds the deletions a lockWatch remembers; beyond it the
 	// oldest half is dropped.
 	histMax = 256
+	// pruneAfter is how many deletions of another driver's key no wait
+	// followed close its watch (see subscribe).
+	pruneAfter = 2
 )
 
-// subscribe returns a subscription to the deletions in rng after revision
-// after, from the lock's shared watch (created if needed). Once the watch
-// has started, sub.covers says after which revision the subscription
-// surely reports every deletion: a revision above after means deletions
-// in between may be missing, and the caller reads the queue at that
-// revision or later.
-func (d *Driver) subscribe(rng string, after int64) (*lockSub, error) {
+// subscribe returns a subscription to the deletions of the etcd key ekey
+// after revision after, from the driver's shared watch of that key
+// (created if needed), signalled on ready. Once the watch has started,
+// sub.covers says after which revision the subscription surely reports
+// every deletion: a revision above after means deletions in between may be
+// missing, and the caller reads the queue at that revision or later.
+//
+// own tells that ekey is the waiting acquisition's own key: its watch is
+// kept for lockWatchLinger after its last wait whatever happens. The watch
+// of another driver's key is closed earlier, once it has reported
+// pruneAfter deletions that no wait followed (the queue's order changed,
+// and no wait of this driver follows that key any more), so that it does
+// not cost a watch event per release of that key for lockWatchLinger.
+func (d *Driver) subscribe(ekey string, after int64, ready chan struct{}, own bool) (*lockSub, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -88,12 +117,12 @@ func (d *Driver) subscribe(rng string, after int64) (*lockSub, error) {
 	if d.watches == nil {
 		d.watches = map[string]*lockWatch{}
 	}
-	lw := d.watches[rng]
+	lw := d.watches[ekey]
 	if lw == nil {
-		lw = d.startLockWatch(rng)
-		d.watches[rng] = lw
+		lw = d.startLockWatch(ekey)
+		d.watches[ekey] = lw
 	}
-	sub := &lockSub{w: lw, ready: make(chan struct{}, 1)}
+	sub := &lockSub{w: lw, ready: ready}
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	if lw.idle != nil {
@@ -101,13 +130,15 @@ func (d *Driver) subscribe(rng string, after int64) (*lockSub, error) {
 		lw.idle = nil
 	}
 	lw.subs[sub] = struct{}{}
+	lw.own = lw.own || own
+	lw.unused = 0
 	for _, e := range lw.hist {
 		if e.rev > after {
 			sub.evs = append(sub.evs, e)
 		}
 	}
 	if len(sub.evs) > 0 {
-		sub.ready <- struct{}{}
+		sub.signal()
 	}
 	return sub, nil
 }
@@ -132,6 +163,24 @@ func (sub *lockSub) age() time.Duration {
 		return 0
 	}
 	return time.Since(lw.createdAt)
+}
+
+// signal wakes the wait of sub.
+func (sub *lockSub) signal() {
+	select {
+	case sub.ready <- struct{}{}:
+	default:
+	}
+}
+
+// ended reports whether sub's watch ended.
+func (sub *lockSub) ended() bool {
+	select {
+	case <-sub.w.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // take returns the deletions reported since the last call.
@@ -168,17 +217,17 @@ func (lw *lockWatch) closeIfIdle(t *time.Timer) {
 	if lw.idle != t || len(lw.subs) > 0 {
 		return
 	}
-	if d.watches[lw.rng] == lw {
-		delete(d.watches, lw.rng)
+	if d.watches[lw.key] == lw {
+		delete(d.watches, lw.key)
 	}
 	lw.cancel()
 }
 
-// startLockWatch starts the watch of rng. d.mu is held.
-func (d *Driver) startLockWatch(rng string) *lockWatch {
+// startLockWatch starts the watch of ekey. d.mu is held.
+func (d *Driver) startLockWatch(ekey string) *lockWatch {
 	ctx, cancel := context.WithCancel(d.ctx)
 	lw := &lockWatch{
-		d: d, rng: rng, cancel: cancel,
+		d: d, key: ekey, cancel: cancel,
 		started: make(chan struct{}), done: make(chan struct{}),
 		subs: map[*lockSub]struct{}{},
 	}
@@ -188,8 +237,8 @@ func (d *Driver) startLockWatch(rng string) *lockWatch {
 		defer cancel()
 		err := lw.run(ctx)
 		d.mu.Lock()
-		if d.watches[rng] == lw {
-			delete(d.watches, rng)
+		if d.watches[ekey] == lw {
+			delete(d.watches, ekey)
 		}
 		d.mu.Unlock()
 		lw.mu.Lock()
@@ -197,8 +246,11 @@ func (d *Driver) startLockWatch(rng string) *lockWatch {
 		if lw.idle != nil {
 			lw.idle.Stop()
 		}
-		lw.mu.Unlock()
 		close(lw.done)
+		for sub := range lw.subs {
+			sub.signal()
+		}
+		lw.mu.Unlock()
 	}()
 	return lw
 }
@@ -208,8 +260,8 @@ func (d *Driver) startLockWatch(rng string) *lockWatch {
 func (lw *lockWatch) run(ctx context.Context) error {
 	// WithRequireLeader: a member that loses its leader cancels the watch,
 	// and the waits read the queue and subscribe again.
-	wch := lw.d.c.Watch(clientv3.WithRequireLeader(ctx), lw.rng,
-		clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
+	wch := lw.d.c.Watch(clientv3.WithRequireLeader(ctx), lw.key,
+		clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
 	for wr := range wch {
 		switch {
 		case wr.Err() != nil:
@@ -223,7 +275,9 @@ func (lw *lockWatch) run(ctx context.Context) error {
 			close(lw.started)
 			continue
 		}
-		lw.dispatch(wr.Events)
+		if t := lw.dispatch(wr.Events); t != nil {
+			lw.closeIfIdle(t)
+		}
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -231,8 +285,11 @@ func (lw *lockWatch) run(ctx context.Context) error {
 	return errors.New("watch closed")
 }
 
-// dispatch gives evs' deletions to every subscription and the history.
-func (lw *lockWatch) dispatch(evs []*clientv3.Event) {
+// dispatch gives evs' deletions to every subscription and the history. It
+// returns the idle timer of a watch of another driver's key that reported
+// a deletion while no wait followed it, for the caller to close the watch
+// (see subscribe); else nil.
+func (lw *lockWatch) dispatch(evs []*clientv3.Event) *time.Timer {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	n := len(lw.hist)
@@ -243,20 +300,23 @@ func (lw *lockWatch) dispatch(evs []*clientv3.Event) {
 	}
 	added := lw.hist[n:]
 	if len(added) == 0 {
-		return
+		return nil
+	}
+	if len(lw.subs) == 0 && !lw.own {
+		if lw.unused++; lw.unused >= pruneAfter {
+			return lw.idle
+		}
 	}
 	for sub := range lw.subs {
 		sub.mu.Lock()
 		sub.evs = append(sub.evs, added...)
 		sub.mu.Unlock()
-		select {
-		case sub.ready <- struct{}{}:
-		default:
-		}
+		sub.signal()
 	}
 	if len(lw.hist) > histMax {
 		drop := len(lw.hist) - histMax/2
 		lw.trimmed = lw.hist[drop-1].rev
 		lw.hist = append(lw.hist[:0:0], lw.hist[drop:]...)
 	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -25,8 +26,9 @@ const (
 // rev, waiting for every older key in rng to go.
 //
 // A waiter follows its own key and the near keys just ahead of it (the
-// newest keys older than its own) through the driver's watch of the
-// lock's range (lockwatch.go). When those are all the keys ahead (it is at
+// newest keys older than its own) through the driver's watches of those
+// keys (lockwatch.go), so a release is sent to the holder and the near
+// waiters behind it only. When those are all the keys ahead (it is at
 // most near places from the front), each deletion takes one off, and when
 // none is left the waiter holds the lock, with no read between the
 // holder's release and the grant. When more keys are ahead, the deletion
@@ -34,9 +36,10 @@ const (
 // that read happens when the waiter becomes second in line, while the key
 // before it holds the lock, so it is out of the hand-off's way.
 //
-// The lock's watch starts at the current revision, not at an older one,
+// A key's watch starts at the current revision, not at an older one,
 // which etcd would catch up only every 100 ms, and stays open across
-// waits; a waiter re-reads the queue if anything was written between its
+// waits (names are reused, so a steady queue follows the same names cycle
+// after cycle); a waiter re-reads the queue if anything was written between its
 // read and the watch's start, so no deletion is missed (see docs/etcd.md,
 // "Why waiting is fast").
 type waiter struct {
@@ -99,67 +102,74 @@ func readQueue(rev int64, newest *clientv3.GetResponse) queueView {
 	return qv
 }
 
-// waitFor waits until no key is ahead of ours, and returns the view that
-// shows it.
+// waitFor waits until no key is ahead of ours, or until a read of the
+// queue shows other keys ahead than qv, and returns the view that shows
+// it; the caller calls it again with that view.
 //
-// It follows the deletions in the lock's range from the driver's shared
-// watch of that lock (lockwatch.go). When qv's keys are all the keys ahead
-// and the last of them is deleted, no key is older than ours: none created
-// later can be. Our own key, the other condition of a grant, is in the
-// watched range too. It can still be gone unseen only if our lease expired
-// just now, which cannot have happened while the lease's last confirmation
-// is less than a TTL old (the grant's validity starts there): with less
-// than a third of the TTL left, the waiter reads the queue to make sure.
-// When more keys are ahead than qv holds, the deletion of one of qv's keys
-// makes the waiter read the queue again: with near = 2 that read happens
-// when the waiter becomes second in line, while the key before it holds
-// the lock, so it is out of the hand-off's way.
+// It follows the deletions of our own key and of qv's keys through the
+// driver's shared watches of those keys (lockwatch.go). When qv's keys are
+// all the keys ahead and the last of them is deleted, no key is older than
+// ours: none created later can be. Our own key, the other condition of a
+// grant, is followed too. It can still be gone unseen only if our lease
+// expired just now, which cannot have happened while the lease's last
+// confirmation is less than a TTL old (the grant's validity starts there):
+// with less than a third of the TTL left, the waiter reads the queue to
+// make sure. When more keys are ahead than qv holds, the deletion of one
+// of qv's keys makes the waiter read the queue again: with near = 2 that
+// read happens when the waiter becomes second in line, while the key
+// before it holds the lock, so it is out of the hand-off's way.
 func (w *waiter) waitFor(ctx context.Context, qv queueView) (queueView, error) {
-	sub, err := w.d.subscribe(w.rng, qv.rev)
-	if err != nil {
-		return queueView{}, w.d.wrap(ctx, "wait for", w.key, err)
+	ready := make(chan struct{}, 1)
+	subs := make([]*lockSub, 0, 1+len(qv.ahead))
+	defer func() {
+		for _, sub := range subs {
+			sub.close()
+		}
+	}()
+	for _, k := range append([]string{w.ekey}, qv.ahead...) {
+		sub, err := w.d.subscribe(k, qv.rev, ready, k == w.ekey)
+		if err != nil {
+			return queueView{}, w.d.wrap(ctx, "wait for", w.key, err)
+		}
+		subs = append(subs, sub)
 	}
-	defer sub.close()
-	lw := sub.w
-	select {
-	case <-lw.started:
-	case <-lw.done:
-		return queueView{}, w.watchEnded(ctx, lw)
-	case <-w.s.done:
-		return queueView{}, w.lostErr()
-	case <-ctx.Done():
-		return queueView{}, fmt.Errorf("etcdlock: wait for %q: %w", w.key, context.Cause(ctx))
+	var from int64 // the oldest revision after which every watch reports all
+	for _, sub := range subs {
+		select {
+		case <-sub.w.started:
+		case <-sub.w.done:
+			return queueView{}, w.watchEnded(ctx, sub.w)
+		case <-w.s.done:
+			return queueView{}, w.lostErr()
+		case <-ctx.Done():
+			return queueView{}, fmt.Errorf("etcdlock: wait for %q: %w", w.key, context.Cause(ctx))
+		}
+		from = max(from, sub.covers())
 	}
 	qv.ahead = slices.Clone(qv.ahead) // the caller's view stays as it was
-	// The watch reports every deletion after sub.covers(): if that is
-	// after qv was read, deletions in between may be missing, and the
-	// queue is read again.
-	if from := sub.covers(); from > qv.rev {
+	// The watches report every deletion after from: if that is after qv
+	// was read, deletions in between may be missing, and the queue is read
+	// again.
+	if from > qv.rev {
 		trace(w.d, "created-reread", w.rev)
-		cur, err := w.predecessor(ctx, from)
-		if err != nil || cur.first() {
-			return cur, err
-		}
-		qv = cur
+		return w.predecessor(ctx, from)
 	}
-	poll := time.NewTimer(recheckDelay(sub.age()))
+	poll := time.NewTimer(recheckDelay(youngest(subs)))
 	defer poll.Stop()
 	for {
 		select {
-		case <-sub.ready:
+		case <-ready:
 		case <-poll.C:
 			// A watch's events may come late while etcd has not synced it
 			// (its first 100 ms) or has set it aside: read the queue.
 			trace(w.d, "recheck", w.rev)
 			cur, err := w.predecessor(ctx, qv.rev)
-			if err != nil || cur.first() {
+			if err != nil || !slices.Equal(cur.ahead, qv.ahead) || cur.complete != qv.complete {
 				return cur, err
 			}
 			qv = cur
-			poll.Reset(recheckDelay(sub.age()))
+			poll.Reset(recheckDelay(youngest(subs)))
 			continue
-		case <-lw.done:
-			return queueView{}, w.watchEnded(ctx, lw)
 		case <-w.s.done:
 			return queueView{}, w.lostErr()
 		case <-ctx.Done():
@@ -167,32 +177,35 @@ func (w *waiter) waitFor(ctx context.Context, qv queueView) (queueView, error) {
 		}
 		before := len(qv.ahead)
 		var last int64
-		for _, ev := range sub.take() {
-			if ev.rev <= qv.rev {
-				// A deletion qv already reflects; or of an earlier key of
-				// the same name (names are reused, see takeSlot).
-				continue
+		for _, sub := range subs {
+			for _, ev := range sub.take() {
+				if ev.rev <= qv.rev {
+					// A deletion qv already reflects; or of an earlier key
+					// of the same name (names are reused, see takeSlot).
+					continue
+				}
+				if ev.key == w.ekey {
+					return queueView{}, fmt.Errorf("etcdlock: wait for %q: %w: our key %s was deleted while waiting", w.key, backend.ErrLost, w.ekey)
+				}
+				if slices.Contains(qv.ahead, ev.key) {
+					trace(w.d, "wdel", ev.rev)
+				}
+				qv.ahead = slices.DeleteFunc(qv.ahead, func(a string) bool { return a == ev.key })
+				last = max(last, ev.rev)
 			}
-			if ev.key == w.ekey {
-				return queueView{}, fmt.Errorf("etcdlock: wait for %q: %w: our key %s was deleted while waiting", w.key, backend.ErrLost, w.ekey)
+		}
+		for _, sub := range subs {
+			if sub.ended() {
+				return queueView{}, w.watchEnded(ctx, sub.w)
 			}
-			if slices.Contains(qv.ahead, ev.key) {
-				trace(w.d, "wdel", ev.rev)
-			}
-			qv.ahead = slices.DeleteFunc(qv.ahead, func(a string) bool { return a == ev.key })
-			last = ev.rev
 		}
 		if len(qv.ahead) == before {
 			continue // nothing we wait for was deleted
 		}
 		switch {
 		case !qv.complete:
-			// More keys are ahead than qv holds: find out which.
-			cur, err := w.predecessor(ctx, last)
-			if err != nil || cur.first() {
-				return cur, err
-			}
-			qv = cur
+			// More keys are ahead than qv held: find out which.
+			return w.predecessor(ctx, last)
 		case !qv.first():
 		case time.Until(w.s.validUntil()) > w.s.ttl/3:
 			trace(w.d, "grant-event", w.rev)
@@ -201,6 +214,15 @@ func (w *waiter) waitFor(ctx context.Context, qv queueView) (queueView, error) {
 			return w.predecessor(ctx, last)
 		}
 	}
+}
+
+// youngest is the age of the youngest of subs' watches.
+func youngest(subs []*lockSub) time.Duration {
+	age := time.Duration(math.MaxInt64)
+	for _, sub := range subs {
+		age = min(age, sub.age())
+	}
+	return age
 }
 
 // watchEnded is the error of a wait whose lock watch ended.
@@ -216,16 +238,16 @@ func (w *waiter) watchEnded(ctx context.Context, lw *lockWatch) error {
 
 // A watch created while etcd applies a write may see its events only at
 // etcd's next resync, up to 100 ms later (docs/etcd.md): a waiter re-reads
-// the queue every recheckEvery while its lock's watch is younger than
-// recheckYoung, then every recheckSlow.
+// the queue every recheckEvery while the youngest of its watches is younger
+// than recheckYoung, then every recheckSlow.
 const (
 	recheckEvery = 25 * time.Millisecond
 	recheckYoung = 125 * time.Millisecond
 	recheckSlow  = time.Second
 )
 
-// recheckDelay is the delay before the next recheck of a wait whose lock
-// watch is age old.
+// recheckDelay is the delay before the next recheck of a wait whose
+// youngest watch is age old.
 func recheckDelay(age time.Duration) time.Duration {
 	if age < recheckYoung {
 		return recheckEvery

@@ -119,6 +119,7 @@ func targets() []target {
 		{name: "redlock", spec: &sandbox.Spec{Kind: sandbox.Redis, Nodes: 3, Persistent: true}, url: redis("?mode=redlock"), ttl: ttl},
 		{name: "redis-cluster", spec: &sandbox.Spec{Kind: sandbox.Redis, Topology: sandbox.Cluster, Replicas: 1}, url: redis(""), ttl: ttl, byDesign: true, noProxy: true},
 		{name: "mysql", spec: &sandbox.Spec{Kind: sandbox.MariaDB}, url: func(a []string) string { return withTTL(sandbox.MySQLURL(a[0])) }, ttl: ttl},
+		{name: "postgres", spec: &sandbox.Spec{Kind: sandbox.Postgres}, url: func(a []string) string { return withTTL(sandbox.PostgresURL(a[0])) }, ttl: ttl},
 		{name: "zk", spec: &sandbox.Spec{Kind: sandbox.ZooKeeper}, url: func(a []string) string { return withTTL(sandbox.ZooKeeperURL(a...)) }, ttl: ttl},
 		{name: "zk3", spec: &sandbox.Spec{Kind: sandbox.ZooKeeper, Nodes: 3}, url: func(a []string) string { return withTTL(sandbox.ZooKeeperURL(a...)) }, ttl: ttl},
 		{name: "etcd", spec: &sandbox.Spec{Kind: sandbox.Etcd}, url: func(a []string) string { return withTTL(sandbox.EtcdURL(a...)) }, ttl: ttl},

@@ -320,6 +320,35 @@ type acquireResult struct {
 	acked   int    // replicas that acknowledged (WAIT)
 }
 
+// acquireReply reads the reply of acquireScript or waitScript run with
+// TTL ttl: a lone integer is a fresh grant (freshGrant), anything else
+// goes to parseAcquire.
+func acquireReply(cmd *redis.Cmd, ttl time.Duration) (acquireResult, error) {
+	v, err := cmd.Result()
+	if err != nil {
+		return acquireResult{}, err
+	}
+	if token, ok := v.(int64); ok {
+		return freshGrant(token, ttl)
+	}
+	vs, err := cmd.Int64Slice()
+	if err != nil {
+		return acquireResult{}, err
+	}
+	return parseAcquire(vs)
+}
+
+// freshGrant is the reply of a script that took a free lock for its full
+// TTL ttl and minted token, which it replies alone: the same as {1, token,
+// ttl, token}.
+func freshGrant(token int64, ttl time.Duration) (acquireResult, error) {
+	if token <= 0 {
+		return acquireResult{}, fmt.Errorf("unexpected reply %d from the acquire script", token)
+	}
+	pttl := time.Duration(min(millis(ttl), MaxTTL.Milliseconds())) * time.Millisecond // as parseAcquire reads it
+	return acquireResult{held: true, token: uint64(token), pttl: pttl, counter: uint64(token)}, nil
+}
+
 func parseAcquire(v []int64) (acquireResult, error) {
 	if len(v) != 4 {
 		return acquireResult{}, fmt.Errorf("unexpected reply %v from the acquire script", v)
@@ -340,11 +369,7 @@ func (d *Driver) acquire(ctx context.Context, ks keyset, owner, hold string, ttl
 	keys := []string{ks.lock, ks.fence}
 	args := []any{owner, millis(ttl), "0", hold}
 	if d.opts.WaitReplicas == 0 {
-		v, err := acquireScript.Run(ctx, d.c, keys, args...).Int64Slice()
-		if err != nil {
-			return acquireResult{}, err
-		}
-		return parseAcquire(v)
+		return acquireReply(acquireScript.Run(ctx, d.c, keys, args...), ttl)
 	}
 	var acq *redis.Cmd
 	var wait *redis.Cmd
@@ -367,11 +392,10 @@ func (d *Driver) acquire(ctx context.Context, ks keyset, owner, hold string, ttl
 	if err != nil {
 		return acquireResult{}, err
 	}
-	v, err := acq.Int64Slice()
+	r, err := acquireReply(acq, ttl)
 	if err != nil {
 		return acquireResult{}, err
 	}
-	r, err := parseAcquire(v)
 	acked, _ := wait.Int64()
 	r.acked = int(acked)
 	return r, err

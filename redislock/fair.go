@@ -55,9 +55,14 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 	defer unsubscribe()
 	beat := heartbeat(req.TTL)
 	window := 3 * beat
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
+	// The timer is made when a first attempt did not take the lock: an
+	// uncontended wait (one attempt) never touches the runtime's timers.
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for attempt := 0; ; attempt++ {
 		sent := time.Now()
 		res, err := d.fairAttempt(ctx, ks, req.Owner, req.TTL, true, window, wait, attempt)
@@ -79,7 +84,11 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 		if res.pttl > 0 && res.pttl < delay {
 			delay = res.pttl + time.Millisecond
 		}
-		timer.Reset(delay)
+		if timer == nil {
+			timer = time.NewTimer(delay)
+		} else {
+			timer.Reset(delay)
+		}
 		select {
 		case <-out:
 			if !timer.Stop() {
@@ -108,11 +117,7 @@ func (d *Driver) fairAttempt(ctx context.Context, ks keyset, owner string, ttl t
 	if enqueue {
 		flag = "1"
 	}
-	v, err := waitScript.Run(ctx, d.c, ks.waitKeys(), owner, millis(ttl), flag, millis(window), wait, attempt, d.inbox).Int64Slice()
-	if err != nil {
-		return acquireResult{}, err
-	}
-	return parseAcquire(v)
+	return acquireReply(waitScript.Run(ctx, d.c, ks.waitKeys(), owner, millis(ttl), flag, millis(window), wait, attempt, d.inbox), ttl)
 }
 
 // abandon takes a waiter that gives up out of the queue, giving back the

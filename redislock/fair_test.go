@@ -191,6 +191,50 @@ func TestFairHandOffProtocol(t *testing.T) {
 		message("h:wl")
 		release(key, "live", "wl")
 	})
+
+	// A lock that expired (here: deleted) while a waiter is queued is free
+	// with a queue: an attempt of another owner must not take it ahead of
+	// the waiter (the uncontended fast path is for a free lock with no
+	// queue at all), and the waiter's own next attempt takes it.
+	t.Run("free lock with a live waiter is the waiter's", func(t *testing.T) {
+		key := "expired-with-waiter"
+		hold(key, "holder", "h0")
+		enqueue(key, "waiter", "w1", 0, window)
+		if err := c.Del(ctx, d.keys(key).lock).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := d.fairAttempt(ctx, d.keys(key), "other", ttl, false, 0, "o1", 0); err != nil || r.held {
+			t.Fatalf("another owner's attempt took a lock a waiter is queued for: %+v, %v", r, err)
+		}
+		r, err := d.fairAttempt(ctx, d.keys(key), "waiter", ttl, true, window, "w1", 1)
+		if err != nil || !r.held {
+			t.Fatalf("the queued waiter's attempt: %+v, %v", r, err)
+		}
+		if n, _ := c.Exists(ctx, d.keys(key).queue, d.keys(key).alive).Result(); n != 0 {
+			t.Fatalf("the waiter that took the lock is still queued (%d keys left)", n)
+		}
+		release(key, "waiter", "w1")
+	})
+
+	// A free lock whose queue holds only dead entries goes to the first
+	// attempt, which drops them.
+	t.Run("free lock with only dead waiters is taken", func(t *testing.T) {
+		key := "expired-dead-waiter"
+		hold(key, "holder", "h0")
+		enqueue(key, "dead", "wd", 0, 50*time.Millisecond)
+		if err := c.Del(ctx, d.keys(key).lock).Err(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		r := hold(key, "other", "o1")
+		if r.token == 0 {
+			t.Fatalf("no token: %+v", r)
+		}
+		if n, _ := c.Exists(ctx, d.keys(key).queue, d.keys(key).alive).Result(); n != 0 {
+			t.Fatalf("dead entries left in the queue (%d keys)", n)
+		}
+		release(key, "other", "o1")
+	})
 }
 
 // TestFairWaitConfirmsHandOff checks that a waiter served by a hand-off

@@ -17,24 +17,54 @@ type keyset struct {
 	channel string // pub/sub channel announcing releases and hand-offs
 	queue   string // queue mode: sorted set of waiting owners, oldest first
 	alive   string // queue mode: hash owner -> "deadline_ms:ttl_ms:window_ms:wait:attempt:inbox"
+
+	// The KEYS of waitScript and of releaseScript, made once with the
+	// names: scripts run with them are not given a new slice each time.
+	// Never modified.
+	wait, release []string
 }
 
 // releaseKeys are the KEYS of releaseScript.
-func (ks keyset) releaseKeys() []string { return []string{ks.lock, ks.queue, ks.alive, ks.fence} }
+func (ks keyset) releaseKeys() []string { return ks.release }
 
 // waitKeys are the KEYS of waitScript.
-func (ks keyset) waitKeys() []string { return []string{ks.lock, ks.fence, ks.queue, ks.alive} }
+func (ks keyset) waitKeys() []string { return ks.wait }
 
 // escaper makes user keys safe inside a hash tag: '{' and '}' would end the
 // tag early, and '%' is escaped so that the encoding stays injective
 // (distinct keys never map to the same Redis key).
 var escaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 
-// keysFor returns the Redis names for key under prefix.
+// keySuffixes name a lock's keys after its hash tag, in keyset's order.
+var keySuffixes = [...]string{":lock", ":fence", ":released", ":queue", ":alive"}
+
+// keysFor returns the Redis names for key under prefix. Every acquisition
+// attempt makes them, so they are cut from one string, and the scripts'
+// KEYS lists share one slice: two allocations in all.
 func keysFor(prefix, key string) keyset {
-	tag := prefix + ":{" + escaper.Replace(key) + "}"
-	return keyset{lock: tag + ":lock", fence: tag + ":fence", channel: tag + ":released",
-		queue: tag + ":queue", alive: tag + ":alive"}
+	esc := key
+	if strings.ContainsAny(key, "%{}") {
+		esc = escaper.Replace(key)
+	}
+	tag := len(prefix) + len(":{") + len(esc) + len("}")
+	var b strings.Builder
+	b.Grow(len(keySuffixes)*tag + len(":lock:fence:released:queue:alive"))
+	for _, suffix := range keySuffixes {
+		b.WriteString(prefix)
+		b.WriteString(":{")
+		b.WriteString(esc)
+		b.WriteString("}")
+		b.WriteString(suffix)
+	}
+	all := b.String()
+	var names [len(keySuffixes)]string
+	for i, suffix := range keySuffixes {
+		names[i], all = all[:tag+len(suffix)], all[tag+len(suffix):]
+	}
+	ks := keyset{lock: names[0], fence: names[1], channel: names[2], queue: names[3], alive: names[4]}
+	lists := []string{ks.lock, ks.fence, ks.queue, ks.alive, ks.lock, ks.queue, ks.alive, ks.fence}
+	ks.wait, ks.release = lists[:4:4], lists[4:]
+	return ks
 }
 
 // checkPrefix reports why prefix cannot start Redis keys.

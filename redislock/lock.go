@@ -52,9 +52,13 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // succeeds (go-redis retries within its read timeouts and backoff).
 const releasedMemory = 10 * time.Second
 
+// releasedMemoryArg is releasedMemory as a script argument, boxed once
+// instead of on every release.
+var releasedMemoryArg any = millis(releasedMemory)
+
 // release runs releaseScript for hold of owner.
 func release(ctx context.Context, c redis.Scripter, ks keyset, owner, hold, mode string) (int64, error) {
-	return releaseScript.Run(ctx, c, ks.releaseKeys(), owner, ks.channel, mode, hold, millis(releasedMemory)).Int64()
+	return releaseScript.Run(ctx, c, ks.releaseKeys(), owner, ks.channel, mode, hold, releasedMemoryArg).Int64()
 }
 
 func refreshResult(key string, n int64, err error) error {

@@ -27,7 +27,13 @@ type Redlock struct {
 	opts   Options
 	caps   backend.Capabilities
 
-	bg sync.WaitGroup // node calls still running after their caller gave up
+	// bg counts node calls still running (after their caller gave up, too).
+	// A call starts only under bgMu while closing is unset, and Close sets
+	// closing under bgMu before it waits: no call starts (bg.Add from
+	// zero) concurrently with that Wait.
+	bgMu    sync.Mutex
+	closing bool
+	bg      sync.WaitGroup
 
 	busyMu sync.Mutex
 	busy   map[string]busyKey // keys whose attempts met another holder lately
@@ -101,9 +107,13 @@ func NewRedlock(clients []redis.UniversalClient, opts *Options) (*Redlock, error
 func (r *Redlock) Capabilities() backend.Capabilities { return r.caps }
 
 // Close stops the pub/sub connections and closes the clients if the driver
-// opened them from a URL.
+// opened them from a URL. It returns once every node call already started
+// has ended; a call that would start after it fails with ErrClosed.
 func (r *Redlock) Close() error {
 	r.closeOnce.Do(func() {
+		r.bgMu.Lock()
+		r.closing = true
+		r.bgMu.Unlock()
 		var errs []error
 		for _, n := range r.nodes {
 			errs = append(errs, n.notify.close())
@@ -153,7 +163,13 @@ func someNodes[T any](r *Redlock, ctx context.Context, timeout time.Duration, on
 		}
 	}
 	ch := make(chan result, len(only))
+	r.bgMu.Lock()
 	for _, i := range only {
+		if r.closing {
+			var zero T
+			ch <- result{i, zero, errClosed}
+			continue
+		}
 		n := r.nodes[i]
 		r.bg.Go(func() {
 			v, err := fn(ctx, i, n)
@@ -168,6 +184,7 @@ func someNodes[T any](r *Redlock, ctx context.Context, timeout time.Duration, on
 			}
 		})
 	}
+	r.bgMu.Unlock()
 	vals := make([]T, len(r.nodes))
 	errs := make([]error, len(r.nodes))
 	answered := make([]bool, len(r.nodes))
@@ -232,19 +249,18 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 			node int
 		}
 		rs, es := someNodes(r, ctx, nodeTimeout(req.TTL, len(r.nodes)), only, func(ctx context.Context, i int, n *node) (reply, error) {
-			var v []int64
-			var err error
+			var cmd *redis.Cmd
 			if i == 0 && r.opts.Wait == WaitQueue {
 				// Never ahead of a waiter queued on the first node.
-				v, err = waitScript.Run(ctx, n.c, ks.waitKeys(), req.Owner, millis(req.TTL), "0", 0, hold, 0, r.inbox, "c").Int64Slice()
+				cmd = waitScript.Run(ctx, n.c, ks.waitKeys(), req.Owner, millis(req.TTL), "0", 0, hold, 0, r.inbox, "c")
 			} else {
-				v, err = acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), "1", hold).Int64Slice()
+				cmd = acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), "1", hold)
 			}
+			a, err := acquireReply(cmd, req.TTL)
 			if err != nil {
 				return reply{node: i}, err
 			}
-			a, err := parseAcquire(v)
-			return reply{a, i}, err
+			return reply{a, i}, nil
 		}, func(late reply) {
 			// The node granted after the attempt stopped waiting for it
 			// (and after any cleanup): give that hold back now.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/distlock/distlock/backend"
 )
 
@@ -121,18 +123,17 @@ func (r *Redlock) queueAttempt(ctx context.Context, ks keyset, req backend.Reque
 			node int
 		}
 		rs, es := someNodes(r, ctx, nodeTimeout(req.TTL, len(r.nodes)), only, func(ctx context.Context, i int, n *node) (reply, error) {
-			var v []int64
-			var err error
+			var cmd *redis.Cmd
 			if i == 0 {
-				v, err = waitScript.Run(ctx, n.c, ks.waitKeys(), req.Owner, millis(req.TTL), "1", millis(window), wait, attempt, r.inbox, "c").Int64Slice()
+				cmd = waitScript.Run(ctx, n.c, ks.waitKeys(), req.Owner, millis(req.TTL), "1", millis(window), wait, attempt, r.inbox, "c")
 			} else {
-				v, err = acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), "1", wait).Int64Slice()
+				cmd = acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), "1", wait)
 			}
+			a, err := acquireReply(cmd, req.TTL)
 			if err != nil {
 				return reply{node: i}, err
 			}
-			a, err := parseAcquire(v)
-			return reply{a, i}, err
+			return reply{a, i}, nil
 		}, func(late reply) {
 			// A node answered after the attempt stopped waiting for it
 			// (the wait then gives up, or falls back when it was the first

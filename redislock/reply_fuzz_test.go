@@ -38,3 +38,29 @@ func FuzzParseAcquire(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFreshGrant: a lone integer reply (a script that took a free lock) is
+// a grant of that token for the TTL asked, with the counter at the token;
+// a token that is not positive is an error, never a grant.
+func FuzzFreshGrant(f *testing.F) {
+	f.Add(int64(1), int64(time.Second))
+	f.Add(int64(0), int64(time.Second))
+	f.Add(int64(-5), int64(time.Millisecond))
+	f.Add(int64(1<<62), int64(MaxTTL))
+	f.Fuzz(func(t *testing.T, token, ttl int64) {
+		d := time.Duration(ttl)
+		if d < MinTTL || d > MaxTTL {
+			return
+		}
+		r, err := freshGrant(token, d)
+		if token <= 0 {
+			if err == nil || r.held {
+				t.Fatalf("token %d: %+v, %v; want an error", token, r, err)
+			}
+			return
+		}
+		if err != nil || !r.held || r.token != uint64(token) || r.counter != uint64(token) || r.pttl < d || r.pttl >= d+time.Millisecond {
+			t.Fatalf("token %d, ttl %v: %+v, %v", token, d, r, err)
+		}
+	})
+}

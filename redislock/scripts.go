@@ -26,11 +26,14 @@ import "github.com/redis/go-redis/v9"
 // already record it. ARGV[3] is unused (kept so every version sends the
 // same arguments).
 //
-// Reply: {1, token, pttl, counter} when held by ARGV[1] (counter is the
-// counter's value after this call: the token itself when this call minted
-// it); {0, 0, pttl, 0} when another owner holds it. The free path makes four calls (HGET, INCR, HSET, PEXPIRE):
-// every redis.call costs about a microsecond or more inside Redis, which
-// the caller waits for.
+// Reply: the token alone (an integer) when this call took the free lock,
+// which stands for {1, token, ARGV[2], token} (freshGrant); {1, token,
+// pttl, counter} when ARGV[1] already held it (counter is the counter's
+// value after this call); {0, 0, pttl, 0} when another owner holds it.
+// The free path makes four calls (HGET, INCR, HSET, PEXPIRE) and replies
+// with no table: inside Redis every redis.call costs a fixed toll beside
+// its own work, and a table reply another (INFO commandstats; see
+// docs/redis.md, "What a pair costs"), which the caller waits for.
 var acquireScript = redis.NewScript(`
 local owner = redis.call('HGET', KEYS[1], 'o')
 local ttl = tonumber(ARGV[2])
@@ -39,7 +42,7 @@ if owner == false then
   local token = redis.call('INCR', KEYS[2])
   redis.call('HSET', KEYS[1], 'o', ARGV[1], 'n', 1, 't', token, hold, 1)
   redis.call('PEXPIRE', KEYS[1], ttl)
-  return {1, token, ttl, token}
+  return token
 end
 if owner == ARGV[1] then
   if redis.call('HSETNX', KEYS[1], hold, 1) == 1 then
@@ -161,8 +164,21 @@ return 0
 // counter's value, as acquireScript's does; else its counter field is 0 on
 // a re-entry or confirmation (the single server needs no counter).
 //
+// The uncontended case comes first: a free lock (HGET) with no queue
+// (EXISTS) is taken with INCR, HSET and PEXPIRE, five calls in all, before
+// anything else is set up.
+//
 // KEYS: lock, fence, queue, alive. Reply as acquireScript.
 var waitScript = redis.NewScript(`
+local me, ttl = ARGV[1], tonumber(ARGV[2])
+local hold = 'a:' .. ARGV[5]
+local owner = redis.call('HGET', KEYS[1], 'o')
+if owner == false and redis.call('EXISTS', KEYS[3]) == 0 then
+  local token = redis.call('INCR', KEYS[2])
+  redis.call('HSET', KEYS[1], 'o', me, 'n', 1, 't', token, hold, 1)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  return token
+end
 local now = nil
 local function clock()
   if now == nil then
@@ -171,8 +187,6 @@ local function clock()
   end
   return now
 end
-local me, ttl = ARGV[1], tonumber(ARGV[2])
-local hold = 'a:' .. ARGV[5]
 local queued = true
 local function leave()
   if not queued then return end
@@ -182,7 +196,6 @@ local function leave()
     redis.call('HDEL', KEYS[4], me)
   end
 end
-local owner = redis.call('HGET', KEYS[1], 'o')
 if owner == me then
   if redis.call('HSETNX', KEYS[1], hold, 1) == 1 then
     redis.call('HINCRBY', KEYS[1], 'n', 1)
@@ -200,10 +213,10 @@ if owner == me then
   return {1, tonumber(redis.call('HGET', KEYS[1], 't')), pttl, counter}
 end
 if owner == false then
+  -- The queue is not empty (the fast path took the lock otherwise); its
+  -- dead entries are dropped on the way to the oldest live one.
   local head = nil
   local w = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
-  -- An empty queue (the uncontended case) needs no clock and has no
-  -- place of the caller's to leave.
   queued = w ~= nil
   while w do
     local a = redis.call('HGET', KEYS[4], w)

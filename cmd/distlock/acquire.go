@@ -78,6 +78,25 @@ func (o lockOpts) acquirePermit(ctx context.Context, locker *distlock.Locker, n 
 	return o.take(ctx, try, wait, name, fmt.Sprintf("all %d permits of semaphore %q", n, o.key))
 }
 
+// acquireRW takes the write side (write) or the read side of the
+// read-write lock o.key, as acquire takes a lock.
+func (o lockOpts) acquireRW(ctx context.Context, locker *distlock.Locker, write bool, name string) (*distlock.Lease, error) {
+	m, err := locker.RWMutex(o.key)
+	if err != nil {
+		return nil, err
+	}
+	try, wait, what := m.TryRLock, m.RLock, fmt.Sprintf("read-write lock %q (read side)", o.key)
+	if write {
+		try, wait, what = m.TryLock, m.Lock, fmt.Sprintf("read-write lock %q (write side)", o.key)
+	}
+	return o.take(ctx, func(ctx context.Context, _ string, opts ...distlock.Option) (*distlock.Lease, error) {
+		return try(ctx, opts...)
+	},
+		func(ctx context.Context, _ string, opts ...distlock.Option) (*distlock.Lease, error) {
+			return wait(ctx, opts...)
+		}, name, what)
+}
+
 // take makes one attempt with try, then (unless --no-wait) waits with
 // wait; what names what is taken, for messages.
 func (o lockOpts) take(ctx context.Context, try, wait func(context.Context, string, ...distlock.Option) (*distlock.Lease, error), name, what string) (*distlock.Lease, error) {

@@ -92,6 +92,15 @@ func TestRunSemaphore(t *testing.T) {
 	}
 }
 
+func TestRunReadWrite(t *testing.T) {
+	for _, side := range []string{"--read", "--write"} {
+		out, code := runCLI(t, nil, "run", "--url", "mem://", "--key", "cfg", side, "--", "sh", "-c", `echo "key=$DISTLOCK_KEY"; exit 6`)
+		if code != 6 || !strings.Contains(out, "key=cfg") {
+			t.Errorf("run %s: exit %d, output %q; want the command's 6", side, code, out)
+		}
+	}
+}
+
 func TestRunSignalledCommand(t *testing.T) {
 	_, code := runCLI(t, nil, "run", "--url", "mem://", "--key", "k", "--", "sh", "-c", "kill -TERM $$")
 	if code != 128+15 {
@@ -129,6 +138,8 @@ func TestUsageErrors(t *testing.T) {
 		{nil, []string{"run", "--url", "mem://", "--key", "k", "-n", "0", "--", "true"}, "-n must be 1 to"},
 		{nil, []string{"run", "--url", "mem://", "--key", "k", "-n", "-2", "--", "true"}, "-n must be 1 to"},
 		{nil, []string{"run", "--url", "mem://", "--key", "k", "-n", "two", "--", "true"}, "invalid argument"},
+		{nil, []string{"run", "--url", "mem://", "--key", "k", "--read", "--write", "--", "true"}, "exclude each other"},
+		{nil, []string{"run", "--url", "mem://", "--key", "k", "-n", "2", "--read", "--", "true"}, "exclude each other"},
 		{nil, []string{"elect", "--url", "mem://", "--", "true"}, "--name is required"},
 		{nil, []string{"elect", "--url", "mem://", "--name", "e"}, "no command given"},
 		{nil, []string{"elect", "--url", "mem://", "--name", "e", "--value", "a b", "--", "true"}, "--value"},

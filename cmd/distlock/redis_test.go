@@ -303,3 +303,75 @@ func TestRunSemaphoreAgainstRedis(t *testing.T) {
 		t.Errorf("the second holder: %v, want exit 0", err)
 	}
 }
+
+// TestRunReadWriteAgainstRedis: two --read commands hold a read-write
+// lock together; --write is refused while they hold it (--no-wait, 75)
+// and runs once both ended, with a token above every earlier write's; a
+// --read meanwhile refused while the writer holds.
+func TestRunReadWriteAgainstRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis server")
+	}
+	url := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis}).URL()
+	var stdins []interface{ Close() error }
+	var readers []*exec.Cmd
+	for i := range 2 {
+		r := exec.Command(binary, "run", "--url", url, "--key", "cfg", "--read", "--no-wait", "--", "sh", "-c", `echo reading; read line; exit 0`)
+		in, err := r.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := r.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Stderr = os.Stderr
+		if err := r.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = r.Process.Kill(); _ = r.Wait() })
+		if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "reading\n" {
+			t.Fatalf("reader %d printed %q (%v): it did not get the read side while another reader holds it", i, line, err)
+		}
+		stdins, readers = append(stdins, in), append(readers, r)
+	}
+	if o, code := runCLI(t, nil, "run", "--url", url, "--key", "cfg", "--write", "--no-wait", "--", "true"); code != ExitNotAcquired || !strings.Contains(o, "write side") {
+		t.Errorf("--write --no-wait while two readers hold: exit %d, want %d\n%s", code, ExitNotAcquired, o)
+	}
+	for i, in := range stdins {
+		_ = in.Close()
+		if err := readers[i].Wait(); err != nil {
+			t.Errorf("reader %d: %v, want exit 0", i, err)
+		}
+	}
+	w := exec.Command(binary, "run", "--url", url, "--key", "cfg", "--write", "--wait", "10s", "--", "sh", "-c", `echo "writing $DISTLOCK_TOKEN"; read line; exit 0`)
+	win, err := w.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wout, err := w.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Stderr = os.Stderr
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Process.Kill(); _ = w.Wait() })
+	line, err := bufio.NewReader(wout).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "writing ") {
+		t.Fatalf("the writer printed %q (%v) after both readers ended", line, err)
+	}
+	if o, code := runCLI(t, nil, "run", "--url", url, "--key", "cfg", "--read", "--no-wait", "--", "true"); code != ExitNotAcquired || !strings.Contains(o, "read side") {
+		t.Errorf("--read --no-wait while the writer holds: exit %d, want %d\n%s", code, ExitNotAcquired, o)
+	}
+	_ = win.Close()
+	if err := w.Wait(); err != nil {
+		t.Errorf("the writer: %v, want exit 0", err)
+	}
+	token := strings.TrimSpace(strings.TrimPrefix(line, "writing "))
+	o, code := runCLI(t, nil, "run", "--url", url, "--key", "cfg", "--read", "--", "sh", "-c", `echo "token $DISTLOCK_TOKEN"`)
+	if code != 0 || !strings.Contains(o, "token "+token) {
+		t.Errorf("a reader after the write: exit %d, %q; want the last write's token %s", code, o, token)
+	}
+}

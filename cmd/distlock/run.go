@@ -22,12 +22,14 @@ type runOpts struct {
 	grace   time.Duration
 	permits int  // -n: a semaphore of this many permits instead of a lock
 	sem     bool // -n was given
+	read    bool // --read: the read side of a read-write lock
+	write   bool // --write: its write side
 }
 
 func newRunCmd() *cobra.Command {
 	var o runOpts
 	cmd := &cobra.Command{
-		Use:   "run --url URL --key KEY [-n N] [--ttl 30s] [--wait 5m | --no-wait] -- CMD [ARGS...]",
+		Use:   "run --url URL --key KEY [-n N | --read | --write] [--ttl 30s] [--wait 5m | --no-wait] -- CMD [ARGS...]",
 		Short: "Run a command while holding a lock, like flock(1) across machines",
 		Long: `Acquire the lock KEY, run CMD, release the lock.
 
@@ -47,6 +49,13 @@ lock is. Every process should give the same N (a process with a lower N
 waits until the permits held fit it). Stores without a semaphore refuse
 -n (exit 64). CMD also sees DISTLOCK_PERMITS (N).
 
+With --read or --write, KEY is a read-write lock: many --read commands
+run together, a --write command runs alone, and a waiting --write keeps
+new --read commands out, so writers are not starved. A --read command's
+DISTLOCK_TOKEN is the last writer's token. Stores without read-write
+locks refuse them (exit 64). A read-write lock named KEY and a lock named
+KEY never meet.
+
 Exit status: CMD's own when it ran (128+N if signal N killed it);
 64 bad usage, 69 backend unreachable, 70 lock lost, 75 not acquired.`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -62,6 +71,8 @@ Exit status: CMD's own when it ran (128+N if signal N killed it);
 	}
 	cmd.Flags().SetInterspersed(false)
 	addLockFlags(cmd, &o.lockOpts)
+	cmd.Flags().BoolVar(&o.read, "read", false, "take the read side of the read-write lock KEY: many readers run together")
+	cmd.Flags().BoolVar(&o.write, "write", false, "take the write side of the read-write lock KEY: one writer, no readers")
 	cmd.Flags().IntVarP(&o.permits, "limit", "n", 0, "treat KEY as a semaphore of N permits: up to N commands run at once (default: a lock)")
 	cmd.Flags().DurationVar(&o.grace, "grace", 10*time.Second, "when renewals fail, SIGTERM to CMD this long before the lease's validity ends, SIGKILL at its end (at most a third of the TTL)")
 	return cmd
@@ -73,6 +84,9 @@ func (o runOpts) check() error {
 	}
 	if o.grace < 0 {
 		return exitWith(ExitUsage, errors.New("run: --grace must not be negative"))
+	}
+	if (o.read && o.write) || (o.sem && (o.read || o.write)) {
+		return exitWith(ExitUsage, errors.New("run: -n, --read and --write exclude each other"))
 	}
 	if o.sem && (o.permits < 1 || o.permits > distlock.MaxSemaphoreLimit) {
 		return exitWith(ExitUsage, fmt.Errorf("run: -n must be 1 to %d permits, got %d", distlock.MaxSemaphoreLimit, o.permits))
@@ -95,6 +109,8 @@ func runLocked(ctx context.Context, o runOpts, args []string) error {
 	if o.sem {
 		lease, err = o.acquirePermit(ctx, locker, o.permits, "run")
 		env = []string{"DISTLOCK_PERMITS=" + strconv.Itoa(o.permits)}
+	} else if o.read || o.write {
+		lease, err = o.acquireRW(ctx, locker, o.write, "run")
 	} else {
 		lease, err = o.acquire(ctx, locker, "run")
 	}

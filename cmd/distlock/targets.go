@@ -183,6 +183,7 @@ func startSandbox(ctx context.Context, s *targetSet) {
 		{kind: sandbox.Redis, scheme: "redis", name: "redis"},
 		{kind: sandbox.Redis, nodes: 3, scheme: "redis", name: "redlock", query: "?mode=redlock"},
 		{kind: sandbox.MariaDB, scheme: "mysql", name: "mysql"},
+		{kind: sandbox.Postgres, scheme: "postgres", name: "postgres"},
 		{kind: sandbox.ZooKeeper, scheme: "zk", name: "zookeeper"}, {kind: sandbox.Etcd, scheme: "etcd", name: "etcd"},
 	}
 	for _, k := range kinds {

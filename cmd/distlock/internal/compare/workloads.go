@@ -144,7 +144,12 @@ func uncontended(ctx context.Context, t Target, c Config, r *Result) error {
 	if err != nil {
 		return err
 	}
-	defer x.Close()
+	closed := false
+	defer func() {
+		if !closed {
+			x.Close()
+		}
+	}()
 	key := uniqueKey("uncontended")
 	if _, err := measure.Pairs(ctx, x, key, 1, 0); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
@@ -171,6 +176,10 @@ func uncontended(ctx context.Context, t Target, c Config, r *Result) error {
 	if t.RoundTrips != nil {
 		r.add("round trips/pair", "", trips/n)
 	}
+	// The client ends before the server's counters are read: a server may
+	// count a session's work only when it ends (PostgreSQL's statistics).
+	x.Close()
+	closed = true
 	if requests, fsyncs, ok := count(); ok {
 		r.add("requests/pair", "", requests/n)
 		if !math.IsNaN(fsyncs) {

@@ -193,3 +193,4 @@ func newClient(ctx context.Context, t *testing.T, p Peer) interface {
 	t.Cleanup(x.Close)
 	return x
 }
+func TestPostgres(t *testing.T) { checkStore(t, sandbox.Spec{Kind: sandbox.Postgres}, "") }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/sqllock"
 )
 
 // pgForUpdateTable is the PostgreSQL FOR UPDATE peer's table: one row per
@@ -44,10 +45,8 @@ func postgresStore(u *backend.URL, rawURL string) (*Store, error) {
 	cfg.ConnConfig.ConnectTimeout = 10 * time.Second
 	open := func(ctx context.Context, cut *cutter) (*pgxpool.Pool, error) {
 		c := cfg.Copy()
-		if cut != nil {
-			c.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-				return cut.dial(ctx, network, addr)
-			}
+		c.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return cut.dial(ctx, network, addr) // a nil cutter dials plainly, counting round trips
 		}
 		return pgxpool.NewWithConfig(ctx, c)
 	}
@@ -72,6 +71,19 @@ func postgresStore(u *backend.URL, rawURL string) (*Store, error) {
 					return newPgForUpdate(ctx, pool)
 				}),
 		},
+		Distlock: distlockPeer("sqllock.NewPool over a pgxpool.Pool with pgx's defaults, one Locker per pool; lease TTL = the run's TTL",
+			func(ctx context.Context, _ time.Duration) (backend.Driver, func(), error) {
+				pool, err := open(ctx, nil)
+				if err != nil {
+					return nil, nil, err
+				}
+				d, err := sqllock.NewPool(ctx, pool, nil)
+				if err != nil {
+					pool.Close()
+					return nil, nil, err
+				}
+				return d, pool.Close, nil
+			}),
 		Floor: floor("SELECT 1", func() (func(context.Context) error, func(), error) {
 			pool, err := open(context.Background(), nil)
 			if err != nil {
@@ -132,14 +144,31 @@ func pgInfo(ctx context.Context, pool *pgxpool.Pool) (Info, error) {
 // stock server does not load; each statement outside BEGIN ... COMMIT is
 // a transaction of its own), fsyncs the WAL's flushes to disk
 // (pg_stat_wal.wal_sync, PostgreSQL 14 and later). The statistics are
-// reported by each backend at the end of a transaction and read from a
-// snapshot: pg_stat_clear_snapshot makes every read see the newest.
+// reported by each session at the end of a transaction, at most once a
+// second, or within 10 s once it is idle, and at its exit; they are read
+// from a snapshot: pg_stat_clear_snapshot makes every read see the newest.
+// Accurate only once the sessions measured have ended (see below).
 func pgCounters(ctx context.Context, pool *pgxpool.Pool) (requests, fsyncs float64, err error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer conn.Release()
+	// An idle session reports its statistics up to 10 s late (PostgreSQL
+	// 15's PGSTAT_IDLE_INTERVAL); one that ends reports them as it exits.
+	// The comparison closes its client before the last reading: wait (a
+	// bounded while) until no other client session is left, so that what
+	// they did is counted.
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
+		var others int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()").Scan(&others); err != nil {
+			return 0, 0, err
+		}
+		if others == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if _, err := conn.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
 		return 0, 0, err
 	}
