@@ -21,7 +21,7 @@ type pgAdvisory struct{ pgDialect }
 
 func (pgAdvisory) statements(table string) *statements {
 	q := pgDialect{}.statements(table)
-	q.ddl = q.ddl[1:] // the fencing counters only
+	q.ddl = q.ddl[1:2] // the fencing counters only (no semaphore in advisory mode)
 	// txid_current(): the transaction's id, which the fencing statement
 	// checks is still in progress (an advisory lock alone assigns none).
 	q.lockInto = "SELECT pg_advisory_xact_lock(?), txid_current()"

@@ -72,6 +72,11 @@ func (pgDialect) statements(table string) *statements {
 				"  holder_id  bigint NOT NULL,\n"+
 				"  granted_at timestamptz NOT NULL\n"+
 				")", ft),
+			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
+				"  name bytea NOT NULL,\n"+
+				"  slot integer NOT NULL,\n"+
+				"  PRIMARY KEY (name, slot)\n"+
+				")", `"`+table+SemSuffix+`"`),
 		},
 		// txid_current() gives the transaction its id (the row lock does
 		// too), which the fencing statement checks is still in progress.

@@ -53,10 +53,11 @@
 //
 // # Semantics
 //
-// MySQL: three tables: the lock table (name VARBINARY(1024) PRIMARY KEY; keys are
+// MySQL: four tables: the lock table (name VARBINARY(1024) PRIMARY KEY; keys are
 // compared byte for byte), the durable fencing-epoch table (the same name
-// plus [FenceSuffix]) and a MEMORY table of live token counters (plus
-// [LiveSuffix]). See [DDL] and docs/sql.md.
+// plus [FenceSuffix]), a MEMORY table of live token counters (plus
+// [LiveSuffix]) and the semaphores' permit slots (plus [SemSuffix]). See
+// [DDL] and docs/sql.md.
 //
 // An acquisition pins a connection, turns autocommit off and sets the
 // session's wait_timeout to the TTL (rounded up to whole seconds), then
@@ -93,6 +94,18 @@
 // Locks are not replicated: failing over to a replica loses them all.
 // Tokens stay increasing across a failover only if the replica had
 // replicated the counters.
+//
+// # Semaphores
+//
+// The Driver is a [backend.Semaphorer] on both dialects (not in advisory
+// mode): a semaphore has one row per permit slot in the table named after
+// the lock table plus [SemSuffix], and a grant of n permits is n free slot
+// rows below the acquirer's limit locked with SELECT ... FOR UPDATE SKIP
+// LOCKED ... LIMIT n in an open transaction on a pinned connection, held,
+// refreshed and released as a lock is. SKIP LOCKED never waits, so waiters
+// poll (Capabilities.Semaphore = poll). Holds at or above the acquirer's
+// limit (taken by acquirers with a larger one) are counted before a grant
+// stands; see semaphore.go and docs/primitives.md.
 //
 // # Errors
 //

@@ -16,7 +16,8 @@ import (
 // Driver is a distlock backend over one MySQL, MariaDB or PostgreSQL server. Each held
 // lock pins one connection of the *sql.DB with an open transaction that
 // holds the lock row's exclusive row lock. It implements [backend.Driver],
-// [backend.Waiter] and [backend.Inspector]; it is safe for concurrent use.
+// [backend.Waiter], [backend.Inspector] and [backend.Semaphorer]; it is
+// safe for concurrent use.
 type Driver struct {
 	db      *sql.DB
 	ownDB   bool   // opened from a URL: Close closes it
@@ -111,7 +112,7 @@ func seconds(d time.Duration) int {
 
 // Capabilities reports what the store offers.
 func (d *Driver) Capabilities() backend.Capabilities {
-	return backend.Capabilities{
+	c := backend.Capabilities{
 		Name:        d.dia.name(),
 		Wait:        backend.WaitQueue,
 		Lifetime:    backend.LifetimeConnection,
@@ -122,6 +123,10 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		Fair:        false,
 		Replication: "single server: row locks are not replicated, a failover to a replica loses every lock",
 	}
+	if d.semDia() != nil {
+		c.Semaphore = backend.WaitPoll // semaphore.go: SKIP LOCKED never waits
+	}
+	return c
 }
 
 // Close abandons every lock still held by closing its connection (the

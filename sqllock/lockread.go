@@ -90,6 +90,11 @@ func (d *Driver) ensure(ctx context.Context, key string, nowait bool) error {
 // row lock, and running (briefly locking the row) just after its holder
 // released it.
 func (d *Driver) insertRow(ctx context.Context, key string) error {
+	return d.insertStmt(ctx, d.bind(d.q.ensure, key))
+}
+
+// insertStmt is insertRow for any statement q creating rows.
+func (d *Driver) insertStmt(ctx context.Context, q string) error {
 	c, err := d.db.Conn(ctx)
 	if err != nil {
 		return err
@@ -101,7 +106,7 @@ func (d *Driver) insertRow(ctx context.Context, key string) error {
 	}
 	var killed bool
 	err = lc.interruptible(ctx, func(sctx context.Context) error {
-		_, err := c.ExecContext(sctx, d.bind(d.q.ensure, key))
+		_, err := c.ExecContext(sctx, q)
 		return err
 	}, &killed)
 	if killed {

@@ -42,7 +42,7 @@ func TestOpenURLErrors(t *testing.T) {
 
 func TestDDL(t *testing.T) {
 	ddl, err := sqllock.DDL("app_locks")
-	if err != nil || len(ddl) != 3 {
+	if err != nil || len(ddl) != 4 {
 		t.Fatalf("DDL = %q, %v", ddl, err)
 	}
 	for _, want := range []string{"CREATE TABLE IF NOT EXISTS `app_locks`", "PRIMARY KEY (name)"} {
@@ -55,6 +55,9 @@ func TestDDL(t *testing.T) {
 	}
 	if !strings.Contains(ddl[2], "`app_locks_live`") || !strings.Contains(ddl[2], "ENGINE=MEMORY") {
 		t.Errorf("live counter table DDL:\n%s", ddl[2])
+	}
+	if !strings.Contains(ddl[3], "`app_locks_sem`") || !strings.Contains(ddl[3], "PRIMARY KEY (name, slot)") {
+		t.Errorf("semaphore slot table DDL:\n%s", ddl[3])
 	}
 	if _, err := sqllock.DDL("x; DROP TABLE y"); !errors.Is(err, distlock.ErrInvalidConfig) {
 		t.Errorf("DDL of a bad name = %v", err)

@@ -37,6 +37,10 @@ const (
 // forgotten when the MEMORY table is full (max_heap_table_size).
 const evictRows = 256
 
+// SemSuffix is appended to the lock table's name to name the table of
+// semaphore permit slots (one row per permit, see semaphore.go).
+const SemSuffix = "_sem"
+
 // maxKeyLen is the width of the name columns: the portable layer's limit.
 const maxKeyLen = 1024
 
@@ -55,7 +59,8 @@ func checkTable(name string) error {
 }
 
 // DDL returns the statements that create the lock table, its durable
-// fencing-epoch table and its MEMORY table of live token counters, for
+// fencing-epoch table, its MEMORY table of live token counters and the
+// semaphores' table of permit slots, for
 // DBAs who create them by hand (see docs/sql.md). The table name must be
 // valid (letters, digits, underscores; at most 58).
 func DDL(table string) ([]string, error) {
@@ -65,8 +70,9 @@ func DDL(table string) ([]string, error) {
 	return newStatements(table).ddl, nil
 }
 
-// PostgresDDL returns the PostgreSQL statements that create the lock table
-// and its fencing-counter table (advisory mode needs only the second), for
+// PostgresDDL returns the PostgreSQL statements that create the lock table,
+// its fencing-counter table and the semaphores' table of permit slots
+// (advisory mode needs only the second), for
 // DBAs who create them by hand (see docs/sql.md). The table name must be
 // valid (letters, digits, underscores; at most 58).
 func PostgresDDL(table string) ([]string, error) {
@@ -111,6 +117,7 @@ func newStatements(table string) *statements {
 	ft := "`" + table + FenceSuffix + "`"
 	vt := "`" + table + LiveSuffix + "`"
 	return &statements{
+		table: table,
 		ddl: []string{
 			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
 				"  name VARBINARY(%d) NOT NULL,\n"+
@@ -132,6 +139,11 @@ func newStatements(table string) *statements {
 				"  granted_at DATETIME(6) NOT NULL,\n"+
 				"  PRIMARY KEY (name)\n"+
 				") ENGINE=MEMORY", vt, maxKeyLen),
+			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
+				"  name VARBINARY(%d) NOT NULL,\n"+
+				"  slot INT NOT NULL,\n"+
+				"  PRIMARY KEY (name, slot)\n"+
+				") ENGINE=InnoDB", "`"+table+SemSuffix+"`", maxKeyLen),
 		},
 		beginTry:  "SET SESSION autocommit = 0, wait_timeout = ?",
 		beginWait: "SET SESSION autocommit = 0, wait_timeout = ?, innodb_lock_wait_timeout = ?",
