@@ -16,10 +16,12 @@ import (
 )
 
 // pgDialect is PostgreSQL over github.com/jackc/pgx/v5 (its database/sql
-// driver, stdlib). Every statement goes through the connection's own
-// pgconn in the simple query protocol: one round trip for a batch of
-// statements, nothing prepared, every result of the batch read. Values
-// are decode('..', 'hex') literals; identifiers are double-quoted.
+// driver, stdlib). Every statement but the fencing counter's goes through
+// the connection's own pgconn in the simple query protocol: one round trip
+// for a batch of statements, nothing prepared, every result of the batch
+// read. Values are decode('..', 'hex') literals; identifiers are
+// double-quoted. The fencing counter's statement, on every hand-off's
+// path, has parameters and is prepared once per connection (see token).
 //
 // A lock attempt is one batch: BEGIN; SET LOCAL
 // idle_in_transaction_session_timeout to the TTL (and for a blocking
