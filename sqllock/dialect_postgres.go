@@ -16,10 +16,12 @@ import (
 )
 
 // pgDialect is PostgreSQL over github.com/jackc/pgx/v5 (its database/sql
-// driver, stdlib). Every statement goes through the connection's own
-// pgconn in the simple query protocol: one round trip for a batch of
-// statements, nothing prepared, every result of the batch read. Values
-// are decode('..', 'hex') literals; identifiers are double-quoted.
+// driver, stdlib). Every statement but the fencing counter's goes through
+// the connection's own pgconn in the simple query protocol: one round trip
+// for a batch of statements, nothing prepared, every result of the batch
+// read. Values are decode('..', 'hex') literals; identifiers are
+// double-quoted. The fencing counter's statement, on every hand-off's
+// path, has parameters and is prepared once per connection (see token).
 //
 // A lock attempt is one batch: BEGIN; SET LOCAL
 // idle_in_transaction_session_timeout to the TTL (and for a blocking
@@ -90,10 +92,12 @@ func (pgDialect) statements(table string) *statements {
 		exists:  fmt.Sprintf("SELECT 1 FROM %s WHERE name = ?", lt),
 		ensure:  fmt.Sprintf("INSERT INTO %s (name) VALUES (?) ON CONFLICT DO NOTHING", lt),
 		// The increment locks the fence row first; txid_status, volatile,
-		// is evaluated on the row it returns, so after that.
-		fence: fmt.Sprintf("WITH f AS (INSERT INTO %s AS f (name, token, owner, holder_id, granted_at) VALUES (?, 1, ?, ?, now()) "+
+		// is evaluated on the row it returns, so after that. The one
+		// statement with parameters (see token): its text is the same for
+		// every key.
+		fence: fmt.Sprintf("WITH f AS (INSERT INTO %s AS f (name, token, owner, holder_id, granted_at) VALUES ($1, 1, $2, $3, now()) "+
 			"ON CONFLICT (name) DO UPDATE SET token = f.token + 1, owner = EXCLUDED.owner, holder_id = EXCLUDED.holder_id, granted_at = EXCLUDED.granted_at "+
-			"RETURNING token) SELECT token, txid_status(?) FROM f", ft),
+			"RETURNING token) SELECT token, txid_status($4) FROM f", ft),
 		fenceRow:  fmt.Sprintf("SELECT token, owner FROM %s WHERE name = ?", ft),
 		probe:     fmt.Sprintf("BEGIN; SELECT count(*) FROM %s WHERE name = ?; SELECT 1 FROM %s WHERE name = ? FOR UPDATE SKIP LOCKED; ROLLBACK", lt, lt),
 		killQuery: "SELECT pg_cancel_backend(?)",
@@ -255,23 +259,44 @@ var errLostBeforeToken = errors.New("sqllock: the lock's session ended before it
 // the lock's transaction is still in progress. A next holder can lock the
 // key only after that transaction ends, and its own increment waits for
 // this one's commit, so tokens follow the order of the holds.
+//
+// It runs between the grant and the caller's critical section, so under
+// contention it is on every hand-off's path: unlike the driver's other
+// statements it goes with parameters through pgx's query execution, in the
+// connection's own mode. With pgx's default (QueryExecModeCacheStatement)
+// it is parsed and planned once per connection and then sent as Bind and
+// Execute, one round trip, not parsed and planned again on every
+// acquisition; its text does not depend on the key, so one cached
+// statement serves all keys. A pool configured for the simple protocol
+// (PgBouncer in transaction mode) gets it as one simple query.
 func (pgDialect) token(ctx context.Context, lc *lockConn, key, owner string, lr lockResult) (uint64, error) {
-	res, err := pgExecDB(ctx, lc.d, bindPG(lc.d.q.fence, key, owner, lc.id, lr.xid))
+	c, err := lc.d.db.Conn(ctx)
 	if err != nil {
 		return 0, err
 	}
-	if len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) != 2 {
-		return 0, fmt.Errorf("sqllock: fencing counter: unexpected result")
+	var tok int64
+	var status string
+	err = c.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("sqllock: postgres: %T is not a connection of github.com/jackc/pgx/v5/stdlib", dc)
+		}
+		return sc.Conn().QueryRow(ctx, lc.d.q.fence, []byte(key), []byte(owner), int64(lc.id), int64(lr.xid)).Scan(&tok, &status)
+	})
+	if err != nil && lc.d.connGone(err) {
+		_ = c.Raw(func(any) error { return driver.ErrBadConn })
 	}
-	row := res[0].Rows[0]
-	if string(row[1]) != "in progress" {
+	_ = c.Close()
+	if err != nil {
+		return 0, err
+	}
+	if status != "in progress" {
 		return 0, errLostBeforeToken
 	}
-	tok, err := strconv.ParseUint(string(row[0]), 10, 64)
-	if err != nil || tok == 0 {
-		return 0, fmt.Errorf("sqllock: fencing counter returned %q", row[0])
+	if tok <= 0 {
+		return 0, fmt.Errorf("sqllock: fencing counter returned %d", tok)
 	}
-	return tok, nil
+	return uint64(tok), nil
 }
 
 // cancel interrupts the statement of backend id with pg_cancel_backend
