@@ -1,7 +1,9 @@
 package conformance
 
 import (
+	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,12 +78,25 @@ func testSemaphoreFIFO(t *testing.T, e *env) {
 	}
 	order := make(chan int, 2)
 	gap := max(e.ttl/8, 200*time.Millisecond)
+	// The waiters end (their ctx is canceled, their grants released)
+	// before the test does, even when it fails early: no goroutine
+	// reports into a finished test.
+	wctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stop()
 	for i, n := range []int{2, 1} { // first a waiter for 2, then one for 1
 		s := semaphore(t, e.locker(t), key, 2)
+		wg.Add(1)
 		go func() {
-			le, err := s.AcquireN(ctxFor(t, 60*time.Second), n)
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(wctx, 60*time.Second)
+			defer cancel()
+			le, err := s.AcquireN(ctx, n)
 			if err != nil {
-				t.Errorf("waiter %d for %d permits: %v", i, n, err)
+				if wctx.Err() == nil {
+					t.Errorf("waiter %d for %d permits: %v", i, n, err)
+				}
 				order <- -1
 				return
 			}
