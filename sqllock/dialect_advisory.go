@@ -14,14 +14,14 @@ import (
 // a pinned connection, ended by ROLLBACK, bounded by
 // idle_in_transaction_session_timeout), so liveness, cancellation,
 // spares and fencing are the row mode's; there is no lock table and no
-// row to create. The fencing token still comes from the committed counter
-// table. Two keys whose hashes collide share one lock (see
+// row to create. The fencing token still comes from the counter tables
+// (a durable epoch and an unlogged live counter). Two keys whose hashes collide share one lock (see
 // docs/sql.md): it costs a needless wait, never a second holder.
 type pgAdvisory struct{ pgDialect }
 
 func (pgAdvisory) statements(table string) *statements {
 	q := pgDialect{}.statements(table)
-	q.ddl = q.ddl[1:2] // the fencing counters only (no semaphore in advisory mode)
+	q.ddl = []string{q.ddl[1], q.ddl[3]} // the fencing epochs and live counters only (no semaphore in advisory mode)
 	// txid_current(): the transaction's id, which the fencing statement
 	// checks is still in progress (an advisory lock alone assigns none).
 	q.lockInto = "SELECT pg_advisory_xact_lock(?), txid_current()"

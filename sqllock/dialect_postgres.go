@@ -28,10 +28,11 @@ import (
 // wait statement_timeout 0 and the lock_timeout of Options); SELECT
 // txid_current() ... FOR UPDATE [NOWAIT]. The settings are LOCAL, so the
 // session has no state to restore: a released connection (ROLLBACK) is
-// as the pool made it. The fencing token is a committed increment on
-// another connection, made once the row lock is granted, which also
-// checks in the same statement that the lock's transaction is still in
-// progress (see token). Release is ROLLBACK: the lock transaction wrote
+// as the pool made it. The fencing token is an increment on another
+// connection, made once the row lock is granted, which also checks in the
+// same statement that the lock's transaction is still in progress; in
+// steady state it increments an UNLOGGED counter over a durable per-key
+// epoch, so a grant waits for no WAL flush (see token). Release is ROLLBACK: the lock transaction wrote
 // nothing, and an abort, unlike a commit of a transaction that locked a
 // row, does not wait for the WAL to reach the disk.
 type pgDialect struct{}
@@ -49,6 +50,15 @@ func dialectOf(db *sql.DB) dialect {
 // lock_timeout PostgreSQL accepts (INT_MAX milliseconds), in whole seconds.
 const pgMaxTimeout = 2147483 * time.Second
 
+// pgSeqBits is the width of the sequence part of a PostgreSQL fencing
+// token: a token is epoch<<pgSeqBits | seq, the epoch a durable per-key
+// counter (the fence table's token column holds epoch<<pgSeqBits), seq the
+// grants within the epoch, counted in the UNLOGGED live table (see token).
+const (
+	pgSeqBits = 32
+	pgSeqMask = 1<<pgSeqBits - 1
+)
+
 func (pgDialect) name() string               { return "postgres" }
 func (pgDialect) maxTTL() time.Duration      { return pgMaxTimeout }
 func (pgDialect) maxLockWait() time.Duration { return pgMaxTimeout }
@@ -61,6 +71,7 @@ func (pgDialect) batching(context.Context, *Driver, *sql.Conn) (bool, error) { r
 func (pgDialect) statements(table string) *statements {
 	lt := `"` + table + `"`
 	ft := `"` + table + FenceSuffix + `"`
+	vt := `"` + table + LiveSuffix + `"`
 	return &statements{
 		table: table,
 		ddl: []string{
@@ -79,6 +90,16 @@ func (pgDialect) statements(table string) *statements {
 				"  slot integer NOT NULL,\n"+
 				"  PRIMARY KEY (name, slot)\n"+
 				")", `"`+table+SemSuffix+`"`),
+			// The live counters: UNLOGGED, so their writes make no WAL and
+			// a transaction that writes only them commits without waiting
+			// for a WAL flush; crash recovery empties the table (see token).
+			fmt.Sprintf("CREATE UNLOGGED TABLE IF NOT EXISTS %s (\n"+
+				"  name       bytea NOT NULL PRIMARY KEY,\n"+
+				"  token      bigint NOT NULL,\n"+
+				"  owner      bytea NOT NULL,\n"+
+				"  holder_id  bigint NOT NULL,\n"+
+				"  granted_at timestamptz NOT NULL\n"+
+				")", vt),
 		},
 		// txid_current() gives the transaction its id (the row lock does
 		// too), which the fencing statement checks is still in progress.
@@ -91,14 +112,26 @@ func (pgDialect) statements(table string) *statements {
 		reset:   "ROLLBACK", // SET LOCAL only: the session keeps no setting of ours
 		exists:  fmt.Sprintf("SELECT 1 FROM %s WHERE name = ?", lt),
 		ensure:  fmt.Sprintf("INSERT INTO %s (name) VALUES (?) ON CONFLICT DO NOTHING", lt),
-		// The increment locks the fence row first; txid_status, volatile,
-		// is evaluated on the row it returns, so after that. The one
-		// statement with parameters (see token): its text is the same for
-		// every key.
-		fence: fmt.Sprintf("WITH f AS (INSERT INTO %s AS f (name, token, owner, holder_id, granted_at) VALUES ($1, 1, $2, $3, now()) "+
-			"ON CONFLICT (name) DO UPDATE SET token = f.token + 1, owner = EXCLUDED.owner, holder_id = EXCLUDED.holder_id, granted_at = EXCLUDED.granted_at "+
-			"RETURNING token) SELECT token, txid_status($4) FROM f", ft),
-		fenceRow:  fmt.Sprintf("SELECT token, owner FROM %s WHERE name = ?", ft),
+		// The token statement (see token): the live counter's increment,
+		// or, when the key has no live counter or it is at the end of its
+		// epoch, a new durable epoch and the live counter set to its first
+		// token, in the same transaction. txid_status, volatile, is
+		// evaluated on the row the increment or the upsert returns, so
+		// after the live row is locked. The one statement with parameters:
+		// its text is the same for every key.
+		fence: fmt.Sprintf("WITH u AS (UPDATE %[2]s AS l SET token = l.token + 1, owner = $2::bytea, holder_id = $3::bigint, granted_at = now() "+
+			"WHERE l.name = $1::bytea AND l.token & %[3]d <> %[3]d RETURNING l.token), "+
+			"e AS (INSERT INTO %[1]s AS f (name, token, owner, holder_id, granted_at) "+
+			"SELECT $1::bytea, %[4]d, $2::bytea, $3::bigint, now() WHERE NOT EXISTS (SELECT FROM u) "+
+			"ON CONFLICT (name) DO UPDATE SET token = ((f.token >> %[5]d) + 1) << %[5]d, owner = EXCLUDED.owner, holder_id = EXCLUDED.holder_id, granted_at = EXCLUDED.granted_at "+
+			"RETURNING f.token), "+
+			"n AS (INSERT INTO %[2]s AS l (name, token, owner, holder_id, granted_at) "+
+			"SELECT $1::bytea, e.token | 1, $2::bytea, $3::bigint, now() FROM e "+
+			"ON CONFLICT (name) DO UPDATE SET token = GREATEST(l.token + 1, EXCLUDED.token), owner = EXCLUDED.owner, holder_id = EXCLUDED.holder_id, granted_at = EXCLUDED.granted_at "+
+			"RETURNING l.token) "+
+			"SELECT token, txid_status($4::bigint) FROM u UNION ALL SELECT token, txid_status($4::bigint) FROM n",
+			ft, vt, uint64(pgSeqMask), uint64(1)<<pgSeqBits, pgSeqBits),
+		fenceRow:  fmt.Sprintf("SELECT token, owner FROM %s WHERE name = ?; SELECT 1 FROM %s WHERE name = ?", vt, ft),
 		probe:     fmt.Sprintf("BEGIN; SELECT count(*) FROM %s WHERE name = ?; SELECT 1 FROM %s WHERE name = ? FOR UPDATE SKIP LOCKED; ROLLBACK", lt, lt),
 		killQuery: "SELECT pg_cancel_backend(?)",
 	}
@@ -252,13 +285,23 @@ func pgLockOnce(ctx context.Context, lc *lockConn, lock string, nowait bool, par
 // harmless.
 var errLostBeforeToken = errors.New("sqllock: the lock's session ended before its fencing token was issued")
 
-// token increments key's committed fencing counter on another connection
-// (autocommit: committed before it returns, so neither the lock
-// transaction's rollback nor a server restart undoes it) and, in the same
-// statement, after the increment has locked the counter's row, checks that
-// the lock's transaction is still in progress. A next holder can lock the
-// key only after that transaction ends, and its own increment waits for
-// this one's commit, so tokens follow the order of the holds.
+// token returns the grant's fencing token, from one statement on another
+// connection (autocommit) that also checks, after it has locked the key's
+// live counter row, that the lock's transaction is still in progress. A
+// next holder can lock the key only after that transaction ends, and its
+// own statement waits for this one's commit, so tokens follow the order of
+// the holds.
+//
+// A token is epoch<<pgSeqBits | seq. In steady state the statement only
+// increments the key's row in the UNLOGGED live table: no WAL, so its
+// commit does not wait for a WAL flush. When the key has no live row (first
+// use; or crash recovery, which empties unlogged tables; or the row was
+// deleted) or its seq is at the end of the epoch, the same statement bumps
+// the key's durable epoch in the fence table and sets the live row to the
+// new epoch's first token, in one transaction: it wrote WAL, so its commit
+// is flushed before the token is returned. Every token handed out belongs
+// to an epoch committed before it, so a new epoch is above all of them.
+// docs/sql.md ("PostgreSQL's fencing tokens") has the whole argument.
 //
 // It runs between the grant and the caller's critical section, so under
 // contention it is on every hand-off's path: unlike the driver's other
@@ -330,14 +373,21 @@ func (pgDialect) probe(ctx context.Context, d *Driver, key string) (bool, error)
 	return string(res[1].Rows[0][0]) == "1" && len(res[2].Rows) == 0, nil
 }
 
+// lastGrant reads the key's live counter and, in the same round trip,
+// whether it has a durable epoch (to tell "never locked" from "not known":
+// crash recovery empties the live table).
 func (pgDialect) lastGrant(ctx context.Context, d *Driver, key string) (lastGrant, error) {
 	var g lastGrant
-	res, err := pgExecDB(ctx, d, bindPG(d.q.fenceRow, key))
+	res, err := pgExecDB(ctx, d, bindPG(d.q.fenceRow, key, key))
 	if err != nil {
 		return g, err
 	}
-	if len(res) != 1 || len(res[0].Rows) == 0 {
-		return g, nil // never locked
+	if len(res) != 2 {
+		return g, fmt.Errorf("sqllock: reading the last grant returned %d results", len(res))
+	}
+	if len(res[0].Rows) == 0 {
+		g.exists = len(res[1].Rows) != 0
+		return g, nil // never locked, or the live counter is gone: not known
 	}
 	row := res[0].Rows[0]
 	g.exists, g.known = true, true

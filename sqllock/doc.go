@@ -25,10 +25,13 @@
 // idle_in_transaction_session_timeout (the TTL: a holder that goes silent
 // loses the lock when the server ends its session) and SELECT ... FOR
 // UPDATE [NOWAIT] as one simple-protocol batch on the pinned connection;
-// the fencing token is a committed increment of the key's counter on
-// another connection, which checks in the same statement that the lock's
-// transaction is still in progress; Release is ROLLBACK. Three round
-// trips per uncontended pair, one WAL flush (the counter's commit).
+// the fencing token, epoch<<32 | seq, comes from one statement on another
+// connection, which increments the key's live counter in an UNLOGGED
+// table (no WAL flush; crash recovery empties it) and checks that the
+// lock's transaction is still in progress; when the key has no live
+// counter (first use, after a crash) the same statement commits a new
+// durable epoch first. Release is ROLLBACK. Three round trips per
+// uncontended pair, no WAL flush in steady state.
 // A canceled Wait is interrupted with pg_cancel_backend. In advisory mode
 // the lock is pg_advisory_xact_lock on the key hashed to 64 bits, in the
 // same kind of transaction. See docs/sql.md.

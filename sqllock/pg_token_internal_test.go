@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,8 +61,8 @@ func TestPGTokenChecksHolder(t *testing.T) {
 	lc := &lockConn{d: d, id: 1}
 	xid := begin()
 	tok, err := pgDialect{}.token(ctx, lc, "k", "o", lockResult{found: true, xid: xid})
-	if err != nil || tok != 1 {
-		t.Fatalf("token while the transaction is in progress: %d, %v; want 1", tok, err)
+	if err != nil || tok != 1<<pgSeqBits|1 {
+		t.Fatalf("token while the transaction is in progress: %d, %v; want 1<<32|1", tok, err)
 	}
 	if _, err := pgExec(ctx, c, "ROLLBACK"); err != nil {
 		t.Fatal(err)
@@ -71,8 +72,103 @@ func TestPGTokenChecksHolder(t *testing.T) {
 	}
 	xid = begin()
 	tok, err = pgDialect{}.token(ctx, lc, "k", "o", lockResult{found: true, xid: xid})
-	if err != nil || tok != 3 {
-		t.Fatalf("the next token: %d, %v; want 3 (2 was burnt, never handed out)", tok, err)
+	if err != nil || tok != 1<<pgSeqBits|3 {
+		t.Fatalf("the next token: %d, %v; want 1<<32|3 (|2 was burnt, never handed out)", tok, err)
 	}
 	_, _ = pgExec(ctx, c, "ROLLBACK")
+}
+
+// TestPGTokenConcurrentEpochs: token statements racing on a key with no
+// live counter (first use, or a counter deleted meanwhile, as crash
+// recovery does) each start or join an epoch without breaking the order:
+// every token is distinct, and a token returned before another statement
+// started is below that statement's. Each racer holds a transaction of its
+// own in progress, as a holder does (the statement checks it).
+func TestPGTokenConcurrentEpochs(t *testing.T) {
+	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Postgres, Logf: func(string, ...any) {}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg, err := pgx.ParseConfig(g.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := stdlib.OpenDB(*cfg)
+	defer db.Close()
+	d, err := newDriver(ctx, db, pgDialect{}, &Options{Table: "distlock_epoch_race"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+
+	const racers, rounds = 6, 15
+	type call struct {
+		start, end time.Time
+		tok        uint64
+	}
+	var calls []call
+	var mu sync.Mutex
+	for r := range rounds {
+		key := "race-" + strconv.Itoa(r%3) // later rounds find a live counter, or a deleted one
+		if r%2 == 1 {
+			if _, err := db.ExecContext(ctx, `DELETE FROM "distlock_epoch_race_live" WHERE name = $1`, []byte(key)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, racers)
+		for i := range racers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := db.Conn(ctx)
+				if err != nil {
+					errs <- err
+					return
+				}
+				defer c.Close()
+				res, err := pgExec(ctx, c, "BEGIN; SELECT txid_current()")
+				if err != nil {
+					errs <- err
+					return
+				}
+				defer pgExec(ctx, c, "ROLLBACK") //nolint:errcheck
+				xid, err := strconv.ParseUint(string(res[1].Rows[0][0]), 10, 64)
+				if err != nil {
+					errs <- err
+					return
+				}
+				lc := &lockConn{d: d, id: uint64(i + 1)}
+				start := time.Now()
+				tok, err := pgDialect{}.token(ctx, lc, key, "o", lockResult{found: true, xid: xid})
+				end := time.Now()
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				calls = append(calls, call{start, end, tok | uint64(r%3)<<62})
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	// Tokens of different keys are told apart by the key's index in the
+	// top bits (real tokens stay below 1<<62 here).
+	seen := map[uint64]bool{}
+	for _, a := range calls {
+		if seen[a.tok] {
+			t.Errorf("token %#x handed out twice", a.tok)
+		}
+		seen[a.tok] = true
+		for _, b := range calls {
+			if a.tok>>62 == b.tok>>62 && a.end.Before(b.start) && a.tok >= b.tok {
+				t.Errorf("token %#x returned before a statement started that got %#x", a.tok, b.tok)
+			}
+		}
+	}
+	t.Logf("%d tokens", len(calls))
 }

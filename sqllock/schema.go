@@ -71,8 +71,9 @@ func DDL(table string) ([]string, error) {
 }
 
 // PostgresDDL returns the PostgreSQL statements that create the lock table,
-// its fencing-counter table and the semaphores' table of permit slots
-// (advisory mode needs only the second), for
+// its durable fencing-epoch table, the semaphores' table of permit slots
+// and its UNLOGGED table of live token counters (advisory mode needs only
+// the second and the last), for
 // DBAs who create them by hand (see docs/sql.md). The table name must be
 // valid (letters, digits, underscores; at most 58).
 func PostgresDDL(table string) ([]string, error) {
