@@ -15,7 +15,8 @@ import (
 
 // A session is one etcd lease shared by every lock and waiter of a Driver.
 // One goroutine keeps it alive with KeepAliveOnce at a third of its TTL,
-// recording the send time of each confirmed renewal. A renewal that fails
+// recording the send time of each confirmed renewal (see keepAlive). A
+// renewal that fails, or goes unanswered for a sixth of the TTL,
 // puts the session's locks in doubt at once (Request.OnDoubt, vouched for
 // until the lease's earliest expiry); the next one that works says contact
 // is back (Request.OnRestored). When the server says
@@ -184,9 +185,44 @@ func (d *Driver) liveSession() *session {
 	return nil
 }
 
+// maxKeepalivesInFlight bounds the keepalives one session has sent and
+// not yet seen answered.
+const maxKeepalivesInFlight = 3
+
 // keepAlive renews s until it is lost or the driver closes.
+//
+// A renewal is due a third of the TTL after the send time of the last
+// confirmed one. Each keepalive may take until the lease's validity runs
+// out: the server renews the lease when it receives it, so a late answer
+// still confirms the lease from the send time on, and a slow but alive
+// server (a keepalive queued behind writes) keeps it. A keepalive
+// unanswered for a sixth of the TTL puts the locks in doubt (a failed one
+// at once), and another is sent beside it, up to maxKeepalivesInFlight, so
+// that one lost request or stuck stream does not cost the lease either.
+// When the validity runs out with none confirmed, the session is lost.
 func (d *Driver) keepAlive(s *session) {
 	interval := s.ttl / 3
+	unanswered := max(s.ttl/6, 100*time.Millisecond)
+	ctx, cancel := context.WithCancel(d.ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	type result struct {
+		sent time.Time
+		err  error
+	}
+	results := make(chan result, maxKeepalivesInFlight)
+	inFlight := 0
+	send := func() {
+		inFlight++
+		sent := time.Now()
+		until := s.validUntil()
+		wg.Go(func() { results <- result{sent, d.renew(ctx, s, sent, until)} })
+	}
+	var round time.Time // send time of the current round's first keepalive; zero between rounds
+	var lastErr error
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
 	for {
@@ -195,43 +231,80 @@ func (d *Driver) keepAlive(s *session) {
 			return
 		case <-s.done:
 			return
-		case <-timer.C:
-		}
-		sent := time.Now()
-		err := d.renew(s, sent)
-		switch {
-		case err == nil:
-			s.held.Restored()
-			timer.Reset(interval)
-		case errors.Is(err, backend.ErrNotHeld):
-			d.loseSession(s, err)
-			return
-		case time.Now().After(s.validUntil()):
-			d.loseSession(s, fmt.Errorf("not renewed within its TTL %v: %w", s.ttl, err))
-			return
-		default:
-			// The lease may still live on the server until validUntil:
-			// the locks are in doubt until then (or until a renewal works).
-			until := s.validUntil()
-			if !s.held.InDoubt() {
-				s.held.Doubt(fmt.Errorf("etcdlock: lease %x renewal failed: %w", int64(s.id), err), until)
+		case r := <-results:
+			inFlight--
+			switch {
+			case r.err == nil:
+				s.held.Restored()
+				if !round.IsZero() {
+					round, lastErr = time.Time{}, nil
+					timer.Reset(max(time.Until(s.confirmedAt().Add(interval)), 0))
+				}
+			case r.sent.Before(s.confirmedAt()):
+				// A later keepalive worked: this one's failure is stale.
+			case errors.Is(r.err, backend.ErrNotHeld):
+				d.loseSession(s, r.err)
+				return
+			case time.Now().After(s.validUntil()):
+				d.loseSession(s, fmt.Errorf("not renewed within its TTL %v: %w", s.ttl, r.err))
+				return
+			default:
+				// The lease may still live on the server until validUntil:
+				// the locks are in doubt until then (or until a renewal works).
+				lastErr = r.err
+				until := s.validUntil()
+				if !s.held.InDoubt() {
+					s.held.Doubt(fmt.Errorf("etcdlock: lease %x renewal failed: %w", int64(s.id), r.err), until)
+				}
+				timer.Reset(max(min(interval, time.Until(until))/2, 10*time.Millisecond))
 			}
-			timer.Reset(max(min(interval, time.Until(until))/2, 10*time.Millisecond))
+		case <-timer.C:
+			until := s.validUntil()
+			switch {
+			case time.Now().After(until):
+				cause := lastErr
+				if cause == nil {
+					cause = fmt.Errorf("%d keepalive(s) unanswered", inFlight)
+				}
+				d.loseSession(s, fmt.Errorf("not renewed within its TTL %v: %w", s.ttl, cause))
+				return
+			case round.IsZero():
+				round = time.Now()
+				send()
+			default:
+				// Unanswered for a sixth of the TTL (or failed): in doubt,
+				// and another keepalive beside the ones still out.
+				if !s.held.InDoubt() {
+					s.held.Doubt(fmt.Errorf("etcdlock: lease %x renewal unanswered for %v", int64(s.id), time.Since(round).Round(time.Millisecond)), until)
+				}
+				if inFlight < maxKeepalivesInFlight {
+					send()
+				}
+			}
+			timer.Reset(max(min(unanswered, time.Until(until)), time.Millisecond))
 		}
 	}
 }
 
-// renew sends one keepalive for s, bounded by the lease's validity and by
-// a sixth of its TTL, so that a keepalive lost in a partition is reported
-// (its locks put in doubt) and retried long before the lease runs out.
-func (d *Driver) renew(s *session, sent time.Time) error {
-	ctx, cancel := context.WithDeadline(d.ctx, earliest(s.validUntil(), sent.Add(max(s.ttl/6, 100*time.Millisecond))))
+// renew sends one keepalive for s, sent at sent, bounded by until (the
+// lease's validity when it was sent): an answer after that could not
+// confirm anything the session has not already given up.
+func (d *Driver) renew(ctx context.Context, s *session, sent, until time.Time) error {
+	ctx, cancel := context.WithDeadline(ctx, until)
 	defer cancel()
 	if _, err := d.c.KeepAliveOnce(ctx, s.id); err != nil {
 		return d.wrap(ctx, "renew lease for", d.prefix, err)
 	}
 	s.confirmed(sent)
 	return nil
+}
+
+// renewNow confirms s with one keepalive before a grant, bounded by a
+// sixth of the TTL (and the lease's validity) so that the acquisition
+// does not wait long on it; on failure the older confirmation stands.
+func (d *Driver) renewNow(s *session) {
+	sent := time.Now()
+	_ = d.renew(d.ctx, s, sent, earliest(s.validUntil(), sent.Add(max(s.ttl/6, 100*time.Millisecond))))
 }
 
 // loseSession ends s, reports every lock on it lost, and revokes the lease
