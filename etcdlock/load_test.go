@@ -21,7 +21,8 @@ import (
 // gRPC calls, and what is checked is counted, not timed.
 func TestLoad(t *testing.T) {
 	c := startCluster(t, 1)
-	t.Run("SlowKeepalive", func(t *testing.T) { testSlowKeepalive(t, c) })
+	t.Run("SlowKeepalive", func(t *testing.T) { testSlowKeepalive(t, c, 0) })
+	t.Run("SlowKeepaliveSlowDoubt", func(t *testing.T) { testSlowKeepalive(t, c, testTTL) })
 	t.Run("CheckKeysInParallel", func(t *testing.T) { testCheckKeysInParallel(t, c) })
 }
 
@@ -67,7 +68,12 @@ func (s *delayedStream) RecvMsg(m any) error {
 // sent another, so none was ever answered in time and the session was
 // lost after one TTL. Driver level: no Locker, whose watchdog would send
 // keepalives of its own (RefreshAll).
-func testSlowKeepalive(t *testing.T, c *cluster) {
+//
+// With blockDoubt, the first OnDoubt takes that long (a whole TTL), as
+// pushing doubt to 80k locks did (6.5 s): the keepalives must go on
+// meanwhile. When the keepalive's goroutine pushed the doubt itself, it
+// renewed nothing for that long and lost the session.
+func testSlowKeepalive(t *testing.T, c *cluster, blockDoubt time.Duration) {
 	slow := &slowKeepalive{delay: testTTL * 4 / 10}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints: c.g.Addrs(), DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
@@ -87,8 +93,12 @@ func testSlowKeepalive(t *testing.T, c *cluster) {
 	var doubts, restores atomic.Int64
 	g, err := d.TryAcquire(ctxT(t, 10*time.Second), backend.Request{
 		Key: key, Owner: "o", TTL: testTTL,
-		OnLost:     func(err error) { lost <- err },
-		OnDoubt:    func(error, time.Time) { doubts.Add(1) },
+		OnLost: func(err error) { lost <- err },
+		OnDoubt: func(error, time.Time) {
+			if doubts.Add(1) == 1 {
+				time.Sleep(blockDoubt)
+			}
+		},
 		OnRestored: func() { restores.Add(1) },
 	})
 	if err != nil {
