@@ -100,7 +100,7 @@ const maxTxnOps = 100
 
 // RefreshAll renews the lease of every session among locks (one keepalive
 // each, normally one in all) and checks every lock's key in transactions
-// of up to 100 reads.
+// of up to 100 reads, up to checkParallel of them at once.
 func (d *Driver) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
 	errs := make([]error, len(locks))
 	ls := make([]*lock, len(locks))
