@@ -105,7 +105,7 @@ func testSlowKeepalive(t *testing.T, c *cluster, blockDoubt time.Duration) {
 		t.Fatal(err)
 	}
 	slow.on.Store(true)
-	const watch = 4 * testTTL
+	const watch = 3 * testTTL
 	select {
 	case err := <-lost:
 		t.Fatalf("lost under keepalives answered after %v with a %v TTL: %v", slow.delay, testTTL, err)
