@@ -98,7 +98,7 @@ func (d *Driver) grant(s *session, req backend.Request, k ekey, rev int64) (back
 		// Renewals failed lately (a leader election, say): confirm the
 		// lease now rather than hand out a grant with little validity
 		// left. On failure the older confirmation stands.
-		_ = d.renew(s, time.Now())
+		d.renewNow(s)
 	}
 	return backend.Grant{Lock: l, Token: l.token, TTL: s.ttl, ValidFrom: s.confirmedAt()}, nil
 }

@@ -100,7 +100,7 @@ const maxTxnOps = 100
 
 // RefreshAll renews the lease of every session among locks (one keepalive
 // each, normally one in all) and checks every lock's key in transactions
-// of up to 100 reads.
+// of up to 100 reads, up to checkParallel of them at once.
 func (d *Driver) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
 	errs := make([]error, len(locks))
 	ls := make([]*lock, len(locks))
@@ -155,15 +155,26 @@ func (d *Driver) refreshSession(ctx context.Context, s *session, sent time.Time)
 	return nil
 }
 
+// checkParallel bounds the key-check transactions of one refresh in
+// flight at once.
+const checkParallel = 8
+
 // checkKeys reads every lock's key and reports ErrNotHeld for those gone
-// or recreated.
+// or recreated. The reads go in transactions of up to maxTxnOps, up to
+// checkParallel of them at once: a round's time grows with n/100 round
+// trips divided by checkParallel rather than n/100 round trips.
 func (d *Driver) checkKeys(ctx context.Context, ls []*lock) []error {
 	errs := make([]error, len(ls))
-	var idx []int
-	var ops []clientv3.Op
-	flush := func() {
-		if len(ops) == 0 {
-			return
+	idx := make([]int, 0, len(ls))
+	for i, l := range ls {
+		if l != nil {
+			idx = append(idx, i)
+		}
+	}
+	check := func(idx []int) {
+		ops := make([]clientv3.Op, len(idx))
+		for j, i := range idx {
+			ops[j] = clientv3.OpGet(ls[i].ekey, clientv3.WithKeysOnly())
 		}
 		resp, err := d.c.Txn(ctx).Then(ops...).Commit()
 		for j, i := range idx {
@@ -180,18 +191,23 @@ func (d *Driver) checkKeys(ctx context.Context, ls []*lock) []error {
 				}
 			}
 		}
-		idx, ops = idx[:0], ops[:0]
 	}
-	for i, l := range ls {
-		if l == nil {
-			continue
+	if len(idx) <= maxTxnOps {
+		if len(idx) > 0 {
+			check(idx)
 		}
-		idx = append(idx, i)
-		ops = append(ops, clientv3.OpGet(l.ekey, clientv3.WithKeysOnly()))
-		if len(ops) == maxTxnOps {
-			flush()
-		}
+		return errs
 	}
-	flush()
+	sem := make(chan struct{}, checkParallel)
+	var wg sync.WaitGroup
+	for start := 0; start < len(idx); start += maxTxnOps {
+		chunk := idx[start:min(start+maxTxnOps, len(idx))]
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			check(chunk)
+		})
+	}
+	wg.Wait()
 	return errs
 }

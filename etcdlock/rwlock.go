@@ -250,7 +250,7 @@ func (d *Driver) grantRW(s *session, req backend.Request, k ekey, rev int64, tok
 		return backend.Grant{}, d.failed(s, k, true, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, err))
 	}
 	if time.Since(s.confirmedAt()) > s.ttl/2 {
-		_ = d.renew(s, time.Now())
+		d.renewNow(s)
 	}
 	return backend.Grant{Lock: l, Token: token, TTL: s.ttl, ValidFrom: s.confirmedAt()}, nil
 }
