@@ -17,6 +17,36 @@ import (
 // cleanupTimeout bounds the deletion of a key left by a failed attempt.
 const cleanupTimeout = time.Second
 
+// putAttempt bounds an acquisition's put (see putCtx).
+const putAttempt = 2 * time.Second
+
+// putCtx is the context of an acquisition's put: it does not end with
+// ctx. A put abandoned on the way to the server may still be applied after
+// the deletion that cleans up the failed attempt (the two can reach the
+// leader in either order, through different members or streams), leaving
+// a key that the driver's lease keeps alive: a ghost holder or waiter for
+// the driver's whole life. Waiting for the put's answer (up to putAttempt)
+// makes its fate known, so the deletion surely comes after it; see
+// putAbandoned for what the caller does then.
+func putCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), putAttempt)
+}
+
+// putAbandoned returns the error of an attempt whose ctx ended before its
+// put was sent (nothing was put: the slot is freed) or while it was on
+// its way (its key, now known put, is deleted); nil if ctx has not ended.
+func (d *Driver) putAbandoned(ctx context.Context, s *session, k ekey, put bool) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	err := fmt.Errorf("etcdlock: acquire %q: %w", k.key, context.Cause(ctx))
+	if !put {
+		s.freeSlot(k.key, k.slot)
+		return err
+	}
+	return d.failed(s, k, true, err)
+}
+
 // TryAcquire takes req.Key if its range is empty (no holder, no waiter),
 // putting our key in the same transaction: one round trip once the lease
 // exists. A busy lock leaves nothing behind.
@@ -27,16 +57,24 @@ func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.G
 	}
 	rng := lockRange(d.prefix, req.Key)
 	k := d.nextKey(req.Key, s)
-	resp, err := d.c.Txn(ctx).
+	if err := d.putAbandoned(ctx, s, k, false); err != nil {
+		return backend.Grant{}, err
+	}
+	pctx, cancel := putCtx(ctx)
+	resp, err := d.c.Txn(pctx).
 		If(clientv3.Compare(clientv3.CreateRevision(rng), "=", 0).WithPrefix()).
 		Then(clientv3.OpPut(k.name, req.Owner, clientv3.WithLease(s.id))).
 		Commit()
+	cancel()
 	if err != nil {
 		return backend.Grant{}, d.failed(s, k, false, d.acquireErr(ctx, s, req.Key, err))
 	}
 	if !resp.Succeeded {
 		s.freeSlot(req.Key, k.slot) // nothing was put
 		return backend.Grant{}, backend.NotAcquired(req.Key, 0)
+	}
+	if err := d.putAbandoned(ctx, s, k, true); err != nil {
+		return backend.Grant{}, err
 	}
 	return d.grant(s, req, k, resp.Header.Revision)
 }
@@ -54,18 +92,26 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 	ekey := k.name
 	// Our put has the highest revision in the range: the newest near+1
 	// keys are ours and the near keys just ahead of it.
-	resp, err := d.c.Txn(ctx).
+	if err := d.putAbandoned(ctx, s, k, false); err != nil {
+		return backend.Grant{}, err
+	}
+	pctx, cancel := putCtx(ctx)
+	resp, err := d.c.Txn(pctx).
 		If(clientv3.Compare(clientv3.CreateRevision(ekey), "=", 0)).
 		Then(clientv3.OpPut(ekey, req.Owner, clientv3.WithLease(s.id)),
 			clientv3.OpGet(rng, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(d.near)+1))).
 		Commit()
+	cancel()
 	if err != nil {
 		return backend.Grant{}, d.failed(s, k, false, d.acquireErr(ctx, s, req.Key, err))
 	}
 	if !resp.Succeeded {
 		// Not ours (its slot stays in use): the next attempt takes another name.
 		return backend.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w: key %s exists already", req.Key, backend.ErrUnavailable, ekey)
+	}
+	if err := d.putAbandoned(ctx, s, k, true); err != nil {
+		return backend.Grant{}, err
 	}
 	rev := resp.Header.Revision
 	w := &waiter{d: d, s: s, key: req.Key, rng: rng, ekey: ekey, rev: rev}

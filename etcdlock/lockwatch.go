@@ -57,7 +57,7 @@ type lockWatch struct {
 	hist      []delEvent
 	trimmed   int64 // the newest revision dropped from hist
 	subs      map[*lockSub]struct{}
-	idle      *time.Timer // closes the watch once unused for lockWatchLinger
+	idle      *idleMark // closes the watch once unused for lockWatchLinger
 	// own: the watched key is one of the driver's own (a wait followed it
 	// as its own key), which it will most likely put again.
 	own bool
@@ -65,6 +65,12 @@ type lockWatch struct {
 	// key, since a wait last did.
 	unused int
 }
+
+// An idleMark is the pending close of an unused lockWatch. Its timer's
+// function gets the mark itself, not the timer: the timer may fire (a
+// process stopped past the linger, say) before time.AfterFunc has even
+// returned it, so t is only read and written under the lockWatch's mu.
+type idleMark struct{ t *time.Timer }
 
 // A delEvent is the deletion of key at revision rev.
 type delEvent struct {
@@ -83,10 +89,11 @@ type lockSub struct {
 	evs []delEvent
 }
 
+// lockWatchLinger is how long a key's watch stays open after its last
+// wait ended (a variable for tests).
+var lockWatchLinger = 2 * time.Second
+
 const (
-	// lockWatchLinger is how long a key's watch stays open after its last
-	// wait ended.
-	lockWatchLinger = 2 * time.Second
 	// histMax bounds the deletions a lockWatch remembers; beyond it the
 	// oldest half is dropped.
 	histMax = 256
@@ -126,7 +133,7 @@ func (d *Driver) subscribe(ekey string, after int64, ready chan struct{}, own bo
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	if lw.idle != nil {
-		lw.idle.Stop()
+		lw.idle.t.Stop()
 		lw.idle = nil
 	}
 	lw.subs[sub] = struct{}{}
@@ -202,13 +209,13 @@ func (sub *lockSub) close() {
 	if len(lw.subs) > 0 || lw.idle != nil {
 		return
 	}
-	var t *time.Timer
-	t = time.AfterFunc(lockWatchLinger, func() { lw.closeIfIdle(t) })
-	lw.idle = t
+	m := &idleMark{}
+	m.t = time.AfterFunc(lockWatchLinger, func() { lw.closeIfIdle(m) })
+	lw.idle = m
 }
 
-// closeIfIdle ends the watch if it is still unused since idle timer t was set.
-func (lw *lockWatch) closeIfIdle(t *time.Timer) {
+// closeIfIdle ends the watch if it is still unused since idle mark t was set.
+func (lw *lockWatch) closeIfIdle(t *idleMark) {
 	d := lw.d
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -244,7 +251,7 @@ func (d *Driver) startLockWatch(ekey string) *lockWatch {
 		lw.mu.Lock()
 		lw.err = err
 		if lw.idle != nil {
-			lw.idle.Stop()
+			lw.idle.t.Stop()
 		}
 		close(lw.done)
 		for sub := range lw.subs {
@@ -289,7 +296,7 @@ func (lw *lockWatch) run(ctx context.Context) error {
 // returns the idle timer of a watch of another driver's key that reported
 // a deletion while no wait followed it, for the caller to close the watch
 // (see subscribe); else nil.
-func (lw *lockWatch) dispatch(evs []*clientv3.Event) *time.Timer {
+func (lw *lockWatch) dispatch(evs []*clientv3.Event) *idleMark {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	n := len(lw.hist)

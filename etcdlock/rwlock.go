@@ -87,16 +87,24 @@ func (d *Driver) TryAcquireRW(ctx context.Context, req backend.Request, mode bac
 	} else {
 		third = clientv3.OpPut(fence, "")
 	}
-	resp, err := d.c.Txn(ctx).
+	if err := d.putAbandoned(ctx, s, k, false); err != nil {
+		return backend.Grant{}, err
+	}
+	pctx, cancel := putCtx(ctx) // see putCtx: the put's fate must be known
+	resp, err := d.c.Txn(pctx).
 		If(clientv3.Compare(clientv3.CreateRevision(busy), "=", 0).WithPrefix()).
 		Then(clientv3.OpPut(k.name, req.Owner, clientv3.WithLease(s.id)), third).
 		Commit()
+	cancel()
 	if err != nil {
 		return backend.Grant{}, d.failed(s, k, false, d.acquireErr(ctx, s, req.Key, err))
 	}
 	if !resp.Succeeded {
 		s.freeSlot(req.Key, k.slot) // nothing was put
 		return backend.Grant{}, backend.NotAcquired(req.Key, 0)
+	}
+	if err := d.putAbandoned(ctx, s, k, true); err != nil {
+		return backend.Grant{}, err
 	}
 	rev := resp.Header.Revision
 	token := uint64(rev)
@@ -137,14 +145,22 @@ func (d *Driver) WaitRW(ctx context.Context, req backend.Request, mode backend.R
 	if mode == backend.Read {
 		busy, free, newest = rng+"w", clientv3.OpGet(fence), 1 // a reader: the newest writer
 	}
-	resp, err := d.c.Txn(ctx).
+	if err := d.putAbandoned(ctx, s, k, false); err != nil {
+		return backend.Grant{}, err
+	}
+	pctx, cancel := putCtx(ctx) // see putCtx: the put's fate must be known
+	resp, err := d.c.Txn(pctx).
 		If(clientv3.Compare(clientv3.CreateRevision(busy), "=", 0).WithPrefix()).
 		Then(put, free).
 		Else(put, clientv3.OpGet(busy, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(newest))).
 		Commit()
+	cancel()
 	if err != nil {
 		return backend.Grant{}, d.failed(s, k, false, d.acquireErr(ctx, s, req.Key, err))
+	}
+	if err := d.putAbandoned(ctx, s, k, true); err != nil {
+		return backend.Grant{}, err
 	}
 	rev := resp.Header.Revision
 	if resp.Succeeded {

@@ -87,7 +87,8 @@ func (p *procClient) read(stdout io.Reader) {
 	defer close(p.done)
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	var other []string
+	var other, race []string
+	inRace := false
 	for sc.Scan() {
 		line := sc.Text()
 		if rest, ok := strings.CutPrefix(line, recPrefix); ok {
@@ -95,6 +96,19 @@ func (p *procClient) read(stdout io.Reader) {
 			if json.Unmarshal([]byte(rest), &x) == nil {
 				p.r.handle(x)
 			}
+			continue
+		}
+		// Keep the first data race report whole: the tail below would
+		// cut it off.
+		switch {
+		case race == nil && strings.Contains(line, "WARNING: DATA RACE"):
+			race, inRace = []string{line}, true
+			continue
+		case inRace && strings.HasPrefix(line, "=================="):
+			race, inRace = append(race, line), false
+			continue
+		case inRace && len(race) < 400:
+			race = append(race, line)
 			continue
 		}
 		if line != "PASS" && line != "" {
@@ -114,6 +128,9 @@ func (p *procClient) read(stdout io.Reader) {
 	if err != nil && p.killed.Load() == 0 {
 		if len(other) > 20 {
 			other = other[len(other)-20:]
+		}
+		if race != nil {
+			p.r.note(fmt.Sprintf("client %s: first data race report:\n\t%s", p.cid, strings.Join(race, "\n\t")))
 		}
 		p.r.note(fmt.Sprintf("client %s exited (%v):\n\t%s", p.cid, err, strings.Join(other, "\n\t")))
 	}

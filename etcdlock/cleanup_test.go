@@ -1,0 +1,123 @@
+package etcdlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
+)
+
+// lateTxn delays, while on, every transaction that puts a key: the caller
+// whose ctx ends meanwhile gets its ctx's error at once, but the request
+// still reaches the server, lateBy later, as one already on the wire does.
+type lateTxn struct {
+	on     atomic.Bool
+	lateBy time.Duration
+}
+
+func (l *lateTxn) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	tr, ok := req.(*pb.TxnRequest)
+	if !ok || !l.on.Load() || !strings.HasSuffix(method, "/Txn") || !putsKey(tr) {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	done := make(chan error, 1)
+	go func() {
+		time.Sleep(l.lateBy)
+		done <- invoker(context.WithoutCancel(ctx), method, req, reply, cc, opts...)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func putsKey(tr *pb.TxnRequest) bool {
+	for _, op := range append(tr.Success, tr.Failure...) {
+		if op.GetRequestPut() != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// TestCanceledPutLeavesNoKey: an acquisition whose ctx ends while its put
+// is on the way to the server must not leave that key behind once the put
+// lands. The old code deleted the key at once when its put failed with the
+// ctx's error; the put, still in flight, then created the key after the
+// deletion: a ghost waiter (or holder) that the driver's lease kept alive
+// for the driver's whole life, so the lock or semaphore never came free
+// (conformance SemaphoreWaitCancel failed so on a 3-member cluster).
+func TestCanceledPutLeavesNoKey(t *testing.T) {
+	cl := startCluster(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lt := &lateTxn{lateBy: 150 * time.Millisecond}
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints: cl.g.Addrs(), DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(lt.intercept)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	other, err := cl.client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	d, err := etcdlock.New(c, &etcdlock.Options{Prefix: "ghost/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := distlock.New(d)
+	defer l.Close()
+	sem, err := l.Semaphore("sem", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		acquire func(context.Context) (*distlock.Lease, error)
+	}{
+		{"lock-wait", func(ctx context.Context) (*distlock.Lease, error) { return l.Acquire(ctx, "mutex") }},
+		{"lock-try", func(ctx context.Context) (*distlock.Lease, error) { return l.TryAcquire(ctx, "mutex2") }},
+		{"semaphore-wait", func(ctx context.Context) (*distlock.Lease, error) { return sem.Acquire(ctx) }},
+		{"semaphore-try", func(ctx context.Context) (*distlock.Lease, error) { return sem.TryAcquire(ctx) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lt.on.Store(true)
+			actx, acancel := context.WithTimeout(ctx, 20*time.Millisecond)
+			le, err := c.acquire(actx)
+			acancel()
+			lt.on.Store(false)
+			if err == nil {
+				_ = le.Release(ctx)
+				t.Fatal("acquired although its put came after its ctx's end")
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Logf("attempt: %v", err)
+			}
+			time.Sleep(3 * lt.lateBy) // the late put lands
+			resp, err := other.Get(ctx, "ghost/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, kv := range resp.Kvs {
+				t.Errorf("key %s left behind by an attempt whose ctx ended", kv.Key)
+				_, _ = other.Delete(ctx, string(kv.Key))
+			}
+		})
+	}
+}
