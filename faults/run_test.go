@@ -93,6 +93,15 @@ type target struct {
 	noProxy bool
 	// kinds, if set, limits the fault kinds.
 	kinds []string
+	// maxPause, if set, caps how long a server node is paused. etcd3:
+	// a leader paused past the lease TTL revokes, when it resumes, leases
+	// the new leader kept renewing (etcd-io/etcd#15247, still in 3.7;
+	// docs/etcd.md "Failover"): a store bug no client can detect in
+	// time, shown by etcdlock's opt-in TestStaleLeaderRevokesLiveLease
+	// (DISTLOCK_ETCD_STALE_LEADER). Pauses up to half the TTL keep every
+	// lease's remaining life (at least two thirds of the TTL after a
+	// renewal) beyond the pause.
+	maxPause time.Duration
 	// wrap, for the meta-tests, wraps the mem driver.
 	wrap func(backend.Driver) backend.Driver
 	// acceptStale, for the meta-tests, breaks the register.
@@ -123,7 +132,7 @@ func targets() []target {
 		{name: "zk", spec: &sandbox.Spec{Kind: sandbox.ZooKeeper}, url: func(a []string) string { return withTTL(sandbox.ZooKeeperURL(a...)) }, ttl: ttl},
 		{name: "zk3", spec: &sandbox.Spec{Kind: sandbox.ZooKeeper, Nodes: 3}, url: func(a []string) string { return withTTL(sandbox.ZooKeeperURL(a...)) }, ttl: ttl},
 		{name: "etcd", spec: &sandbox.Spec{Kind: sandbox.Etcd}, url: func(a []string) string { return withTTL(sandbox.EtcdURL(a...)) }, ttl: ttl},
-		{name: "etcd3", spec: &sandbox.Spec{Kind: sandbox.Etcd, Nodes: 3}, url: func(a []string) string { return withTTL(sandbox.EtcdURL(a...)) }, ttl: ttl},
+		{name: "etcd3", spec: &sandbox.Spec{Kind: sandbox.Etcd, Nodes: 3}, url: func(a []string) string { return withTTL(sandbox.EtcdURL(a...)) }, ttl: ttl, maxPause: ttl / 2},
 	}
 }
 
@@ -305,6 +314,11 @@ func execute(t *testing.T, tg target, cfg runConfig) outcome {
 	}
 	kinds, skipped := r.kinds()
 	plan := schedule(cfg.seed^nameHash(tg.name), kinds, cfg.clients, nodes, tg.ttl, cfg.duration)
+	for i := range plan {
+		if plan[i].Kind == fPause && tg.maxPause > 0 {
+			plan[i].For = min(plan[i].For, tg.maxPause)
+		}
+	}
 
 	clients := make([]client, cfg.clients)
 	var cmu sync.Mutex
