@@ -144,41 +144,13 @@ func (pgDialect) statements(table string) *statements {
 // can put into the text.
 func (pgDialect) bind(q string, args ...any) string { return bindPG(q, args...) }
 
-func bindPG(q string, args ...any) string {
-	var b strings.Builder
-	b.Grow(len(q) + 40*len(args))
-	for _, a := range args {
-		i := strings.IndexByte(q, '?')
-		if i < 0 {
-			panic(fmt.Sprintf("sqllock: %d arguments for %q", len(args), q))
-		}
-		b.WriteString(q[:i])
-		q = q[i+1:]
-		var buf [40]byte
-		switch v := a.(type) {
-		case string:
-			b.WriteString("decode('")
-			b.WriteString(hex.EncodeToString([]byte(v)))
-			b.WriteString("', 'hex')")
-		case []byte:
-			b.WriteString("decode('")
-			b.WriteString(hex.EncodeToString(v))
-			b.WriteString("', 'hex')")
-		case int:
-			b.Write(strconv.AppendInt(buf[:0], int64(v), 10))
-		case int64:
-			b.Write(strconv.AppendInt(buf[:0], v, 10))
-		case uint64:
-			b.Write(strconv.AppendUint(buf[:0], v, 10))
-		default:
-			panic(fmt.Sprintf("sqllock: cannot bind %T", a))
-		}
-	}
-	if strings.IndexByte(q, '?') >= 0 {
-		panic(fmt.Sprintf("sqllock: too few arguments (%d) for a statement", len(args)))
-	}
-	b.WriteString(q)
-	return b.String()
+func bindPG(q string, args ...any) string { return bindWith(q, writeBytea, args) }
+
+// writeBytea writes v as decode('..', 'hex'), a bytea of its bytes.
+func writeBytea(b *strings.Builder, v []byte) {
+	b.WriteString("decode('")
+	b.WriteString(hex.EncodeToString(v))
+	b.WriteString("', 'hex')")
 }
 
 // pgExec runs q, one or more statements without parameters, on c in the

@@ -18,15 +18,20 @@ import (
 // can put into the text, so no value can change a statement, under any
 // sql_mode or character set. The ? of q are all placeholders (the
 // driver's statements have no other).
-func bind(q string, args ...any) string {
+func bind(q string, args ...any) string { return bindWith(q, writeHex, args) }
+
+// bindWith replaces each ? of q with the next of args: a string or []byte
+// through writeBytes (the dialect's binary literal of hexadecimal digits),
+// an integer in decimal. Nothing else can reach the statement's text.
+func bindWith(q string, writeBytes func(*strings.Builder, []byte), args []any) string {
 	var b strings.Builder
 	n := len(q)
 	for _, a := range args {
 		switch v := a.(type) {
 		case string:
-			n += 3 + 2*len(v)
+			n += 20 + 2*len(v)
 		case []byte:
-			n += 3 + 2*len(v)
+			n += 20 + 2*len(v)
 		default:
 			n += 20
 		}
@@ -42,9 +47,9 @@ func bind(q string, args ...any) string {
 		var buf [40]byte
 		switch v := a.(type) {
 		case string:
-			writeHex(&b, []byte(v))
+			writeBytes(&b, []byte(v))
 		case []byte:
-			writeHex(&b, v)
+			writeBytes(&b, v)
 		case int:
 			b.Write(strconv.AppendInt(buf[:0], int64(v), 10))
 		case int64:
