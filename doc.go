@@ -78,6 +78,15 @@
 // Redis single and Cluster, ZooKeeper, etcd); others report
 // [ErrUnsupported]. See docs/primitives.md.
 //
+// # Semaphores
+//
+// [Locker.Semaphore] is a counting semaphore of a given limit:
+// [Semaphore.Acquire] and [Semaphore.AcquireN] take one or n permits as
+// one [Lease] (all or none) with a fencing token of its own, renewed and
+// reported lost as a lock's lease is. Native on mem, Redis single and
+// Cluster, etcd, ZooKeeper and SQL (MySQL/MariaDB, PostgreSQL row mode);
+// Redlock and the others report [ErrUnsupported]. See docs/primitives.md.
+//
 // # Observability
 //
 // A Locker reports through the OpenTelemetry API ([WithMeterProvider],
