@@ -62,7 +62,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.G
 	}
 	pctx, cancel := putCtx(ctx)
 	resp, err := d.c.Txn(pctx).
-		If(clientv3.Compare(clientv3.CreateRevision(rng), "=", 0).WithPrefix()).
+		If(clientv3.Compare(clientv3.CreateRevision(rng), "=", 0).WithPrefix(), d.unburied(k)).
 		Then(clientv3.OpPut(k.name, req.Owner, clientv3.WithLease(s.id))).
 		Commit()
 	cancel()
@@ -97,7 +97,7 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 	}
 	pctx, cancel := putCtx(ctx)
 	resp, err := d.c.Txn(pctx).
-		If(clientv3.Compare(clientv3.CreateRevision(ekey), "=", 0)).
+		If(clientv3.Compare(clientv3.CreateRevision(ekey), "=", 0), d.unburied(k)).
 		Then(clientv3.OpPut(ekey, req.Owner, clientv3.WithLease(s.id)),
 			clientv3.OpGet(rng, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(d.near)+1))).
@@ -160,23 +160,46 @@ func (d *Driver) grant(s *session, req backend.Request, k ekey, rev int64) (back
 func (d *Driver) failed(s *session, k ekey, put bool, err error) error {
 	ctx, cancel := context.WithTimeout(d.ctx, cleanupTimeout)
 	defer cancel()
-	if _, derr := d.c.Delete(ctx, k.name); derr == nil {
+	if derr := d.cleanup(ctx, s, k, put); derr == nil {
 		if put {
 			s.freeSlot(k.key, k.slot)
 		}
 		return err
 	}
 	ekey := k.name
-	d.orphan(s, ekey)
+	d.orphan(s, k, put)
 	if errors.Is(err, backend.ErrUnavailable) {
 		return err
 	}
 	return fmt.Errorf("%w (%w: key %s left to expire with its lease)", err, backend.ErrUnavailable, ekey)
 }
 
-// orphan deletes ekey in an owned goroutine, retrying until it succeeds,
-// the lease ends (taking the key with it) or the driver closes.
-func (d *Driver) orphan(s *session, ekey string) {
+// unburied is the condition every put of k's key carries: k's tombstone
+// is absent (see tombName).
+func (d *Driver) unburied(k ekey) clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(tombName(d.prefix, k.name)), "=", 0)
+}
+
+// cleanup deletes k's key. If its put's fate is unknown (put false: the
+// put may still be on its way, held up in a connection or a member, and
+// could land after any deletion), it buries k instead: one transaction
+// deletes the key and creates k's tombstone on the session's lease, so a
+// put that lands later fails its unburied condition. The name's slot
+// stays in use, and the tombstone goes with the lease.
+func (d *Driver) cleanup(ctx context.Context, s *session, k ekey, put bool) error {
+	if put {
+		_, err := d.c.Delete(ctx, k.name)
+		return err
+	}
+	_, err := d.c.Txn(ctx).Then(
+		clientv3.OpPut(tombName(d.prefix, k.name), "", clientv3.WithLease(s.id)),
+		clientv3.OpDelete(k.name)).Commit()
+	return err
+}
+
+// orphan cleans k up (see cleanup) in an owned goroutine, retrying until it
+// succeeds, the lease ends (taking the key with it) or the driver closes.
+func (d *Driver) orphan(s *session, k ekey, put bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -188,7 +211,7 @@ func (d *Driver) orphan(s *session, ekey string) {
 		delay := 50 * time.Millisecond
 		for {
 			ctx, cancel := context.WithTimeout(d.ctx, cleanupTimeout)
-			_, err := d.c.Delete(ctx, ekey)
+			err := d.cleanup(ctx, s, k, put)
 			cancel()
 			if err == nil {
 				return

@@ -68,6 +68,21 @@ func escapeKey(key string) string {
 	return b.String()
 }
 
+// tombName returns the tombstone of the acquisition key name under prefix:
+//
+//	<prefix>tomb/<name after prefix, escaped>
+//
+// Every put of an acquisition key requires its tombstone to be absent, and
+// the cleanup of a put whose fate is unknown creates the tombstone (bound
+// to the driver's lease) in the same transaction as it deletes the key, so
+// a put that reaches the server after that cleanup, however late, creates
+// nothing (see Driver.bury). The escaped tail has no '/', and no segment
+// before it starts with '%', so a tombstone lies in no lock's range, under
+// this prefix or any other, and keyOf never takes it for a lock's key.
+func tombName(prefix, name string) string {
+	return prefix + "tomb/" + escapeKey(strings.TrimPrefix(name, prefix))
+}
+
 // lockRange returns the range of etcd keys that belong to key's lock under
 // prefix (which ends with '/').
 func lockRange(prefix, key string) string {

@@ -39,3 +39,31 @@ func FuzzKeyOf(f *testing.F) {
 		}
 	})
 }
+
+// FuzzTombName: a tombstone lies in no lock's range (mutex, read-write or
+// semaphore, of any key), under its own prefix or a prefix nested in it,
+// is no read-write fence key, and keyOf never takes it for a lock's key.
+func FuzzTombName(f *testing.F) {
+	for _, p := range [][2]string{{"a", "a"}, {"%", "%25"}, {"tomb", "x"}, {"a/b", "%rw"}, {"ключ", "🔒"}} {
+		f.Add(p[0], p[1])
+	}
+	f.Fuzz(func(t *testing.T, key, other string) {
+		const prefix = DefaultPrefix
+		for _, name := range []string{lockRange(prefix, key) + "1a2b.0", rwRange(prefix, key) + "w1a2b.0", semRange(prefix, key) + "1a2b.0"} {
+			tomb := tombName(prefix, name)
+			for _, p := range []string{prefix, prefix + "tomb/"} {
+				for _, r := range []string{lockRange(p, other), rwRange(p, other), semRange(p, other)} {
+					if strings.HasPrefix(tomb, r) {
+						t.Fatalf("tombstone %q of %q lies in range %q", tomb, name, r)
+					}
+				}
+				if tomb == rwFence(p, other) {
+					t.Fatalf("tombstone %q is a fence key", tomb)
+				}
+				if k, ok := keyOf(p, tomb); ok {
+					t.Fatalf("keyOf(%q, tombstone %q) = %q", p, tomb, k)
+				}
+			}
+		}
+	})
+}

@@ -71,7 +71,7 @@ func (l *lock) Release(ctx context.Context) error {
 		// The key may still be there, kept alive by the driver's lease:
 		// keep deleting it in the background until it is gone or the
 		// lease ends, so it never stays a ghost holder.
-		d.orphan(l.s, l.ekey)
+		d.orphan(l.s, ekey{key: l.key, name: l.ekey, slot: l.slot}, true)
 		return d.wrap(ctx, "release", l.key, fmt.Errorf("%w (deletion continues in the background)", err))
 	}
 	if resp.Deleted == 0 {

@@ -92,7 +92,7 @@ func (d *Driver) TryAcquireRW(ctx context.Context, req backend.Request, mode bac
 	}
 	pctx, cancel := putCtx(ctx) // see putCtx: the put's fate must be known
 	resp, err := d.c.Txn(pctx).
-		If(clientv3.Compare(clientv3.CreateRevision(busy), "=", 0).WithPrefix()).
+		If(clientv3.Compare(clientv3.CreateRevision(busy), "=", 0).WithPrefix(), d.unburied(k)).
 		Then(clientv3.OpPut(k.name, req.Owner, clientv3.WithLease(s.id)), third).
 		Commit()
 	cancel()
@@ -149,20 +149,30 @@ func (d *Driver) WaitRW(ctx context.Context, req backend.Request, mode backend.R
 		return backend.Grant{}, err
 	}
 	pctx, cancel := putCtx(ctx) // see putCtx: the put's fate must be known
-	resp, err := d.c.Txn(pctx).
-		If(clientv3.Compare(clientv3.CreateRevision(busy), "=", 0).WithPrefix()).
-		Then(put, free).
-		Else(put, clientv3.OpGet(busy, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(newest))).
+	// The outer transaction puts nothing unless k is unburied (see
+	// tombName); the inner one grants or queues.
+	outer, err := d.c.Txn(pctx).
+		If(d.unburied(k)).
+		Then(clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(busy), "=", 0).WithPrefix()},
+			[]clientv3.Op{put, free},
+			[]clientv3.Op{put, clientv3.OpGet(busy, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(newest))})).
 		Commit()
 	cancel()
 	if err != nil {
 		return backend.Grant{}, d.failed(s, k, false, d.acquireErr(ctx, s, req.Key, err))
 	}
+	if !outer.Succeeded {
+		// Buried: a put of this name had an unknown fate. Not ours (its
+		// slot stays in use): the next attempt takes another name.
+		return backend.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w: key %s was buried", req.Key, backend.ErrUnavailable, k.name)
+	}
 	if err := d.putAbandoned(ctx, s, k, true); err != nil {
 		return backend.Grant{}, err
 	}
-	rev := resp.Header.Revision
+	rev := outer.Header.Revision
+	resp := outer.Responses[0].GetResponseTxn()
 	if resp.Succeeded {
 		token := uint64(rev)
 		if mode == backend.Read {

@@ -109,7 +109,7 @@ func (d *Driver) putPermitKey(ctx context.Context, req backend.SemaphoreRequest)
 	}
 	pctx, cancel := putCtx(ctx) // see putCtx: the put's fate must be known
 	resp, err := d.c.Txn(pctx).
-		If(clientv3.Compare(clientv3.CreateRevision(k.name), "=", 0)).
+		If(clientv3.Compare(clientv3.CreateRevision(k.name), "=", 0), d.unburied(k)).
 		Then(clientv3.OpPut(k.name, strconv.Itoa(req.Permits)+" "+strconv.Itoa(req.Limit)+" "+req.Owner, clientv3.WithLease(s.id)),
 			clientv3.OpGet(semRange(d.prefix, req.Key), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))).
 		Commit()
