@@ -87,6 +87,11 @@ type Capabilities struct {
 	// granted in arrival order: a waiter for many permits is not overtaken
 	// by a later waiter for fewer. Meaningless without Semaphore.
 	SemaphoreFair bool `json:"semaphore_fair,omitempty"`
+	// MultiAtomic reports whether the store takes several keys of a
+	// multi-lock in one atomic step (MultiAcquirer; see multi.go). A
+	// driver without TryAcquireMulti offers no such step whatever this
+	// says (a wrapper of another driver; see OffersMulti).
+	MultiAtomic bool `json:"multi_atomic,omitempty"`
 }
 
 // Check reports an error if the capabilities are inconsistent with the

@@ -123,6 +123,7 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		Replication: "majority quorum (Raft); linearizable",
 		Semaphore:   backend.WaitQueue, // semaphore.go
 		RW:          backend.WaitQueue, // rwlock.go
+		MultiAtomic: true,              // multi.go
 
 		SemaphoreFair: true, // in create-revision order
 	}

@@ -81,6 +81,7 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		Replication:         "none (one process)",
 		Semaphore:           d.semaphoreWait(),
 		RW:                  d.rwWait(),
+		MultiAtomic:         true, // multi.go
 	}
 }
 

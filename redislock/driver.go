@@ -143,6 +143,7 @@ var (
 	_ backend.Inspector      = (*Driver)(nil)
 	_ backend.Lister         = (*Driver)(nil)
 	_ backend.Waiter         = (*Driver)(nil)
+	_ backend.MultiAcquirer  = (*Driver)(nil)
 )
 
 // New returns a Driver using c, which may be a *redis.Client (one server)
@@ -178,6 +179,8 @@ func New(c redis.UniversalClient, opts *Options) (*Driver, error) {
 	if o.WaitReplicas == 0 {
 		d.caps.Semaphore = backend.WaitNotify // semaphore.go; its grants do not WAIT for replicas
 		d.caps.RW = backend.WaitNotify        // rwlock.go
+		_, single := c.(*redis.Client)
+		d.caps.MultiAtomic = single // multi.go
 	}
 	if cluster {
 		d.caps.Name = "redis-cluster"
