@@ -56,8 +56,9 @@ func TestRoundTripsMultiLock(t *testing.T) {
 						t.Fatal(err)
 					}
 					h.mu.Lock()
-					n, last := h.n, h.calls()
+					n := h.n
 					h.mu.Unlock()
+					last := h.calls()
 					if err := m.Release(ctx); err != nil {
 						t.Fatal(err)
 					}
