@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
-	"sync"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,27 +16,6 @@ import (
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/etcdlock"
 )
-
-// rpcCounter counts a client's unary RPCs by method.
-type rpcCounter struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (c *rpcCounter) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	c.mu.Lock()
-	c.n[method[strings.LastIndex(method, "/")+1:]]++
-	c.mu.Unlock()
-	return invoker(ctx, method, req, reply, cc, opts...)
-}
-
-func (c *rpcCounter) take() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := c.n
-	c.n = map[string]int{}
-	return n
-}
 
 // oneByOne hides the driver's TryAcquireMulti: the Locker takes a
 // multi-lock's keys one by one, as it did before the one-step path.
@@ -58,7 +36,7 @@ func TestRoundTripsMultiLock(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			rc := &rpcCounter{n: map[string]int{}}
+			rc := &rpcCounter{}
 			c, err := clientv3.New(clientv3.Config{
 				Endpoints: cl.g.Addrs(), DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
 				DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(rc.intercept)},
@@ -84,12 +62,12 @@ func TestRoundTripsMultiLock(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				n := rc.take()
+				calls := rc.take()
 				if err := m.Release(ctx); err != nil {
 					t.Fatal(err)
 				}
-				if round == 1 && (n["Txn"] != tc.want || len(n) != 1) {
-					t.Errorf("TryAcquireAll of 3 free keys sent %v, want %d Txn and nothing else", n, tc.want)
+				if round == 1 && (len(calls) != tc.want || slices.ContainsFunc(calls, func(c string) bool { return c != "Txn" })) {
+					t.Errorf("TryAcquireAll of 3 free keys sent %v, want %d Txn and nothing else", calls, tc.want)
 				}
 			}
 		})
