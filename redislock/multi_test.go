@@ -138,3 +138,36 @@ func TestMultiLockScript(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkTryAcquireAll measures TryAcquireAll + Release of three free
+// keys on a single server (queue mode), in one step and key by key.
+func BenchmarkTryAcquireAll(b *testing.B) {
+	g := sandbox.StartT(b, sandbox.Spec{Kind: sandbox.Redis})
+	for _, name := range []string{"one-step", "one-by-one"} {
+		b.Run(name, func(b *testing.B) {
+			c := nodeClient(g.Node(0))
+			defer c.Close()
+			d, err := New(c, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var bd backend.Driver = d
+			if name == "one-by-one" {
+				bd = oneByOne{d, d, d}
+			}
+			l := distlock.New(bd, distlock.WithDefaultTTL(time.Minute))
+			defer l.Close()
+			ctx := b.Context()
+			keys := []string{"bench-multi-a-" + name, "bench-multi-b-" + name, "bench-multi-c-" + name}
+			for b.Loop() {
+				m, err := l.TryAcquireAll(ctx, keys)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := m.Release(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
