@@ -63,9 +63,12 @@ func (l *Locker) AcquireAll(ctx context.Context, keys []string, opts ...Option) 
 // AcquireAll uses, and stops at the first held by another owner: it then
 // releases what it took and returns an error matching ErrNotAcquired that
 // names that key. Where the store takes several keys in one step
-// (Capabilities().MultiAtomic), the attempt is that one step instead: one
-// round trip, and when a key is held nothing is taken at all, not even
-// for a moment. Otherwise it is AcquireAll.
+// (Capabilities().MultiAtomic) and can take this set so, the attempt is
+// that one step instead: one round trip, and when a key is held nothing
+// is taken at all, not even for a moment. (A set the store cannot take
+// in one step, such as more than 128 keys on etcd, or one with a key the
+// owner already holds through this Locker, goes key by key.) Otherwise it
+// is AcquireAll.
 func (l *Locker) TryAcquireAll(ctx context.Context, keys []string, opts ...Option) (*MultiLease, error) {
 	return l.acquireAll(ctx, keys, opts, false)
 }
