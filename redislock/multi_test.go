@@ -3,6 +3,7 @@ package redislock
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -169,5 +170,43 @@ func BenchmarkTryAcquireAll(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestServerCommandsMultiLock pins what TryAcquireAll of three free keys
+// makes a single server run (queue mode), as Redis counts it: one
+// script that checks each key (HGET of the owner, EXISTS of its queue)
+// and then runs the single-key script for it (HGET, EXISTS, INCR, HSET,
+// PEXPIRE): two calls per key more than three TryAcquires, in one round
+// trip instead of three.
+func TestServerCommandsMultiLock(t *testing.T) {
+	ctx := testCtx(t, time.Minute)
+	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
+	c := nodeClient(g.Node(0))
+	defer c.Close()
+	d, err := New(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := distlock.New(d, distlock.WithDefaultTTL(time.Minute))
+	defer l.Close()
+	keys := []string{"server-multi-a", "server-multi-b", "server-multi-c"}
+	for round := range 2 { // the first loads the script
+		if err := c.ConfigResetStat(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		m, err := l.TryAcquireAll(ctx, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := commandCounts(ctx, t, c)
+		if err := m.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		delete(got, "config|resetstat")
+		want := map[string]int{"evalsha": 1, "hget": 6, "exists": 6, "incr": 3, "hset": 3, "pexpire": 3}
+		if round == 1 && !maps.Equal(got, want) {
+			t.Errorf("TryAcquireAll of 3 free keys ran %v in Redis, want %v", got, want)
+		}
 	}
 }
