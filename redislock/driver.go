@@ -122,8 +122,9 @@ func (o *Options) normalize() (Options, error) {
 // Driver is a backend.Driver over one Redis deployment reached through one
 // go-redis client: a single server (possibly with replicas) or a Redis
 // Cluster. It also implements backend.Notifier, backend.BatchRefresher and
-// backend.Inspector, and backend.Waiter in queue mode. It is safe for
-// concurrent use.
+// backend.Inspector, backend.Waiter in queue mode, and
+// backend.MultiAcquirer (declared on a single server without WaitReplicas:
+// multi.go). It is safe for concurrent use.
 type Driver struct {
 	c      redis.UniversalClient
 	owned  bool // the driver opened c and closes it
