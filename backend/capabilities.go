@@ -90,7 +90,12 @@ type Capabilities struct {
 	// MultiAtomic reports whether the store takes several keys of a
 	// multi-lock in one atomic step (MultiAcquirer; see multi.go). A
 	// driver without TryAcquireMulti offers no such step whatever this
-	// says (a wrapper of another driver; see OffersMulti).
+	// says (a wrapper of another driver; see OffersMulti). mem, Redis on
+	// one server and etcd have it. SQL stores do not (a row lock is freed
+	// only by ending its transaction, so keys locked in one could not be
+	// released one by one), nor ZooKeeper (a multi cannot require a
+	// lock's queue to be empty), nor Redis Cluster (each lock in a slot
+	// of its own) or Redlock: docs/primitives.md.
 	MultiAtomic bool `json:"multi_atomic,omitempty"`
 }
 
