@@ -67,7 +67,9 @@
 // token and which ends as a lease does; [Election.Leader] and
 // [Election.Observe] say who leads. [Locker.AcquireAll] takes several keys
 // in one global order, all or none, as one [MultiLease]. Both are built on
-// the mutex and so work on every backend; see docs/primitives.md.
+// the mutex and so work on every backend; a store that takes several keys
+// in one atomic step (Capabilities.MultiAtomic: mem, Redis single, etcd)
+// takes a multi-lock's keys in that step first. See docs/primitives.md.
 //
 // # Read-write locks
 //

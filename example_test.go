@@ -322,6 +322,9 @@ func ExampleLocker_AcquireAll() {
 		_ = m.Release(ctx)
 	}()
 	fmt.Println("holding", m.Keys())
+	// mem takes them in one store step (Redis on one server and etcd too):
+	// one round trip, and no one sees a part of the set held.
+	fmt.Println("one store step:", locker.Capabilities().MultiAtomic)
 	// m.Context() is canceled if any key is lost.
 
 	other, _ := distlock.Open(ctx, "mem://multi")
@@ -330,5 +333,6 @@ func ExampleLocker_AcquireAll() {
 	fmt.Println("another client:", errors.Is(err, distlock.ErrNotAcquired))
 	// Output:
 	// holding [account/alice account/bob]
+	// one store step: true
 	// another client: true
 }

@@ -23,6 +23,7 @@ type Locker struct {
 	waiter   backend.Waiter
 	notifier backend.Notifier
 	batch    backend.BatchRefresher
+	multi    backend.MultiAcquirer // nil unless the store takes several keys in one step
 	cfg      lockerConfig
 	maxKey   int
 	tel      *telemetry  // observe.go
@@ -66,7 +67,7 @@ func newLocker(d backend.Driver, opts []LockerOption) (*Locker, error) {
 	if err := caps.Check(d); err != nil {
 		return nil, err
 	}
-	caps = caps.OffersSemaphore(d)
+	caps = caps.OffersSemaphore(d).OffersMulti(d)
 	l := &Locker{d: d, caps: caps, cfg: cfg, maxKey: MaxKeyLen, holds: map[holdKey]*hold{}}
 	if caps.MaxKeyLen > 0 && caps.MaxKeyLen < l.maxKey {
 		l.maxKey = caps.MaxKeyLen
@@ -78,6 +79,9 @@ func newLocker(d backend.Driver, opts []LockerOption) (*Locker, error) {
 		l.notifier = d.(backend.Notifier)
 	}
 	l.batch, _ = d.(backend.BatchRefresher)
+	if caps.MultiAtomic {
+		l.multi = d.(backend.MultiAcquirer)
+	}
 	if lg, ok := d.(backend.Logging); ok {
 		lg.SetLogger(cfg.logger)
 	}

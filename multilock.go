@@ -10,12 +10,16 @@ import (
 	"time"
 )
 
-// Multi-lock, built on the mutex: AcquireAll takes one lock per key, in
-// one global order, under one owner, and ties their fates together. It
-// works on every backend with the mutex's guarantees; it costs one
-// acquisition per key (one after another, so N keys take N acquisitions'
-// round trips) and one release per key (sent together). No store's
-// several-keys-in-one-step operation is used yet (docs/primitives.md).
+// Multi-lock: AcquireAll holds one lock per key, all under one owner, and
+// ties their fates together. On every backend it can take the keys one
+// after another, in one global order (the ordered path, below): one
+// acquisition per key, so N keys cost N acquisitions' round trips. A store
+// that takes several keys in one atomic step (Capabilities.MultiAtomic:
+// mem, Redis on one node, etcd) is asked for all of them at once first
+// (multistep.go): one round trip, and no other client ever sees a part of
+// the set held by that attempt. Either way each key is a lock of its own,
+// with its own token, renewal and loss, and is released on its own (the
+// releases sent together). docs/primitives.md lists the costs per store.
 
 // A MultiLease holds every key of an AcquireAll or TryAcquireAll. It is
 // safe for concurrent use. It ends as a whole: when it is released, when
@@ -39,7 +43,11 @@ type MultiLease struct {
 // taken in increasing byte order whatever their order in keys, so
 // AcquireAlls of overlapping sets never deadlock each other (an Acquire of
 // a single key, or a user's own sequence of Acquires, can still deadlock
-// with them, as with any locks). Every key is held under one owner (WithOwner, the owner
+// with them, as with any locks). Where the store takes several keys in
+// one step (Capabilities().MultiAtomic), AcquireAll first makes one such
+// attempt; if a key is held elsewhere it then waits in the increasing
+// order, holding the keys it got while it waits for the next, as on any
+// store. Every key is held under one owner (WithOwner, the owner
 // ctx carries, or a fresh one): the MultiLease's Context re-enters each of
 // them. opts apply to every key.
 //
@@ -54,7 +62,13 @@ func (l *Locker) AcquireAll(ctx context.Context, keys []string, opts ...Option) 
 // TryAcquireAll makes one attempt at each key of keys, in the order
 // AcquireAll uses, and stops at the first held by another owner: it then
 // releases what it took and returns an error matching ErrNotAcquired that
-// names that key. Otherwise it is AcquireAll.
+// names that key. Where the store takes several keys in one step
+// (Capabilities().MultiAtomic) and can take this set so, the attempt is
+// that one step instead: one round trip, and when a key is held nothing
+// is taken at all, not even for a moment. (A set the store cannot take
+// in one step, such as more than 128 keys on etcd, or one with a key the
+// owner already holds through this Locker, goes key by key.) Otherwise it
+// is AcquireAll.
 func (l *Locker) TryAcquireAll(ctx context.Context, keys []string, opts ...Option) (*MultiLease, error) {
 	return l.acquireAll(ctx, keys, opts, false)
 }
@@ -93,6 +107,22 @@ func (l *Locker) acquireAll(ctx context.Context, keys []string, opts []Option, w
 		}
 	}
 	opts = append(slices.Clone(opts), WithOwner(owner))
+	leases, err := l.takeAll(ctx, keys, owner, opts, wait)
+	if err != nil {
+		return nil, err
+	}
+	m := &MultiLease{l: l, keys: keys, leases: leases}
+	m.ctx, m.cancel = context.WithCancelCause(leases[0].Context())
+	for _, le := range leases[1:] {
+		m.stops = append(m.stops, context.AfterFunc(le.Context(), func() { m.partEnded(le) }))
+	}
+	m.stops = append(m.stops, context.AfterFunc(leases[0].Context(), func() { m.partEnded(leases[0]) }))
+	return m, nil
+}
+
+// takeInOrder acquires keys one after another, in their order, and
+// releases those taken if one fails.
+func (l *Locker) takeInOrder(ctx context.Context, keys []string, opts []Option, wait bool) ([]*Lease, error) {
 	leases := make([]*Lease, 0, len(keys))
 	for _, k := range keys {
 		le, err := l.acquire(ctx, k, opts, wait)
@@ -107,13 +137,7 @@ func (l *Locker) acquireAll(ctx context.Context, keys []string, opts []Option, w
 		}
 		leases = append(leases, le)
 	}
-	m := &MultiLease{l: l, keys: keys, leases: leases}
-	m.ctx, m.cancel = context.WithCancelCause(leases[0].Context())
-	for _, le := range leases[1:] {
-		m.stops = append(m.stops, context.AfterFunc(le.Context(), func() { m.partEnded(le) }))
-	}
-	m.stops = append(m.stops, context.AfterFunc(leases[0].Context(), func() { m.partEnded(leases[0]) }))
-	return m, nil
+	return leases, nil
 }
 
 // releaseWorkers bounds the releases a MultiLease sends at once.

@@ -87,6 +87,16 @@ type Capabilities struct {
 	// granted in arrival order: a waiter for many permits is not overtaken
 	// by a later waiter for fewer. Meaningless without Semaphore.
 	SemaphoreFair bool `json:"semaphore_fair,omitempty"`
+	// MultiAtomic reports whether the store takes several keys of a
+	// multi-lock in one atomic step (MultiAcquirer; see multi.go). A
+	// driver without TryAcquireMulti offers no such step whatever this
+	// says (a wrapper of another driver; see OffersMulti). mem, Redis on
+	// one server and etcd have it. SQL stores do not (a row lock is freed
+	// only by ending its transaction, so keys locked in one could not be
+	// released one by one), nor ZooKeeper (a multi cannot require a
+	// lock's queue to be empty), nor Redis Cluster (each lock in a slot
+	// of its own) or Redlock: docs/primitives.md.
+	MultiAtomic bool `json:"multi_atomic,omitempty"`
 }
 
 // Check reports an error if the capabilities are inconsistent with the

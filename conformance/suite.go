@@ -58,6 +58,8 @@ var cases = []testCase{
 	{"MultiLockNoDeadlock", "clients taking overlapping sets of keys in opposite and random orders all finish, never hold a key together, and see each key's tokens increase", testMultiLockNoDeadlock},
 	{"MultiLockNothingPartial", "a multi-lock that fails midway (a key held elsewhere, its ctx ending, an invalid key) leaves none of its keys held; duplicates are taken once", testMultiLockNothingPartial},
 	{"MultiLockLossOfPart", "a key of a multi-lease lost behind its back ends the whole multi-lease with ErrLost naming the key, and frees its other keys", testMultiLockLossOfPart},
+	{"MultiLockOneStep", "where the store takes several keys in one step (MultiAtomic), a TryAcquireAll that finds a key held never holds any other key of its set, not even for a moment", testMultiLockOneStep},
+	{"MultiAcquire", "TryAcquireMulti (where offered) takes every key or none: a key held elsewhere is named in ErrNotAcquired and nothing else is taken; free keys are granted in order with tokens above their earlier ones, each lock released on its own", testMultiAcquire},
 	{"SemaphoreLimit", "several Lockers taking 1 or 2 permits of an N-permit semaphore at once never hold more than N permits together", testSemaphoreLimit},
 	{"SemaphoreTryFull", "a try for more permits than are free fails at once with ErrNotAcquired and takes none; a release frees exactly its permits; the lock of the same name is independent", testSemaphoreTryFull},
 	{"SemaphoreLimitChange", "the limit is the acquirer's: after it is lowered no one is admitted until the permits held fit it, holders above it keep theirs, and a raised limit admits at once", testSemaphoreLimitChange},

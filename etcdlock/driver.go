@@ -34,8 +34,8 @@ type Options struct {
 
 // Driver is a distlock backend over one etcd client. All locks of a Driver
 // live on one etcd lease (its session), kept alive by one goroutine. It
-// implements backend.Driver, backend.Waiter, backend.BatchRefresher and
-// backend.Inspector.
+// implements backend.Driver, backend.Waiter, backend.BatchRefresher,
+// backend.Inspector and backend.MultiAcquirer (multi.go).
 type Driver struct {
 	c      *clientv3.Client
 	own    bool // c was opened by the driver, which closes it
@@ -123,6 +123,7 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		Replication: "majority quorum (Raft); linearizable",
 		Semaphore:   backend.WaitQueue, // semaphore.go
 		RW:          backend.WaitQueue, // rwlock.go
+		MultiAtomic: true,              // multi.go
 
 		SemaphoreFair: true, // in create-revision order
 	}

@@ -122,8 +122,9 @@ func (o *Options) normalize() (Options, error) {
 // Driver is a backend.Driver over one Redis deployment reached through one
 // go-redis client: a single server (possibly with replicas) or a Redis
 // Cluster. It also implements backend.Notifier, backend.BatchRefresher and
-// backend.Inspector, and backend.Waiter in queue mode. It is safe for
-// concurrent use.
+// backend.Inspector, backend.Waiter in queue mode, and
+// backend.MultiAcquirer (declared on a single server without WaitReplicas:
+// multi.go). It is safe for concurrent use.
 type Driver struct {
 	c      redis.UniversalClient
 	owned  bool // the driver opened c and closes it
@@ -143,6 +144,7 @@ var (
 	_ backend.Inspector      = (*Driver)(nil)
 	_ backend.Lister         = (*Driver)(nil)
 	_ backend.Waiter         = (*Driver)(nil)
+	_ backend.MultiAcquirer  = (*Driver)(nil)
 )
 
 // New returns a Driver using c, which may be a *redis.Client (one server)
@@ -178,6 +180,8 @@ func New(c redis.UniversalClient, opts *Options) (*Driver, error) {
 	if o.WaitReplicas == 0 {
 		d.caps.Semaphore = backend.WaitNotify // semaphore.go; its grants do not WAIT for replicas
 		d.caps.RW = backend.WaitNotify        // rwlock.go
+		_, single := c.(*redis.Client)
+		d.caps.MultiAtomic = single // multi.go
 	}
 	if cluster {
 		d.caps.Name = "redis-cluster"

@@ -34,7 +34,11 @@ import "github.com/redis/go-redis/v9"
 // with no table: inside Redis every redis.call costs a fixed toll beside
 // its own work, and a table reply another (INFO commandstats; see
 // docs/redis.md, "What a pair costs"), which the caller waits for.
-var acquireScript = redis.NewScript(`
+var acquireScript = redis.NewScript(acquireLua)
+
+// acquireLua is acquireScript's source; multiScript runs it too, once
+// per key.
+const acquireLua = `
 local owner = redis.call('HGET', KEYS[1], 'o')
 local ttl = tonumber(ARGV[2])
 local hold = 'a:' .. ARGV[4]
@@ -57,7 +61,7 @@ if owner == ARGV[1] then
   return {1, tonumber(redis.call('HGET', KEYS[1], 't')), pttl, counter}
 end
 return {0, 0, redis.call('PTTL', KEYS[1]), 0}
-`)
+`
 
 // A queue entry is live while its deadline is in the future, and no more
 // than a minute ahead (a waiter's liveness window is at most 3 s): an entry
@@ -169,7 +173,10 @@ return 0
 // anything else is set up.
 //
 // KEYS: lock, fence, queue, alive. Reply as acquireScript.
-var waitScript = redis.NewScript(`
+var waitScript = redis.NewScript(waitLua)
+
+// waitLua is waitScript's source; multiScript runs it too, once per key.
+const waitLua = `
 local me, ttl = ARGV[1], tonumber(ARGV[2])
 local hold = 'a:' .. ARGV[5]
 local owner = redis.call('HGET', KEYS[1], 'o')
@@ -246,7 +253,7 @@ end
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl < 0 then pttl = 0 end
 return {0, 0, pttl, 0}
-`)
+`
 
 // refreshScript extends hold ARGV[3] of owner ARGV[1] so the lock lives at
 // least ARGV[2] ms, never shortening it. Reply: 1 if the hold is held,

@@ -1,0 +1,64 @@
+package conformance_test
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/memlock"
+)
+
+// brokenMultiStep wraps a memlock driver (under the lossy wrapper) with a
+// TryAcquireMulti that has one classic bug, for brokenDrivers. It keeps
+// the store's declared MultiAtomic, so the portable layer uses it.
+type brokenMultiStep struct {
+	backend.Driver
+	bug multiBug
+}
+
+type multiBug int
+
+const (
+	multiStepByStep   multiBug = iota // takes key after key, a round trip apart, and gives them back when one is held
+	multiKeepsPart                    // takes key after key and keeps what it took when one is held
+	multiFirstKeyOnly                 // checks only the first key: the others are "granted" whoever holds them
+)
+
+func wrapMulti(bug multiBug) func(*memlock.Store, backend.Driver) backend.Driver {
+	return func(_ *memlock.Store, d backend.Driver) backend.Driver {
+		return &brokenMultiStep{Driver: d, bug: bug}
+	}
+}
+
+func (d *brokenMultiStep) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+}
+
+// stepLatency is the round trip between the steps of a multi-lock taken
+// key by key.
+const stepLatency = 2 * time.Millisecond
+
+func (d *brokenMultiStep) TryAcquireMulti(ctx context.Context, reqs []backend.Request) ([]backend.Grant, error) {
+	var grants []backend.Grant
+	for i, req := range reqs {
+		if i > 0 {
+			time.Sleep(stepLatency)
+		}
+		g, err := d.Driver.TryAcquire(ctx, req)
+		switch {
+		case err == nil:
+			grants = append(grants, g)
+		case i > 0 && d.bug == multiFirstKeyOnly && errors.Is(err, backend.ErrNotAcquired):
+			grants = append(grants, backend.Grant{Lock: nopLock{}, Token: 1 << 40})
+		default:
+			if d.bug != multiKeepsPart {
+				for _, g := range grants {
+					_ = g.Lock.Release(context.WithoutCancel(ctx))
+				}
+			}
+			return nil, err
+		}
+	}
+	return grants, nil
+}

@@ -1,0 +1,107 @@
+package etcdlock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// MaxMultiKeys is the most keys TryAcquireMulti takes in one transaction:
+// etcd's default limit on the operations of a transaction (the server's
+// --max-txn-ops, 128). A larger set is refused with ErrUnsupported, and
+// distlock takes its keys one by one.
+const MaxMultiKeys = 128
+
+var _ backend.MultiAcquirer = (*Driver)(nil)
+
+// TryAcquireMulti implements backend.MultiAcquirer: one transaction that
+// puts every key's acquisition if every key's range is empty (no holder,
+// no waiter: TryAcquire's comparison, once per key), and otherwise counts
+// each range so the error can name a held key. One round trip once the
+// lease exists; a busy set leaves nothing behind. Every put of a
+// transaction has its revision, so each key's token is that revision.
+func (d *Driver) TryAcquireMulti(ctx context.Context, reqs []backend.Request) ([]backend.Grant, error) {
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	what := multiName(reqs)
+	if len(reqs) > MaxMultiKeys {
+		return nil, fmt.Errorf("etcdlock: acquire %q: %w: %d keys, more than one transaction may take (%d)", what, backend.ErrUnsupported, len(reqs), MaxMultiKeys)
+	}
+	s, err := d.session(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("etcdlock: acquire %q: %w", what, err)
+	}
+	ks := make([]ekey, len(reqs))
+	cmps := make([]clientv3.Cmp, len(reqs))
+	puts := make([]clientv3.Op, len(reqs))
+	counts := make([]clientv3.Op, len(reqs))
+	for i, req := range reqs {
+		rng := lockRange(d.prefix, req.Key)
+		ks[i] = d.nextKey(req.Key, s)
+		cmps[i] = clientv3.Compare(clientv3.CreateRevision(rng), "=", 0).WithPrefix()
+		puts[i] = clientv3.OpPut(ks[i].name, req.Owner, clientv3.WithLease(s.id))
+		counts[i] = clientv3.OpGet(rng, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	}
+	if err := ctx.Err(); err != nil {
+		freeSlots(s, ks)
+		return nil, fmt.Errorf("etcdlock: acquire %q: %w", what, context.Cause(ctx))
+	}
+	pctx, cancel := putCtx(ctx)
+	resp, err := d.c.Txn(pctx).If(cmps...).Then(puts...).Else(counts...).Commit()
+	cancel()
+	if err != nil {
+		return nil, d.failedAll(s, ks, false, d.acquireErr(ctx, s, what, err))
+	}
+	if !resp.Succeeded {
+		freeSlots(s, ks) // nothing was put
+		for i, r := range resp.Responses {
+			if rr := r.GetResponseRange(); rr != nil && rr.Count > 0 {
+				return nil, backend.NotAcquired(reqs[i].Key, 0)
+			}
+		}
+		return nil, backend.NotAcquired(reqs[0].Key, 0)
+	}
+	if ctx.Err() != nil {
+		return nil, d.failedAll(s, ks, true, fmt.Errorf("etcdlock: acquire %q: %w", what, context.Cause(ctx)))
+	}
+	grants := make([]backend.Grant, 0, len(reqs))
+	for i, req := range reqs {
+		g, err := d.grant(s, req, ks[i], resp.Header.Revision) // deletes ks[i] on failure
+		if err != nil {
+			for _, g := range grants {
+				_ = g.Lock.Release(context.WithoutCancel(ctx))
+			}
+			return nil, d.failedAll(s, ks[i+1:], true, err)
+		}
+		grants = append(grants, g)
+	}
+	return grants, nil
+}
+
+// failedAll deletes every key of ks (see failed) and returns err.
+func (d *Driver) failedAll(s *session, ks []ekey, put bool, err error) error {
+	for _, k := range ks {
+		err = d.failed(s, k, put, err)
+	}
+	return err
+}
+
+func freeSlots(s *session, ks []ekey) {
+	for _, k := range ks {
+		s.freeSlot(k.key, k.slot)
+	}
+}
+
+// multiName names a set of keys in errors.
+func multiName(reqs []backend.Request) string {
+	keys := make([]string, len(reqs))
+	for i, r := range reqs {
+		keys[i] = r.Key
+	}
+	return strings.Join(keys, ", ")
+}
