@@ -11,10 +11,11 @@ import (
 )
 
 // MaxMultiKeys is the most keys TryAcquireMulti takes in one transaction:
-// etcd's default limit on the operations of a transaction (the server's
-// --max-txn-ops, 128). A larger set is refused with ErrUnsupported, and
-// distlock takes its keys one by one.
-const MaxMultiKeys = 128
+// each key has two comparisons (its range is empty, its name unburied: see
+// tombName), and etcd's default limit on a transaction's comparisons and
+// operations (the server's --max-txn-ops) is 128. A larger set is refused
+// with ErrUnsupported, and distlock takes its keys one by one.
+const MaxMultiKeys = 64
 
 var _ backend.MultiAcquirer = (*Driver)(nil)
 
@@ -37,13 +38,13 @@ func (d *Driver) TryAcquireMulti(ctx context.Context, reqs []backend.Request) ([
 		return nil, fmt.Errorf("etcdlock: acquire %q: %w", what, err)
 	}
 	ks := make([]ekey, len(reqs))
-	cmps := make([]clientv3.Cmp, len(reqs))
+	cmps := make([]clientv3.Cmp, 0, 2*len(reqs))
 	puts := make([]clientv3.Op, len(reqs))
 	counts := make([]clientv3.Op, len(reqs))
 	for i, req := range reqs {
 		rng := lockRange(d.prefix, req.Key)
 		ks[i] = d.nextKey(req.Key, s)
-		cmps[i] = clientv3.Compare(clientv3.CreateRevision(rng), "=", 0).WithPrefix()
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(rng), "=", 0).WithPrefix(), d.unburied(ks[i]))
 		puts[i] = clientv3.OpPut(ks[i].name, req.Owner, clientv3.WithLease(s.id))
 		counts[i] = clientv3.OpGet(rng, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	}

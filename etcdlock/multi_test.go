@@ -120,6 +120,21 @@ func TestMultiLockTxn(t *testing.T) {
 	if err := g.Lock.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// MaxMultiKeys keys fit in one transaction under etcd's default
+	// --max-txn-ops (two comparisons a key).
+	var most []backend.Request
+	for i := range etcdlock.MaxMultiKeys {
+		most = append(most, req(fmt.Sprintf("most-%03d", i)))
+	}
+	gs, err := b.TryAcquireMulti(ctx, most)
+	if err != nil {
+		t.Fatalf("TryAcquireMulti of %d keys: %v", len(most), err)
+	}
+	for _, g := range gs {
+		if err := g.Lock.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var many []backend.Request
 	for i := range etcdlock.MaxMultiKeys + 1 {
 		many = append(many, req(fmt.Sprintf("many-%03d", i)))
