@@ -98,11 +98,16 @@ func freeSlots(s *session, ks []ekey) {
 	}
 }
 
-// multiName names a set of keys in errors.
+// multiName names a set of keys in errors: the first few, and how many
+// there are when there are more.
 func multiName(reqs []backend.Request) string {
-	keys := make([]string, len(reqs))
-	for i, r := range reqs {
-		keys[i] = r.Key
+	const shown = 4
+	keys := make([]string, 0, shown+1)
+	for _, r := range reqs[:min(len(reqs), shown)] {
+		keys = append(keys, r.Key)
+	}
+	if len(reqs) > shown {
+		keys = append(keys, fmt.Sprintf("... (%d keys)", len(reqs)))
 	}
 	return strings.Join(keys, ", ")
 }
