@@ -106,7 +106,7 @@ func (w *semWaiter) waitFor(ctx context.Context, q semQueue) (semQueue, error) {
 		names = append(names, e.name)
 	}
 	for _, name := range names {
-		sub, err := w.d.subscribe(name, q.rev, ready, name == w.ekey)
+		sub, err := w.d.subscribe(name, q.rev, ready, true) // kept: see subscribe
 		if err != nil {
 			return semQueue{}, w.d.wrap(ctx, "wait for permits of", w.key, err)
 		}
