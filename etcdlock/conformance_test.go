@@ -7,6 +7,7 @@ import (
 
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/hooktest"
+	"github.com/distlock/distlock/internal/insptest"
 )
 
 func runConformance(t *testing.T, nodes int) *cluster {
@@ -47,4 +48,9 @@ func TestConformanceCluster(t *testing.T) {
 func TestHarnessHooks(t *testing.T) {
 	c := startCluster(t, 1)
 	hooktest.Run(t, newHarness(c, "hooktest/"))
+}
+
+// TestInspectors checks InspectSemaphore and InspectRW against grants.
+func TestInspectors(t *testing.T) {
+	insptest.Run(t, newHarness(startCluster(t, 1), "insptest/"))
 }

@@ -3,10 +3,8 @@ package etcdlock
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -51,36 +49,55 @@ func (d *Driver) nextSemKey(key string, s *session) ekey {
 	return ekey{key: key, name: fmt.Sprintf("%s%x.%x", semRange(d.prefix, key), int64(s.id), slot), slot: slot}
 }
 
-// semQueue is one read of a semaphore's range: whether our key holds
-// (see above), and whether it is still there.
+// semQueue is one read of a semaphore's range, as the key created at
+// revision rev judges it: the keys ahead of ours, whether ours holds (see
+// above), and whether it is still there.
 type semQueue struct {
-	rev     int64 // the revision the read saw
-	holds   bool  // our key and every key before it hold
-	present bool  // our key is in the range
+	rev     int64      // the revision the read saw
+	ahead   []semEntry // the keys older than ours, oldest first
+	mine    semEntry   // our key (when present)
+	holds   bool       // our key and every key before it hold
+	present bool       // our key is in the range
+}
+
+// A semEntry is one key of a semaphore's queue: its name, permits and
+// limit.
+type semEntry struct {
+	name           string
+	permits, limit int
 }
 
 // readSemQueue judges the key created at revision mine from kvs, the
 // range in create-revision order.
 func readSemQueue(rev, mine int64, kvs []*mvccpb.KeyValue) semQueue {
 	q := semQueue{rev: rev}
-	used := 0
 	for _, kv := range kvs {
 		if kv.CreateRevision > mine {
 			break
 		}
 		p, l := permitsOf(kv.Value)
-		if used+p > l {
-			break // this key waits, and so does every key after it
-		}
-		used += p
+		e := semEntry{name: string(kv.Key), permits: p, limit: l}
 		if kv.CreateRevision == mine {
-			q.holds, q.present = true, true
+			q.mine, q.present = e, true
+			break
 		}
+		q.ahead = append(q.ahead, e)
 	}
-	if !q.holds {
-		q.present = slices.ContainsFunc(kvs, func(kv *mvccpb.KeyValue) bool { return kv.CreateRevision == mine })
-	}
+	q.holds = q.present && fits(q.ahead, q.mine)
 	return q
+}
+
+// fits reports whether mine holds behind ahead (oldest first): every key
+// of ahead holds, and their permits plus its own are within its limit.
+func fits(ahead []semEntry, mine semEntry) bool {
+	used := 0
+	for _, e := range ahead {
+		if used+e.permits > e.limit {
+			return false // this key waits, and so does every key after it
+		}
+		used += e.permits
+	}
+	return used+mine.permits <= mine.limit
 }
 
 // permitsOf reads "<permits> <limit> <owner>". A value it cannot read is
@@ -141,11 +158,9 @@ func (d *Driver) TryAcquirePermits(ctx context.Context, req backend.SemaphoreReq
 	return d.grant(s, req.Request, k, rev)
 }
 
-// WaitPermits implements backend.SemaphoreWaiter: it queues, then watches
-// the semaphore's range for deletions (any key ahead that goes lowers the
-// permits ahead) and re-reads the queue after each, until its key holds.
-// Every waiter is woken by every release: a release costs one read per
-// waiter.
+// WaitPermits implements backend.SemaphoreWaiter: it queues, then follows
+// the deletions of the keys ahead of its own until they say it holds
+// (semwait.go).
 func (d *Driver) WaitPermits(ctx context.Context, req backend.SemaphoreRequest) (backend.Grant, error) {
 	s, k, q, rev, err := d.putPermitKey(ctx, req)
 	if err != nil {
@@ -153,62 +168,10 @@ func (d *Driver) WaitPermits(ctx context.Context, req backend.SemaphoreRequest) 
 	}
 	if !q.holds {
 		d.startIdleWatch() // waits share one watch stream (idlewatch.go)
-	}
-	for !q.holds {
-		if q, err = d.waitSemQueue(ctx, s, req.Key, k, rev, q.rev); err != nil {
+		w := &semWaiter{waiter{d: d, s: s, key: req.Key, rng: semRange(d.prefix, req.Key), ekey: k.name, rev: rev}}
+		if err := w.wait(ctx, q); err != nil {
 			return backend.Grant{}, d.failed(s, k, true, err)
 		}
 	}
 	return d.grant(s, req.Request, k, rev)
 }
-
-// waitSemQueue waits for a deletion in the range after revision seen and
-// reads the queue again.
-func (d *Driver) waitSemQueue(ctx context.Context, s *session, key string, k ekey, mine, seen int64) (semQueue, error) {
-	rng := semRange(d.prefix, key)
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	wch := d.c.Watch(wctx, rng, clientv3.WithPrefix(), clientv3.WithRev(seen+1), clientv3.WithFilterPut())
-	var pause <-chan time.Time // set when the watch failed
-	select {
-	case wr, ok := <-wch:
-		if !ok || wr.Err() != nil {
-			// Compaction, no leader: read again after a pause.
-			t := time.NewTimer(semaphoreBackoff)
-			defer t.Stop()
-			pause = t.C
-			break
-		}
-		for _, ev := range wr.Events {
-			if string(ev.Kv.Key) == k.name {
-				return semQueue{}, fmt.Errorf("etcdlock: wait for permits of %q: %w: our key %s was deleted while waiting", key, backend.ErrLost, k.name)
-			}
-		}
-	case <-s.done:
-		return semQueue{}, fmt.Errorf("etcdlock: wait for permits of %q: %w: %w", key, backend.ErrLost, s.cause())
-	case <-ctx.Done():
-		return semQueue{}, fmt.Errorf("etcdlock: wait for permits of %q: %w", key, context.Cause(ctx))
-	}
-	if pause != nil {
-		select {
-		case <-pause:
-		case <-s.done:
-			return semQueue{}, fmt.Errorf("etcdlock: wait for permits of %q: %w: %w", key, backend.ErrLost, s.cause())
-		case <-ctx.Done():
-			return semQueue{}, fmt.Errorf("etcdlock: wait for permits of %q: %w", key, context.Cause(ctx))
-		}
-	}
-	resp, err := d.c.Get(ctx, rng, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
-	if err != nil {
-		return semQueue{}, d.wrap(ctx, "wait for permits of", key, err)
-	}
-	q := readSemQueue(resp.Header.Revision, mine, resp.Kvs)
-	if !q.present {
-		return semQueue{}, fmt.Errorf("etcdlock: wait for permits of %q: %w: our key %s disappeared while waiting", key, backend.ErrLost, k.name)
-	}
-	return q, nil
-}
-
-// semaphoreBackoff bounds how fast a waiter whose watch keeps failing
-// re-reads the queue.
-const semaphoreBackoff = 50 * time.Millisecond

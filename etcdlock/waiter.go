@@ -65,19 +65,27 @@ func (w *waiter) wait(ctx context.Context, qv queueView) error {
 		if !errors.Is(err, backend.ErrUnavailable) {
 			return err
 		}
-		t := time.NewTimer(delay/2 + rand.N(delay/2+1))
-		select {
-		case <-t.C:
-		case <-w.s.done:
-			t.Stop()
-			return w.lostErr()
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("etcdlock: wait for %q: %w (while the store failed: %w)", w.key, context.Cause(ctx), err)
+		if err := w.pause(ctx, delay, err); err != nil {
+			return err
 		}
 		delay = min(2*delay, time.Second)
 	}
 	return nil
+}
+
+// pause waits about delay before a wait that failed with err (transient)
+// tries again; it returns nil then, or the error that ends the wait.
+func (w *waiter) pause(ctx context.Context, delay time.Duration, err error) error {
+	t := time.NewTimer(delay/2 + rand.N(delay/2+1))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-w.s.done:
+		return w.lostErr()
+	case <-ctx.Done():
+		return fmt.Errorf("etcdlock: wait for %q: %w (while the store failed: %w)", w.key, context.Cause(ctx), err)
+	}
 }
 
 // A queueView is what a read of the queue showed at revision rev: the near

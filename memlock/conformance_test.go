@@ -9,6 +9,7 @@ import (
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/hooktest"
+	"github.com/distlock/distlock/internal/insptest"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -104,4 +105,9 @@ func TestConformance(t *testing.T) {
 // TestHarnessHooks checks the harness's Partitioner and ReplyDropper.
 func TestHarnessHooks(t *testing.T) {
 	hooktest.Run(t, &harness{s: memlock.NewStore(), wait: backend.WaitNotify})
+}
+
+// TestInspectors checks InspectSemaphore and InspectRW against grants.
+func TestInspectors(t *testing.T) {
+	insptest.Run(t, &harness{s: memlock.NewStore(), wait: backend.WaitNotify})
 }

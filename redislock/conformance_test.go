@@ -5,6 +5,7 @@ import (
 
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/hooktest"
+	"github.com/distlock/distlock/internal/insptest"
 	"github.com/distlock/distlock/sandbox"
 )
 
@@ -82,4 +83,14 @@ func TestHarnessHooks(t *testing.T) {
 			hooktest.Run(t, h)
 		})
 	}
+}
+
+// TestInspectors checks InspectSemaphore and InspectRW against grants on
+// a single server (a Cluster runs the same scripts on the key's slot).
+func TestInspectors(t *testing.T) {
+	h, err := newHarness(sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis}), "single").maker()(t.Context(), t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	insptest.Run(t, h)
 }

@@ -15,11 +15,17 @@ import (
 func newStatusCmd() *cobra.Command {
 	var o queryOpts
 	var key string
+	var sem, rw bool
 	cmd := &cobra.Command{
-		Use:   "status --url URL --key KEY [--json] [--timeout 10s]",
+		Use:   "status --url URL --key KEY [--semaphore | --rw] [--json] [--timeout 10s]",
 		Short: "Show whether a lock is held, by whom, its token, TTL and waiters",
 		Long: `Show whether the lock KEY is held, by which owner, its fencing token,
 its remaining TTL, and the number of waiters where the store knows it.
+
+With --semaphore, KEY is a semaphore: its grants (owner, permits, token,
+TTL) and the permits held in all; with --rw, a read-write lock: its
+writer or its readers. Stores that can report them: mem://, Redis (not
+Redlock) and etcd; others exit 64.
 
 Exit status: 0 held, 3 free, 64 bad usage, 69 backend unreachable (or
 no answer within --timeout), 1 any other error.`,
@@ -31,11 +37,21 @@ no answer within --timeout), 1 any other error.`,
 			if key == "" {
 				return exitWith(ExitUsage, fmt.Errorf("status: --key is required"))
 			}
+			switch {
+			case sem && rw:
+				return exitWith(ExitUsage, fmt.Errorf("status: --semaphore and --rw exclude each other"))
+			case sem:
+				return semaphoreStatus(cmd.Context(), cmd.OutOrStdout(), o, key)
+			case rw:
+				return rwStatus(cmd.Context(), cmd.OutOrStdout(), o, key)
+			}
 			return status(cmd.Context(), cmd.OutOrStdout(), o, key)
 		},
 	}
 	addQueryFlags(cmd, &o)
 	cmd.Flags().StringVar(&key, "key", "", "lock key (required)")
+	cmd.Flags().BoolVar(&sem, "semaphore", false, "KEY is a semaphore: show its grants")
+	cmd.Flags().BoolVar(&rw, "rw", false, "KEY is a read-write lock: show its writer or readers")
 	return cmd
 }
 

@@ -1,0 +1,157 @@
+//go:build linux
+
+package etcdlock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/sandbox"
+)
+
+// wireCounter counts the unary calls of the clients it is wired into, by
+// method, and the watches they ask to create.
+type wireCounter struct {
+	mu      sync.Mutex
+	calls   map[string]int
+	watches int
+}
+
+func (c *wireCounter) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	c.mu.Lock()
+	c.calls[method[strings.LastIndex(method, "/")+1:]]++
+	c.mu.Unlock()
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+func (c *wireCounter) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return watchCreates{s, c}, nil
+}
+
+// watchCreates counts the watch create requests sent on a stream.
+type watchCreates struct {
+	grpc.ClientStream
+	c *wireCounter
+}
+
+func (w watchCreates) SendMsg(m any) error {
+	if r, ok := m.(*pb.WatchRequest); ok && r.GetCreateRequest() != nil {
+		w.c.mu.Lock()
+		w.c.watches++
+		w.c.mu.Unlock()
+	}
+	return w.ClientStream.SendMsg(m)
+}
+
+// reset returns the counts since the last reset and starts again.
+func (c *wireCounter) reset() (map[string]int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	calls, watches := c.calls, c.watches
+	c.calls, c.watches = map[string]int{}, 0
+	return calls, watches
+}
+
+// TestSemaphoreReleaseFanout: a release of permits costs the waiters it
+// does not admit no request and no new watch, and is sent to each driver
+// at most once. Eight drivers, each with its own client, take one permit
+// of a semaphore of 2, release it and queue again, 25 times each, so six
+// wait at any time; counted on the wire after a warm-up: the reads, and
+// the watches created, per acquisition (each acquisition's own put and
+// release aside), and etcd's count of the watch events it sent.
+// A waiter that reads the queue after every release, or opens a new watch
+// for every wait, sends about six of each per acquisition here.
+func TestSemaphoreReleaseFanout(t *testing.T) {
+	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Etcd})
+	addr := g.Addrs()[0]
+	const n, limit, rounds = 8, 2, 25
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	wc := &wireCounter{calls: map[string]int{}}
+	var ds []*Driver
+	for range n {
+		cli, err := clientv3.New(clientv3.Config{
+			Endpoints: []string{addr}, DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
+			DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(wc.unary), grpc.WithChainStreamInterceptor(wc.stream)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cli.Close() })
+		d, err := New(cli, &Options{Prefix: "semfanout", TTL: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		ds = append(ds, d)
+	}
+	req := backend.SemaphoreRequest{Request: backend.Request{Key: "s", TTL: 10 * time.Second}, Limit: limit, Permits: 1}
+	// run has every driver take and release a permit k times, all at once.
+	run := func(k int) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for i, d := range ds {
+			wg.Go(func() {
+				for j := range k {
+					r := req
+					r.Owner = fmt.Sprintf("d%d.%d", i, j)
+					gr, err := d.WaitPermits(ctx, r)
+					if err == nil {
+						err = gr.Lock.Release(ctx)
+					}
+					if err != nil {
+						errs <- fmt.Errorf("driver %d: %w", i, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	const metric = "etcd_debugging_mvcc_events_total"
+	run(5) // sessions granted, watches created
+	wc.reset()
+	before := metrics(t, addr)[metric]
+	start := time.Now()
+	run(rounds)
+	elapsed := time.Since(start)
+	time.Sleep(200 * time.Millisecond) // the last events on their way out
+	events := metrics(t, addr)[metric] - before
+	calls, watches := wc.reset()
+	acq := float64(n * rounds)
+	if calls["Txn"] != n*rounds || calls["DeleteRange"] != n*rounds {
+		t.Errorf("%d puts and %d deletes for %g acquisitions, want one each", calls["Txn"], calls["DeleteRange"], acq)
+	}
+	reads := float64(calls["Range"]) / acq
+	creates := float64(watches) / acq
+	t.Logf("%g acquisitions in %v: %v; %.2f reads, %.2f watches created and %.2f watch events per acquisition",
+		acq, elapsed.Round(time.Millisecond), calls, reads, creates, events/acq)
+	if reads > 0.5 {
+		t.Errorf("%.2f reads per acquisition by the waiters, want at most 0.5", reads)
+	}
+	if creates > 0.5 {
+		t.Errorf("%.2f watches created per acquisition, want at most 0.5", creates)
+	}
+	if _, ok := metrics(t, addr)[metric]; ok && events/acq > n {
+		t.Errorf("%.2f watch events per release, want at most one per driver (%d)", events/acq, n)
+	}
+}
