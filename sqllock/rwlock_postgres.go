@@ -17,27 +17,29 @@ import (
 // (a shared row lock is granted past a waiting FOR UPDATE).
 
 // rwLock sends BEGIN, the transaction's settings and the advisory lock
-// (its try for nowait) with txid_current(), which gives the transaction
-// the id the write token's statement checks, and for a reader the read
-// of the last write's token: one round trip. The reader's transaction is
-// READ COMMITTED whatever the session's default, so the token read takes
-// its snapshot when it runs, after the lock was granted, and sees the
-// token the last writer committed before its grant returned.
+// (its try for nowait), for a writer with txid_current(), which gives the
+// transaction the id the write token's statement checks, for a reader
+// followed by the read of the last write's token: one round trip. A
+// reader's transaction gets no id (it writes nothing) and is READ
+// COMMITTED whatever the session's default, so the token read takes its
+// snapshot when it runs, after the lock was granted, and sees the token
+// the last writer committed before its grant returned.
 func (pgDialect) rwLock(ctx context.Context, lc *lockConn, name string, mode backend.RWMode, nowait bool) (lockResult, error) {
 	fn := "pg_advisory_xact_lock"
 	if nowait {
 		fn = "pg_try_advisory_xact_lock"
 	}
-	begin := "BEGIN"
+	begin, cols, q := "BEGIN", 2, "SELECT %s(?), txid_current()"
 	if mode == backend.Read {
 		fn += "_shared"
-		begin = "BEGIN ISOLATION LEVEL READ COMMITTED"
+		begin, cols, q = "BEGIN ISOLATION LEVEL READ COMMITTED", 1, "SELECT %s(?); "+
+			`SELECT token FROM "`+lc.d.q.table+FenceSuffix+`" WHERE name = ?`
 	}
-	q := bindPG("SELECT "+fn+"(?), txid_current()", advisoryKey(lc.d.q.table, name))
+	args := []any{advisoryKey(lc.d.q.table, name)}
 	if mode == backend.Read {
-		q += "; " + bindPG(`SELECT token FROM "`+lc.d.q.table+FenceSuffix+`" WHERE name = ?`, name)
+		args = append(args, name)
 	}
-	lr, res, err := pgLockBatch(ctx, lc, begin, q, nowait)
+	lr, res, err := pgLockBatch(ctx, lc, begin, bindPG(fmt.Sprintf(q, fn), args...), nowait)
 	if err != nil {
 		return lr, err
 	}
@@ -45,18 +47,17 @@ func (pgDialect) rwLock(ctx context.Context, lc *lockConn, name string, mode bac
 	if mode == backend.Read {
 		at--
 	}
-	if at < 0 || len(res[at].Rows) != 1 || len(res[at].Rows[0]) != 2 {
+	if at < 0 || len(res[at].Rows) != 1 || len(res[at].Rows[0]) != cols {
 		return lr, fmt.Errorf("sqllock: the advisory lock returned an unexpected result")
 	}
 	row := res[at].Rows[0]
 	if nowait && string(row[0]) != "t" {
 		return lr, errAdvisoryBusy
 	}
-	if lr.xid, err = strconv.ParseUint(string(row[1]), 10, 64); err != nil {
-		return lr, err
-	}
 	lr.found = true
-	if mode == backend.Read && len(res[at+1].Rows) == 1 {
+	if mode == backend.Write {
+		lr.xid, err = strconv.ParseUint(string(row[1]), 10, 64)
+	} else if len(res[at+1].Rows) == 1 {
 		lr.token, err = strconv.ParseUint(string(res[at+1].Rows[0][0]), 10, 64)
 	}
 	return lr, err
