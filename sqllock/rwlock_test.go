@@ -65,6 +65,9 @@ func receive(t *testing.T, ch <-chan rwGrant, what string) backend.Grant {
 func rwWriterFirst(t *testing.T, newDriver func() *sqllock.Driver) {
 	key := uniqueKey("rw-writer-first")
 	a, w, c := newDriver(), newDriver(), newDriver()
+	if rw := a.Capabilities().RW; rw != backend.WaitQueue {
+		t.Errorf("Capabilities().RW = %q, want %q", rw, backend.WaitQueue)
+	}
 	ra, err := a.TryAcquireRW(ctxFor(t, 10*time.Second), rwReq(key, "a"), backend.Read, false)
 	if err != nil {
 		t.Fatalf("the first reader: %v", err)
