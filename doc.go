@@ -77,7 +77,8 @@
 // [RWMutex.Lock] for one writer, each returning a [Lease]. A waiting
 // writer keeps new readers out; read-to-write upgrade is refused with
 // [ErrUpgrade]. Only stores with native read-write locks offer it (mem,
-// Redis single and Cluster, ZooKeeper, etcd); others report
+// Redis single and Cluster, ZooKeeper, etcd, MySQL/MariaDB, PostgreSQL);
+// others report
 // [ErrUnsupported]. See docs/primitives.md.
 //
 // # Semaphores

@@ -25,17 +25,70 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 }
 
 func (d *Driver) acquire(ctx context.Context, req backend.Request, wait bool) (backend.Grant, error) {
+	return d.acquireWith(ctx, req, req.Key, wait, nil, d.dia.token)
+}
+
+// lockFunc makes one locking attempt on lc (see dialect.lockOnce).
+type lockFunc func(ctx context.Context, lc *lockConn, key, owner string, nowait bool) (lockResult, error)
+
+// tokenFunc returns the fencing token of a grant just won by lc's session
+// (see dialect.token).
+type tokenFunc func(ctx context.Context, lc *lockConn, key, owner string, lr lockResult) (uint64, error)
+
+// acquireWith is acquire of the lock named name (req.Key for a mutex),
+// with the locking attempt lock (nil: the dialect's mutex) and the
+// token's source token: the read-write lock's sides (rwlock.go) differ
+// from the mutex in those three only. Errors name req.Key.
+func (d *Driver) acquireWith(ctx context.Context, req backend.Request, name string, wait bool, lock lockFunc, token tokenFunc) (backend.Grant, error) {
 	op := "acquire"
 	if wait {
 		op = "wait"
 	}
+	lc, ttl, err := d.pinFor(ctx, op, req, wait)
+	if err != nil {
+		return backend.Grant{}, err
+	}
+	lc.lock = lock
+	if wait {
+		sent, lr, err := lc.waitRow(ctx, name, req.Key, req.Owner)
+		if err != nil {
+			return backend.Grant{}, err
+		}
+		return d.granted(ctx, lc, req, name, ttl, sent, lr, token)
+	}
+	lr, err := lc.lockRow(ctx, ctx, name, req.Owner, true)
+	switch {
+	case err == nil:
+		lc.id = lr.id
+		d.ids.put(lc.raw, lc.id)
+	case d.dia.conflict(err) && !lr.found:
+		if gerr := lc.giveBack(ctx); gerr != nil {
+			return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, lc.d.classify(gerr))
+		}
+		return backend.Grant{}, backend.NotAcquired(req.Key, 0)
+	default:
+		lc.discard()
+		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, lc.d.classify(err))
+	}
+	tok, err := token(ctx, lc, name, req.Owner, lr)
+	if err != nil {
+		lc.discard() // frees the row; a counter may have moved on, which is harmless
+		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: fencing token: %w", op, req.Key, lc.d.classify(err))
+	}
+	return d.grant(lc, req, ttl, tok, time.Time{})
+}
+
+// pinFor pins a connection for one acquisition of req and prepares the
+// session settings its first locking read sends (none on a spare that has
+// them), and returns the idle timeout in seconds.
+func (d *Driver) pinFor(ctx context.Context, op string, req backend.Request, wait bool) (*lockConn, int, error) {
 	if req.TTL > d.dia.maxTTL() {
-		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w: TTL %v is beyond the server's longest idle timeout (%v)",
+		return nil, 0, fmt.Errorf("sqllock: %s %q: %w: TTL %v is beyond the server's longest idle timeout (%v)",
 			op, req.Key, backend.ErrInvalidConfig, req.TTL, d.dia.maxTTL())
 	}
 	lc, err := d.pin(ctx, op, req.Key)
 	if err != nil {
-		return backend.Grant{}, err
+		return nil, 0, err
 	}
 	ttl := seconds(req.TTL)
 	lc.beginTTL, lc.beginLWT = ttl, wait && d.lwt > 0
@@ -51,35 +104,9 @@ func (d *Driver) acquire(ctx context.Context, req backend.Request, wait bool) (b
 	}
 	if lc.batch, err = d.dia.batching(ctx, d, lc.c); err != nil {
 		lc.discard()
-		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, d.classify(err))
+		return nil, 0, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, d.classify(err))
 	}
-	if wait {
-		sent, lr, err := lc.waitRow(ctx, req.Key, req.Owner)
-		if err != nil {
-			return backend.Grant{}, err
-		}
-		return d.granted(ctx, lc, req, ttl, sent, lr)
-	}
-	lr, err := lc.lockRow(ctx, ctx, req.Key, req.Owner, true)
-	switch {
-	case err == nil:
-		lc.id = lr.id
-		d.ids.put(lc.raw, lc.id)
-	case d.dia.conflict(err) && !lr.found:
-		if gerr := lc.giveBack(ctx); gerr != nil {
-			return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, lc.d.classify(gerr))
-		}
-		return backend.Grant{}, backend.NotAcquired(req.Key, 0)
-	default:
-		lc.discard()
-		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, lc.d.classify(err))
-	}
-	token, err := d.dia.token(ctx, lc, req.Key, req.Owner, lr)
-	if err != nil {
-		lc.discard() // frees the row; a counter may have moved on, which is harmless
-		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: fencing token: %w", op, req.Key, lc.d.classify(err))
-	}
-	return d.grant(lc, req, ttl, token, time.Time{})
+	return lc, ttl, nil
 }
 
 // granted finishes an acquisition that waited. The lock's lifetime starts
@@ -87,7 +114,7 @@ func (d *Driver) acquire(ctx context.Context, req backend.Request, wait bool) (b
 // locking statement's send time (sent) is a safe lower bound, and used as
 // Grant.ValidFrom when the wait was short. After a long wait that would cut
 // the lease short, a statement sent now marks the start instead.
-func (d *Driver) granted(ctx context.Context, lc *lockConn, req backend.Request, ttl int, sent time.Time, lr lockResult) (backend.Grant, error) {
+func (d *Driver) granted(ctx context.Context, lc *lockConn, req backend.Request, name string, ttl int, sent time.Time, lr lockResult, token tokenFunc) (backend.Grant, error) {
 	if time.Since(sent) >= req.TTL/freshWait {
 		sent = time.Now()
 		if _, err := lc.c.ExecContext(ctx, d.bind(d.q.setIdle, ttl)); err != nil {
@@ -95,22 +122,22 @@ func (d *Driver) granted(ctx context.Context, lc *lockConn, req backend.Request,
 			return backend.Grant{}, fmt.Errorf("sqllock: wait %q: %w", req.Key, lc.d.classify(err))
 		}
 	}
-	token, err := d.dia.token(ctx, lc, req.Key, req.Owner, lr)
+	tok, err := token(ctx, lc, name, req.Owner, lr)
 	if err != nil {
 		lc.discard()
 		return backend.Grant{}, fmt.Errorf("sqllock: wait %q: fencing token: %w", req.Key, lc.d.classify(err))
 	}
-	return d.grant(lc, req, ttl, token, sent)
+	return d.grant(lc, req, ttl, tok, sent)
 }
 
 // freshWait: a wait shorter than TTL/freshWait costs the lease at most that
 // fraction of its validity, so it needs no extra statement to restart it.
 const freshWait = 10
 
-// waitRow blocks until the row lock is granted or ctx ends, and returns
-// when the statement that won it was sent. On error the connection has been
-// returned or discarded.
-func (lc *lockConn) waitRow(ctx context.Context, key, owner string) (time.Time, lockResult, error) {
+// waitRow blocks until the lock named name is granted or ctx ends, and
+// returns when the statement that won it was sent. On error the connection
+// has been returned or discarded; errors name key.
+func (lc *lockConn) waitRow(ctx context.Context, name, key, owner string) (time.Time, lockResult, error) {
 	fail := func(err error) (time.Time, lockResult, error) {
 		lc.end(err)
 		return time.Time{}, lockResult{}, fmt.Errorf("sqllock: wait %q: %w", key, lc.d.classify(err))
@@ -120,7 +147,7 @@ func (lc *lockConn) waitRow(ctx context.Context, key, owner string) (time.Time, 
 	}
 	for {
 		sent := time.Now()
-		lr, err := lc.blockingLock(ctx, key, owner)
+		lr, err := lc.blockingLock(ctx, name, owner)
 		switch {
 		case err == nil && ctx.Err() == nil:
 			return sent, lr, nil

@@ -15,11 +15,12 @@ type lockConn struct {
 	raw any    // the driver's connection, to remember id across checkouts
 	id  uint64 // the server's CONNECTION_ID(), once known
 
-	batch    bool   // several statements per round trip
-	begin    string // session settings, sent with the first locking read
-	beginTTL int    // the idle timeout (seconds) begin sets
-	beginLWT bool   // begin sets innodb_lock_wait_timeout
-	begun    bool   // the session has the settings begin sends
+	lock     lockFunc // the locking attempt; nil: the dialect's mutex
+	batch    bool     // several statements per round trip
+	begin    string   // session settings, sent with the first locking read
+	beginTTL int      // the idle timeout (seconds) begin sets
+	beginLWT bool     // begin sets innodb_lock_wait_timeout
+	begun    bool     // the session has the settings begin sends
 
 	// The lock session's settings in place (autocommit off, wait_timeout
 	// sessTTL, innodb_lock_wait_timeout if sessLWT); sessTTL 0 when not

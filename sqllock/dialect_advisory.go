@@ -44,22 +44,10 @@ func advisoryKey(table, key string) int64 {
 }
 
 // errAdvisoryBusy: pg_try_advisory_xact_lock returned false, another
-// session holds the lock (a conflict, as NOWAIT's error in row mode).
+// session holds the lock (a conflict, as NOWAIT's error in row mode; see
+// pgDialect.conflict). Read-write locks use advisory locks in row mode
+// too (rwlock_postgres.go).
 var errAdvisoryBusy = errors.New("sqllock: the advisory lock is held by another session")
-
-func (a pgAdvisory) conflict(err error) bool {
-	return errors.Is(err, errAdvisoryBusy) || a.pgDialect.conflict(err)
-}
-
-func (a pgAdvisory) retryWait(err error) bool { return a.pgDialect.conflict(err) }
-
-func (a pgAdvisory) serverError(err error) bool {
-	return errors.Is(err, errAdvisoryBusy) || a.pgDialect.serverError(err)
-}
-
-func (a pgAdvisory) connGone(err error) bool {
-	return !errors.Is(err, errAdvisoryBusy) && a.pgDialect.connGone(err)
-}
 
 func (pgAdvisory) lockOnce(ctx context.Context, lc *lockConn, key, _ string, nowait bool) (lockResult, error) {
 	q := lc.d.q.lockIntoNowait

@@ -220,27 +220,7 @@ func (pgDialect) lockOnce(ctx context.Context, lc *lockConn, key, _ string, nowa
 // statement lock as one batch, and reads the lock's outcome from the
 // statement's row with parse (no row: the lock row is missing).
 func pgLockOnce(ctx context.Context, lc *lockConn, lock string, nowait bool, parse func(row [][]byte) (found bool, xid uint64, err error)) (lockResult, error) {
-	var lr lockResult
-	if lc.id == 0 {
-		if err := lc.loadID(ctx); err != nil {
-			return lr, err
-		}
-	}
-	lr.id = lc.id
-	lc.begun = true
-	var b strings.Builder
-	fmt.Fprintf(&b, "BEGIN; SET LOCAL idle_in_transaction_session_timeout = '%ds'", lc.beginTTL)
-	if !nowait {
-		// The wait is bounded by the caller's ctx, not a server default.
-		b.WriteString("; SET LOCAL statement_timeout = 0")
-		if lc.beginLWT {
-			fmt.Fprintf(&b, "; SET LOCAL lock_timeout = '%ds'", lc.d.lwt)
-		}
-	}
-	b.WriteString("; ")
-	b.WriteString(lock)
-	res, err := pgExec(ctx, lc.c, b.String())
-	lc.setUp() // no session state: a connection that answered is in a known one
+	lr, res, err := pgLockBatch(ctx, lc, "BEGIN", lock, nowait)
 	if err != nil {
 		return lr, err
 	}
@@ -250,6 +230,34 @@ func pgLockOnce(ctx context.Context, lc *lockConn, lock string, nowait bool, par
 	}
 	lr.found, lr.xid, err = parse(last.Rows[0])
 	return lr, err
+}
+
+// pgLockBatch sends begin (BEGIN, with its options), the transaction's
+// settings and stmts (the locking statement and what follows it) as one
+// batch on lc, and returns every statement's result.
+func pgLockBatch(ctx context.Context, lc *lockConn, begin, stmts string, nowait bool) (lockResult, []*pgconn.Result, error) {
+	var lr lockResult
+	if lc.id == 0 {
+		if err := lc.loadID(ctx); err != nil {
+			return lr, nil, err
+		}
+	}
+	lr.id = lc.id
+	lc.begun = true
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s; SET LOCAL idle_in_transaction_session_timeout = '%ds'", begin, lc.beginTTL)
+	if !nowait {
+		// The wait is bounded by the caller's ctx, not a server default.
+		b.WriteString("; SET LOCAL statement_timeout = 0")
+		if lc.beginLWT {
+			fmt.Fprintf(&b, "; SET LOCAL lock_timeout = '%ds'", lc.d.lwt)
+		}
+	}
+	b.WriteString("; ")
+	b.WriteString(stmts)
+	res, err := pgExec(ctx, lc.c, b.String())
+	lc.setUp() // no session state: a connection that answered is in a known one
+	return lr, res, err
 }
 
 // errLostBeforeToken: the lock's transaction ended before its fencing
@@ -285,6 +293,14 @@ var errLostBeforeToken = errors.New("sqllock: the lock's session ended before it
 // statement serves all keys. A pool configured for the simple protocol
 // (PgBouncer in transaction mode) gets it as one simple query.
 func (pgDialect) token(ctx context.Context, lc *lockConn, key, owner string, lr lockResult) (uint64, error) {
+	return pgToken(ctx, lc, lc.d.q.fence, key, owner, lr)
+}
+
+// pgToken runs the token statement q with the parameters key, owner, the
+// session's id and its transaction's id, on another connection, and
+// returns the token it committed if the statement saw the lock's
+// transaction in progress.
+func pgToken(ctx context.Context, lc *lockConn, q, key, owner string, lr lockResult) (uint64, error) {
 	c, err := lc.d.db.Conn(ctx)
 	if err != nil {
 		return 0, err
@@ -296,7 +312,7 @@ func (pgDialect) token(ctx context.Context, lc *lockConn, key, owner string, lr 
 		if !ok {
 			return fmt.Errorf("sqllock: postgres: %T is not a connection of github.com/jackc/pgx/v5/stdlib", dc)
 		}
-		return sc.Conn().QueryRow(ctx, lc.d.q.fence, []byte(key), []byte(owner), int64(lc.id), int64(lr.xid)).Scan(&tok, &status)
+		return sc.Conn().QueryRow(ctx, q, []byte(key), []byte(owner), int64(lc.id), int64(lr.xid)).Scan(&tok, &status)
 	})
 	if err != nil && lc.d.connGone(err) {
 		_ = c.Raw(func(any) error { return driver.ErrBadConn })
@@ -390,14 +406,21 @@ func pgCode(err error) string {
 	return ""
 }
 
-func (pgDialect) serverError(err error) bool { return pgCode(err) != "" }
+// serverError: errAdvisoryBusy is the server's answer too (an advisory
+// lock's try returned false).
+func (pgDialect) serverError(err error) bool {
+	return pgCode(err) != "" || errors.Is(err, errAdvisoryBusy)
+}
 
 func (pgDialect) conflict(err error) bool {
 	c := pgCode(err)
-	return c == pgLockNotAvailable || c == pgDeadlock
+	return c == pgLockNotAvailable || c == pgDeadlock || errors.Is(err, errAdvisoryBusy)
 }
 
-func (d pgDialect) retryWait(err error) bool { return d.conflict(err) }
+func (pgDialect) retryWait(err error) bool {
+	c := pgCode(err)
+	return c == pgLockNotAvailable || c == pgDeadlock
+}
 
 func (pgDialect) deadlock(err error) bool { return pgCode(err) == pgDeadlock }
 
@@ -405,6 +428,9 @@ func (pgDialect) deadlock(err error) bool { return pgCode(err) == pgDeadlock }
 // the server's own errors that end the session (FATAL: terminated,
 // idle-in-transaction timeout, shutdown; class 08, connection exceptions).
 func (pgDialect) connGone(err error) bool {
+	if errors.Is(err, errAdvisoryBusy) {
+		return false
+	}
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		return true

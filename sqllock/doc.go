@@ -110,6 +110,20 @@
 // limit (taken by acquirers with a larger one) are counted before a grant
 // stands; see semaphore.go and docs/primitives.md.
 //
+// # Read-write locks
+//
+// The Driver is a [backend.RWLocker] and [backend.RWWaiter] on both
+// dialects, in advisory mode too (Capabilities.RW = queue): a side is held
+// by a transaction on a pinned connection as a lock is, on MySQL/MariaDB
+// the row of the lock's name locked LOCK IN SHARE MODE (readers) or FOR
+// UPDATE (writers), on PostgreSQL the transaction-level advisory lock of
+// its hash, shared or exclusive. The server queues a new shared request
+// behind a waiting exclusive one, so a waiting writer keeps new readers
+// out. A write grant's token is the name's counter in the fence table,
+// bumped and committed before the grant returns; a read grant's is that
+// counter, the last write's. The read-write lock of a key never meets its
+// mutex or semaphore. See rwlock.go and docs/sql.md.
+//
 // # Errors
 //
 // A key held by another session is a *backend.NotAcquiredError (matching

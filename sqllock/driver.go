@@ -16,8 +16,9 @@ import (
 // Driver is a distlock backend over one MySQL, MariaDB or PostgreSQL server. Each held
 // lock pins one connection of the *sql.DB with an open transaction that
 // holds the lock row's exclusive row lock. It implements [backend.Driver],
-// [backend.Waiter], [backend.Inspector] and [backend.Semaphorer]; it is
-// safe for concurrent use.
+// [backend.Waiter], [backend.Inspector], [backend.Semaphorer] and
+// [backend.RWLocker] with [backend.RWWaiter]; it is safe for concurrent
+// use.
 type Driver struct {
 	db      *sql.DB
 	ownDB   bool   // opened from a URL: Close closes it
@@ -125,6 +126,9 @@ func (d *Driver) Capabilities() backend.Capabilities {
 	}
 	if d.semDia() != nil {
 		c.Semaphore = backend.WaitPoll // semaphore.go: SKIP LOCKED never waits
+	}
+	if _, ok := d.dia.(rwDialect); ok {
+		c.RW = backend.WaitQueue // rwlock.go: waiters queue in the server
 	}
 	return c
 }

@@ -23,7 +23,7 @@ type lockResult struct {
 // locking statement, ectx the creation.
 func (lc *lockConn) lockRow(ctx, ectx context.Context, key, owner string, nowait bool) (lockResult, error) {
 	for range 3 {
-		lr, err := lc.d.dia.lockOnce(ctx, lc, key, owner, nowait)
+		lr, err := lc.lockOnce(ctx, key, owner, nowait)
 		if err != nil || lr.found {
 			return lr, err
 		}
@@ -35,6 +35,14 @@ func (lc *lockConn) lockRow(ctx, ectx context.Context, key, owner string, nowait
 		}
 	}
 	return lockResult{}, errNoRow
+}
+
+// lockOnce makes one locking attempt: lc.lock's, or the dialect's mutex.
+func (lc *lockConn) lockOnce(ctx context.Context, key, owner string, nowait bool) (lockResult, error) {
+	if lc.lock != nil {
+		return lc.lock(ctx, lc, key, owner, nowait)
+	}
+	return lc.d.dia.lockOnce(ctx, lc, key, owner, nowait)
 }
 
 // blockingLock is lockRow without NOWAIT, honouring ctx: when ctx ends,

@@ -80,16 +80,19 @@ func (d *Driver) semDia() semDialect {
 	return sd
 }
 
-// semCounter names the fencing counter of semaphore key: the key after a
-// \x01 byte, which no lock key has (keys have no control characters), so
-// a lock and a semaphore of the same name count apart; a key too long for
-// that is replaced by its SHA-256.
-func semCounter(key string) string {
-	if len(key) < maxKeyLen-4 {
-		return "\x01sem" + key
+// semCounter names the fencing counter of semaphore key (see nsName), so
+// a lock and a semaphore of the same name count apart.
+func semCounter(key string) string { return nsName("sem", key) }
+
+// nsName names key in the namespace ns of the driver's own names: the key
+// after a \x01 byte and ns, which no lock key has (keys have no control
+// characters); a key too long for that is replaced by its SHA-256.
+func nsName(ns, key string) string {
+	if len(key) < maxKeyLen-1-len(ns) {
+		return "\x01" + ns + key
 	}
 	h := sha256.Sum256([]byte(key))
-	return "\x01sem#" + hex.EncodeToString(h[:])
+	return "\x01" + ns + "#" + hex.EncodeToString(h[:])
 }
 
 // TryAcquirePermits takes req.Permits free permit slots of the semaphore

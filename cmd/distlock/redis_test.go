@@ -312,7 +312,18 @@ func TestRunReadWriteAgainstRedis(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Redis server")
 	}
-	url := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis}).URL()
+	runReadWrite(t, sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis}).URL())
+}
+
+// TestRunReadWriteAgainstMariaDB: the same on the SQL backend.
+func TestRunReadWriteAgainstMariaDB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a MariaDB server")
+	}
+	runReadWrite(t, sandbox.StartT(t, sandbox.Spec{Kind: sandbox.MariaDB}).URL())
+}
+
+func runReadWrite(t *testing.T, url string) {
 	var stdins []interface{ Close() error }
 	var readers []*exec.Cmd
 	for i := range 2 {
