@@ -278,6 +278,13 @@ func (l *Locker) lose(h *hold, cause error) {
 	if h.state != holdHeld {
 		return
 	}
+	if l.closed && errors.Is(cause, context.Canceled) {
+		// Close canceled this lock's renewal, and the driver gave the lock
+		// up with it (an SQL connection closed under an abandoned
+		// statement): the lock was held until Close, which ends the hold
+		// as it ends every other (released, not lost).
+		return
+	}
 	lost := &lostError{key: h.key, cause: cause}
 	l.endLocked(h, lost)
 	delete(l.holds, h.hk())

@@ -1,0 +1,93 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/memlock"
+)
+
+// cancelLosesDriver's locks are lost when a Refresh's ctx ends while the
+// renewal is in flight, as an SQL lock is: the abandoned statement leaves
+// its connection in an unknown state, the driver closes it (freeing the
+// row) and reports the loss through OnLost.
+type cancelLosesDriver struct {
+	backend.Driver
+	refreshing chan struct{} // a Refresh has started
+}
+
+func (d *cancelLosesDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	g, err := d.Driver.TryAcquire(ctx, req)
+	if err == nil {
+		g.Lock = &cancelLosesLock{Lock: g.Lock, d: d, onLost: req.OnLost}
+	}
+	return g, err
+}
+
+type cancelLosesLock struct {
+	backend.Lock
+	d      *cancelLosesDriver
+	onLost func(error)
+	lost   atomic.Bool
+}
+
+func (l *cancelLosesLock) Refresh(ctx context.Context, ttl time.Duration) error {
+	select {
+	case l.d.refreshing <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	l.lost.Store(true)
+	_ = l.Lock.Release(context.Background())
+	err := fmt.Errorf("cancelloses: refresh: %w: its connection failed: %w", backend.ErrNotHeld, ctx.Err())
+	if l.onLost != nil {
+		l.onLost(err)
+	}
+	return err
+}
+
+func (l *cancelLosesLock) Release(ctx context.Context) error {
+	if l.lost.Load() {
+		return fmt.Errorf("cancelloses: release: %w", backend.ErrNotHeld)
+	}
+	return l.Lock.Release(ctx)
+}
+
+// TestCloseDuringRenewal: a Locker closed while a lease's renewal is in
+// flight ends that lease as it ends every other, released by the close
+// (ErrReleased), even when canceling the renewal is what freed the lock
+// in the store; it is not reported lost, which would tell the holder that
+// another may have had the lock while it thought it held it. (Seen on
+// SQL: conformance Close failed once with "lost ... context canceled".)
+func TestCloseDuringRenewal(t *testing.T) {
+	inner, err := memlock.NewStore().NewDriver(&memlock.Options{Wait: backend.WaitPoll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &cancelLosesDriver{Driver: inner, refreshing: make(chan struct{}, 1)}
+	l := distlock.New(d)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	le, err := l.Acquire(ctx, "k", distlock.WithTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-d.refreshing:
+	case <-ctx.Done():
+		t.Fatal("no renewal started")
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	<-le.Done()
+	if err := le.Err(); !errors.Is(err, distlock.ErrReleased) || errors.Is(err, distlock.ErrLost) {
+		t.Errorf("lease after Close during its renewal: %v, want ErrReleased and not ErrLost", err)
+	}
+}
