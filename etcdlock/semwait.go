@@ -2,7 +2,6 @@ package etcdlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -45,22 +44,7 @@ type semWaiter struct{ waiter }
 // wait returns nil once our key holds. Transient failures keep our place
 // in line and are retried with backoff while our lease lives.
 func (w *semWaiter) wait(ctx context.Context, q semQueue) error {
-	delay := 5 * time.Millisecond
-	for !q.holds {
-		next, err := w.waitFor(ctx, q)
-		if err == nil {
-			q, delay = next, 5*time.Millisecond
-			continue
-		}
-		if !errors.Is(err, backend.ErrUnavailable) {
-			return err
-		}
-		if err := w.pause(ctx, delay, err); err != nil {
-			return err
-		}
-		delay = min(2*delay, time.Second)
-	}
-	return nil
+	return waitInLine(ctx, q, func(q semQueue) bool { return q.holds }, w.waitFor, w.pause)
 }
 
 // followFrom is the index in q.ahead of the oldest key a waiter with view

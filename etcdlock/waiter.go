@@ -55,17 +55,27 @@ type waiter struct {
 // (no leader, connection lost) keep our place in line and are retried with
 // backoff while our lease lives.
 func (w *waiter) wait(ctx context.Context, qv queueView) error {
+	return waitInLine(ctx, qv, queueView.first, w.waitFor, w.pause)
+}
+
+// waitInLine steps a waiter's view v forward (step waits for the next
+// change ahead of it) until holds says it holds. A step failing with
+// ErrUnavailable keeps the waiter's place in line: pause waits with
+// backoff (5 ms doubling to 1 s) and decides whether to go on; any other
+// error ends the wait.
+func waitInLine[V any](ctx context.Context, v V, holds func(V) bool,
+	step func(context.Context, V) (V, error), pause func(context.Context, time.Duration, error) error) error {
 	delay := 5 * time.Millisecond
-	for !qv.first() {
-		next, err := w.waitFor(ctx, qv)
+	for !holds(v) {
+		next, err := step(ctx, v)
 		if err == nil {
-			qv, delay = next, 5*time.Millisecond
+			v, delay = next, 5*time.Millisecond
 			continue
 		}
 		if !errors.Is(err, backend.ErrUnavailable) {
 			return err
 		}
-		if err := w.pause(ctx, delay, err); err != nil {
+		if err := pause(ctx, delay, err); err != nil {
 			return err
 		}
 		delay = min(2*delay, time.Second)
