@@ -285,12 +285,19 @@ func TestPrimsProgress(t *testing.T) {
 		hold("c0", Read, 0, 0, 0, 1, 50),
 		hold("c1", Write, 0, 3, 0, 50, 60),
 	}}
+	lockUpdate := func() { // the lock's own progress, after the heal
+		g := &reg{accept: accepts, now: h.LastHeal}
+		rmw(g, "c9", "Z", 1)
+		h.Ops = g.ops
+	}
 	h.LastHeal = h.Holds[0].Start - int64(time.Millisecond)
+	lockUpdate()
 	r := Check(h, Options{RecoveryBound: time.Second})
 	if !r.OK() || r.PrimsRecovery["write grant"] != 50*time.Millisecond {
 		t.Fatalf("%s %v", report(r), r.PrimsRecovery)
 	}
 	h.LastHeal = h.Holds[0].Start + int64(39*time.Millisecond) // only the write after it
+	lockUpdate()
 	r = Check(h, Options{RecoveryBound: time.Second})
 	if k := kinds(r); k["progress"] != 2 {
 		t.Fatalf("want progress violations for the semaphore and the reads:\n%s", report(r))
