@@ -32,7 +32,7 @@ var charts = map[string]chartSpec{
 		axis: "grants per second, all clients together (log scale)"},
 	"semaphore": {metric: "acq/s", title: "semaphore: acquisitions per second, one permit at a time (higher is better)",
 		axis: "grants per second, all clients together (log scale)"},
-	"rw": {metric: "acq/s", title: "read-write lock: acquisitions per second, reads and writes (higher is better)",
+	"rw": {metric: "acq/s", title: "read-write lock: reads and writes per second (higher is better)",
 		axis: "grants per second, all clients together (log scale)"},
 	"crash-recovery": {metric: "recovery", title: "crash recovery: holder killed → next grant (lower is better)",
 		axis: "time from the holder's death to the waiter's grant (log scale)", ttlRef: true},

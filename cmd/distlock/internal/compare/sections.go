@@ -83,11 +83,11 @@ var texts = map[string]workloadText{
 			"Acquisitions per second of all clients together, reads and writes: <b>higher is better</b>; a waiting writer keeps new readers out, " +
 			"so the write waits say what writers pay under a stream of readers. Only distlock runs it (the peer libraries have no read-write lock); " +
 			"a backend without native read-write locks is listed as unsupported (distlock refuses to imitate them with locks).",
-		Columns: []column{{"acq/s", "acq/s"}, {"read acq/s", "read acq/s"}, {"write acq/s", "write acq/s"}, {"read wait p99", "read wait p99"},
-			{"write wait p99", "write wait p99"}, {"max readers", "max readers"}, {"violations", "violations"}},
+		Columns: []column{{"acq/s", "acq/s"}, {"read acq/s", "read acq/s"}, {"write acq/s", "write acq/s"},
+			{"write wait p99", "write wait p99"}, {"violations", "violations"}},
 		Explain: []explain{
-			{"wait", "from asking for a side to getting it, every client's waits of that side pooled (the write wait p50 is in report.json and on stdout)."},
-			{"max readers", "the most readers the clients saw holding at once."},
+			{"write wait", "from asking for the write side to getting it, every client's write waits pooled. " +
+				"The read wait p99, write wait p50 and the most readers seen holding at once are in report.json and on stdout."},
 			{"violations", "grants that found a writer holding, and writers' grants that found anyone holding, added over the rounds: anything but 0 is a broken read-write lock (the command fails)."},
 		},
 	},
