@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -17,25 +18,33 @@ import (
 
 	"github.com/distlock/distlock"
 	_ "github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/faults/internal/check"
 	_ "github.com/distlock/distlock/redislock"
 	_ "github.com/distlock/distlock/sqllock"
 	_ "github.com/distlock/distlock/zklock"
 )
 
 // A client does read-modify-write cycles on the register under the lock,
-// and reports what it did as records: the answer times of its register
-// operations, and the holds it believed it had.
+// and, where the store offers them, takes and releases permits of a
+// semaphore and both sides of a read-write lock (all three named by the
+// same key, which names three independent things), each in a loop of its
+// own. It reports what it did as records: the answer times of its
+// register operations, and the holds it believed it had.
 
 // rec is one record a client reports (a line "FAULTREC {json}" on a child
 // process's stdout).
 type rec struct {
-	T   string `json:"t"` // "ret": an op answered; "hold": acquired; "dl": the lease's deadline; "end": the hold ended
-	C   string `json:"c"`
-	S   int64  `json:"s,omitempty"`
-	At  int64  `json:"at,omitempty"`
-	Tok uint64 `json:"tok,omitempty"`
-	Own string `json:"own,omitempty"`
-	Cut string `json:"cut,omitempty"`
+	T    string `json:"t"` // "ret": an op answered; "hold": acquired; "dl": the lease's deadline; "end": the hold ended; "prims": what the client drives
+	C    string `json:"c"`
+	S    int64  `json:"s,omitempty"`
+	At   int64  `json:"at,omitempty"`
+	Tok  uint64 `json:"tok,omitempty"`
+	Own  string `json:"own,omitempty"`
+	Cut  string `json:"cut,omitempty"`
+	P    string `json:"p,omitempty"`    // the hold's kind (check.Lock, Sem, Read, Write)
+	N    int    `json:"n,omitempty"`    // hold: the permits held; prims: the semaphore's limit (0: none)
+	Call int64  `json:"call,omitempty"` // hold: when the acquisition was called
+	RW   bool   `json:"rw,omitempty"`   // prims: the client drives the read-write lock
 }
 
 const recPrefix = "FAULTREC "
@@ -47,6 +56,7 @@ type clientConfig struct {
 	Key      string        `json:"key"`
 	TTL      time.Duration `json:"ttl"`
 	Seed     uint64        `json:"seed"`
+	SemLimit int           `json:"sem_limit"`
 }
 
 const childEnv = "DISTLOCK_FAULTS_CHILD"
@@ -84,9 +94,90 @@ func TestHelperFaultClient(t *testing.T) {
 	runClient(ctx, cfg, l, &http.Client{Transport: tr, Timeout: 10 * time.Second}, emit)
 }
 
-// runClient runs cycles until ctx ends: acquire, 1-3 fenced
-// read-modify-writes with jitter, release.
+// runClient runs the client's loops until ctx ends: the lock's, and the
+// semaphore's and the read-write lock's where the store offers them.
 func runClient(ctx context.Context, cfg clientConfig, l *distlock.Locker, hc *http.Client, emit func(rec)) {
+	prims := rec{T: "prims", C: cfg.ID}
+	sem, err := l.Semaphore(cfg.Key, cfg.SemLimit)
+	if !errors.Is(err, distlock.ErrUnsupported) {
+		prims.N = cfg.SemLimit // another error: no grants, which the progress check reports
+	}
+	rw, rwErr := l.RWMutex(cfg.Key)
+	prims.RW = !errors.Is(rwErr, distlock.ErrUnsupported)
+	emit(prims)
+	var wg sync.WaitGroup
+	if err == nil {
+		wg.Go(func() { runSemaphore(ctx, cfg, sem, emit) })
+	}
+	if rwErr == nil {
+		wg.Go(func() { runRW(ctx, cfg, rw, emit) })
+	}
+	runLock(ctx, cfg, l, hc, emit)
+	wg.Wait()
+}
+
+// pause waits up to max (random), or until ctx ends.
+func pause(ctx context.Context, rng *rand.Rand, max time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Duration(rng.Int64N(int64(max)))):
+	}
+}
+
+// A holding reports one hold: "hold" when the lease is granted, "dl"
+// with its deadline, "end" when it ends (at the release call, the loss
+// the client observed, or the lease's deadline, whichever came first).
+type holding struct {
+	emit   func(rec)
+	id     string
+	kind   string
+	le     *distlock.Lease
+	doneAt chan time.Time
+}
+
+func startHold(emit func(rec), id, kind string, call time.Time, le *distlock.Lease) *holding {
+	start := time.Now()
+	h := &holding{emit: emit, id: id, kind: kind, le: le, doneAt: make(chan time.Time, 1)}
+	go func() { <-le.Done(); h.doneAt <- time.Now() }()
+	emit(rec{T: "hold", C: id, P: kind, N: le.Permits(), Call: call.UnixNano(), At: start.UnixNano(), Tok: le.Token(), Own: le.Owner()})
+	h.deadline()
+	return h
+}
+
+// deadline reports the lease's current validity deadline.
+func (h *holding) deadline() {
+	h.emit(rec{T: "dl", C: h.id, P: h.kind, At: h.le.Deadline().UnixNano()})
+}
+
+// end reports the hold's end, then releases the lease.
+func (h *holding) end() {
+	end, cut := time.Now(), "release"
+	select {
+	case at := <-h.doneAt:
+		end, cut = at, "lost"
+	default:
+	}
+	if dl := h.le.Deadline(); dl.Before(end) {
+		end, cut = dl, cut+"/deadline"
+	}
+	h.emit(rec{T: "end", C: h.id, P: h.kind, At: end.UnixNano(), Tok: h.le.Token(), Own: h.le.Owner(), Cut: cut})
+	rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_ = h.le.Release(rctx)
+	rcancel()
+}
+
+// hold keeps le for up to max (random), less if it is lost or ctx ends.
+func hold(ctx context.Context, rng *rand.Rand, le *distlock.Lease, max time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-le.Context().Done():
+	case <-time.After(time.Duration(rng.Int64N(int64(max)))):
+	}
+}
+
+// runLock runs cycles until ctx ends: acquire, 1-3 fenced
+// read-modify-writes with jitter, release.
+func runLock(ctx context.Context, cfg clientConfig, l *distlock.Locker, hc *http.Client, emit func(rec)) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 7))
 	var seq int64
 	op := func(write bool, tok uint64, owner string, in int64) (opResp, bool) {
@@ -105,27 +196,17 @@ func runClient(ctx context.Context, cfg clientConfig, l *distlock.Locker, hc *ht
 		emit(rec{T: "ret", C: cfg.ID, S: seq, At: time.Now().UnixNano()})
 		return out, true
 	}
-	jitter := func(max time.Duration) {
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Duration(rng.Int64N(int64(max)))):
-		}
-	}
 	for ctx.Err() == nil {
+		call := time.Now()
 		actx, cancel := context.WithTimeout(ctx, 5*cfg.TTL)
 		le, err := l.Acquire(actx, cfg.Key)
 		cancel()
 		if err != nil {
-			jitter(100 * time.Millisecond)
+			pause(ctx, rng, 100*time.Millisecond)
 			continue
 		}
-		start := time.Now()
-		doneAt := make(chan time.Time, 1)
-		go func() { <-le.Done(); doneAt <- time.Now() }()
-		emit(rec{T: "hold", C: cfg.ID, At: start.UnixNano(), Tok: le.Token(), Own: le.Owner()})
-		emit(rec{T: "dl", C: cfg.ID, At: le.Deadline().UnixNano()})
+		h := startHold(emit, cfg.ID, check.Lock, call, le)
 		rounds := 1 + rng.IntN(3)
-		cut := "release"
 		for range rounds {
 			if le.Context().Err() != nil {
 				break
@@ -134,29 +215,72 @@ func runClient(ctx context.Context, cfg clientConfig, l *distlock.Locker, hc *ht
 			if !ok || !r.OK {
 				break
 			}
-			jitter(20 * time.Millisecond)
+			pause(ctx, rng, 20*time.Millisecond)
 			if le.Context().Err() != nil {
 				break
 			}
 			if w, ok := op(true, le.Token(), le.Owner(), r.V+1); !ok || !w.OK {
 				break
 			}
-			emit(rec{T: "dl", C: cfg.ID, At: le.Deadline().UnixNano()})
+			h.deadline()
 		}
-		end := time.Now()
-		select {
-		case at := <-doneAt:
-			end, cut = at, "lost"
-		default:
+		h.end()
+		pause(ctx, rng, 20*time.Millisecond)
+	}
+}
+
+// runSemaphore runs cycles until ctx ends: acquire 1 permit (2 one time
+// in three), hold them 0-40 ms, release.
+func runSemaphore(ctx context.Context, cfg clientConfig, sem *distlock.Semaphore, emit func(rec)) {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 8))
+	for ctx.Err() == nil {
+		n := 1
+		if rng.IntN(3) == 0 {
+			n = min(2, sem.Limit())
 		}
-		if dl := le.Deadline(); dl.Before(end) {
-			end, cut = dl, cut+"/deadline"
+		call := time.Now()
+		actx, cancel := context.WithTimeout(ctx, 5*cfg.TTL)
+		le, err := sem.AcquireN(actx, n)
+		cancel()
+		if err != nil {
+			pause(ctx, rng, 100*time.Millisecond)
+			continue
 		}
-		emit(rec{T: "end", C: cfg.ID, At: end.UnixNano(), Tok: le.Token(), Own: le.Owner(), Cut: cut})
-		rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_ = le.Release(rctx)
-		rcancel()
-		jitter(20 * time.Millisecond)
+		h := startHold(emit, cfg.ID, check.Sem, call, le)
+		hold(ctx, rng, le, 40*time.Millisecond)
+		h.end()
+		pause(ctx, rng, 20*time.Millisecond)
+	}
+}
+
+// runRW runs cycles until ctx ends: take the write side (three times in
+// ten) or the read side, hold it 0-40 ms, release.
+func runRW(ctx context.Context, cfg clientConfig, rw *distlock.RWMutex, emit func(rec)) {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 9))
+	for ctx.Err() == nil {
+		write := rng.IntN(10) < 3
+		call := time.Now()
+		actx, cancel := context.WithTimeout(ctx, 5*cfg.TTL)
+		var le *distlock.Lease
+		var err error
+		if write {
+			le, err = rw.Lock(actx)
+		} else {
+			le, err = rw.RLock(actx)
+		}
+		cancel()
+		if err != nil {
+			pause(ctx, rng, 100*time.Millisecond)
+			continue
+		}
+		kind := check.Read
+		if write {
+			kind = check.Write
+		}
+		h := startHold(emit, cfg.ID, kind, call, le)
+		hold(ctx, rng, le, 40*time.Millisecond)
+		h.end()
+		pause(ctx, rng, 20*time.Millisecond)
 	}
 }
 

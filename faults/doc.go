@@ -3,5 +3,7 @@
 // do fenced read-modify-writes on a register under the lock while a seeded
 // schedule kills, stops, partitions and drops replies of clients and
 // pauses and restarts servers, and package faults/internal/check judges
-// the recorded history.
+// the recorded history. Where the store offers them, the clients also take
+// permits of a semaphore and both sides of a read-write lock under the
+// same faults, and the checker judges those holds and their tokens.
 package faults

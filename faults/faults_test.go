@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/memlock"
 )
 
 // Environment:
@@ -100,7 +101,11 @@ func TestFaults(t *testing.T) {
 // The checker must be able to fail: against memlock wrapped so that its
 // grants ignore the holder (overlapping holds), and with a register that
 // also accepts stale tokens (lost updates, tokens going backwards, a
-// history that is not linearizable).
+// history that is not linearizable); against memlock whose semaphore and
+// read-write lock grant over their holders (permits over the limit, a
+// writer with readers or writers), and whose grants of them carry bad
+// tokens (repeated permit tokens, write tokens going down, reads with
+// token 0 after writes).
 func TestCheckerCatchesBrokenLock(t *testing.T) {
 	if os.Getenv(childEnv) != "" {
 		t.Skip("client process")
@@ -114,10 +119,15 @@ func TestCheckerCatchesBrokenLock(t *testing.T) {
 	}{
 		{"grants-ignore-holder", false, []string{"overlap"}},
 		{"register-accepts-stale", true, []string{"overlap", "lost-update", "token-order", "linearizability"}},
+		{primsIgnoreHolders, false, []string{"sem-limit", "rw-exclusion"}},
+		{primsBadTokens, false, []string{"sem-token", "rw-write-token", "rw-read-token"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tg := target{name: c.name, ttl: time.Second, kinds: []string{fKill, fPause},
-				wrap: func(d backend.Driver) backend.Driver { return &grantAlways{Driver: d} }, acceptStale: c.acceptStale}
+			wrap := func(d backend.Driver) backend.Driver { return &grantAlways{Driver: d} }
+			if strings.HasPrefix(c.name, "primitives-") {
+				wrap = func(d backend.Driver) backend.Driver { return &brokenPrims{Driver: d.(*memlock.Driver), bug: c.name} }
+			}
+			tg := target{name: c.name, ttl: time.Second, kinds: []string{fKill, fPause}, wrap: wrap, acceptStale: c.acceptStale}
 			o := execute(t, tg, cfg)
 			t.Logf("%s\n%s", o.res.Summary(), firstLines(o.report, 30))
 			got := map[string]bool{}
@@ -166,3 +176,42 @@ type nopLock struct{}
 
 func (nopLock) Refresh(context.Context, time.Duration) error { return nil }
 func (nopLock) Release(context.Context) error                { return nil }
+
+// The bugs of brokenPrims.
+const (
+	primsIgnoreHolders = "primitives-grant-over-holders" // a refused permit or write is granted anyway
+	primsBadTokens     = "primitives-bad-tokens"         // permits all token 7, write tokens go down, reads token 0
+)
+
+// brokenPrims is memlock (the lock intact) with a broken semaphore and
+// read-write lock.
+type brokenPrims struct {
+	*memlock.Driver
+	bug string
+}
+
+var downTokens atomic.Uint64
+
+func (d *brokenPrims) TryAcquirePermits(ctx context.Context, req backend.SemaphoreRequest) (backend.Grant, error) {
+	g, err := d.Driver.TryAcquirePermits(ctx, req)
+	switch {
+	case d.bug == primsIgnoreHolders && errors.Is(err, backend.ErrNotAcquired):
+		return backend.Grant{Lock: nopLock{}, Token: brokenTokens.Add(1), TTL: req.TTL, ValidFrom: time.Now()}, nil
+	case d.bug == primsBadTokens && err == nil:
+		g.Token = 7
+	}
+	return g, err
+}
+
+func (d *brokenPrims) TryAcquireRW(ctx context.Context, req backend.Request, mode backend.RWMode, waiting bool) (backend.Grant, error) {
+	g, err := d.Driver.TryAcquireRW(ctx, req, mode, waiting)
+	switch {
+	case d.bug == primsIgnoreHolders && mode == backend.Write && errors.Is(err, backend.ErrNotAcquired):
+		return backend.Grant{Lock: nopLock{}, Token: brokenTokens.Add(1), TTL: req.TTL, ValidFrom: time.Now()}, nil
+	case d.bug == primsBadTokens && err == nil && mode == backend.Write:
+		g.Token = 1<<40 - downTokens.Add(1)
+	case d.bug == primsBadTokens && err == nil:
+		g.Token = 0
+	}
+	return g, err
+}

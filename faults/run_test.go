@@ -86,8 +86,14 @@ type target struct {
 	ttl time.Duration
 	// byDesign: the store may double-grant on failover or restart
 	// (Redis single node and Cluster); overlaps are reported as double
-	// grants, not violations.
+	// grants, not violations (and so are permits over the semaphore's
+	// limit and a writer with another holder of the read-write lock).
 	byDesign bool
+	// tokensRepeat: the store's fencing tokens may repeat or go back
+	// (Redis Cluster: a failover to a replica that missed the counter's
+	// last increment, redis.md); the semaphore's and read-write lock's
+	// token anomalies are counted, not violations.
+	tokensRepeat bool
 	// noProxy: clients cannot dial through proxies (Redis Cluster clients
 	// follow the addresses the cluster announces).
 	noProxy bool
@@ -110,6 +116,10 @@ type target struct {
 
 const ttl = 2 * time.Second
 
+// semLimit is the limit of the semaphore the clients share (each takes 1
+// permit, or 2 one time in three).
+const semLimit = 2
+
 func withTTL(u string) string {
 	sep := "?"
 	if strings.Contains(u, "?") {
@@ -126,7 +136,7 @@ func targets() []target {
 		{name: "mem", ttl: time.Second},
 		{name: "redis", spec: &sandbox.Spec{Kind: sandbox.Redis, Persistent: true}, url: redis(""), ttl: ttl, byDesign: true},
 		{name: "redlock", spec: &sandbox.Spec{Kind: sandbox.Redis, Nodes: 3, Persistent: true}, url: redis("?mode=redlock"), ttl: ttl},
-		{name: "redis-cluster", spec: &sandbox.Spec{Kind: sandbox.Redis, Topology: sandbox.Cluster, Replicas: 1}, url: redis(""), ttl: ttl, byDesign: true, noProxy: true},
+		{name: "redis-cluster", spec: &sandbox.Spec{Kind: sandbox.Redis, Topology: sandbox.Cluster, Replicas: 1}, url: redis(""), ttl: ttl, byDesign: true, tokensRepeat: true, noProxy: true},
 		{name: "mysql", spec: &sandbox.Spec{Kind: sandbox.MariaDB}, url: func(a []string) string { return withTTL(sandbox.MySQLURL(a[0])) }, ttl: ttl},
 		{name: "postgres", spec: &sandbox.Spec{Kind: sandbox.Postgres}, url: func(a []string) string { return withTTL(sandbox.PostgresURL(a[0])) }, ttl: ttl},
 		{name: "zk", spec: &sandbox.Spec{Kind: sandbox.ZooKeeper}, url: func(a []string) string { return withTTL(sandbox.ZooKeeperURL(a...)) }, ttl: ttl},
@@ -167,12 +177,18 @@ type run struct {
 	key  string
 	gens []int // per slot: processes started
 
-	mu     sync.Mutex
-	open   map[string]*openHold
-	holds  []check.Hold
-	faults []check.Fault
-	counts map[string]int
-	notes  []string
+	mu sync.Mutex
+	// open holds by client and kind (openKey)
+	open  map[string]*openHold
+	holds []check.Hold
+	// What the clients drive besides the lock (their "prims" records),
+	// and when each kind of hold last started.
+	semLimit  int
+	rw        bool
+	lastStart map[string]int64
+	faults    []check.Fault
+	counts    map[string]int
+	notes     []string
 	// dropped counts the replies the proxies lost.
 	dropped atomic.Int64
 }
@@ -182,6 +198,8 @@ type openHold struct {
 	deadline int64
 }
 
+func openKey(client, kind string) string { return client + "/" + kind }
+
 func (r *run) handle(x rec) {
 	switch x.T {
 	case "ret":
@@ -190,35 +208,53 @@ func (r *run) handle(x rec) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	k := openKey(x.C, x.P)
 	switch x.T {
+	case "prims":
+		r.semLimit = max(r.semLimit, x.N)
+		r.rw = r.rw || x.RW
 	case "hold":
-		r.open[x.C] = &openHold{h: check.Hold{Client: x.C, Token: x.Tok, Owner: x.Own, Start: x.At}}
+		r.open[k] = &openHold{h: check.Hold{Client: x.C, Kind: x.P, Permits: x.N, Token: x.Tok, Owner: x.Own, Call: x.Call, Start: x.At}}
+		r.lastStart[x.P] = max(r.lastStart[x.P], x.At)
 	case "dl":
-		if o := r.open[x.C]; o != nil {
+		if o := r.open[k]; o != nil {
 			o.deadline = x.At
 		}
 	case "end":
-		if o := r.open[x.C]; o != nil {
+		if o := r.open[k]; o != nil {
 			o.h.End, o.h.Cut = x.At, x.Cut
 			r.holds = append(r.holds, o.h)
-			delete(r.open, x.C)
+			delete(r.open, k)
 		}
 	}
 }
 
-// closeHold ends c's open hold, if any, at the earlier of at and the last
-// deadline it reported (its process died or the run ended).
+// closeHold ends c's open holds, if any, each at the earlier of at and the
+// last deadline it reported (its process died or the run ended).
 func (r *run) closeHold(c string, at int64, why string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if o := r.open[c]; o != nil {
+	for k, o := range r.open {
+		if o.h.Client != c {
+			continue
+		}
 		o.h.End, o.h.Cut = at, why
 		if o.deadline != 0 && o.deadline < at {
 			o.h.End, o.h.Cut = o.deadline, why+"/deadline"
 		}
 		r.holds = append(r.holds, o.h)
-		delete(r.open, c)
+		delete(r.open, k)
 	}
+}
+
+// primsAfter reports whether every primitive the clients drive besides
+// the lock was granted after t (unix ns): a semaphore grant, a read and a
+// write.
+func (r *run) primsAfter(t int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ok := r.semLimit == 0 || r.lastStart[check.Sem] > t
+	return ok && (!r.rw || (r.lastStart[check.Read] > t && r.lastStart[check.Write] > t))
 }
 
 // nodeAddrs are the servers' current addresses.
@@ -298,7 +334,7 @@ type outcome struct {
 
 // execute runs tg under a seeded schedule and judges the history.
 func execute(t *testing.T, tg target, cfg runConfig) outcome {
-	r := &run{t: t, tg: tg, cfg: cfg, key: "faults", gens: make([]int, cfg.clients), open: map[string]*openHold{}, counts: map[string]int{}}
+	r := &run{t: t, tg: tg, cfg: cfg, key: "faults", gens: make([]int, cfg.clients), open: map[string]*openHold{}, counts: map[string]int{}, lastStart: map[string]int64{}}
 	var err error
 	r.reg, err = startRegister(tg.acceptStale)
 	if err != nil {
@@ -371,9 +407,9 @@ func execute(t *testing.T, tg target, cfg runConfig) outcome {
 		time.Sleep(d)
 	}
 	// Progress: wait (bounded) for a write accepted after the last heal,
-	// then a little longer.
+	// and a grant of each other primitive, then a little longer.
 	if !lastHeal.IsZero() {
-		for until := time.Now().Add(cfg.recovery); time.Now().Before(until) && !r.reg.writeAfter(lastHeal.UnixNano()); {
+		for until := time.Now().Add(cfg.recovery); time.Now().Before(until) && !(r.reg.writeAfter(lastHeal.UnixNano()) && r.primsAfter(lastHeal.UnixNano())); {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
@@ -382,21 +418,21 @@ func execute(t *testing.T, tg target, cfg runConfig) outcome {
 	end := time.Now().UnixNano()
 	r.mu.Lock()
 	var left []string
-	for c := range r.open {
-		left = append(left, c)
+	for _, o := range r.open {
+		left = append(left, o.h.Client)
 	}
 	r.mu.Unlock()
 	for _, c := range left {
 		r.closeHold(c, end, "end")
 	}
 	r.mu.Lock()
-	h := check.History{Ops: r.reg.history(), Holds: r.holds, Faults: r.faults, End: end}
+	h := check.History{Ops: r.reg.history(), Holds: r.holds, Faults: r.faults, End: end, SemLimit: r.semLimit, RW: r.rw}
 	if !lastHeal.IsZero() {
 		h.LastHeal = lastHeal.UnixNano()
 	}
 	notes := r.notes
 	r.mu.Unlock()
-	res := check.Check(h, check.Options{DoubleGrantsByDesign: tg.byDesign, RecoveryBound: cfg.recovery})
+	res := check.Check(h, check.Options{DoubleGrantsByDesign: tg.byDesign, TokensMayRepeat: tg.tokensRepeat, RecoveryBound: cfg.recovery})
 	var b strings.Builder
 	res.Report(&b)
 	for _, n := range notes {

@@ -31,6 +31,7 @@ func (r *run) startClient(ctx context.Context, i int) (client, error) {
 		Key:      r.key,
 		TTL:      r.tg.ttl,
 		Seed:     r.cfg.seed ^ uint64(i<<20|r.gens[i]),
+		SemLimit: semLimit,
 	}
 	if r.tg.spec == nil {
 		return r.startMemClient(cfg)

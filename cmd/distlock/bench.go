@@ -47,8 +47,10 @@ UPDATE on MySQL, concurrency.Mutex on etcd, zk.Lock on ZooKeeper) and one
 bare round trip of the store (its floor).
 
 The semaphore workload (--semaphore-workers clients on one semaphore of
---permits permits) runs distlock alone, and lists a backend without a
-native semaphore as unsupported.
+--permits permits) and the rw workload (--rw-workers clients on one
+read-write lock, --rw-reads percent of their acquisitions reads) run
+distlock alone, and list a backend without a native semaphore or
+read-write lock as unsupported.
 
 Backends come from --url flags (NAME=URL, or just URL), or a YAML config
 file (--config). With neither, throwaway servers are started for every
@@ -71,6 +73,9 @@ runs on any machine with nothing installed.`,
 	f.IntVar(&o.cfg.Permits, "permits", 4, "permits of the semaphore in the semaphore workload")
 	f.IntVar(&o.cfg.SemaphoreWorkers, "semaphore-workers", 16, "clients sharing the semaphore in the semaphore workload")
 	f.DurationVar(&o.cfg.SemaphoreHold, "semaphore-hold", 0, "how long each client holds its permit in the semaphore workload")
+	f.IntVar(&o.cfg.RWWorkers, "rw-workers", 16, "clients sharing the read-write lock in the rw workload")
+	f.IntVar(&o.cfg.RWReads, "rw-reads", 90, "percentage of the rw workload's acquisitions that take the read side (1 to 100)")
+	f.DurationVar(&o.cfg.RWHold, "rw-hold", 0, "how long each client holds a side in the rw workload")
 	f.IntVar(&o.cfg.Rounds, "rounds", 3, "times each workload runs on each backend (the report gives the median, min and max)")
 	f.BoolVar(&o.peers, "peers", true, "also measure each store's other lock libraries (--peers=false: distlock and the floors only)")
 	f.BoolVar(&o.noProgress, "no-progress", false, "no progress bar: one line per finished step instead")
@@ -115,6 +120,10 @@ func bench(ctx context.Context, stdout io.Writer, o benchOpts) error {
 		if v, ok := r.Metric("violations"); ok && v > 0 {
 			if r.Library != "distlock" {
 				fmt.Fprintf(os.Stderr, "distlock bench: the peer %s let two holders in at once %v times\n", r.Backend, v)
+				continue
+			}
+			if r.Workload == "rw" {
+				broken = cmp.Or(broken, fmt.Errorf("bench: %s let a writer hold the read-write lock with another holder %v times", r.Backend, v))
 				continue
 			}
 			if r.Workload == "semaphore" {

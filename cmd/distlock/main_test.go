@@ -170,11 +170,11 @@ func TestStatusJSON(t *testing.T) {
 func TestBenchWritesReport(t *testing.T) {
 	dir := t.TempDir()
 	out, code := runCLI(t, nil, "bench", "--embedded", "--duration", "300ms", "--iterations", "20",
-		"--workers", "3", "--ttl", "2s", "--rounds", "2", "--permits", "2", "--semaphore-workers", "4", "--out", dir, "--no-progress")
+		"--workers", "3", "--ttl", "2s", "--rounds", "2", "--permits", "2", "--semaphore-workers", "4", "--rw-workers", "4", "--rw-hold", "1ms", "--out", dir, "--no-progress")
 	if code != 0 {
 		t.Fatalf("bench exit %d:\n%s", code, out)
 	}
-	for _, want := range []string{"== uncontended", "== contended", "== semaphore", "== crash-recovery", "report.html"} {
+	for _, want := range []string{"== uncontended", "== contended", "== semaphore", "== rw", "== crash-recovery", "report.html"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bench output lacks %q:\n%s", want, out)
 		}
@@ -202,9 +202,9 @@ func TestBenchWritesReport(t *testing.T) {
 	}
 	// mem, embedded etcd and etcd's concurrency.Mutex run 4 workloads, the
 	// etcd floor (a bare Get) all but crash-recovery; mem and embedded
-	// etcd run the semaphore too.
-	if len(rep.Results) != 17 {
-		t.Errorf("report.json has %d results, want 17 (3 libraries × 4 workloads + the floor's 3 + 2 semaphores)", len(rep.Results))
+	// etcd run the semaphore and the read-write lock too.
+	if len(rep.Results) != 19 {
+		t.Errorf("report.json has %d results, want 19 (3 libraries × 4 workloads + the floor's 3 + 2 semaphores + 2 read-write locks)", len(rep.Results))
 	}
 	libs := map[string]bool{}
 	for _, r := range rep.Results {

@@ -52,6 +52,10 @@ type benchConfig struct {
 	Permits          int           `yaml:"permits"`
 	SemaphoreWorkers int           `yaml:"semaphore_workers"`
 	SemaphoreHold    time.Duration `yaml:"semaphore_hold"`
+
+	RWWorkers int           `yaml:"rw_workers"`
+	RWReads   int           `yaml:"rw_reads"`
+	RWHold    time.Duration `yaml:"rw_hold"`
 }
 
 func collectTargets(ctx context.Context, o *benchOpts) (*targetSet, error) {
@@ -135,6 +139,15 @@ func readBenchConfig(o *benchOpts) ([]string, error) {
 	}
 	if c.SemaphoreHold > 0 {
 		o.cfg.SemaphoreHold = c.SemaphoreHold
+	}
+	if c.RWWorkers > 0 {
+		o.cfg.RWWorkers = c.RWWorkers
+	}
+	if c.RWReads > 0 {
+		o.cfg.RWReads = c.RWReads
+	}
+	if c.RWHold > 0 {
+		o.cfg.RWHold = c.RWHold
 	}
 	if len(c.Workloads) > 0 && len(o.cfg.Workloads) == 0 {
 		o.cfg.Workloads = c.Workloads

@@ -14,6 +14,11 @@
 //     stores that may double-grant by design, such as Redis without
 //     Redlock, overlaps are counted as double grants instead);
 //   - after the last fault healed, an update was accepted within a bound.
+//
+// Where the run also drove a counting semaphore and a read-write lock
+// (prims.go), it checks their holds too: never more permits held than the
+// limit, never a writer with a reader or another writer, and the real-time
+// order of their fencing tokens.
 package check
 
 import (
@@ -44,13 +49,25 @@ type Op struct {
 	Order  int    // position in the register's apply order
 }
 
-// A Hold is one interval in which a client believed it held the lock: from
-// Acquire's return to its Release call, the loss it observed, the lease's
-// validity deadline or its process's death, whichever came first.
+// Kinds of holds.
+const (
+	Lock  = ""      // the mutex
+	Sem   = "sem"   // permits of the semaphore
+	Read  = "read"  // the read side of the read-write lock
+	Write = "write" // its write side
+)
+
+// A Hold is one interval in which a client believed it held the lock (or
+// permits, or a side of the read-write lock): from Acquire's return to its
+// Release call, the loss it observed, the lease's validity deadline or its
+// process's death, whichever came first.
 type Hold struct {
 	Client     string
+	Kind       string // Lock, Sem, Read or Write
+	Permits    int    // Sem: how many permits the grant holds
 	Token      uint64
 	Owner      string
+	Call       int64  // unix ns: the acquisition was called (0: unknown)
 	Start, End int64  // unix ns
 	Cut        string // why it ended: "release", "lost", "killed", "deadline", "end"
 }
@@ -70,6 +87,11 @@ type History struct {
 	LastHeal int64
 	// End is when the run stopped (unix ns).
 	End int64
+	// SemLimit is the semaphore's limit every client used (0: the run
+	// drove no semaphore).
+	SemLimit int
+	// RW: the run drove the read-write lock.
+	RW bool
 }
 
 // Options tune the judgement.
@@ -82,12 +104,18 @@ type Options struct {
 	RecoveryBound time.Duration
 	// LinTimeout bounds the linearizability check (0: 2 minutes).
 	LinTimeout time.Duration
+	// TokensMayRepeat: fencing tokens of the semaphore and the read-write
+	// lock may repeat or go back (a Redis Cluster failover to a replica
+	// that missed the counter's last increment, redis.md); such anomalies
+	// are counted in ByDesign, not violations. The register's checks are
+	// unaffected (its owner check rejects a repeated token).
+	TokensMayRepeat bool
 }
 
 // A Violation is one broken property, with the part of the history that
 // shows it.
 type Violation struct {
-	Kind   string // "linearizability", "token-order", "lost-update", "overlap", "progress"
+	Kind   string // "linearizability", "token-order", "lost-update", "overlap", "progress", "sem-limit", "sem-token", "rw-exclusion", "rw-write-token", "rw-read-token"
 	Msg    string
 	Window []string
 }
@@ -108,7 +136,17 @@ type Result struct {
 	StaleRejected int
 	Recovery      time.Duration
 	Recovered     bool
-	Violations    []Violation
+	// The semaphore's and the read-write lock's figures (prims.go).
+	SemLimit, SemHolds, SemMaxHeld  int
+	RWReads, RWWrites, RWMaxReaders int
+	// PrimsRecovery: after the last heal, how long until the first grant
+	// of each primitive ("semaphore grant", "read grant", "write grant").
+	PrimsRecovery map[string]time.Duration
+	// ByDesign counts, per kind, the semaphore's and read-write lock's
+	// anomalies the store allows by design (DoubleGrantsByDesign,
+	// TokensMayRepeat) instead of reporting them as violations.
+	ByDesign   map[string]int
+	Violations []Violation
 }
 
 // Check judges h.
@@ -116,7 +154,11 @@ func Check(h History, o Options) Result {
 	if o.LinTimeout == 0 {
 		o.LinTimeout = 2 * time.Minute
 	}
-	r := Result{Ops: len(h.Ops), Holds: len(h.Holds)}
+	byKind := map[string][]Hold{}
+	for _, x := range h.Holds {
+		byKind[x.Kind] = append(byKind[x.Kind], x)
+	}
+	r := Result{Ops: len(h.Ops), Holds: len(byKind[Lock])}
 	ops := append([]Op(nil), h.Ops...)
 	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Order < ops[j].Order })
 	for _, op := range ops {
@@ -136,8 +178,13 @@ func Check(h History, o Options) Result {
 	r.checkTokens(ops)
 	r.checkLostUpdates(ops)
 	r.checkLinearizable(ops, o.LinTimeout)
-	r.checkOverlaps(h, ops, o.DoubleGrantsByDesign)
+	r.checkOverlaps(byKind[Lock], ops, o.DoubleGrantsByDesign)
 	r.checkProgress(h, ops, o.RecoveryBound)
+	r.checkSemaphore(byKind[Sem], h.SemLimit, o.DoubleGrantsByDesign, o.TokensMayRepeat)
+	if h.RW {
+		r.checkRW(byKind[Read], byKind[Write], o.DoubleGrantsByDesign, o.TokensMayRepeat)
+	}
+	r.checkPrimsProgress(h, byKind[Sem], byKind[Read], byKind[Write], o.RecoveryBound)
 	return r
 }
 
@@ -317,9 +364,10 @@ func (r *Result) checkLinearizable(ops []Op, timeout time.Duration) {
 		hi, len(ops), describeOp(bad)), win)
 }
 
-// checkOverlaps compares every pair of holds of different clients.
-func (r *Result) checkOverlaps(h History, ops []Op, byDesign bool) {
-	holds := append([]Hold(nil), h.Holds...)
+// checkOverlaps compares every pair of the lock's holds of different
+// clients.
+func (r *Result) checkOverlaps(lockHolds []Hold, ops []Op, byDesign bool) {
+	holds := append([]Hold(nil), lockHolds...)
 	sort.Slice(holds, func(i, j int) bool { return holds[i].Start < holds[j].Start })
 	for i := range holds {
 		for j := i + 1; j < len(holds) && holds[j].Start < holds[i].End; j++ {
@@ -392,7 +440,7 @@ func (r Result) Summary() string {
 		rec = "none"
 	}
 	return fmt.Sprintf("ops %d (accepted %d, rejected %d, unanswered %d), writes %d, holds %d, linearizable %s, violations %d, double grants %d (ops of them fencing rejected %d), recovery %s",
-		r.Ops, r.Accepted, r.Rejected, r.Pending, r.Writes, r.Holds, r.Linearizable, len(r.Violations), r.DoubleGrants, r.StaleRejected, rec)
+		r.Ops, r.Accepted, r.Rejected, r.Pending, r.Writes, r.Holds, r.Linearizable, len(r.Violations), r.DoubleGrants, r.StaleRejected, rec) + r.primsSummary()
 }
 
 // Report writes the violations with their windows: the first three of
@@ -455,7 +503,14 @@ func describeOp(op Op) string {
 }
 
 func describeHold(h Hold) string {
-	return fmt.Sprintf("hold  %s..%s %-6s token %d owner %s (ended: %s)", ts(h.Start), ts(h.End), h.Client, h.Token, short(h.Owner), h.Cut)
+	kind := "hold "
+	switch h.Kind {
+	case Sem:
+		kind = fmt.Sprintf("sem %d", h.Permits)
+	case Read, Write:
+		kind = h.Kind
+	}
+	return fmt.Sprintf("%-5s %s..%s %-6s token %d owner %s (asked %s; ended: %s)", kind, ts(h.Start), ts(h.End), h.Client, h.Token, short(h.Owner), ts(h.Call), h.Cut)
 }
 
 func describeFault(f Fault) string {

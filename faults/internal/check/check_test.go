@@ -115,3 +115,191 @@ func TestProgress(t *testing.T) {
 		t.Fatalf("no update after the heal, yet %s", r.Summary())
 	}
 }
+
+// kinds returns the violation kinds of r, and how often each occurs.
+func kinds(r Result) map[string]int {
+	k := map[string]int{}
+	for _, v := range r.Violations {
+		k[v.Kind]++
+	}
+	return k
+}
+
+func report(r Result) string {
+	var b strings.Builder
+	r.Report(&b)
+	return r.Summary() + "\n" + b.String()
+}
+
+// hold makes a hold from ms offsets: asked at call, held from start to end.
+func hold(client, kind string, permits int, token uint64, call, start, end int64) Hold {
+	ms := int64(time.Millisecond)
+	base := int64(1_700_000_000_000_000_000)
+	return Hold{Client: client, Kind: kind, Permits: permits, Token: token, Owner: client + "-" + kind,
+		Call: base + call*ms, Start: base + start*ms, End: base + end*ms, Cut: "release"}
+}
+
+func TestSemaphoreGood(t *testing.T) {
+	h := History{SemLimit: 2, Holds: []Hold{
+		hold("c0", Sem, 1, 1, 0, 1, 50),
+		hold("c1", Sem, 1, 2, 0, 2, 60),
+		hold("c2", Sem, 2, 3, 10, 60, 100), // waits for both; touches c1's end
+		hold("c3", Sem, 1, 4, 20, 100, 120),
+		hold("c0", Sem, 1, 5, 90, 101, 130), // asked while c2 held: token above the grants seen
+		// a lock hold overlapping: the lock is another thing
+		hold("c1", Lock, 0, 9, 0, 1, 200),
+	}}
+	r := Check(h, Options{})
+	if !r.OK() || r.SemMaxHeld != 2 || r.SemHolds != 5 || r.Holds != 1 {
+		t.Fatalf("%s", report(r))
+	}
+}
+
+// Three permits held at once under a limit of 2: a sem-limit violation
+// (one per episode), counted instead where the store allows it by design.
+func TestSemaphoreOverLimit(t *testing.T) {
+	h := History{SemLimit: 2, Holds: []Hold{
+		hold("c0", Sem, 1, 1, 0, 1, 50),
+		hold("c1", Sem, 1, 2, 0, 2, 60),
+		hold("c2", Sem, 1, 3, 0, 40, 100), // 3 held from 40 to 50
+		hold("c3", Sem, 2, 4, 0, 200, 300),
+		hold("c0", Sem, 1, 5, 0, 250, 260), // 3 again, a second episode
+	}}
+	r := Check(h, Options{})
+	if k := kinds(r); k["sem-limit"] != 2 || len(r.Violations) != 2 || r.SemMaxHeld != 3 {
+		t.Fatalf("want 2 sem-limit violations:\n%s", report(r))
+	}
+	t.Logf("report:\n%s", report(r))
+	r = Check(h, Options{DoubleGrantsByDesign: true})
+	if !r.OK() || r.ByDesign["sem-limit"] != 2 {
+		t.Fatalf("by design: %s", report(r))
+	}
+	// A permit lost (the hold cut at its loss) before the next grant is
+	// not counted after its loss.
+	h.Holds[2] = hold("c2", Sem, 1, 3, 0, 50, 100)
+	h.Holds[4] = hold("c0", Sem, 1, 5, 0, 300, 310)
+	if r := Check(h, Options{}); !r.OK() {
+		t.Fatalf("touching holds: %s", report(r))
+	}
+}
+
+func TestSemaphoreTokens(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		holds []Hold
+	}{
+		{"repeated", []Hold{
+			hold("c0", Sem, 1, 7, 0, 1, 50),
+			hold("c1", Sem, 1, 7, 0, 2, 60),
+		}},
+		{"backwards", []Hold{
+			hold("c0", Sem, 1, 8, 0, 1, 50),
+			hold("c1", Sem, 1, 5, 10, 12, 60), // asked after c0's grant was seen
+		}},
+	} {
+		r := Check(History{SemLimit: 2, Holds: c.holds}, Options{})
+		if k := kinds(r); k["sem-token"] != 1 || len(r.Violations) != 1 {
+			t.Errorf("%s: want one sem-token violation:\n%s", c.name, report(r))
+		}
+		if r := Check(History{SemLimit: 2, Holds: c.holds}, Options{TokensMayRepeat: true}); !r.OK() || r.ByDesign["sem-token"] != 1 {
+			t.Errorf("%s, tokens may repeat: %s", c.name, report(r))
+		}
+	}
+	// Concurrent acquisitions may be granted in either order.
+	ok := []Hold{hold("c0", Sem, 1, 8, 0, 10, 50), hold("c1", Sem, 1, 5, 5, 12, 60)}
+	if r := Check(History{SemLimit: 2, Holds: ok}, Options{}); !r.OK() {
+		t.Errorf("concurrent acquisitions: %s", report(r))
+	}
+}
+
+func TestRWGood(t *testing.T) {
+	h := History{RW: true, Holds: []Hold{
+		hold("c0", Read, 0, 0, 0, 1, 50), // before any write: token 0
+		hold("c1", Read, 0, 0, 0, 2, 60), // readers share
+		hold("c2", Write, 0, 3, 5, 60, 100),
+		hold("c0", Read, 0, 3, 70, 100, 150), // asked during the write: its token
+		hold("c1", Read, 0, 3, 80, 101, 140),
+		hold("c3", Write, 0, 9, 90, 150, 160),
+		hold("c2", Read, 0, 12, 155, 170, 180), // a write granted but never reported (12) is the last
+		hold("c1", Write, 0, 15, 175, 180, 190),
+	}}
+	r := Check(h, Options{})
+	if !r.OK() || r.RWReads != 5 || r.RWWrites != 3 || r.RWMaxReaders != 2 {
+		t.Fatalf("%s", report(r))
+	}
+}
+
+func TestRWExclusion(t *testing.T) {
+	h := History{RW: true, Holds: []Hold{
+		hold("c0", Read, 0, 0, 0, 1, 50),
+		hold("c1", Write, 0, 3, 0, 40, 60), // over c0's read
+		hold("c2", Write, 0, 4, 0, 55, 70), // over c1's write
+		hold("c3", Read, 0, 4, 0, 70, 80),  // touching: fine
+	}}
+	r := Check(h, Options{})
+	if k := kinds(r); k["rw-exclusion"] != 2 || len(r.Violations) != 2 {
+		t.Fatalf("want 2 rw-exclusion violations:\n%s", report(r))
+	}
+	t.Logf("report:\n%s", report(r))
+	if r := Check(h, Options{DoubleGrantsByDesign: true}); !r.OK() || r.ByDesign["rw-exclusion"] != 2 {
+		t.Fatalf("by design: %s", report(r))
+	}
+}
+
+func TestRWTokens(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		kind  string
+		holds []Hold
+	}{
+		{"write-repeated", "rw-write-token", []Hold{
+			hold("c0", Write, 0, 5, 0, 1, 50),
+			hold("c1", Write, 0, 5, 0, 50, 60),
+		}},
+		{"write-backwards", "rw-write-token", []Hold{
+			hold("c0", Write, 0, 5, 0, 1, 50),
+			hold("c1", Write, 0, 4, 10, 50, 60),
+		}},
+		{"read-before-a-seen-write", "rw-read-token", []Hold{
+			hold("c0", Write, 0, 5, 0, 1, 50),
+			hold("c1", Read, 0, 2, 10, 50, 60), // asked after the write was seen granted
+		}},
+		{"read-of-a-later-write", "rw-read-token", []Hold{
+			hold("c0", Read, 0, 5, 0, 1, 50),
+			hold("c1", Write, 0, 5, 10, 50, 60), // asked after the read was seen granted
+		}},
+	} {
+		r := Check(History{RW: true, Holds: c.holds}, Options{})
+		if k := kinds(r); k[c.kind] != 1 || len(r.Violations) != 1 {
+			t.Errorf("%s: want one %s violation:\n%s", c.name, c.kind, report(r))
+		}
+		if r := Check(History{RW: true, Holds: c.holds}, Options{TokensMayRepeat: true}); !r.OK() || r.ByDesign[c.kind] != 1 {
+			t.Errorf("%s, tokens may repeat: %s", c.name, report(r))
+		}
+	}
+}
+
+func TestPrimsProgress(t *testing.T) {
+	h := History{SemLimit: 2, RW: true, Holds: []Hold{
+		hold("c0", Sem, 1, 1, 0, 1, 50),
+		hold("c0", Read, 0, 0, 0, 1, 50),
+		hold("c1", Write, 0, 3, 0, 50, 60),
+	}}
+	lockUpdate := func() { // the lock's own progress, after the heal
+		g := &reg{accept: accepts, now: h.LastHeal}
+		rmw(g, "c9", "Z", 1)
+		h.Ops = g.ops
+	}
+	h.LastHeal = h.Holds[0].Start - int64(time.Millisecond)
+	lockUpdate()
+	r := Check(h, Options{RecoveryBound: time.Second})
+	if !r.OK() || r.PrimsRecovery["write grant"] != 50*time.Millisecond {
+		t.Fatalf("%s %v", report(r), r.PrimsRecovery)
+	}
+	h.LastHeal = h.Holds[0].Start + int64(39*time.Millisecond) // only the write after it
+	lockUpdate()
+	r = Check(h, Options{RecoveryBound: time.Second})
+	if k := kinds(r); k["progress"] != 2 {
+		t.Fatalf("want progress violations for the semaphore and the reads:\n%s", report(r))
+	}
+}

@@ -144,7 +144,7 @@ func checkLayout(t *testing.T, chromium, dir string, rep *Report) {
 		}
 	}
 	// In page order: the hand-off panels follow the contended chart.
-	for i, wl := range []string{"uncontended", "contended", "handoff", "many-keys", "semaphore", "crash-recovery"} {
+	for i, wl := range []string{"uncontended", "contended", "handoff", "many-keys", "semaphore", "rw", "crash-recovery"} {
 		texts := strings.Join(l.SVGs[i].Texts, "\n")
 		if wl == "handoff" {
 			if !strings.Contains(texts, "hand-off by percentile") {

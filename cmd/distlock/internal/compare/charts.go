@@ -32,9 +32,15 @@ var charts = map[string]chartSpec{
 		axis: "grants per second, all clients together (log scale)"},
 	"semaphore": {metric: "acq/s", title: "semaphore: acquisitions per second, one permit at a time (higher is better)",
 		axis: "grants per second, all clients together (log scale)"},
+	"rw": {metric: "acq/s", title: "read-write lock: reads and writes per second (higher is better)",
+		axis: "grants per second, all clients together (log scale)"},
 	"crash-recovery": {metric: "recovery", title: "crash recovery: holder killed → next grant (lower is better)",
 		axis: "time from the holder's death to the waiter's grant (log scale)", ttlRef: true},
 }
+
+// unsupportedWhat names, per workload, what a backend that cannot run it
+// lacks.
+var unsupportedWhat = map[string]string{"semaphore": "no semaphore", "rw": "no read-write lock"}
 
 // chart is one rendered SVG.
 type chart struct {
@@ -87,7 +93,7 @@ func (rep *Report) workloadChart(wl string) ([]byte, error) {
 		rw := row{value: m.Value, lo: m.Min, hi: m.Max, group: g, kind: r.rank(), text: "no result"}
 		switch {
 		case r.Unsupported != "" && len(r.Metrics) == 0:
-			rw.text = "unsupported (no semaphore)"
+			rw.text = "unsupported (" + unsupportedWhat[wl] + ")"
 		case r.Error != "" && len(r.Metrics) == 0:
 			rw.text = "failed (see the table)"
 		}

@@ -20,6 +20,11 @@
 //     (acquisitions/s, waits, the most permits seen held at once, checked
 //     against P); distlock alone, a backend without a semaphore listed as
 //     unsupported;
+//   - rw: M clients share one read-write lock, R% of their acquisitions
+//     reads (read and write acquisitions/s, read and write waits, the most
+//     readers seen at once, violations: a writer seen with anyone);
+//     distlock alone, a backend without native read-write locks listed as
+//     unsupported;
 //   - crash-recovery: a holder is killed (a `distlock run` process with
 //     SIGKILL, a peer's connections cut) and a waiter measures how long
 //     until it gets the lock.

@@ -65,7 +65,7 @@ For times below 1 means distlock is faster, for rates above 1; for max share bel
 <tr><th>run</th><td>{{.R.Created.Format "2006-01-02 15:04 MST"}}</td></tr>
 <tr><th>command</th><td><code>{{.R.Command}}</code></td></tr>
 {{range .Machine}}<tr><th>{{.K}}</th><td>{{.V}}</td></tr>{{end}}
-<tr><th>workloads</th><td>{{.R.Config.Rounds}} rounds; {{.R.Config.Iterations}} uncontended pairs; {{.R.Config.Workers}} clients for {{.R.Config.Duration}} in the contended and many-keys runs; lease TTL {{.R.Config.TTL}}{{if .R.Config.Permits}}; {{.R.Config.SemaphoreWorkers}} clients on a semaphore of {{.R.Config.Permits}} permits{{end}}</td></tr>
+<tr><th>workloads</th><td>{{.R.Config.Rounds}} rounds; {{.R.Config.Iterations}} uncontended pairs; {{.R.Config.Workers}} clients for {{.R.Config.Duration}} in the contended and many-keys runs; lease TTL {{.R.Config.TTL}}{{if .R.Config.Permits}}; {{.R.Config.SemaphoreWorkers}} clients on a semaphore of {{.R.Config.Permits}} permits{{end}}{{if .R.Config.RWWorkers}}; {{.R.Config.RWWorkers}} clients on a read-write lock, {{.R.Config.RWReads}}% reads{{end}}</td></tr>
 </tbody></table>
 {{if .R.Stores}}<h3>Stores</h3>
 <table class="meta"><thead><tr><th>store</th><th>server</th><th>settings</th><th>floor</th><th>URL</th></tr></thead><tbody>

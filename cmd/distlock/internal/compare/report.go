@@ -38,6 +38,10 @@ type ConfigSummary struct {
 	Permits          int    `json:"permits,omitempty"`
 	SemaphoreWorkers int    `json:"semaphore_workers,omitempty"`
 	SemaphoreHold    string `json:"semaphore_hold,omitempty"`
+	// RWWorkers, RWReads (percent) and RWHold size the rw workload.
+	RWWorkers int    `json:"rw_workers,omitempty"`
+	RWReads   int    `json:"rw_reads,omitempty"`
+	RWHold    string `json:"rw_hold,omitempty"`
 }
 
 // StoreInfo describes one store of a run: its server, as the server
@@ -75,7 +79,8 @@ func NewReport(targets []Target, c Config, results []Result, meta Meta) *Report 
 	c = c.withDefaults()
 	rep := &Report{Created: time.Now().UTC(), Machine: meta.Machine, Command: meta.Command, Stores: meta.Stores, Results: results,
 		Config: ConfigSummary{Iterations: c.Iterations, Workers: c.Workers, Duration: c.Duration.String(), TTL: c.TTL.String(), Rounds: c.Rounds,
-			Permits: c.Permits, SemaphoreWorkers: c.SemaphoreWorkers, SemaphoreHold: c.SemaphoreHold.String()}}
+			Permits: c.Permits, SemaphoreWorkers: c.SemaphoreWorkers, SemaphoreHold: c.SemaphoreHold.String(),
+			RWWorkers: c.RWWorkers, RWReads: c.RWReads, RWHold: c.RWHold.String()}}
 	for _, t := range targets {
 		rep.Backends = append(rep.Backends, BackendInfo{Name: t.Name, URL: t.Display(), Store: t.StoreName(),
 			Library: t.LibraryName(), Floor: t.Floor, About: t.About})

@@ -76,6 +76,21 @@ var texts = map[string]workloadText{
 			{"violations", "grants made while {permits} permits were already held, added over the rounds: anything but 0 is a broken semaphore (the command fails)."},
 		},
 	},
+	"rw": {
+		Title: "Read-write lock: many clients, {rwreads}% reads",
+		What: "{rwworkers} clients, each with connections of its own, share one read-write lock for {duration} a round: " +
+			"each takes the read side ({rwreads}% of the time) or the write side, holds it for {rwhold} and releases it, again and again. " +
+			"Acquisitions per second of all clients together, reads and writes: <b>higher is better</b>; a waiting writer keeps new readers out, " +
+			"so the write waits say what writers pay under a stream of readers. Only distlock runs it (the peer libraries have no read-write lock); " +
+			"a backend without native read-write locks is listed as unsupported (distlock refuses to imitate them with locks).",
+		Columns: []column{{"acq/s", "acq/s"}, {"read acq/s", "read acq/s"}, {"write acq/s", "write acq/s"},
+			{"write wait p99", "write wait p99"}, {"violations", "violations"}},
+		Explain: []explain{
+			{"write wait", "from asking for the write side to getting it, every client's write waits pooled. " +
+				"The read wait p99, write wait p50 and the most readers seen holding at once are in report.json and on stdout."},
+			{"violations", "grants that found a writer holding, and writers' grants that found anyone holding, added over the rounds: anything but 0 is a broken read-write lock (the command fails)."},
+		},
+	},
 	"crash-recovery": {
 		Title: "Crash recovery: the holder dies",
 		What: "A holder is killed while it holds the lock (distlock: a <code>distlock run</code> process, SIGKILL; " +
@@ -150,7 +165,8 @@ func (rep *Report) sprintf(text string) string {
 	c := rep.Config
 	return strings.NewReplacer("{pairs}", strconv.Itoa(c.Iterations), "{workers}", strconv.Itoa(c.Workers),
 		"{duration}", c.Duration, "{ttl}", c.TTL, "{permits}", strconv.Itoa(c.Permits),
-		"{semworkers}", strconv.Itoa(c.SemaphoreWorkers), "{semhold}", c.SemaphoreHold).Replace(text)
+		"{semworkers}", strconv.Itoa(c.SemaphoreWorkers), "{semhold}", c.SemaphoreHold,
+		"{rwworkers}", strconv.Itoa(c.RWWorkers), "{rwreads}", strconv.Itoa(c.RWReads), "{rwhold}", c.RWHold).Replace(text)
 }
 
 func (rep *Report) tableGroups(wl string, cols []column) []tableGroup {

@@ -83,7 +83,7 @@ func (t Target) runs(w string) bool {
 	switch w {
 	case "crash-recovery":
 		return !t.Floor
-	case "semaphore": // distlock's alone: the peers have no semaphore
+	case "semaphore", "rw": // distlock's alone: the peers have neither
 		return !t.Floor && t.LibraryName() == "distlock"
 	}
 	return true

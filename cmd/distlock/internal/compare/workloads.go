@@ -28,10 +28,16 @@ type Config struct {
 	Permits          int
 	SemaphoreWorkers int
 	SemaphoreHold    time.Duration // how long a permit is held (0)
+	// RWWorkers, RWReads and RWHold size the rw workload: clients sharing
+	// one read-write lock (16), the percentage of their acquisitions that
+	// take the read side (1 to 100; 90), and how long a side is held (0).
+	RWWorkers int
+	RWReads   int
+	RWHold    time.Duration
 }
 
 // Workloads lists the workload names in the order they run.
-var Workloads = []string{"uncontended", "contended", "many-keys", "semaphore", "crash-recovery"}
+var Workloads = []string{"uncontended", "contended", "many-keys", "semaphore", "rw", "crash-recovery"}
 
 func (c Config) withDefaults() Config {
 	if c.Iterations <= 0 {
@@ -55,6 +61,12 @@ func (c Config) withDefaults() Config {
 	if c.SemaphoreWorkers <= 0 {
 		c.SemaphoreWorkers = 16
 	}
+	if c.RWWorkers <= 0 {
+		c.RWWorkers = 16
+	}
+	if c.RWReads <= 0 {
+		c.RWReads = 90
+	}
 	if len(c.Workloads) == 0 {
 		c.Workloads = Workloads
 	}
@@ -70,6 +82,9 @@ func (c Config) Validate() error {
 	}
 	if c.Iterations < 0 || c.Workers < 0 || c.Duration < 0 || c.TTL < 0 || c.Rounds < 0 || c.Permits < 0 || c.SemaphoreWorkers < 0 || c.SemaphoreHold < 0 {
 		return fmt.Errorf("iterations, workers, duration, ttl, rounds, permits and semaphore workers and semaphore hold must not be negative")
+	}
+	if c.RWWorkers < 0 || c.RWHold < 0 || c.RWReads < 0 || c.RWReads > 100 {
+		return fmt.Errorf("rw workers and rw hold must not be negative, and rw reads is a percentage (at most 100)")
 	}
 	if c.Permits > distlock.MaxSemaphoreLimit {
 		return fmt.Errorf("permits %d is above the most a semaphore may have (%d)", c.Permits, distlock.MaxSemaphoreLimit)
@@ -139,6 +154,8 @@ func runOne(ctx context.Context, t Target, w string, c Config) Result {
 		err = manyKeys(ctx, t, c, &r)
 	case "semaphore":
 		err = semaphoreRun(ctx, t, c, &r)
+	case "rw":
+		err = rwRun(ctx, t, c, &r)
 	case "crash-recovery":
 		err = crashRecovery(ctx, t, c, &r)
 	}
