@@ -303,3 +303,53 @@ func TestPrimsProgress(t *testing.T) {
 		t.Fatalf("want progress violations for the semaphore and the reads:\n%s", report(r))
 	}
 }
+
+// TestLostOnRestart: on a store whose locks a server restart frees (SQL),
+// an overlap, permits over the limit or a writer with a reader is counted
+// by design when a restart explains it (it began before the later grant
+// and healed after the earlier hold began), and is a violation otherwise:
+// with no restart, or a restart that healed before the earlier hold.
+func TestLostOnRestart(t *testing.T) {
+	base := int64(1_700_000_000_000_000_000)
+	ms := int64(time.Millisecond)
+	restart := func(from, to int64) Fault {
+		return Fault{Kind: "restart", Target: "db-0", Start: base + from*ms, End: base + to*ms}
+	}
+	holds := []Hold{
+		hold("c0", Lock, 0, 1, 0, 10, 100),
+		hold("c1", Lock, 0, 2, 0, 60, 120), // over c0's
+		hold("c0", Sem, 1, 3, 0, 10, 100),
+		hold("c1", Sem, 1, 4, 0, 20, 100),
+		hold("c2", Sem, 1, 5, 0, 60, 120), // 3 permits under a limit of 2
+		hold("c0", Write, 0, 6, 0, 10, 100),
+		hold("c1", Read, 0, 6, 0, 60, 120), // a reader over the writer
+	}
+	for _, c := range []struct {
+		name   string
+		faults []Fault
+		opts   Options
+		excuse bool
+	}{
+		{"restart explains", []Fault{restart(50, 500)}, Options{LostOnRestart: true}, true},
+		{"grant during the restart", []Fault{restart(55, 65)}, Options{LostOnRestart: true}, true},
+		{"no restart", nil, Options{LostOnRestart: true}, false},
+		{"restart healed before", []Fault{restart(0, 5)}, Options{LostOnRestart: true}, false},
+		{"restart after the grant", []Fault{restart(70, 90)}, Options{LostOnRestart: true}, false},
+		{"a pause is not a restart", []Fault{{Kind: "pause", Start: base + 50*ms, End: base + 500*ms}}, Options{LostOnRestart: true}, false},
+		{"store keeps locks over restarts", []Fault{restart(50, 500)}, Options{}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := Check(History{SemLimit: 2, RW: true, Holds: holds, Faults: c.faults}, c.opts)
+			k := kinds(r)
+			if c.excuse {
+				if !r.OK() || r.DoubleGrants != 1 || r.ByDesign["sem-limit"] != 1 || r.ByDesign["rw-exclusion"] != 1 {
+					t.Fatalf("want all three counted by design:\n%s", report(r))
+				}
+				return
+			}
+			if k["overlap"] != 1 || k["sem-limit"] != 1 || k["rw-exclusion"] != 1 {
+				t.Fatalf("want an overlap, a sem-limit and an rw-exclusion violation:\n%s", report(r))
+			}
+		})
+	}
+}

@@ -35,7 +35,7 @@ import (
 //     last write.)
 
 // checkSemaphore judges the semaphore holds against limit.
-func (r *Result) checkSemaphore(holds []Hold, limit int, byDesign, tokensRepeat bool) {
+func (r *Result) checkSemaphore(holds []Hold, limit int, ex excuse, tokensRepeat bool) {
 	if limit <= 0 {
 		return
 	}
@@ -70,15 +70,17 @@ func (r *Result) checkSemaphore(holds []Hold, limit int, byDesign, tokensRepeat 
 		}
 		over = false
 		var win []string
+		var held []Hold
 		for _, i := range episode {
 			win = append(win, describeHold(holds[i]))
+			held = append(held, holds[i])
 		}
 		end := "the end of the history"
 		if until != 0 {
 			end = ts(until)
 		}
 		msg := fmt.Sprintf("%d permits held at once at %s (limit %d), over the limit until %s", worst, ts(worstAt), limit, end)
-		r.judge("sem-limit", msg, win, byDesign)
+		r.judge("sem-limit", msg, win, ex.explains(worstAt, held...))
 	}
 	for _, e := range evs {
 		h := holds[e.h]
@@ -150,7 +152,7 @@ func (r *Result) checkGrantTokens(kind, what string, holds []Hold, tokensRepeat 
 }
 
 // checkRW judges the read-write lock's holds.
-func (r *Result) checkRW(reads, writes []Hold, byDesign, tokensRepeat bool) {
+func (r *Result) checkRW(reads, writes []Hold, ex excuse, tokensRepeat bool) {
 	r.RWReads, r.RWWrites = len(reads), len(writes)
 	// Exclusion: every write against every other hold of another client.
 	all := append(append([]Hold(nil), reads...), writes...)
@@ -164,7 +166,7 @@ func (r *Result) checkRW(reads, writes []Hold, byDesign, tokensRepeat bool) {
 			from, to := b.Start, min(a.End, b.End)
 			r.judge("rw-exclusion", fmt.Sprintf("a %s hold of %s (token %d) and a %s hold of %s (token %d) overlapped for %v",
 				a.Kind, a.Client, a.Token, b.Kind, b.Client, b.Token, time.Duration(to-from).Round(time.Millisecond)),
-				[]string{describeHold(a), describeHold(b)}, byDesign)
+				[]string{describeHold(a), describeHold(b)}, ex.explains(b.Start, a))
 		}
 	}
 	r.RWMaxReaders = maxTogether(reads)
