@@ -6,6 +6,7 @@ import (
 
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/hooktest"
+	"github.com/distlock/distlock/internal/insptest"
 )
 
 func TestConformance(t *testing.T) {
@@ -26,4 +27,9 @@ func TestConformanceEnsemble(t *testing.T) {
 // (per-driver proxies) before the conformance cases rely on them.
 func TestHarnessHooks(t *testing.T) {
 	hooktest.Run(t, harness{c: startCluster(t, 1)})
+}
+
+// TestInspectors checks InspectSemaphore and InspectRW against grants.
+func TestInspectors(t *testing.T) {
+	insptest.Run(t, harness{c: startCluster(t, 1)})
 }

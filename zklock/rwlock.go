@@ -184,13 +184,19 @@ func (d *Driver) lastWrite(ctx context.Context, key string) (uint64, error) {
 	if err := d.do(ctx, func() { data, _, zerr = d.conn.Get(d.rwFence(key)) }); err != nil {
 		return 0, err
 	}
+	return parseFence(d.rwFence(key), data, zerr)
+}
+
+// parseFence reads the token in the fence node at path from its read
+// (data, zerr): 0 when it does not exist yet.
+func parseFence(path string, data []byte, zerr error) (uint64, error) {
 	switch {
 	case errors.Is(zerr, zk.ErrNoNode):
 		return 0, nil
 	case zerr != nil:
 		return 0, zerr
 	case len(data) != 8:
-		return 0, fmt.Errorf("fence node %s holds %d bytes, want 8", d.rwFence(key), len(data))
+		return 0, fmt.Errorf("fence node %s holds %d bytes, want 8", path, len(data))
 	}
 	return binary.BigEndian.Uint64(data), nil
 }
