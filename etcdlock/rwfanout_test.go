@@ -22,9 +22,9 @@ import (
 // a new watch after each deletion. Six drivers, each with its own client,
 // take the lock, one in three times for writing, hold it 1 ms, release it
 // and queue again, 20 times each; counted on the wire after a warm-up: the
-// watches created per acquisition, and the requests besides each
-// acquisition's put and delete (reads of the queue, and the fence put of a
-// writer that waited). A waiter that opens a new watch for every key it
+// watches created per acquisition, etcd's count of the watch events it
+// sent, and the requests besides each acquisition's put and delete (reads
+// of the queue, and the fence put of a writer that waited). A waiter that opens a new watch for every key it
 // waits for creates about one per acquisition here, each at a past
 // revision, which etcd catches up only at its 100 ms resync.
 func TestRWWaitFanout(t *testing.T) {
@@ -82,11 +82,15 @@ func TestRWWaitFanout(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	const metric = "etcd_debugging_mvcc_events_total"
 	run(10) // sessions granted, watches created
 	wc.reset()
+	before := metrics(t, addr)[metric]
 	start := time.Now()
 	run(rounds)
 	elapsed := time.Since(start)
+	time.Sleep(200 * time.Millisecond) // the last events on their way out
+	events := metrics(t, addr)[metric] - before
 	calls, watches := wc.reset()
 	acq := float64(n * rounds)
 	if calls["DeleteRange"] != n*rounds {
@@ -94,9 +98,12 @@ func TestRWWaitFanout(t *testing.T) {
 	}
 	extra := float64(calls["Txn"]+calls["Range"]-n*rounds) / acq
 	creates := float64(watches) / acq
-	t.Logf("%g acquisitions in %v: %v; %.2f requests besides put and delete, %.2f watches created per acquisition",
-		acq, elapsed.Round(time.Millisecond), calls, extra, creates)
+	t.Logf("%g acquisitions in %v: %v; %.2f requests besides put and delete, %.2f watches created and %.2f watch events per acquisition",
+		acq, elapsed.Round(time.Millisecond), calls, extra, creates, events/acq)
 	if creates > 0.3 {
 		t.Errorf("%.2f watches created per acquisition, want at most 0.3", creates)
+	}
+	if _, ok := metrics(t, addr)[metric]; ok && events/acq > n {
+		t.Errorf("%.2f watch events per release, want at most one per driver (%d)", events/acq, n)
 	}
 }
