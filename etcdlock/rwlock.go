@@ -22,9 +22,10 @@ import (
 // overlaps a mutex's range (<prefix>%<escaped key>/) or another key's,
 // and List skips it. A writer holds when its key is the oldest in the
 // range; a reader when no writer's key is older than its own. A waiter
-// watches only the key it depends on (a writer its predecessor, a reader
-// the newest older writer) until it is deleted, then reads again. So a
-// queued writer keeps every later reader out.
+// follows only the key it depends on (a writer its predecessor, a reader
+// the newest older writer), through the driver's lasting watch of that key
+// (lockwatch.go), until it is deleted, then reads again (see awaitRW). So
+// a queued writer keeps every later reader out.
 //
 // Tokens: every granted writer puts <prefix>%<escaped key>%rwfence (no
 // lease: it stays, as Redis keeps its counter), and its token is the
