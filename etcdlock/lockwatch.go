@@ -111,10 +111,12 @@ const (
 //
 // keep tells that ekey's watch is kept for lockWatchLinger after its last
 // wait whatever happens: the watch of the waiting acquisition's own key,
-// and of every key a waiter for permits follows (semwait.go: it follows
+// of every key a waiter for permits follows (semwait.go: it follows
 // nearly every key of the queue, so it will most likely follow a key again
 // at its next wait; pruning those watches made 0.4 new watches and 0.4
-// reads per acquisition in TestSemaphoreReleaseFanout, keeping them none).
+// reads per acquisition in TestSemaphoreReleaseFanout, keeping them none),
+// and of the key a read-write lock's waiter depends on (rwlock.go: its
+// drivers wait behind each other's keys again and again).
 // The watch of another key a mutex's waiter followed is closed earlier,
 // once it has reported pruneAfter deletions that no wait followed (the
 // queue's order changed, and no wait of this driver follows that key any

@@ -22,9 +22,10 @@ import (
 // overlaps a mutex's range (<prefix>%<escaped key>/) or another key's,
 // and List skips it. A writer holds when its key is the oldest in the
 // range; a reader when no writer's key is older than its own. A waiter
-// watches only the key it depends on (a writer its predecessor, a reader
-// the newest older writer) until it is deleted, then reads again. So a
-// queued writer keeps every later reader out.
+// follows only the key it depends on (a writer its predecessor, a reader
+// the newest older writer), through the driver's lasting watch of that key
+// (lockwatch.go), until it is deleted, then reads again (see awaitRW). So
+// a queued writer keeps every later reader out.
 //
 // Tokens: every granted writer puts <prefix>%<escaped key>%rwfence (no
 // lease: it stays, as Redis keeps its counter), and its token is the
@@ -181,13 +182,14 @@ func (d *Driver) WaitRW(ctx context.Context, req backend.Request, mode backend.R
 		return d.grantRW(s, req, k, rev, token)
 	}
 	var blocker string
-	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+	queue := resp.Responses[1].GetResponseRange()
+	for _, kv := range queue.Kvs {
 		if kv.CreateRevision < rev {
 			blocker = string(kv.Key)
 			break
 		}
 	}
-	token, err := d.awaitRW(ctx, s, req.Key, k.name, mode, rev, blocker)
+	token, err := d.awaitRW(ctx, s, req.Key, k.name, mode, rev, blocker, blocker != "" && !queue.More)
 	if err != nil {
 		return backend.Grant{}, d.failed(s, k, true, err)
 	}
@@ -196,14 +198,26 @@ func (d *Driver) WaitRW(ctx context.Context, req backend.Request, mode backend.R
 
 // awaitRW waits until our key (name, created at rev) depends on no other,
 // and returns the grant's token. blocker is the key it depended on at
-// revision rev ("" to read it).
-func (d *Driver) awaitRW(ctx context.Context, s *session, key, name string, mode backend.RWMode, rev int64, blocker string) (uint64, error) {
+// revision rev ("" to read it); complete tells that no other key keeps
+// ours out at rev (a writer's only older key is blocker).
+//
+// The waiter follows blocker's deletion through the driver's lasting watch
+// of that key (lockwatch.go), as the mutex's and the semaphore's waiters
+// do, then reads what it depends on next. A writer whose blocker was the
+// only older key needs no read: no key older than ours can be created
+// later, so it puts the fence key at once (recordWrite checks that our key
+// is still there). A reader reads anyway: its token is the fence key's.
+func (d *Driver) awaitRW(ctx context.Context, s *session, key, name string, mode backend.RWMode, rev int64, blocker string, complete bool) (uint64, error) {
 	fence := rwFence(d.prefix, key)
 	seen := rev
 	for {
 		if blocker != "" {
-			if err := d.awaitDeleted(ctx, s, key, blocker, seen); err != nil {
+			gone, err := d.awaitDeleted(ctx, s, key, blocker, seen)
+			if err != nil {
 				return 0, err
+			}
+			if gone && complete && mode == backend.Write {
+				return d.recordWrite(ctx, key, name, rev)
 			}
 		}
 		resp, err := d.c.Txn(ctx).Then(clientv3.OpGet(name, clientv3.WithKeysOnly()), d.blockerOp(key, mode, rev), clientv3.OpGet(fence)).Commit()
@@ -213,14 +227,14 @@ func (d *Driver) awaitRW(ctx context.Context, s *session, key, name string, mode
 		if own := resp.Responses[0].GetResponseRange().Kvs; len(own) == 0 || own[0].CreateRevision != rev {
 			return 0, fmt.Errorf("etcdlock: wait for %q: %w: our key %s disappeared while waiting", key, backend.ErrLost, name)
 		}
-		blockers := resp.Responses[1].GetResponseRange().Kvs
-		if len(blockers) == 0 {
+		blockers := resp.Responses[1].GetResponseRange()
+		if len(blockers.Kvs) == 0 {
 			if mode == backend.Read {
 				return modRev(resp.Responses[2].GetResponseRange().Kvs), nil
 			}
 			return d.recordWrite(ctx, key, name, rev)
 		}
-		blocker, seen = string(blockers[0].Key), resp.Header.Revision
+		blocker, seen, complete = string(blockers.Kvs[0].Key), resp.Header.Revision, !blockers.More
 	}
 }
 
@@ -240,30 +254,65 @@ func (d *Driver) recordWrite(ctx context.Context, key, name string, rev int64) (
 	return uint64(resp.Header.Revision), nil
 }
 
-// awaitDeleted returns once blocker is deleted after revision seen, or
-// with an error when ctx ends, the session is lost or the watch fails.
-func (d *Driver) awaitDeleted(ctx context.Context, s *session, key, blocker string, seen int64) error {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	wch := d.c.Watch(wctx, blocker, clientv3.WithRev(seen+1), clientv3.WithFilterPut())
+// awaitDeleted follows blocker through the driver's shared watch of that
+// key (lockwatch.go) and returns true once it reports blocker's deletion
+// after revision seen. It returns false when the caller must read again
+// instead: the watch started after seen (a deletion in between may be
+// missing), or, while the watch is young (etcd may deliver its first
+// events late, docs/etcd.md), every recheckEvery, and then every
+// recheckSlow. It returns an error when ctx ends, the session is lost or
+// the watch ends.
+func (d *Driver) awaitDeleted(ctx context.Context, s *session, key, blocker string, seen int64) (bool, error) {
+	ready := make(chan struct{}, 1)
+	// Kept (see subscribe): the drivers contending for a read-write lock
+	// wait behind each other's keys again and again.
+	sub, err := d.subscribe(blocker, seen, ready, true)
+	if err != nil {
+		return false, d.wrap(ctx, "wait for", key, err)
+	}
+	defer sub.close()
+	ended := func() error {
+		sub.w.mu.Lock()
+		err := sub.w.err
+		sub.w.mu.Unlock()
+		if err == nil {
+			err = fmt.Errorf("watch of %s ended", blocker)
+		}
+		return d.wrap(ctx, "wait for", key, err)
+	}
+	select {
+	case <-sub.w.started:
+	case <-sub.w.done:
+		return false, ended()
+	case <-s.done:
+		return false, fmt.Errorf("etcdlock: wait for %q: %w: %w", key, backend.ErrLost, s.cause())
+	case <-ctx.Done():
+		return false, fmt.Errorf("etcdlock: wait for %q: %w", key, context.Cause(ctx))
+	}
+	if sub.covers() > seen {
+		return false, nil
+	}
+	poll := time.NewTimer(recheckDelay(sub.age()))
+	defer poll.Stop()
 	for {
 		select {
-		case wr, ok := <-wch:
-			if !ok {
-				return d.wrap(ctx, "wait for", key, fmt.Errorf("watch of %s ended", blocker))
-			}
-			if err := wr.Err(); err != nil {
-				return d.wrap(ctx, "wait for", key, err)
-			}
-			for _, ev := range wr.Events {
-				if ev.Type == mvccpb.DELETE {
-					return nil
-				}
-			}
+		case <-ready:
+		case <-poll.C:
+			return false, nil
 		case <-s.done:
-			return fmt.Errorf("etcdlock: wait for %q: %w: %w", key, backend.ErrLost, s.cause())
+			return false, fmt.Errorf("etcdlock: wait for %q: %w: %w", key, backend.ErrLost, s.cause())
 		case <-ctx.Done():
-			return fmt.Errorf("etcdlock: wait for %q: %w", key, context.Cause(ctx))
+			return false, fmt.Errorf("etcdlock: wait for %q: %w", key, context.Cause(ctx))
+		}
+		for _, ev := range sub.take() {
+			// A deletion at or before seen is of an earlier key of that
+			// name (names are reused, see takeSlot).
+			if ev.rev > seen && ev.key == blocker {
+				return true, nil
+			}
+		}
+		if sub.ended() {
+			return false, ended()
 		}
 	}
 }

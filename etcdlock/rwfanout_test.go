@@ -1,0 +1,109 @@
+//go:build linux
+
+package etcdlock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/sandbox"
+)
+
+// TestRWWaitFanout: a waiter of a read-write lock follows the key it
+// depends on through the driver's lasting watch of that key, not through
+// a new watch after each deletion. Six drivers, each with its own client,
+// take the lock, one in three times for writing, hold it 1 ms, release it
+// and queue again, 20 times each; counted on the wire after a warm-up: the
+// watches created per acquisition, etcd's count of the watch events it
+// sent, and the requests besides each acquisition's put and delete (reads
+// of the queue, and the fence put of a writer that waited). A waiter that opens a new watch for every key it
+// waits for creates about one per acquisition here, each at a past
+// revision, which etcd catches up only at its 100 ms resync.
+func TestRWWaitFanout(t *testing.T) {
+	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Etcd})
+	addr := g.Addrs()[0]
+	const n, rounds = 6, 20
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	wc := &wireCounter{calls: map[string]int{}}
+	var ds []*Driver
+	for range n {
+		cli, err := clientv3.New(clientv3.Config{
+			Endpoints: []string{addr}, DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
+			DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(wc.unary), grpc.WithChainStreamInterceptor(wc.stream)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cli.Close() })
+		d, err := New(cli, &Options{Prefix: "rwfanout", TTL: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		ds = append(ds, d)
+	}
+	// run has every driver take and release the lock k times, all at once.
+	run := func(k int) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for i, d := range ds {
+			wg.Go(func() {
+				for j := range k {
+					mode := backend.Read
+					if (i+j)%3 == 0 {
+						mode = backend.Write
+					}
+					req := backend.Request{Key: "rw", Owner: fmt.Sprintf("d%d.%d", i, j), TTL: 10 * time.Second}
+					gr, err := d.WaitRW(ctx, req, mode)
+					if err == nil {
+						time.Sleep(time.Millisecond)
+						err = gr.Lock.Release(ctx)
+					}
+					if err != nil {
+						errs <- fmt.Errorf("driver %d: %w", i, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	const metric = "etcd_debugging_mvcc_events_total"
+	run(10) // sessions granted, watches created
+	wc.reset()
+	before := metrics(t, addr)[metric]
+	start := time.Now()
+	run(rounds)
+	elapsed := time.Since(start)
+	time.Sleep(200 * time.Millisecond) // the last events on their way out
+	events := metrics(t, addr)[metric] - before
+	calls, watches := wc.reset()
+	acq := float64(n * rounds)
+	if calls["DeleteRange"] != n*rounds {
+		t.Errorf("%d deletes for %g acquisitions, want one each", calls["DeleteRange"], acq)
+	}
+	extra := float64(calls["Txn"]+calls["Range"]-n*rounds) / acq
+	creates := float64(watches) / acq
+	t.Logf("%g acquisitions in %v: %v; %.2f requests besides put and delete, %.2f watches created and %.2f watch events per acquisition",
+		acq, elapsed.Round(time.Millisecond), calls, extra, creates, events/acq)
+	if creates > 0.3 {
+		t.Errorf("%.2f watches created per acquisition, want at most 0.3", creates)
+	}
+	if _, ok := metrics(t, addr)[metric]; ok && events/acq > n {
+		t.Errorf("%.2f watch events per release, want at most one per driver (%d)", events/acq, n)
+	}
+}
