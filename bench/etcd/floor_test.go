@@ -282,8 +282,8 @@ var floorLibraries = []measure.Library{
 type floorHandoffs struct {
 	all, putInFlight, quiet, rel []time.Duration
 	spans                        []span // every hand-off, for DISTLOCK_FLOOR_OUT
-	acquisitions                 int // counted in the hand-offs
-	total                        int // every grant of the runs
+	acquisitions                 int    // counted in the hand-offs
+	total                        int    // every grant of the runs
 	dur                          time.Duration
 	metrics                      map[string]float64 // etcd's counters, summed over the rounds
 	requests                     map[string]int64   // unary requests by method, summed over the rounds
