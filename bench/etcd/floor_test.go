@@ -55,6 +55,7 @@ type floorContender struct {
 	stopKA context.CancelFunc
 	wch    clientv3.WatchChan
 	early  bool
+	read   bool // floor-read: read the queue when it becomes second in line
 
 	slot int        // the name slot of the next enqueue (early: alternating)
 	next *floorTurn // early: our enqueued next request, if any
@@ -71,10 +72,17 @@ type floorTurn struct {
 	ahead []string
 }
 
-func newFloor() (measure.Contender, error)    { return makeFloor("floor", false) }
-func newFloorPre() (measure.Contender, error) { return makeFloor("floor-pre", true) }
+func newFloor() (measure.Contender, error)    { return makeFloor("floor", false, false) }
+func newFloorPre() (measure.Contender, error) { return makeFloor("floor-pre", true, false) }
 
-func makeFloor(lib string, early bool) (measure.Contender, error) {
+// newFloorRead is the floor with the one read per acquisition that
+// etcdlock's waiter makes (it follows only the two keys just ahead of its
+// own): a serializable read of its own key and of the keys just ahead,
+// sent when a deletion leaves one key ahead of it (it is second in line)
+// and waited for before it goes on waiting.
+func newFloorRead() (measure.Contender, error) { return makeFloor("floor-read", false, true) }
+
+func makeFloor(lib string, early, read bool) (measure.Contender, error) {
 	cli, err := newClient(lib)
 	if err != nil {
 		return nil, err
@@ -111,7 +119,7 @@ func makeFloor(lib string, early bool) (measure.Contender, error) {
 		cli.Close()
 		return nil, err
 	}
-	return &floorContender{cli: cli, lease: lg.ID, stopKA: stopKA, wch: wch, early: early}, nil
+	return &floorContender{cli: cli, lease: lg.ID, stopKA: stopKA, wch: wch, early: early, read: read}, nil
 }
 
 // enqueue puts a key of ours in key's queue (name slot slot) and reads the
@@ -152,7 +160,19 @@ func (c *floorContender) await(ctx context.Context, t *floorTurn) error {
 				if string(ev.Kv.Key) == t.key {
 					return errors.New("floor: our key was deleted while waiting")
 				}
+				before := len(t.ahead)
 				t.ahead = slices.DeleteFunc(t.ahead, func(k string) bool { return k == string(ev.Kv.Key) })
+				if c.read && before == 2 && len(t.ahead) == 1 {
+					rng := t.key[:strings.LastIndexByte(t.key, '/')+1]
+					if _, err := c.cli.Txn(ctx).Then(
+						clientv3.OpGet(t.key, clientv3.WithKeysOnly(), clientv3.WithSerializable()),
+						clientv3.OpGet(rng, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithSerializable(),
+							clientv3.WithMaxCreateRev(t.rev-1), clientv3.WithLimit(2),
+							clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)),
+					).Commit(); err != nil {
+						return err
+					}
+				}
 			}
 		case <-ctx.Done():
 			_, _ = c.cli.Delete(context.WithoutCancel(ctx), t.key)
@@ -274,6 +294,7 @@ var floorLibraries = []measure.Library{
 	{Name: "distlock", Make: newDistlock},
 	{Name: "floor", Make: newFloor},
 	{Name: "floor-pre", Make: newFloorPre},
+	{Name: "floor-read", Make: newFloorRead},
 }
 
 // floorHandoffs is one library's hand-offs, pooled over rounds, by whether
@@ -281,12 +302,14 @@ var floorLibraries = []measure.Library{
 // was sent.
 type floorHandoffs struct {
 	all, putInFlight, quiet, rel []time.Duration
-	spans                        []span // every hand-off, for DISTLOCK_FLOOR_OUT
-	acquisitions                 int    // counted in the hand-offs
-	total                        int    // every grant of the runs
+	readLate                     []time.Duration // a read of the library was in flight when the release was answered
+	spans                        []span          // every hand-off, for DISTLOCK_FLOOR_OUT
+	acquisitions                 int             // counted in the hand-offs
+	total                        int             // every grant of the runs
 	dur                          time.Duration
 	metrics                      map[string]float64 // etcd's counters, summed over the rounds
 	requests                     map[string]int64   // unary requests by method, summed over the rounds
+	srvCPU, cliCPU               time.Duration      // etcd's and this process's CPU time over the runs
 }
 
 // A span is one hand-off: from the release's request to the next grant.
@@ -307,6 +330,7 @@ func (h *floorHandoffs) analyze(log *opLog, lib string) {
 		gs = slices.DeleteFunc(gs, func(g grantTimes) bool { return g.got.After(end) })
 	}
 	puts := slices.DeleteFunc(slices.Clone(log.ops[lib]), func(o op) bool { return o.kind != "put" })
+	reads := slices.DeleteFunc(slices.Clone(log.ops[lib]), func(o op) bool { return o.kind != "read" })
 	h.acquisitions += len(gs)
 	for i, g := range gs {
 		h.rel = append(h.rel, g.released.Sub(g.releasing))
@@ -321,6 +345,9 @@ func (h *floorHandoffs) analyze(log *opLog, lib string) {
 		h.all = append(h.all, d)
 		inFlight := slices.ContainsFunc(puts, func(p op) bool { return p.sent.Before(prev.releasing) && p.done.After(prev.releasing) })
 		h.spans = append(h.spans, span{prev.releasing, g.got, inFlight})
+		if slices.ContainsFunc(reads, func(r op) bool { return r.sent.Before(prev.released) && r.done.After(prev.released) }) {
+			h.readLate = append(h.readLate, d)
+		}
 		if inFlight {
 			h.putInFlight = append(h.putInFlight, d)
 		} else {
@@ -348,6 +375,7 @@ func TestFloor(t *testing.T) {
 	}
 	ctx := context.Background()
 	mono0, wall0 := monoNow(), time.Now()
+	pid := etcdPid()
 	res := map[string]*floorHandoffs{}
 	base := lockbench.UniqueKey("floor")
 	for r := range rounds {
@@ -356,7 +384,9 @@ func TestFloor(t *testing.T) {
 			ops.Store(log)
 			requestCounts(lib.Name) // reset
 			before := etcdMetrics(t)
+			srv0, cli0 := procCPU(pid), selfCPU()
 			c, err := measure.Contend(ctx, timed(lib, log), measure.Run{Key: fmt.Sprintf("%s-r%d-%d", base, r, i), Workers: contendWorkers, For: contendFor})
+			srv1, cli1 := procCPU(pid), selfCPU()
 			after := etcdMetrics(t)
 			ops.Store(nil)
 			if err != nil {
@@ -375,6 +405,8 @@ func TestFloor(t *testing.T) {
 				h.requests[m] += n
 			}
 			h.dur += c.Duration
+			h.srvCPU += srv1 - srv0
+			h.cliCPU += cli1 - cli0
 			h.total += c.Acquisitions
 			for k, v := range after {
 				h.metrics[k] += v - before[k]
@@ -401,11 +433,14 @@ func TestFloor(t *testing.T) {
 		p("  release             %s\n", q(h.rel))
 		p("  put in flight (%2.0f%%) %s\n", 100*float64(len(h.putInFlight))/float64(max(1, len(h.all))), q(h.putInFlight))
 		p("  no put in flight    %s\n", q(h.quiet))
+		p("  read in flight at the release's answer (%.1f%%) %s\n", 100*float64(len(h.readLate))/float64(max(1, len(h.all))), q(h.readLate))
 		var reqs []string
 		for _, m := range slices.Sorted(maps.Keys(h.requests)) {
 			reqs = append(reqs, fmt.Sprintf("%s %.2f", m, float64(h.requests[m])/n))
 		}
 		p("  requests per acquisition (setup included): %s\n", strings.Join(reqs, " "))
+		p("  CPU per acquisition: etcd %v, clients %v (etcd found: %v)\n",
+			(h.srvCPU / time.Duration(n)).Round(time.Microsecond), (h.cliCPU / time.Duration(n)).Round(time.Microsecond), pid > 0)
 		p("  etcd: WAL fsyncs %.2f/acq, mean %.2f ms, over 1/2/4/8 ms: %s; proposals committed %.2f/acq, slow applies %g\n",
 			m[walFsync+"_count"]/n, 1000*m[walFsync+"_sum"]/max(1, m[walFsync+"_count"]), over(m, walFsync),
 			m["etcd_server_proposals_committed_total"]/n, m["etcd_server_slow_apply_total"])
@@ -461,6 +496,26 @@ func etcdPid() int {
 		}
 	}
 	return 0
+}
+
+// procCPU is pid's user+system CPU time (0 for pid 0).
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if pid == 0 || err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	k, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+k) * 10 * time.Millisecond // clock ticks of 1/100 s
+}
+
+// selfCPU is this process's user+system CPU time.
+func selfCPU() time.Duration {
+	var ru unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // monoNow reads CLOCK_MONOTONIC, in seconds.
