@@ -292,6 +292,7 @@ func (t timedContender) Acquire(ctx context.Context, key string) (func(context.C
 // floorLibraries are TestFloor's contenders, in rotating order.
 var floorLibraries = []measure.Library{
 	{Name: "distlock", Make: newDistlock},
+	{Name: "etcdlock", Make: newDriver},
 	{Name: "floor", Make: newFloor},
 	{Name: "floor-pre", Make: newFloorPre},
 	{Name: "floor-read", Make: newFloorRead},
