@@ -445,6 +445,14 @@ func TestFloor(t *testing.T) {
 		p("  etcd: WAL fsyncs %.2f/acq, mean %.2f ms, over 1/2/4/8 ms: %s; proposals committed %.2f/acq, slow applies %g\n",
 			m[walFsync+"_count"]/n, 1000*m[walFsync+"_sum"]/max(1, m[walFsync+"_count"]), over(m, walFsync),
 			m["etcd_server_proposals_committed_total"]/n, m["etcd_server_slow_apply_total"])
+		var watchMsgs float64
+		for k, v := range m {
+			if strings.HasPrefix(k, `grpc_server_msg_received_total{grpc_method="Watch"`) {
+				watchMsgs += v
+			}
+		}
+		p("  etcd: watch events sent %.2f/acq, watch requests received (creations and cancels) %.3f/acq\n",
+			m["etcd_debugging_mvcc_events_total"]/n, watchMsgs/n)
 		p("  etcd: backend commits %.1f/s, mean %.2f ms, %.2f%% of the run's time, over 1/2/4/8 ms: %s\n",
 			m[backendCommit+"_count"]/h.dur.Seconds(), 1000*m[backendCommit+"_sum"]/max(1, m[backendCommit+"_count"]),
 			100*m[backendCommit+"_sum"]/h.dur.Seconds(), over(m, backendCommit))
