@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
@@ -40,12 +41,43 @@ func newClient(lib string) (*clientv3.Client, error) {
 	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		v, _ := requests.LoadOrStore(lib+" "+path.Base(method), new(atomic.Int64))
 		v.(*atomic.Int64).Add(1)
-		return invoker(ctx, method, req, reply, cc, opts...)
+		log := ops.Load()
+		if log == nil {
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}
+		sent := time.Now()
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		log.addOp(lib, requestKind(req), sent, time.Now())
+		return err
 	}
 	return clientv3.New(clientv3.Config{
 		Endpoints: []string{addr}, DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
 		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(count)},
 	})
+}
+
+// ops, when set, logs the time of every unary request (TestFloor).
+var ops atomic.Pointer[opLog]
+
+// requestKind classifies a request for the op log: "put" for a write that
+// puts a key (an enqueue), "del" for one that deletes, "read" for the rest.
+func requestKind(req any) string {
+	switch r := req.(type) {
+	case *etcdserverpb.PutRequest:
+		return "put"
+	case *etcdserverpb.DeleteRangeRequest:
+		return "del"
+	case *etcdserverpb.TxnRequest:
+		for _, o := range r.Success {
+			switch {
+			case o.GetRequestPut() != nil:
+				return "put"
+			case o.GetRequestDeleteRange() != nil:
+				return "del"
+			}
+		}
+	}
+	return "read"
 }
 
 // requests counts the unary requests of each library's clients, by
