@@ -77,7 +77,7 @@ for i = 1, n do
   if queue then
     r = wait_one({KEYS[b + 1], KEYS[b + 2], KEYS[b + 3], KEYS[b + 4]}, {me, ttl, hold})
   else
-    r = acquire_one({KEYS[b + 1], KEYS[b + 2]}, {me, ttl, '0', hold})
+    r = acquire_one({KEYS[b + 1], KEYS[b + 2]}, {me, ttl, hold})
   end
   if type(r) == 'number' then
     out[#out + 1] = r

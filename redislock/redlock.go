@@ -254,7 +254,7 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 				// Never ahead of a waiter queued on the first node.
 				cmd = waitScript.Run(ctx, n.c, ks.waitKeys(), req.Owner, millis(req.TTL), hold, "", "c")
 			} else {
-				cmd = acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), "1", hold)
+				cmd = acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), hold)
 			}
 			a, err := acquireReply(cmd, req.TTL)
 			if err != nil {

@@ -127,7 +127,7 @@ func (r *Redlock) queueAttempt(ctx context.Context, ks keyset, req backend.Reque
 			if i == 0 {
 				cmd = waitScript.Run(ctx, n.c, ks.waitKeys(), req.Owner, millis(req.TTL), wait, queueEntry(window, attempt, r.inbox), "c")
 			} else {
-				cmd = acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), "1", wait)
+				cmd = acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), wait)
 			}
 			a, err := acquireReply(cmd, req.TTL)
 			if err != nil {

@@ -27,14 +27,13 @@ import (
 // script) on NOSCRIPT.
 
 // acquireScript takes the lock if it is free, or re-enters it if ARGV[1]
-// owns it, for hold ARGV[4], and sets the TTL (ARGV[2] ms) in the same
+// owns it, for hold ARGV[3], and sets the TTL (ARGV[2] ms) in the same
 // step; a re-entry never shortens the TTL, and a hold already recorded
 // (a retried delivery) is not counted again. A new lock gets the next
 // value of the counter as its token (INCR), in single and Redlock mode
 // alike: in Redlock mode the client then picks the grant's token from
 // every node's reply and raises (fenceScript) only the nodes that do not
-// already record it. ARGV[3] is unused (kept so every version sends the
-// same arguments).
+// already record it.
 //
 // Reply: the token alone (an integer) when this call took the free lock,
 // which stands for {1, token, ARGV[2], token} (freshGrant); {1, token,
@@ -51,7 +50,7 @@ var acquireScript = redis.NewScript(acquireLua)
 const acquireLua = `
 local owner = redis.call('HGET', KEYS[1], 'o')
 local ttl = tonumber(ARGV[2])
-local hold = 'a:' .. ARGV[4]
+local hold = 'a:' .. ARGV[3]
 if owner == false then
   local token = redis.call('INCR', KEYS[2])
   redis.call('HSET', KEYS[1], 'o', ARGV[1], 'n', 1, 't', token, hold, 1)
