@@ -371,7 +371,7 @@ func (d *Driver) acquire(ctx context.Context, ks keyset, owner, hold string, ttl
 		return d.fairAttempt(ctx, ks, owner, ttl, false, 0, hold, 0)
 	}
 	keys := []string{ks.lock, ks.fence}
-	args := []any{owner, millis(ttl), "0", hold}
+	args := []any{owner, millis(ttl), hold}
 	if d.opts.WaitReplicas == 0 {
 		return acquireReply(acquireScript.Run(ctx, d.c, keys, args...), ttl)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/distlock/distlock/backend"
@@ -113,11 +114,17 @@ func newID() string {
 // fairAttempt runs waitScript: take, confirm a hand-off or (with enqueue)
 // queue up as attempt number attempt of wait (the hold's id).
 func (d *Driver) fairAttempt(ctx context.Context, ks keyset, owner string, ttl time.Duration, enqueue bool, window time.Duration, wait string, attempt int) (acquireResult, error) {
-	flag := "0"
-	if enqueue {
-		flag = "1"
+	if !enqueue {
+		return acquireReply(waitScript.Run(ctx, d.c, ks.waitKeys(), owner, millis(ttl), wait), ttl)
 	}
-	return acquireReply(waitScript.Run(ctx, d.c, ks.waitKeys(), owner, millis(ttl), flag, millis(window), wait, attempt, d.inbox), ttl)
+	return acquireReply(waitScript.Run(ctx, d.c, ks.waitKeys(), owner, millis(ttl), wait, queueEntry(window, attempt, d.inbox)), ttl)
+}
+
+// queueEntry is waitScript's ARGV[4] for a waiter that queues: its
+// liveness window (ms), attempt number and inbox channel in one argument
+// (Redis pays for each argument of a script on every run).
+func queueEntry(window time.Duration, attempt int, inbox string) string {
+	return strconv.FormatInt(millis(window), 10) + ":" + strconv.Itoa(attempt) + ":" + inbox
 }
 
 // abandon takes a waiter that gives up out of the queue, giving back the

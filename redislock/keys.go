@@ -17,6 +17,7 @@ type keyset struct {
 	channel string // pub/sub channel announcing releases and hand-offs
 	queue   string // queue mode: sorted set of waiting owners, oldest first
 	alive   string // queue mode: hash owner -> "deadline_ms:ttl_ms:window_ms:wait:attempt:inbox"
+	last    string // the hold whose release freed the lock, for releasedMemory
 
 	// The KEYS of waitScript and of releaseScript, made once with the
 	// names: scripts run with them are not given a new slice each time.
@@ -36,7 +37,7 @@ func (ks keyset) waitKeys() []string { return ks.wait }
 var escaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 
 // keySuffixes name a lock's keys after its hash tag, in keyset's order.
-var keySuffixes = [...]string{":lock", ":fence", ":released", ":queue", ":alive"}
+var keySuffixes = [...]string{":lock", ":fence", ":released", ":queue", ":alive", ":last"}
 
 // keysFor returns the Redis names for key under prefix. Every acquisition
 // attempt makes them, so they are cut from one string, and the scripts'
@@ -48,7 +49,7 @@ func keysFor(prefix, key string) keyset {
 	}
 	tag := len(prefix) + len(":{") + len(esc) + len("}")
 	var b strings.Builder
-	b.Grow(len(keySuffixes)*tag + len(":lock:fence:released:queue:alive"))
+	b.Grow(len(keySuffixes)*tag + len(":lock:fence:released:queue:alive:last"))
 	for _, suffix := range keySuffixes {
 		b.WriteString(prefix)
 		b.WriteString(":{")
@@ -61,8 +62,8 @@ func keysFor(prefix, key string) keyset {
 	for i, suffix := range keySuffixes {
 		names[i], all = all[:tag+len(suffix)], all[tag+len(suffix):]
 	}
-	ks := keyset{lock: names[0], fence: names[1], channel: names[2], queue: names[3], alive: names[4]}
-	lists := []string{ks.lock, ks.fence, ks.queue, ks.alive, ks.lock, ks.queue, ks.alive, ks.fence}
+	ks := keyset{lock: names[0], fence: names[1], channel: names[2], queue: names[3], alive: names[4], last: names[5]}
+	lists := []string{ks.lock, ks.fence, ks.queue, ks.alive, ks.lock, ks.queue, ks.alive, ks.fence, ks.last}
 	ks.wait, ks.release = lists[:4:4], lists[4:]
 	return ks
 }

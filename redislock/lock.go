@@ -52,13 +52,22 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // succeeds (go-redis retries within its read timeouts and backoff).
 const releasedMemory = 10 * time.Second
 
-// releasedMemoryArg is releasedMemory as a script argument, boxed once
-// instead of on every release.
-var releasedMemoryArg any = millis(releasedMemory)
-
 // release runs releaseScript for hold of owner.
 func release(ctx context.Context, c redis.Scripter, ks keyset, owner, hold, mode string) (int64, error) {
-	return releaseScript.Run(ctx, c, ks.releaseKeys(), owner, ks.channel, mode, hold, releasedMemoryArg).Int64()
+	return releaseScript.Run(ctx, c, ks.releaseKeys(), releaseArgs(owner, hold, mode)...).Int64()
+}
+
+// releaseArgs are releaseScript's ARGV for hold of owner in mode
+// ("release", "count", "quiet" or "abandon"): a plain release sends the
+// hold alone, only "abandon" needs the owner (its place in the queue).
+func releaseArgs(owner, hold, mode string) []any {
+	switch mode {
+	case "release":
+		return []any{hold}
+	case "abandon":
+		return []any{hold, mode, owner}
+	}
+	return []any{hold, mode}
 }
 
 func refreshResult(key string, n int64, err error) error {

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/sandbox"
 )
 
@@ -173,5 +174,80 @@ func TestLongTTLKept(t *testing.T) {
 	}
 	if got := millis(1<<63 - 1); got <= 0 {
 		t.Errorf("millis of the largest duration = %d", got)
+	}
+}
+
+// TestReleasedMemory: a freed lock leaves no hash (the queue-mode acquire
+// checks "no lock, no queue" with one EXISTS) and remembers the hold that
+// freed it in …:last, so a late delivery of that release succeeds, also
+// after another owner took the lock, without touching the new holder's
+// lock. A hash left by an earlier version's release (only the field r)
+// counts as free, and its r is still honoured.
+func TestReleasedMemory(t *testing.T) {
+	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
+	ctx := testCtx(t, 30*time.Second)
+	c := nodeClient(g.Node(0))
+	t.Cleanup(func() { c.Close() })
+	for _, mode := range []WaitMode{WaitQueue, WaitNotify} {
+		t.Run(mode.String(), func(t *testing.T) {
+			d, err := New(c, &Options{Wait: mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { d.Close() })
+			key := "memory-" + mode.String()
+			ks := d.keys(key)
+			req := func(owner string) backend.Request {
+				return backend.Request{Key: key, Owner: owner, TTL: 10 * time.Second}
+			}
+			g1, err := d.TryAcquire(ctx, req("first"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h1 := g1.Lock.(*lock).hold
+			if err := g1.Lock.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := c.Exists(ctx, ks.lock).Val(); n != 0 {
+				t.Errorf("a freed lock left its hash (%v)", c.HGetAll(ctx, ks.lock).Val())
+			}
+			if v, pttl := c.Get(ctx, ks.last).Val(), c.PTTL(ctx, ks.last).Val(); v != h1 || pttl <= 0 || pttl > releasedMemory {
+				t.Errorf("%s = %q with PTTL %v, want the released hold %q for at most %v", ks.last, v, pttl, h1, releasedMemory)
+			}
+			if n, err := release(ctx, c, ks, "first", h1, "release"); err != nil || n != 0 {
+				t.Errorf("a repeated delivery of the release on the free lock: %d, %v; want 0", n, err)
+			}
+			g2, err := d.TryAcquire(ctx, req("second"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, err := release(ctx, c, ks, "first", h1, "release"); err != nil || n != 0 {
+				t.Errorf("a repeated delivery of the release after another owner took the lock: %d, %v; want 0", n, err)
+			}
+			if o := c.HGet(ctx, ks.lock, "o").Val(); o != "second" {
+				t.Fatalf("the late release touched the new holder's lock: owner %q", o)
+			}
+			if err := g2.Lock.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			// An earlier version's memory: a hash holding only r.
+			if err := c.HSet(ctx, ks.lock, "r", "0123456789abcdef").Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.PExpire(ctx, ks.lock, releasedMemory).Err(); err != nil {
+				t.Fatal(err)
+			}
+			g3, err := d.TryAcquire(ctx, req("third"))
+			if err != nil {
+				t.Fatalf("a lock whose hash holds only an earlier version's r: %v", err)
+			}
+			if n, err := release(ctx, c, ks, "old", "0123456789abcdef", "release"); err != nil || n != 0 {
+				t.Errorf("a repeated delivery of an earlier version's release: %d, %v; want 0", n, err)
+			}
+			if err := g3.Lock.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

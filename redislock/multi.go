@@ -75,9 +75,9 @@ for i = 1, n do
   local hold, ttl = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
   local r
   if queue then
-    r = wait_one({KEYS[b + 1], KEYS[b + 2], KEYS[b + 3], KEYS[b + 4]}, {me, ttl, '0', '0', hold, 0, inbox})
+    r = wait_one({KEYS[b + 1], KEYS[b + 2], KEYS[b + 3], KEYS[b + 4]}, {me, ttl, hold})
   else
-    r = acquire_one({KEYS[b + 1], KEYS[b + 2]}, {me, ttl, '0', hold})
+    r = acquire_one({KEYS[b + 1], KEYS[b + 2]}, {me, ttl, hold})
   end
   if type(r) == 'number' then
     out[#out + 1] = r
@@ -169,7 +169,7 @@ func (d *Driver) multiFailed(ctx context.Context, kss []keyset, owner string, ho
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
 		cmds, perr := pipelineScript(cctx, d.c, releaseScript, len(kss), func(i int) ([]string, []any, bool) {
-			return kss[i].releaseKeys(), []any{owner, kss[i].channel, "release", holds[i], releasedMemoryArg}, true
+			return kss[i].releaseKeys(), releaseArgs(owner, holds[i], "release"), true
 		})
 		errs := []error{perr}
 		for _, c := range cmds {

@@ -252,9 +252,9 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 			var cmd *redis.Cmd
 			if i == 0 && r.opts.Wait == WaitQueue {
 				// Never ahead of a waiter queued on the first node.
-				cmd = waitScript.Run(ctx, n.c, ks.waitKeys(), req.Owner, millis(req.TTL), "0", 0, hold, 0, r.inbox, "c")
+				cmd = waitScript.Run(ctx, n.c, ks.waitKeys(), req.Owner, millis(req.TTL), hold, "", "c")
 			} else {
-				cmd = acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), "1", hold)
+				cmd = acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), hold)
 			}
 			a, err := acquireReply(cmd, req.TTL)
 			if err != nil {

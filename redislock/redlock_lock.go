@@ -157,7 +157,7 @@ func minTTL(ttls []time.Duration) time.Duration {
 // releaseCounting is release on Redlock's first node: it also returns how
 // many connections heard the lock announced free (waiters of the key).
 func releaseCounting(ctx context.Context, c redis.Scripter, ks keyset, owner, hold string) (n, heard int64, err error) {
-	v, err := releaseScript.Run(ctx, c, ks.releaseKeys(), owner, ks.channel, "count", hold, releasedMemoryArg).Result()
+	v, err := releaseScript.Run(ctx, c, ks.releaseKeys(), releaseArgs(owner, hold, "count")...).Result()
 	if err != nil {
 		return 0, 0, err
 	}

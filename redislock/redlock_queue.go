@@ -125,9 +125,9 @@ func (r *Redlock) queueAttempt(ctx context.Context, ks keyset, req backend.Reque
 		rs, es := someNodes(r, ctx, nodeTimeout(req.TTL, len(r.nodes)), only, func(ctx context.Context, i int, n *node) (reply, error) {
 			var cmd *redis.Cmd
 			if i == 0 {
-				cmd = waitScript.Run(ctx, n.c, ks.waitKeys(), req.Owner, millis(req.TTL), "1", millis(window), wait, attempt, r.inbox, "c")
+				cmd = waitScript.Run(ctx, n.c, ks.waitKeys(), req.Owner, millis(req.TTL), wait, queueEntry(window, attempt, r.inbox), "c")
 			} else {
-				cmd = acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), "1", wait)
+				cmd = acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), wait)
 			}
 			a, err := acquireReply(cmd, req.TTL)
 			if err != nil {

@@ -1,6 +1,10 @@
 package redislock
 
-import "github.com/redis/go-redis/v9"
+import (
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // The lock is a hash at KEYS[1] with the fields o (owner), n (hold count),
 // t (fencing token) and one field a:<hold> per hold, and a TTL; the fencing
@@ -9,22 +13,27 @@ import "github.com/redis/go-redis/v9"
 // attempt: scripts that find their hold's field know an earlier delivery
 // already ran, so a request the client retried after losing its reply has
 // the effect of one, and a failed attempt's cleanup removes only its own
-// hold, never another process's hold of the same owner. The field r names
-// the last hold released, kept for releasedMemory after the lock is freed,
-// so that a retried release of it succeeds instead of reporting ErrNotHeld.
+// hold, never another process's hold of the same owner. The hold whose
+// release freed the lock is kept for releasedMemory in a string of its own
+// (keyset.last, SET PX: one command where the hash would take HSET and
+// PEXPIRE), and a release that leaves holds records its hold in the
+// hash's field r, so that a retried release of either succeeds instead of
+// reporting ErrNotHeld. A free lock therefore has no hash: the queue-mode
+// acquire checks "no lock, no queue" with one EXISTS of both keys. (A hash
+// without o, left by an earlier version's release, still counts as free,
+// on the slower path.)
 // Every script checks the hold (or the owner) before it changes anything.
 // go-redis runs them with EVALSHA and falls back to EVAL (which loads the
 // script) on NOSCRIPT.
 
 // acquireScript takes the lock if it is free, or re-enters it if ARGV[1]
-// owns it, for hold ARGV[4], and sets the TTL (ARGV[2] ms) in the same
+// owns it, for hold ARGV[3], and sets the TTL (ARGV[2] ms) in the same
 // step; a re-entry never shortens the TTL, and a hold already recorded
 // (a retried delivery) is not counted again. A new lock gets the next
 // value of the counter as its token (INCR), in single and Redlock mode
 // alike: in Redlock mode the client then picks the grant's token from
 // every node's reply and raises (fenceScript) only the nodes that do not
-// already record it. ARGV[3] is unused (kept so every version sends the
-// same arguments).
+// already record it.
 //
 // Reply: the token alone (an integer) when this call took the free lock,
 // which stands for {1, token, ARGV[2], token} (freshGrant); {1, token,
@@ -41,7 +50,7 @@ var acquireScript = redis.NewScript(acquireLua)
 const acquireLua = `
 local owner = redis.call('HGET', KEYS[1], 'o')
 local ttl = tonumber(ARGV[2])
-local hold = 'a:' .. ARGV[4]
+local hold = 'a:' .. ARGV[3]
 if owner == false then
   local token = redis.call('INCR', KEYS[2])
   redis.call('HSET', KEYS[1], 'o', ARGV[1], 'n', 1, 't', token, hold, 1)
@@ -77,9 +86,10 @@ return {0, 0, redis.call('PTTL', KEYS[1]), 0}
 // "h:<wait>", sent to the waiter's own inbox channel (one connection hears
 // it, not every waiter of the key), only wakes the waiter: it confirms the
 // grant with its next attempt (waitScript), so a forged message grants
-// nothing. With no live waiter it announces "released" on ARGV[2] (unless
-// ARGV[3] is "quiet": a Redlock attempt that lost a split vote gives back a
-// node it took, which frees no lock anyone waits for). Dead
+// nothing. With no live waiter it announces "released" on the key's
+// channel (keyset.channel: the lock's name with "released" for "lock")
+// unless ARGV[2] is "quiet" (a Redlock attempt that lost a split vote gives
+// back a node it took, which frees no lock anyone waits for). Dead
 // waiters met on the way are dropped. It returns how many connections
 // heard "released" (0 after a hand-off).
 const handOff = `
@@ -105,72 +115,80 @@ local function handoff()
       end
     end
   end
-  if ARGV[3] ~= 'quiet' then
-    return redis.call('PUBLISH', ARGV[2], 'released')
+  if ARGV[2] ~= 'quiet' then
+    return redis.call('PUBLISH', string.sub(KEYS[1], 1, -5) .. 'released', 'released')
   end
   return 0
 end
 `
 
-// releaseScript gives back hold ARGV[4] of owner ARGV[1]: it lowers the
-// hold count and, when it reaches zero, frees the lock (remembering the
-// hold for ARGV[5] ms) or hands it to the oldest live waiter (handOff).
-// With ARGV[3] = "abandon" it is a waiter (wait ARGV[4]) giving up
+// releaseScript gives back hold ARGV[1]: it lowers the hold count and,
+// when it reaches zero, frees the lock (remembering the hold for
+// releasedMemory) or hands it to the oldest live waiter (handOff). ARGV[2]
+// is the mode, absent for a plain release (see releaseArgs). With ARGV[2]
+// = "abandon" it is a waiter (wait ARGV[1], owner ARGV[3]) giving up
 // instead: it leaves the queue (if its place is still its own) and gives
 // back a lock handed to it.
 //
-// With ARGV[3] = "count" it is a release that, when it frees the lock,
+// With ARGV[2] = "count" it is a release that, when it frees the lock,
 // replies {0, how many connections heard "released"} (Redlock's first node:
 // the driver learns that others wait for the key).
 //
-// KEYS: lock, queue, alive, fence. Reply: -1 if the hold is not held (and
-// was not the last released), else the remaining count.
+// The last hold's release runs HDEL, HGET n, DEL, SET last PX, then
+// handOff's EXISTS queue and PUBLISH: six calls. A plain release sends
+// one argument: Redis pays for each key and argument of a script (Lua
+// strings made per run), so nothing the common path does not need is
+// sent (the channel's name is derived from the lock's, the memory's length
+// is in the source).
+//
+// KEYS: lock, queue, alive, fence, last. Reply: -1 if the hold is not
+// held (and was not the last released), else the remaining count.
 var releaseScript = redis.NewScript(handOff + `
-if ARGV[3] == 'abandon' then
-  local a = redis.call('HGET', KEYS[3], ARGV[1])
-  if a and string.match(a, '^%d+:%d+:%d+:(%w+):') == ARGV[4] then
-    redis.call('ZREM', KEYS[2], ARGV[1])
-    redis.call('HDEL', KEYS[3], ARGV[1])
+if ARGV[2] == 'abandon' then
+  local a = redis.call('HGET', KEYS[3], ARGV[3])
+  if a and string.match(a, '^%d+:%d+:%d+:(%w+):') == ARGV[1] then
+    redis.call('ZREM', KEYS[2], ARGV[3])
+    redis.call('HDEL', KEYS[3], ARGV[3])
   end
 end
-if redis.call('HDEL', KEYS[1], 'a:' .. ARGV[4]) == 0 then
-  if redis.call('HGET', KEYS[1], 'r') == ARGV[4] then
+if redis.call('HDEL', KEYS[1], 'a:' .. ARGV[1]) == 0 then
+  if redis.call('HGET', KEYS[1], 'r') == ARGV[1] or redis.call('GET', KEYS[5]) == ARGV[1] then
     return 0
   end
   return -1
 end
 local n = tonumber(redis.call('HGET', KEYS[1], 'n') or '1') - 1
 if n > 0 then
-  redis.call('HSET', KEYS[1], 'n', n, 'r', ARGV[4])
+  redis.call('HSET', KEYS[1], 'n', n, 'r', ARGV[1])
   return n
 end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'r', ARGV[4])
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[5]))
+redis.call('SET', KEYS[5], ARGV[1], 'PX', ` + strconv.FormatInt(millis(releasedMemory), 10) + `)
 local heard = handoff()
-if ARGV[3] == 'count' then
+if ARGV[2] == 'count' then
   return {0, heard or 0}
 end
 return 0
 `)
 
-// waitScript is the acquire of queue mode, for hold ARGV[5] (a wait, or
-// one TryAcquire). A lock held by the owner is confirmed (handed to this
-// wait, or a retried delivery) or re-entered; a free lock goes to the
-// caller only if no live waiter of another owner is ahead of it.
-// Otherwise, with ARGV[3] = "1", the caller joins the queue (or stays in
-// place) and renews its liveness: ARGV[4] ms from now, with its TTL ARGV[2]
-// for a hand-off, and its attempt number ARGV[6] and inbox channel ARGV[7]
-// for the hand-off message. A caller that gets the lock leaves the queue
-// if its place there is its own.
+// waitScript is the acquire of queue mode, for owner ARGV[1], TTL ARGV[2]
+// ms and hold ARGV[3] (a wait, or one TryAcquire). A lock held by the
+// owner is confirmed (handed to this wait, or a retried delivery) or
+// re-entered; a free lock goes to the caller only if no live waiter of
+// another owner is ahead of it. Otherwise, with ARGV[4] (queueEntry:
+// "window:attempt:inbox"; absent or empty for a TryAcquire), the caller
+// joins the queue (or stays in place) and renews its liveness: window ms
+// from now, with its TTL for a hand-off, and its attempt number and inbox
+// channel for the hand-off message. A caller that gets the lock leaves the
+// queue if its place there is its own.
 //
-// With ARGV[8] = "c" (Redlock's first node) a granted reply carries the
+// With ARGV[5] = "c" (Redlock's first node) a granted reply carries the
 // counter's value, as acquireScript's does; else its counter field is 0 on
 // a re-entry or confirmation (the single server needs no counter).
 //
-// The uncontended case comes first: a free lock (HGET) with no queue
-// (EXISTS) is taken with INCR, HSET and PEXPIRE, five calls in all, before
-// anything else is set up.
+// The uncontended case comes first: a free lock with no queue (one EXISTS
+// of both keys: a free lock has no hash) is taken with INCR, HSET and
+// PEXPIRE, four calls in all, before anything else is set up.
 //
 // KEYS: lock, fence, queue, alive. Reply as acquireScript.
 var waitScript = redis.NewScript(waitLua)
@@ -178,14 +196,14 @@ var waitScript = redis.NewScript(waitLua)
 // waitLua is waitScript's source; multiScript runs it too, once per key.
 const waitLua = `
 local me, ttl = ARGV[1], tonumber(ARGV[2])
-local hold = 'a:' .. ARGV[5]
-local owner = redis.call('HGET', KEYS[1], 'o')
-if owner == false and redis.call('EXISTS', KEYS[3]) == 0 then
+local hold = 'a:' .. ARGV[3]
+if redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
   local token = redis.call('INCR', KEYS[2])
   redis.call('HSET', KEYS[1], 'o', me, 'n', 1, 't', token, hold, 1)
   redis.call('PEXPIRE', KEYS[1], ttl)
   return token
 end
+local owner = redis.call('HGET', KEYS[1], 'o')
 local now = nil
 local function clock()
   if now == nil then
@@ -198,7 +216,7 @@ local queued = true
 local function leave()
   if not queued then return end
   local a = redis.call('HGET', KEYS[4], me)
-  if a and string.match(a, '^%d+:%d+:%d+:(%w+):') == ARGV[5] then
+  if a and string.match(a, '^%d+:%d+:%d+:(%w+):') == ARGV[3] then
     redis.call('ZREM', KEYS[3], me)
     redis.call('HDEL', KEYS[4], me)
   end
@@ -214,14 +232,15 @@ if owner == me then
   end
   leave()
   local counter = 0
-  if ARGV[8] == 'c' then
+  if ARGV[5] == 'c' then
     counter = tonumber(redis.call('GET', KEYS[2]) or '0')
   end
   return {1, tonumber(redis.call('HGET', KEYS[1], 't')), pttl, counter}
 end
 if owner == false then
-  -- The queue is not empty (the fast path took the lock otherwise); its
-  -- dead entries are dropped on the way to the oldest live one.
+  -- The queue is not empty, or the hash has no owner (an earlier
+  -- version's released-hold memory); dead entries of the queue are
+  -- dropped on the way to the oldest live one.
   local head = nil
   local w = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
   queued = w ~= nil
@@ -244,11 +263,12 @@ if owner == false then
     return {1, token, ttl, token}
   end
 end
-if ARGV[3] == '1' then
+if ARGV[4] and ARGV[4] ~= '' then
+  local win, attempt, inbox = string.match(ARGV[4], '^(%d+):(%d+):(.+)$')
   if redis.call('ZSCORE', KEYS[3], me) == false then
     redis.call('ZADD', KEYS[3], clock(), me)
   end
-  redis.call('HSET', KEYS[4], me, (clock() + tonumber(ARGV[4])) .. ':' .. ttl .. ':' .. ARGV[4] .. ':' .. ARGV[5] .. ':' .. ARGV[6] .. ':' .. ARGV[7])
+  redis.call('HSET', KEYS[4], me, (clock() + tonumber(win)) .. ':' .. ttl .. ':' .. win .. ':' .. ARGV[3] .. ':' .. attempt .. ':' .. inbox)
 end
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl < 0 then pttl = 0 end
