@@ -24,8 +24,9 @@ import (
 // range; a reader when no writer's key is older than its own. A waiter
 // follows only the key it depends on (a writer its predecessor, a reader
 // the newest older writer), through the driver's lasting watch of that key
-// (lockwatch.go), until it is deleted, then reads again (see awaitRW). So
-// a queued writer keeps every later reader out.
+// (lockwatch.go), until it is deleted, then reads again (see rwWaiter). So
+// a queued writer keeps every later reader out. A transient failure of
+// the store keeps a waiter's key, so its place in line (waitInLine).
 //
 // Tokens: every granted writer puts <prefix>%<escaped key>%rwfence (no
 // lease: it stays, as Redis keeps its counter), and its token is the
@@ -130,7 +131,9 @@ func (d *Driver) WithdrawRW(context.Context, backend.Request) error { return nil
 // if nothing keeps it out, grants it (a writer's also puts the fence key,
 // a reader's reads it), else reads the key it depends on. It then waits,
 // watching only that key, until none is left; a writer then puts the
-// fence key if its own key is still there. On failure our key is deleted.
+// fence key if its own key is still there. Transient failures keep our
+// key and are retried (rwWaiter.wait); when the wait ends otherwise (ctx,
+// lost lease, closed driver), our key is deleted.
 func (d *Driver) WaitRW(ctx context.Context, req backend.Request, mode backend.RWMode) (backend.Grant, error) {
 	if mode != backend.Read && mode != backend.Write {
 		return backend.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w: rw mode %v", req.Key, backend.ErrInvalidConfig, mode)
@@ -181,65 +184,116 @@ func (d *Driver) WaitRW(ctx context.Context, req backend.Request, mode backend.R
 		}
 		return d.grantRW(s, req, k, rev, token)
 	}
-	var blocker string
+	v := rwView{rev: rev}
 	queue := resp.Responses[1].GetResponseRange()
 	for _, kv := range queue.Kvs {
 		if kv.CreateRevision < rev {
-			blocker = string(kv.Key)
+			v.blocker, v.complete = string(kv.Key), !queue.More
 			break
 		}
 	}
-	token, err := d.awaitRW(ctx, s, req.Key, k.name, mode, rev, blocker, blocker != "" && !queue.More)
-	if err != nil {
+	w := &rwWaiter{waiter: waiter{d: d, s: s, key: req.Key, rng: rng, ekey: k.name, rev: rev}, mode: mode}
+	if err := w.wait(ctx, v); err != nil {
 		return backend.Grant{}, d.failed(s, k, true, err)
 	}
-	return d.grantRW(s, req, k, rev, token)
+	return d.grantRW(s, req, k, rev, w.token)
 }
 
-// awaitRW waits until our key (name, created at rev) depends on no other,
-// and returns the grant's token. blocker is the key it depended on at
-// revision rev ("" to read it); complete tells that no other key keeps
-// ours out at rev (a writer's only older key is blocker).
+// An rwWaiter is one queued acquisition of one side of a read-write lock:
+// the mutex's waiter's fields (rng is the lock's read-write range), and
+// its side. token is its grant's token, once it holds.
+type rwWaiter struct {
+	waiter
+	mode  backend.RWMode
+	token uint64
+}
+
+// An rwView is where an rwWaiter stands: at revision rev (its last read),
+// our key depended on blocker ("" to read what it depends on); complete
+// tells that blocker was then the only key that kept ours out (a
+// writer's only older key). free: no key keeps ours out any more, and a
+// writer has yet to put the fence key; holds: the waiter holds.
+type rwView struct {
+	rev      int64
+	blocker  string
+	complete bool
+	free     bool
+	holds    bool
+}
+
+// wait returns nil once our key holds, with w.token set. As the mutex's
+// and the semaphore's waits (waitInLine), a step that fails transiently
+// (a read or a fence put failing with ErrUnavailable, the watch of the
+// blocker ending: no leader, connection lost) keeps our key, so its place
+// in line, and is retried with backoff while our lease lives and ctx
+// lasts. Each step sends one request or follows one watch, so a failed
+// step loses nothing the waiter had learned.
+func (w *rwWaiter) wait(ctx context.Context, v rwView) error {
+	return waitInLine(ctx, v, func(v rwView) bool { return v.holds }, w.step, w.pause)
+}
+
+// step moves the waiter one step: a writer that is free puts the fence
+// key; a waiter with a blocker follows its deletion; else it reads what
+// our key depends on.
 //
-// The waiter follows blocker's deletion through the driver's lasting watch
-// of that key (lockwatch.go), as the mutex's and the semaphore's waiters
-// do, then reads what it depends on next. A writer whose blocker was the
-// only older key needs no read: no key older than ours can be created
-// later, so it puts the fence key at once (recordWrite checks that our key
-// is still there). A reader reads anyway: its token is the fence key's.
-func (d *Driver) awaitRW(ctx context.Context, s *session, key, name string, mode backend.RWMode, rev int64, blocker string, complete bool) (uint64, error) {
-	fence := rwFence(d.prefix, key)
-	seen := rev
-	for {
-		if blocker != "" {
-			gone, err := d.awaitDeleted(ctx, s, key, blocker, seen)
-			if err != nil {
-				return 0, err
-			}
-			if gone && complete && mode == backend.Write {
-				return d.recordWrite(ctx, key, name, rev)
-			}
-		}
-		resp, err := d.c.Txn(ctx).Then(clientv3.OpGet(name, clientv3.WithKeysOnly()), d.blockerOp(key, mode, rev), clientv3.OpGet(fence)).Commit()
+// The waiter follows blocker's deletion through the driver's lasting
+// watch of that key (lockwatch.go), as the mutex's and the semaphore's
+// waiters do, then reads what it depends on next. A writer whose blocker
+// was the only older key needs no read: no key older than ours can be
+// created later, so it puts the fence key at once (recordWrite checks
+// that our key is still there). A reader reads anyway: its token is the
+// fence key's.
+func (w *rwWaiter) step(ctx context.Context, v rwView) (rwView, error) {
+	switch {
+	case v.free:
+		token, err := w.d.recordWrite(ctx, w.key, w.ekey, w.rev)
 		if err != nil {
-			return 0, d.wrap(ctx, "wait for", key, err)
+			return v, err
 		}
-		if own := resp.Responses[0].GetResponseRange().Kvs; len(own) == 0 || own[0].CreateRevision != rev {
-			return 0, fmt.Errorf("etcdlock: wait for %q: %w: our key %s disappeared while waiting", key, backend.ErrLost, name)
+		w.token = token
+		return rwView{rev: v.rev, holds: true}, nil
+	case v.blocker != "":
+		gone, err := w.awaitDeleted(ctx, v.blocker, v.rev)
+		if err != nil {
+			return v, err
 		}
-		blockers := resp.Responses[1].GetResponseRange()
-		if len(blockers.Kvs) == 0 {
-			if mode == backend.Read {
-				return modRev(resp.Responses[2].GetResponseRange().Kvs), nil
-			}
-			return d.recordWrite(ctx, key, name, rev)
+		if gone && v.complete && w.mode == backend.Write {
+			return rwView{rev: v.rev, free: true}, nil
 		}
-		blocker, seen, complete = string(blockers.Kvs[0].Key), resp.Header.Revision, !blockers.More
+		return rwView{rev: v.rev}, nil // read what we depend on now
+	default:
+		return w.read(ctx)
+	}
+}
+
+// read reads, in one transaction, our key (to check that it is still
+// there), the key ours depends on (blockerOp) and the fence key.
+func (w *rwWaiter) read(ctx context.Context) (rwView, error) {
+	resp, err := w.d.c.Txn(ctx).Then(clientv3.OpGet(w.ekey, clientv3.WithKeysOnly()),
+		w.d.blockerOp(w.key, w.mode, w.rev), clientv3.OpGet(rwFence(w.d.prefix, w.key))).Commit()
+	if err != nil {
+		return rwView{}, w.d.wrap(ctx, "wait for", w.key, err)
+	}
+	if own := resp.Responses[0].GetResponseRange().Kvs; len(own) == 0 || own[0].CreateRevision != w.rev {
+		return rwView{}, fmt.Errorf("etcdlock: wait for %q: %w: our key %s disappeared while waiting", w.key, backend.ErrLost, w.ekey)
+	}
+	rev := resp.Header.Revision
+	blockers := resp.Responses[1].GetResponseRange()
+	switch {
+	case len(blockers.Kvs) > 0:
+		return rwView{rev: rev, blocker: string(blockers.Kvs[0].Key), complete: !blockers.More}, nil
+	case w.mode == backend.Read:
+		w.token = modRev(resp.Responses[2].GetResponseRange().Kvs)
+		return rwView{rev: rev, holds: true}, nil
+	default:
+		return rwView{rev: rev, free: true}, nil
 	}
 }
 
 // recordWrite puts the fence key for a writer whose key (name, rev) holds,
-// and returns the put's revision: the writer's token.
+// and returns the put's revision: the writer's token. Put again after a
+// failure whose fate is unknown, it only raises the fence key's revision:
+// no other key holds meanwhile, so none saw the first.
 func (d *Driver) recordWrite(ctx context.Context, key, name string, rev int64) (uint64, error) {
 	resp, err := d.c.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(name), "=", rev)).
@@ -261,35 +315,27 @@ func (d *Driver) recordWrite(ctx context.Context, key, name string, rev int64) (
 // missing), or, while the watch is young (etcd may deliver its first
 // events late, docs/etcd.md), every recheckEvery, and then every
 // recheckSlow. It returns an error when ctx ends, the session is lost or
-// the watch ends.
-func (d *Driver) awaitDeleted(ctx context.Context, s *session, key, blocker string, seen int64) (bool, error) {
+// the watch ends (ErrUnavailable: the wait retries).
+func (w *rwWaiter) awaitDeleted(ctx context.Context, blocker string, seen int64) (bool, error) {
 	ready := make(chan struct{}, 1)
 	// Kept (see subscribe): the drivers contending for a read-write lock
 	// wait behind each other's keys again and again.
-	sub, err := d.subscribe(blocker, seen, ready, true)
+	sub, err := w.d.subscribe(blocker, seen, ready, true)
 	if err != nil {
-		return false, d.wrap(ctx, "wait for", key, err)
+		return false, w.d.wrap(ctx, "wait for", w.key, err)
 	}
 	defer sub.close()
-	ended := func() error {
-		sub.w.mu.Lock()
-		err := sub.w.err
-		sub.w.mu.Unlock()
-		if err == nil {
-			err = fmt.Errorf("watch of %s ended", blocker)
-		}
-		return d.wrap(ctx, "wait for", key, err)
-	}
 	select {
 	case <-sub.w.started:
 	case <-sub.w.done:
-		return false, ended()
-	case <-s.done:
-		return false, fmt.Errorf("etcdlock: wait for %q: %w: %w", key, backend.ErrLost, s.cause())
+		return false, w.watchEnded(ctx, sub.w)
+	case <-w.s.done:
+		return false, w.lostErr()
 	case <-ctx.Done():
-		return false, fmt.Errorf("etcdlock: wait for %q: %w", key, context.Cause(ctx))
+		return false, fmt.Errorf("etcdlock: wait for %q: %w", w.key, context.Cause(ctx))
 	}
 	if sub.covers() > seen {
+		trace(w.d, "rw-created-reread", w.rev)
 		return false, nil
 	}
 	poll := time.NewTimer(recheckDelay(sub.age()))
@@ -299,10 +345,10 @@ func (d *Driver) awaitDeleted(ctx context.Context, s *session, key, blocker stri
 		case <-ready:
 		case <-poll.C:
 			return false, nil
-		case <-s.done:
-			return false, fmt.Errorf("etcdlock: wait for %q: %w: %w", key, backend.ErrLost, s.cause())
+		case <-w.s.done:
+			return false, w.lostErr()
 		case <-ctx.Done():
-			return false, fmt.Errorf("etcdlock: wait for %q: %w", key, context.Cause(ctx))
+			return false, fmt.Errorf("etcdlock: wait for %q: %w", w.key, context.Cause(ctx))
 		}
 		for _, ev := range sub.take() {
 			// A deletion at or before seen is of an earlier key of that
@@ -312,7 +358,7 @@ func (d *Driver) awaitDeleted(ctx context.Context, s *session, key, blocker stri
 			}
 		}
 		if sub.ended() {
-			return false, ended()
+			return false, w.watchEnded(ctx, sub.w)
 		}
 	}
 }
