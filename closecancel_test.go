@@ -20,6 +20,10 @@ import (
 type cancelLosesDriver struct {
 	backend.Driver
 	refreshing chan struct{} // a Refresh has started
+	// badConn: the loss names only its effect, as database/sql does for a
+	// statement its ctx interrupted ("driver: bad connection"), not the
+	// ctx's cancellation.
+	badConn bool
 }
 
 func (d *cancelLosesDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
@@ -45,7 +49,11 @@ func (l *cancelLosesLock) Refresh(ctx context.Context, ttl time.Duration) error 
 	<-ctx.Done()
 	l.lost.Store(true)
 	_ = l.Lock.Release(context.Background())
-	err := fmt.Errorf("cancelloses: refresh: %w: its connection failed: %w", backend.ErrNotHeld, ctx.Err())
+	cause := ctx.Err()
+	if l.d.badConn {
+		cause = errors.New("driver: bad connection")
+	}
+	err := fmt.Errorf("cancelloses: refresh: %w: its connection failed: %w", backend.ErrNotHeld, cause)
 	if l.onLost != nil {
 		l.onLost(err)
 	}
@@ -64,13 +72,21 @@ func (l *cancelLosesLock) Release(ctx context.Context) error {
 // (ErrReleased), even when canceling the renewal is what freed the lock
 // in the store; it is not reported lost, which would tell the holder that
 // another may have had the lock while it thought it held it. (Seen on
-// SQL: conformance Close failed once with "lost ... context canceled".)
+// SQL: conformance Close failed once with "lost ... context canceled", and
+// on PostgreSQL with "lost ... driver: bad connection", which does not
+// name the cancellation: the badconn case.)
 func TestCloseDuringRenewal(t *testing.T) {
+	for _, badConn := range []bool{false, true} {
+		t.Run(fmt.Sprintf("badconn=%v", badConn), func(t *testing.T) { testCloseDuringRenewal(t, badConn) })
+	}
+}
+
+func testCloseDuringRenewal(t *testing.T, badConn bool) {
 	inner, err := memlock.NewStore().NewDriver(&memlock.Options{Wait: backend.WaitPoll})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &cancelLosesDriver{Driver: inner, refreshing: make(chan struct{}, 1)}
+	d := &cancelLosesDriver{Driver: inner, refreshing: make(chan struct{}, 1), badConn: badConn}
 	l := distlock.New(d)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -278,11 +278,15 @@ func (l *Locker) lose(h *hold, cause error) {
 	if h.state != holdHeld {
 		return
 	}
-	if l.closed && errors.Is(cause, context.Canceled) {
-		// Close canceled this lock's renewal, and the driver gave the lock
-		// up with it (an SQL connection closed under an abandoned
-		// statement): the lock was held until Close, which ends the hold
-		// as it ends every other (released, not lost).
+	if l.closed {
+		// Close has begun and ends this hold as it ends every other
+		// (released, not lost). A loss reported now is most likely Close's
+		// own doing: it canceled the lock's renewal, and the driver gave
+		// the lock up with it, reporting the cancellation (context.Canceled)
+		// or only its effect (an SQL connection closed under the abandoned
+		// statement: "bad connection"). Close's release of a lock that is
+		// really gone fails with ErrNotHeld, which Close ignores: the
+		// caller is done with the lease either way.
 		return
 	}
 	lost := &lostError{key: h.key, cause: cause}
