@@ -289,7 +289,8 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 	ask := func(only []int) {
 		type reply struct {
 			acquireResult
-			node int
+			node    int
+			unknown bool // the call failed: the script may have run
 		}
 		rs, es := someNodes(r, ctx, nodeTimeout(req.TTL, len(r.nodes)), only, func(ctx context.Context, i int, n *node) (reply, error) {
 			var cmd *redis.Cmd
@@ -301,13 +302,17 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 			}
 			a, err := acquireReply(cmd, req.TTL)
 			if err != nil {
-				return reply{node: i}, err
+				return reply{node: i, unknown: true}, err
 			}
-			return reply{a, i}, nil
+			return reply{acquireResult: a, node: i}, nil
 		}, func(late reply) {
 			// The node granted after the attempt stopped waiting for it
-			// (and after any cleanup): give that hold back now.
-			if late.held {
+			// (and after any cleanup), or failed late, its script perhaps
+			// run after the cleanup's release had found nothing (the
+			// cleanup does not wait for a call in flight): give the hold
+			// back now. A release of a hold the node does not have
+			// changes nothing.
+			if late.held || late.unknown {
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 				defer cancel()
 				_, _ = release(rctx, r.nodes[late.node].c, ks, req.Owner, hold, "release")
