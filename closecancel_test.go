@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,9 +25,27 @@ type cancelLosesDriver struct {
 	// statement its ctx interrupted ("driver: bad connection"), not the
 	// ctx's cancellation.
 	badConn bool
+	// stallKey, if set: an acquisition of that key stays in the driver
+	// (announcing itself on stalled) until a Refresh has reported its loss
+	// (reported closed), whatever its ctx says. Close waits for the
+	// operations in flight before it ends any hold, so the loss reaches
+	// the Locker after Close has begun and before it ends the hold.
+	stallKey string
+	stalled  chan struct{}
+	reported chan struct{}
+	report   sync.Once
+	// cause is the cause of the ctx end that made a Refresh give up.
+	cause atomic.Pointer[error]
 }
 
 func (d *cancelLosesDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	if d.stallKey != "" && req.Key == d.stallKey {
+		close(d.stalled)
+		select {
+		case <-d.reported:
+		case <-time.After(10 * time.Second): // bounded: the test fails on its own
+		}
+	}
 	g, err := d.Driver.TryAcquire(ctx, req)
 	if err == nil {
 		g.Lock = &cancelLosesLock{Lock: g.Lock, d: d, onLost: req.OnLost}
@@ -47,6 +66,8 @@ func (l *cancelLosesLock) Refresh(ctx context.Context, ttl time.Duration) error 
 	default:
 	}
 	<-ctx.Done()
+	cause0 := context.Cause(ctx)
+	l.d.cause.Store(&cause0)
 	l.lost.Store(true)
 	_ = l.Lock.Release(context.Background())
 	cause := ctx.Err()
@@ -56,6 +77,9 @@ func (l *cancelLosesLock) Refresh(ctx context.Context, ttl time.Duration) error 
 	err := fmt.Errorf("cancelloses: refresh: %w: its connection failed: %w", backend.ErrNotHeld, cause)
 	if l.onLost != nil {
 		l.onLost(err)
+	}
+	if l.d.reported != nil {
+		l.d.report.Do(func() { close(l.d.reported) })
 	}
 	return err
 }
@@ -105,5 +129,60 @@ func testCloseDuringRenewal(t *testing.T, badConn bool) {
 	<-le.Done()
 	if err := le.Err(); !errors.Is(err, distlock.ErrReleased) || errors.Is(err, distlock.ErrLost) {
 		t.Errorf("lease after Close during its renewal: %v, want ErrReleased and not ErrLost", err)
+	}
+}
+
+// TestCloseDuringRenewalLossInWindow: a loss the driver reports after
+// Close has begun but before Close has ended the hold (the renewal Close
+// canceled failed with "driver: bad connection", as PostgreSQL's does,
+// not with context.Canceled) still ends the lease released, not lost:
+// Close promises ErrReleased for every lease it ends. An acquisition held
+// in the driver until the loss is reported keeps Close (which waits for
+// operations in flight before it releases anything) from ending the hold
+// first, so the loss lands in that window every run. Before the fix only a
+// loss naming context.Canceled was ignored there, and this lease was lost.
+func TestCloseDuringRenewalLossInWindow(t *testing.T) {
+	inner, err := memlock.NewStore().NewDriver(&memlock.Options{Wait: backend.WaitPoll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &cancelLosesDriver{
+		Driver: inner, refreshing: make(chan struct{}, 1), badConn: true,
+		stallKey: "stall", stalled: make(chan struct{}), reported: make(chan struct{}),
+	}
+	l := distlock.New(d)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	le, err := l.Acquire(ctx, "k", distlock.WithTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stallErr := make(chan error, 1)
+	go func() {
+		_, err := l.TryAcquire(ctx, "stall")
+		stallErr <- err
+	}()
+	for _, c := range []struct {
+		ch   <-chan struct{}
+		what string
+	}{{d.stalled, "the stalled acquisition did not reach the driver"}, {d.refreshing, "no renewal started"}} {
+		select {
+		case <-c.ch:
+		case <-ctx.Done():
+			t.Fatal(c.what)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := <-stallErr; err == nil {
+		t.Error("the acquisition in flight during Close got a lease")
+	}
+	if c := d.cause.Load(); c == nil || !errors.Is(*c, distlock.ErrClosed) {
+		t.Fatal("the renewal did not end by Close: the loss missed the window under test")
+	}
+	<-le.Done()
+	if err := le.Err(); !errors.Is(err, distlock.ErrReleased) || errors.Is(err, distlock.ErrLost) {
+		t.Errorf("lease whose renewal reported a loss after Close began: %v, want ErrReleased and not ErrLost", err)
 	}
 }
