@@ -165,6 +165,18 @@ func nodeClient(n sandbox.Node) *redis.Client {
 	})
 }
 
+// nodeClients returns a client of each node of g (nodeClient), in node
+// order, closed when t ends: one Redlock's clients.
+func nodeClients(t testing.TB, g *sandbox.Group) []redis.UniversalClient {
+	var clients []redis.UniversalClient
+	for _, n := range g.Nodes() {
+		c := nodeClient(n)
+		t.Cleanup(func() { c.Close() })
+		clients = append(clients, c)
+	}
+	return clients
+}
+
 // loadScripts loads the driver's scripts on every node.
 func loadScripts(ctx context.Context, g *sandbox.Group) error {
 	for _, n := range g.Nodes() {

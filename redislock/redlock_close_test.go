@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/sandbox"
 )
@@ -24,12 +22,7 @@ import (
 func TestRedlockCloseDuringCalls(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
 	ctx := testCtx(t, time.Minute)
-	var clients []redis.UniversalClient
-	for _, n := range g.Nodes() {
-		c := nodeClient(n)
-		t.Cleanup(func() { c.Close() })
-		clients = append(clients, c)
-	}
+	clients := nodeClients(t, g)
 	const rounds, workers = 20, 4
 	for round := range rounds {
 		r, err := NewRedlock(clients, nil)

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/sandbox"
@@ -26,12 +24,7 @@ func TestRedlockFairOrder(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	const key, waiters = "fair-order", 5
 	locker := func() *distlock.Locker {
-		var clients []redis.UniversalClient
-		for _, n := range g.Nodes() {
-			c := nodeClient(n)
-			t.Cleanup(func() { c.Close() })
-			clients = append(clients, c)
-		}
+		clients := nodeClients(t, g)
 		r, err := NewRedlock(clients, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -113,12 +106,7 @@ func TestRedlockQueueFirstNodeDown(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	const key = "first-down"
 	locker := func() *distlock.Locker {
-		var clients []redis.UniversalClient
-		for _, n := range g.Nodes() {
-			c := nodeClient(n)
-			t.Cleanup(func() { c.Close() })
-			clients = append(clients, c)
-		}
+		clients := nodeClients(t, g)
 		r, err := NewRedlock(clients, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -175,12 +163,7 @@ func TestRedlockQueueFirstNodeDown(t *testing.T) {
 func TestRedlockQueueStaleFirstNode(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
 	ctx := testCtx(t, time.Minute)
-	var clients []redis.UniversalClient
-	for _, n := range g.Nodes() {
-		c := nodeClient(n)
-		t.Cleanup(func() { c.Close() })
-		clients = append(clients, c)
-	}
+	clients := nodeClients(t, g)
 	r, err := NewRedlock(clients, nil)
 	if err != nil {
 		t.Fatal(err)

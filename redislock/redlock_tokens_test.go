@@ -4,8 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/sandbox"
 )
@@ -17,12 +15,7 @@ import (
 func TestRedlockTokenNeverBackwards(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
 	ctx := testCtx(t, time.Minute)
-	var clients []redis.UniversalClient
-	for _, n := range g.Nodes() {
-		c := nodeClient(n)
-		t.Cleanup(func() { c.Close() })
-		clients = append(clients, c)
-	}
+	clients := nodeClients(t, g)
 	r, err := NewRedlock(clients, nil)
 	if err != nil {
 		t.Fatal(err)

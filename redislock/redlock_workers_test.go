@@ -49,12 +49,7 @@ func TestRedlockNodeCallWorkers(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
 	ctx := testCtx(t, time.Minute)
 	h := &goroutineHook{ids: map[string]int{}}
-	var clients []redis.UniversalClient
-	for _, n := range g.Nodes() {
-		c := nodeClient(n)
-		t.Cleanup(func() { c.Close() })
-		clients = append(clients, c)
-	}
+	clients := nodeClients(t, g)
 	r, err := NewRedlock(clients, nil)
 	if err != nil {
 		t.Fatal(err)
