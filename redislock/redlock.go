@@ -189,6 +189,9 @@ func nodesUntil[T any](r *Redlock, ctx context.Context, timeout time.Duration, o
 		deadline = d
 	}
 	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	if ctx.Err() != nil {
+		cancel() // as the old calls on ctx: a call on an ended context sends nothing
+	}
 	// The calls record their answers under mu; the one that completes
 	// the set, or decides the outcome, wakes the caller (done): one
 	// wake-up per round, not one per node. Once the caller stopped
