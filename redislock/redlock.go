@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 // is safe for concurrent use.
 type Redlock struct {
 	nodes  []*node
+	all    []int // every node's index
 	quorum int
 	inbox  string // queue mode: the channel on the first node hand-offs to this driver's waiters go to
 	owned  bool
@@ -90,6 +92,7 @@ func NewRedlock(clients []redis.UniversalClient, opts *Options) (*Redlock, error
 		if c == nil {
 			return nil, fmt.Errorf("redislock: %w: nil client", backend.ErrInvalidConfig)
 		}
+		r.all = append(r.all, len(r.nodes))
 		r.nodes = append(r.nodes, &node{c: c, notify: newNotifier(c)})
 	}
 	r.caps = backend.Capabilities{
@@ -155,67 +158,107 @@ func eachNode[T any](r *Redlock, ctx context.Context, timeout time.Duration, fn 
 // someNodes is eachNode on the nodes whose index is in only (every node if
 // only is nil); the others get zero results.
 func someNodes[T any](r *Redlock, ctx context.Context, timeout time.Duration, only []int, fn func(ctx context.Context, i int, n *node) (T, error), late ...func(T)) ([]T, []error) {
-	type result struct {
-		i   int
-		v   T
-		err error
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var mu sync.Mutex
-	gaveUp := false
+	return nodesUntil(r, ctx, timeout, only, fn, nil, late...)
+}
+
+// errNotAwaited is the error of a node the call stopped waiting for
+// because the answers before it decided the outcome (nodesUntil's
+// decided).
+var errNotAwaited = errors.New("not awaited: the other nodes' answers decided")
+
+// nodesUntil is someNodes that, when decided is not nil, calls it with
+// each answer as it comes and stops waiting once it returns true: the
+// nodes still running get errNotAwaited, and their results go to late as
+// for a node that did not answer in time.
+func nodesUntil[T any](r *Redlock, ctx context.Context, timeout time.Duration, only []int, fn func(ctx context.Context, i int, n *node) (T, error), decided func(i int, v T, err error) bool, late ...func(T)) ([]T, []error) {
 	if only == nil {
-		for i := range r.nodes {
-			only = append(only, i)
+		only = r.all
+	}
+	vals := make([]T, len(r.nodes))
+	errs := make([]error, len(r.nodes))
+	if len(only) == 0 {
+		return vals, errs
+	}
+	// The calls' context ends at the caller's deadline or after timeout,
+	// and when the caller stops waiting because ctx ended or the time is
+	// up; not when it stops because the answers so far decided (early):
+	// the calls it did not wait for run on (their late answers count),
+	// and the last to answer ends it.
+	deadline := time.Now().Add(timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	if ctx.Err() != nil {
+		cancel() // as the old calls on ctx: a call on an ended context sends nothing
+	}
+	// The calls record their answers under mu; the one that completes
+	// the set, or decides the outcome, wakes the caller (done): one
+	// wake-up per round, not one per node. Once the caller stopped
+	// waiting (gaveUp), answers go to late instead.
+	var mu sync.Mutex
+	gaveUp, early := false, false
+	pending, running := len(only), len(only)
+	done := make(chan struct{})
+	answered := make([]bool, len(r.nodes))
+	answer := func(i int, v T, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if running--; running == 0 {
+			cancel()
+		}
+		if gaveUp {
+			for _, f := range late {
+				f(v)
+			}
+			return
+		}
+		vals[i], errs[i], answered[i] = v, err, true
+		pending--
+		if pending == 0 || (decided != nil && decided(i, v, err)) {
+			early = pending > 0
+			gaveUp = true
+			close(done)
 		}
 	}
-	ch := make(chan result, len(only))
 	r.bgMu.Lock()
 	for _, i := range only {
 		if r.closing {
 			var zero T
-			ch <- result{i, zero, errClosed}
+			answer(i, zero, errClosed)
 			continue
 		}
 		n := r.nodes[i]
 		r.goNode(func() {
-			v, err := fn(ctx, i, n)
-			mu.Lock()
-			defer mu.Unlock()
-			if !gaveUp {
-				ch <- result{i, v, err}
-				return
-			}
-			for _, f := range late {
-				f(v)
-			}
+			v, err := fn(cctx, i, n)
+			answer(i, v, err)
 		})
 	}
 	r.bgMu.Unlock()
-	vals := make([]T, len(r.nodes))
-	errs := make([]error, len(r.nodes))
-	answered := make([]bool, len(r.nodes))
-	record := func(res result) { vals[res.i], errs[res.i], answered[res.i] = res.v, res.err, true }
-	for range only {
-		select {
-		case res := <-ch:
-			record(res)
-			continue
-		case <-ctx.Done():
-		}
-		mu.Lock()
-		gaveUp = true
-		mu.Unlock()
-		for len(ch) > 0 {
-			record(<-ch)
-		}
-		break
+	select {
+	case <-done:
+	case <-cctx.Done():
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	gaveUp = true
+	if !early {
+		cancel()
+	}
+	cause := context.Cause(ctx)
+	if cause == nil {
+		cause = context.Cause(cctx)
 	}
 	for _, i := range only {
 		if !answered[i] {
-			errs[i] = fmt.Errorf("node %d: no answer within %v: %w", i, timeout, context.Cause(ctx))
+			if early {
+				errs[i] = fmt.Errorf("node %d: %w", i, errNotAwaited)
+			} else {
+				errs[i] = fmt.Errorf("node %d: no answer within %v: %w", i, timeout, cause)
+			}
 		}
 	}
+	mu.Unlock()
 	return vals, errs
 }
 
@@ -286,13 +329,37 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 	first := time.Now()
 	res := make([]acquireResult, len(r.nodes))
 	errs := make([]error, len(r.nodes))
-	ask := func(only []int) {
+	back := &giveBack{}
+	// ask sends the attempt to the nodes in only and records their
+	// answers in res and errs; with early, it stops waiting once the
+	// answers so far decide a grant (see decides).
+	ask := func(only []int, early bool) {
 		type reply struct {
 			acquireResult
 			node    int
 			unknown bool // the call failed: the script may have run
 		}
-		rs, es := someNodes(r, ctx, nodeTimeout(req.TTL, len(r.nodes)), only, func(ctx context.Context, i int, n *node) (reply, error) {
+		var decided func(i int, v reply, err error) bool
+		if early {
+			// Nodes asked before (the first node, when contended)
+			// count with their answers; the ones asked now as they come.
+			seen := slices.Clone(res)
+			answered := make([]bool, len(r.nodes))
+			for i := range answered {
+				answered[i] = true
+			}
+			for _, i := range only {
+				seen[i], answered[i] = acquireResult{}, false
+			}
+			decided = func(i int, v reply, err error) bool {
+				if err == nil {
+					seen[i] = v.acquireResult
+				}
+				answered[i] = true
+				return r.decides(seen, answered)
+			}
+		}
+		rs, es := nodesUntil(r, ctx, nodeTimeout(req.TTL, len(r.nodes)), only, func(ctx context.Context, i int, n *node) (reply, error) {
 			var cmd *redis.Cmd
 			if i == 0 && r.opts.Wait == WaitQueue {
 				// Never ahead of a waiter queued on the first node.
@@ -305,14 +372,17 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 				return reply{node: i, unknown: true}, err
 			}
 			return reply{acquireResult: a, node: i}, nil
-		}, func(late reply) {
-			// The node granted after the attempt stopped waiting for it
-			// (and after any cleanup), or failed late, its script perhaps
-			// run after the cleanup's release had found nothing (the
-			// cleanup does not wait for a call in flight): give the hold
-			// back now. A release of a hold the node does not have
-			// changes nothing.
-			if late.held || late.unknown {
+		}, decided, func(late reply) {
+			// The node answered after the attempt stopped waiting for
+			// it. A grant is the attempt's hold like the others: it stays
+			// for the lock's Release, unless the hold is being given back
+			// already (Release or the failed attempt's cleanup started,
+			// and may have reached the node before this script ran). A
+			// call that failed may have run its script after that
+			// release found nothing (the cleanup does not wait for a call
+			// in flight): give the hold back now. A release of a hold the
+			// node does not have changes nothing.
+			if late.unknown || (late.held && back.late()) {
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 				defer cancel()
 				_, _ = release(rctx, r.nodes[late.node].c, ks, req.Owner, hold, "release")
@@ -322,10 +392,7 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 			res[i], errs[i] = rs[i].acquireResult, es[i]
 		}
 	}
-	all := make([]int, len(r.nodes))
-	for i := range all {
-		all[i] = i
-	}
+	all := r.all
 	if yield, busy := r.contended(req.Key); busy {
 		// Others want this key too: ask the first node alone, and the
 		// rest only if it granted (or failed), so that losers take no
@@ -336,26 +403,27 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 		if yield > 0 && sleepCtx(ctx, yield) != nil {
 			return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w", req.Key, context.Cause(ctx))
 		}
-		ask(all[:1])
+		ask(all[:1], false)
 		if errs[0] == nil && !res[0].held {
 			r.observe(req.Key)
 			return backend.Grant{}, backend.NotAcquired(req.Key, res[0].pttl)
 		}
-		ask(all[1:])
+		ask(all[1:], true)
 	} else {
-		ask(all)
+		ask(all, true)
 	}
 	v := countVotes(res, errs)
 	if v.split(r.quorum) {
 		// A split vote, or a lock held elsewhere: only the attempt that
 		// holds the first node it reached asks the refusing nodes again.
-		v = r.askAgain(ctx, req.TTL, first, res, errs, ask, func() bool { return r.holdsFirst(res, errs) })
+		v = r.askAgain(ctx, req.TTL, first, res, errs, func(only []int) { ask(only, false) }, func() bool { return r.holdsFirst(res, errs) })
 	}
 	held, refused, failed, retry := v.held, v.refused, v.failed, v.retry
 	if refused > 0 {
 		r.observe(req.Key)
 	}
 	fail := func(err error) (backend.Grant, error) {
+		back.start()
 		r.cleanup(ctx, ks, req.Owner, hold, res, errs)
 		return backend.Grant{}, err
 	}
@@ -373,7 +441,7 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 	if elapsed := time.Since(first); elapsed >= req.TTL-driftOf(req) {
 		return fail(fmt.Errorf("redislock: acquire %q: %w: a majority granted, but only after %v of the %v TTL", req.Key, backend.ErrUnavailable, elapsed, req.TTL))
 	}
-	l := &rlock{r: r, key: req.Key, ks: ks, owner: req.Owner, hold: hold}
+	l := &rlock{r: r, key: req.Key, ks: ks, owner: req.Owner, hold: hold, back: back}
 	return backend.Grant{Lock: l, Token: token, ValidFrom: first}, nil
 }
 
@@ -394,6 +462,57 @@ func (r *Redlock) holdsFirst(res []acquireResult, errs []error) bool {
 		}
 	}
 	return false
+}
+
+// decides reports whether the answers so far (res, for the nodes marked
+// in answered; an answer that failed is not held) decide a grant, so that
+// an attempt need not wait for the other nodes: the first node granted
+// (in queue mode a free lock is not granted there ahead of a queued
+// waiter, and the split-vote rule goes by the first node that answered),
+// and a majority of the nodes that granted already records the token
+// those grants make (newToken), so that no fencing round is needed and
+// the other nodes' answers cannot change it: they would only add grants
+// (kept for Release: giveBack) or refusals. Every earlier token was
+// confirmed by a majority, which shares a node with this one, whose
+// counter this grant's token already passed.
+func (r *Redlock) decides(res []acquireResult, answered []bool) bool {
+	if !answered[0] || !res[0].held {
+		return false
+	}
+	token := newToken(res)
+	confirmed := 0
+	for _, a := range res {
+		if a.held && a.token == token && a.counter >= token {
+			confirmed++
+		}
+	}
+	return confirmed >= r.quorum
+}
+
+// giveBack is what an attempt's node calls that answer late share with
+// the attempt and its lock: whether the hold is being given back (the
+// attempt failed and cleans up, or the lock's Release began).
+type giveBack struct {
+	mu      sync.Mutex
+	started bool
+}
+
+// start records that the hold is being given back; call it before
+// sending the releases.
+func (g *giveBack) start() {
+	g.mu.Lock()
+	g.started = true
+	g.mu.Unlock()
+}
+
+// late reports, for a grant that came after its attempt stopped waiting,
+// whether its caller must give it back itself: the releases have begun
+// and may have reached the node before the grant. Otherwise the hold's
+// releases, sent after this grant was made, free it.
+func (g *giveBack) late() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.started
 }
 
 // contendedFor is how long after an attempt on a key met another holder the

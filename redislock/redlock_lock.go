@@ -19,6 +19,7 @@ type rlock struct {
 	ks    keyset
 	owner string
 	hold  string // the attempt that took it, on every node
+	back  *giveBack
 
 	released atomic.Bool // Release was called: a second call is refused locally
 }
@@ -29,6 +30,7 @@ func (l *rlock) Release(ctx context.Context) error {
 	if !l.released.CompareAndSwap(false, true) {
 		return fmt.Errorf("redislock: release %q: %w: already released", l.key, backend.ErrNotHeld)
 	}
+	l.back.start()
 	n := len(l.r.nodes)
 	start := time.Now()
 	defer func() { l.r.released(l.key, time.Since(start)) }()

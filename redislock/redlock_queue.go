@@ -235,7 +235,7 @@ func (r *Redlock) queueAttempt(ctx context.Context, ks keyset, req backend.Reque
 		_, _ = release(actx, r.nodes[0].c, ks, req.Owner, wait, "abandon")
 		cancel()
 	}
-	l := &rlock{r: r, key: req.Key, ks: ks, owner: req.Owner, hold: wait}
+	l := &rlock{r: r, key: req.Key, ks: ks, owner: req.Owner, hold: wait, back: &giveBack{}}
 	return backend.Grant{Lock: l, Token: token, ValidFrom: first}, 0, nil
 }
 
