@@ -12,21 +12,25 @@ import (
 	"github.com/distlock/distlock/sandbox"
 )
 
-// delayHook holds back the next command a client sends (one, when armed)
-// for delay, before sending it.
-type delayHook struct {
+// gateHook holds back the next command a client sends (one, when armed)
+// until the gate is opened (or 10 s passed: bounded, the test fails on
+// its own), then sends it.
+type gateHook struct {
 	armed atomic.Bool
-	delay time.Duration
+	gate  chan struct{}
 }
 
-func (h *delayHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *delayHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h *gateHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
-func (h *delayHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h *gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if h.armed.CompareAndSwap(true, false) {
-			time.Sleep(h.delay)
+			select {
+			case <-h.gate:
+			case <-time.After(10 * time.Second):
+			}
 		}
 		return next(ctx, cmd)
 	}
@@ -34,8 +38,8 @@ func (h *delayHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 // TestRedlockSlowNodeNotAwaited: once the first node and one more granted
 // with the same token, the grant is decided, and TryAcquire returns
-// without waiting for the third node (here slowed by 400 ms, well within
-// its answer time of TTL/9). Its grant, when it comes, is the attempt's
+// without waiting for the third node (here held back until TryAcquire has
+// returned, within its answer time of TTL/9 = 6.7 s). Its grant, when it comes, is the attempt's
 // hold like the others: Release frees it too, whether the grant came
 // before Release (kept) or after (given back by the late call itself,
 // since Release's release reached the node first and found nothing).
@@ -43,14 +47,8 @@ func (h *delayHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func TestRedlockSlowNodeNotAwaited(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
 	ctx := testCtx(t, time.Minute)
-	const slow = 400 * time.Millisecond
-	h := &delayHook{delay: slow}
-	var clients []redis.UniversalClient
-	for _, n := range g.Nodes() {
-		c := nodeClient(n)
-		t.Cleanup(func() { c.Close() })
-		clients = append(clients, c)
-	}
+	h := &gateHook{}
+	clients := nodeClients(t, g)
 	r, err := NewRedlock(clients, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -87,23 +85,42 @@ func TestRedlockSlowNodeNotAwaited(t *testing.T) {
 		}
 		return false
 	}
-	req := backend.Request{Key: "slow", Owner: "o", TTL: 10 * time.Second}
+	req := backend.Request{Key: "slow", Owner: "o", TTL: time.Minute}
 	for round, grantFirst := range []bool{true, false} {
+		h.gate = make(chan struct{})
 		h.armed.Store(true)
-		start := time.Now()
-		gr, err := r.TryAcquire(ctx, req)
-		took := time.Since(start)
-		if err != nil {
-			t.Fatal(err)
+		type result struct {
+			g   backend.Grant
+			err error
 		}
-		if took >= slow/2 {
-			t.Errorf("TryAcquire took %v: it waited for the slow node (%v)", took, slow)
+		got := make(chan result, 1)
+		go func() {
+			gr, err := r.TryAcquire(ctx, req)
+			got <- result{gr, err}
+		}()
+		var gr backend.Grant
+		select {
+		case res := <-got:
+			if res.err != nil {
+				t.Fatal(res.err)
+			}
+			gr = res.g
+		case <-time.After(5 * time.Second):
+			close(h.gate)
+			<-got
+			t.Fatal("TryAcquire did not return while the third node was held back: it waited for it")
 		}
-		if grantFirst && !heldOn2(true) {
-			t.Fatal("the slow node never granted")
+		if grantFirst {
+			close(h.gate)
+			if !heldOn2(true) {
+				t.Fatal("the slow node never granted")
+			}
 		}
 		if err := gr.Lock.Release(ctx); err != nil {
 			t.Fatal(err)
+		}
+		if !grantFirst {
+			close(h.gate) // after Release reached node 2 (on another connection)
 		}
 		if !counted2(int64(round) + 1) {
 			t.Fatal("the slow node never granted")
