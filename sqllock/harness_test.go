@@ -119,27 +119,27 @@ func (c *client) kill() error {
 	return nil
 }
 
-// harness implements conformance.Harness, Partitioner and ReplyDropper
-// over the shared server.
-type harness struct {
-	s       *server
-	ttl     time.Duration
-	batch   bool
-	mu      sync.Mutex
-	clients map[backend.Driver]*client
+// proxied is what the MySQL and PostgreSQL harnesses share: every
+// Driver over a pool of its own behind a proxy to the shared server, the
+// faults made through the proxies, and the server's restarts. isCommand
+// tells DropNextReply which packet starts a command of the dialect.
+type proxied struct {
+	g         *sandbox.Group
+	ttl       time.Duration
+	isCommand func(chunk []byte) bool
+	mu        sync.Mutex
+	clients   map[backend.Driver]*client
 }
 
-func newHarness(s *server, ttl time.Duration, batch bool) *harness {
-	return &harness{s: s, ttl: ttl, batch: batch, clients: map[backend.Driver]*client{}}
-}
-
-func (h *harness) NewDriver(ctx context.Context) (backend.Driver, error) {
-	p, err := sandbox.StartProxy(h.s.addr)
+// newDriver makes a Driver over newDB's pool, which dials through a new
+// proxy to addr.
+func (h *proxied) newDriver(ctx context.Context, addr func() string, newDB func(addr func() string) *sql.DB, opts *sqllock.Options) (backend.Driver, error) {
+	p, err := sandbox.StartProxy(addr)
 	if err != nil {
 		return nil, err
 	}
-	c := &client{db: h.s.newDB(p.Addr, h.batch), p: p}
-	d, err := sqllock.New(ctx, c.db, &sqllock.Options{Table: testTable})
+	c := &client{db: newDB(p.Addr), p: p}
+	d, err := sqllock.New(ctx, c.db, opts)
 	if err != nil {
 		_ = c.db.Close()
 		_ = p.Close()
@@ -151,7 +151,7 @@ func (h *harness) NewDriver(ctx context.Context) (backend.Driver, error) {
 	return d, nil
 }
 
-func (h *harness) client(d backend.Driver) (*client, error) {
+func (h *proxied) client(d backend.Driver) (*client, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := h.clients[d]
@@ -162,7 +162,7 @@ func (h *harness) client(d backend.Driver) (*client, error) {
 }
 
 // Partition black-holes d's connections, current and new.
-func (h *harness) Partition(_ context.Context, d backend.Driver) error {
+func (h *proxied) Partition(_ context.Context, d backend.Driver) error {
 	c, err := h.client(d)
 	if err != nil {
 		return err
@@ -171,7 +171,7 @@ func (h *harness) Partition(_ context.Context, d backend.Driver) error {
 	return nil
 }
 
-func (h *harness) Heal(_ context.Context, d backend.Driver) error {
+func (h *proxied) Heal(_ context.Context, d backend.Driver) error {
 	c, err := h.client(d)
 	if err != nil {
 		return err
@@ -180,20 +180,19 @@ func (h *harness) Heal(_ context.Context, d backend.Driver) error {
 	return nil
 }
 
-// DropNextReply loses the reply to d's next command (a packet with
-// sequence number 0 other than COM_QUIT: a query, a prepared statement's
-// execution, a ping), not to a connection's handshake. The connection then
-// closes, which ends whatever it held.
-func (h *harness) DropNextReply(_ context.Context, d backend.Driver) error {
+// DropNextReply loses the reply to d's next command (isCommand), not to a
+// connection's handshake. The connection then closes, which ends whatever
+// it held.
+func (h *proxied) DropNextReply(_ context.Context, d backend.Driver) error {
 	c, err := h.client(d)
 	if err != nil {
 		return err
 	}
-	c.p.DropReply(isCommand, nil)
+	c.p.DropReply(h.isCommand, nil)
 	return nil
 }
 
-func (h *harness) Dropped(d backend.Driver) int {
+func (h *proxied) Dropped(d backend.Driver) int {
 	c, err := h.client(d)
 	if err != nil {
 		return 0
@@ -201,22 +200,53 @@ func (h *harness) Dropped(d backend.Driver) int {
 	return c.p.Dropped()
 }
 
-// isCommand reports whether chunk starts a MySQL command packet.
-func isCommand(chunk []byte) bool {
-	const comQuit = 0x01
-	return len(chunk) >= 5 && chunk[3] == 0 && chunk[4] != comQuit
-}
-
-func (h *harness) TTL() time.Duration { return h.ttl }
+func (h *proxied) TTL() time.Duration { return h.ttl }
 
 // Kill resets every connection of d through its proxy and refuses new
-// ones: no rollback, no COM_QUIT, as for a process that died.
-func (h *harness) Kill(_ context.Context, d backend.Driver) error {
+// ones: no rollback, no quit message, as for a process that died.
+func (h *proxied) Kill(_ context.Context, d backend.Driver) error {
 	c, err := h.client(d)
 	if err != nil {
 		return err
 	}
 	return c.kill()
+}
+
+func (h *proxied) StopServer(ctx context.Context) error  { return h.g.Node(0).Stop(ctx) }
+func (h *proxied) StartServer(ctx context.Context) error { return h.g.Node(0).Start(ctx) }
+
+func (h *proxied) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.clients {
+		_ = c.db.Close()
+		_ = c.p.Close()
+	}
+	clear(h.clients)
+	return nil
+}
+
+// harness implements conformance.Harness, Partitioner and ReplyDropper
+// over the shared server.
+type harness struct {
+	proxied
+	s     *server
+	batch bool
+}
+
+func newHarness(s *server, ttl time.Duration, batch bool) *harness {
+	return &harness{proxied: proxied{g: s.g, ttl: ttl, isCommand: isCommand, clients: map[backend.Driver]*client{}}, s: s, batch: batch}
+}
+
+func (h *harness) NewDriver(ctx context.Context) (backend.Driver, error) {
+	newDB := func(addr func() string) *sql.DB { return h.s.newDB(addr, h.batch) }
+	return h.newDriver(ctx, h.s.addr, newDB, &sqllock.Options{Table: testTable})
+}
+
+// isCommand reports whether chunk starts a MySQL command packet.
+func isCommand(chunk []byte) bool {
+	const comQuit = 0x01
+	return len(chunk) >= 5 && chunk[3] == 0 && chunk[4] != comQuit
 }
 
 // Delete kills the holder's session from an admin connection.
@@ -232,18 +262,4 @@ func (s *server) killHolder(ctx context.Context, key string) error {
 	}
 	_, err := s.admin.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id))
 	return err
-}
-
-func (h *harness) StopServer(ctx context.Context) error  { return h.s.g.Node(0).Stop(ctx) }
-func (h *harness) StartServer(ctx context.Context) error { return h.s.g.Node(0).Start(ctx) }
-
-func (h *harness) Close() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, c := range h.clients {
-		_ = c.db.Close()
-		_ = c.p.Close()
-	}
-	clear(h.clients)
-	return nil
 }

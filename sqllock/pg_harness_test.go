@@ -107,98 +107,23 @@ func newPGDriver(t *testing.T, s *pgServer, opts sqllock.Options) (*sqllock.Driv
 // pgHarness implements conformance.Harness, Partitioner and ReplyDropper
 // over the shared PostgreSQL, each Driver behind a proxy of its own.
 type pgHarness struct {
+	proxied
 	s        *pgServer
 	advisory bool // Options.Advisory
-	ttl      time.Duration
-	mu       sync.Mutex
-	clients  map[backend.Driver]*client
 }
 
 func newPGHarness(s *pgServer, ttl time.Duration) *pgHarness {
-	return &pgHarness{s: s, ttl: ttl, clients: map[backend.Driver]*client{}}
+	return &pgHarness{proxied: proxied{g: s.g, ttl: ttl, isCommand: isPGQuery, clients: map[backend.Driver]*client{}}, s: s}
 }
 
 func (h *pgHarness) NewDriver(ctx context.Context) (backend.Driver, error) {
-	p, err := sandbox.StartProxy(h.s.addr)
-	if err != nil {
-		return nil, err
-	}
-	c := &client{db: h.s.newDB(p.Addr), p: p}
-	d, err := sqllock.New(ctx, c.db, &sqllock.Options{Table: testTable, Advisory: h.advisory})
-	if err != nil {
-		_ = c.db.Close()
-		_ = p.Close()
-		return nil, err
-	}
-	h.mu.Lock()
-	h.clients[d] = c
-	h.mu.Unlock()
-	return d, nil
-}
-
-func (h *pgHarness) client(d backend.Driver) (*client, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	c := h.clients[d]
-	if c == nil {
-		return nil, fmt.Errorf("unknown driver %T", d)
-	}
-	return c, nil
-}
-
-func (h *pgHarness) Partition(_ context.Context, d backend.Driver) error {
-	c, err := h.client(d)
-	if err != nil {
-		return err
-	}
-	c.p.Blackhole(sandbox.Both)
-	return nil
-}
-
-func (h *pgHarness) Heal(_ context.Context, d backend.Driver) error {
-	c, err := h.client(d)
-	if err != nil {
-		return err
-	}
-	c.p.Heal()
-	return nil
-}
-
-// DropNextReply loses the reply to d's next query (a simple-protocol
-// Query message, or the first message of an extended-protocol exchange),
-// not to a connection's start-up. The connection then closes, which ends
-// whatever it held.
-func (h *pgHarness) DropNextReply(_ context.Context, d backend.Driver) error {
-	c, err := h.client(d)
-	if err != nil {
-		return err
-	}
-	c.p.DropReply(isPGQuery, nil)
-	return nil
-}
-
-func (h *pgHarness) Dropped(d backend.Driver) int {
-	c, err := h.client(d)
-	if err != nil {
-		return 0
-	}
-	return c.p.Dropped()
+	return h.newDriver(ctx, h.s.addr, h.s.newDB, &sqllock.Options{Table: testTable, Advisory: h.advisory})
 }
 
 // isPGQuery reports whether chunk starts a PostgreSQL query message: Query
 // ('Q'), Parse ('P') or Bind ('B'), each a type byte and a 4-byte length.
 func isPGQuery(chunk []byte) bool {
 	return len(chunk) >= 5 && (chunk[0] == 'Q' || chunk[0] == 'P' || chunk[0] == 'B')
-}
-
-func (h *pgHarness) TTL() time.Duration { return h.ttl }
-
-func (h *pgHarness) Kill(_ context.Context, d backend.Driver) error {
-	c, err := h.client(d)
-	if err != nil {
-		return err
-	}
-	return c.kill()
 }
 
 // Delete terminates the holder's session from an admin connection.
@@ -215,19 +140,5 @@ func (s *pgServer) killHolder(ctx context.Context, key string) error {
 	if !ok {
 		return fmt.Errorf("holder of %q: no such session", key)
 	}
-	return nil
-}
-
-func (h *pgHarness) StopServer(ctx context.Context) error  { return h.s.g.Node(0).Stop(ctx) }
-func (h *pgHarness) StartServer(ctx context.Context) error { return h.s.g.Node(0).Start(ctx) }
-
-func (h *pgHarness) Close() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, c := range h.clients {
-		_ = c.db.Close()
-		_ = c.p.Close()
-	}
-	clear(h.clients)
 	return nil
 }
