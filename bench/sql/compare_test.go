@@ -45,15 +45,21 @@ func TestCompare(t *testing.T) {
 
 	p("uncontended acquire+release (one client, one free key; best of %d):\n", rounds)
 	unc := map[string]time.Duration{}
+	uncRound := map[string][]time.Duration{}
 	for r := range rounds {
 		for _, c := range measure.Rotate(contenders, r) {
 			res := testing.Benchmark(func(b *testing.B) { lockbench.Uncontended(b, c) })
 			unc[c.Name] = best(unc[c.Name], lockbench.NsPerOp(res))
+			uncRound[c.Name] = append(uncRound[c.Name], lockbench.NsPerOp(res))
 		}
 	}
 	for _, c := range contenders {
-		p("  %-18s %10v  = %5.2f SELECT 1s   this/FOR UPDATE = %.2f\n", c.Name, unc[c.Name],
+		p("  %-18s %10v  = %5.2f SELECT 1s   this/FOR UPDATE = %.2f   each round:", c.Name, unc[c.Name],
 			float64(unc[c.Name])/float64(sel), float64(unc[c.Name])/float64(unc[baseline]))
+		for r, d := range uncRound[c.Name] {
+			p(" %.2f", float64(d)/float64(uncRound[baseline][r]))
+		}
+		p("\n")
 	}
 
 	p("\n%d workers (own client each) on one key for %v, each cycle lock, read-modify-write of a shared integer, unlock (best of %d):\n",
@@ -67,8 +73,12 @@ func TestCompare(t *testing.T) {
 	}
 	for _, c := range contenders {
 		b, bl := rs[c.Name].Best(), rs[baseline].Best()
-		p("  %-18s %8.0f acq/s   per worker min %d max %d   this/FOR UPDATE = %.2f\n", c.Name, b.Rate(),
+		p("  %-18s %8.0f acq/s   per worker min %d max %d   this/FOR UPDATE = %.2f   each round:", c.Name, b.Rate(),
 			slices.Min(b.Counts), slices.Max(b.Counts), b.Rate()/bl.Rate())
+		for r, rate := range rs[c.Name].Rates() {
+			p(" %.2f", rate/rs[baseline].Rates()[r])
+		}
+		p("\n")
 	}
 	if lost := rmwLost.Load(); lost != 0 {
 		t.Errorf("%d read-modify-writes of the shared integer were lost: two holders at once", lost)

@@ -52,6 +52,10 @@ func contendersAt(at func() string) []measure.Library {
 		lib("FOR UPDATE batched", newForUpdateBatched),
 		lib("FOR UPDATE+fence", newForUpdateFence),
 		lib("GET_LOCK", newGetLock),
+		// EXPERIMENT (proc_test.go): one CALL for the locking read and the
+		// counter, and the same pinned client with the two statements.
+		lib("proc", newProc),
+		lib("pinned 2 stmts", newStmts),
 	}
 }
 
