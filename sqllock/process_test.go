@@ -16,6 +16,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/sandbox"
+	"github.com/distlock/distlock/sqllock"
 )
 
 // The holder process: TestHelperHolder re-run in a child process with
@@ -23,6 +24,7 @@ import (
 const (
 	envURL = "SQLLOCK_HELPER_URL"
 	envDSN = "SQLLOCK_HELPER_DSN"
+	envSQL = "SQLLOCK_HELPER_DRIVER" // the database/sql driver of envDSN: mysql or pgx
 	envKey = "SQLLOCK_HELPER_KEY"
 	envTTL = "SQLLOCK_HELPER_TTL"
 	envRes = "SQLLOCK_HELPER_RESOURCE"
@@ -30,9 +32,58 @@ const (
 
 const resourceTable = "distlock_test_resource"
 
+// procServer is what the process tests need of a MySQL or PostgreSQL
+// server: how the child reaches it, a Locker of the test's own, the
+// protected resource's fenced write, and the query that counts sessions
+// waiting in the server for a lock's row.
+type procServer struct {
+	pg        bool // PostgreSQL, else MySQL
+	admin     *sql.DB
+	url, dsn  string // the child's Locker URL and its resource pool's DSN
+	sqlDriver string // database/sql driver name of dsn
+	newLocker func(t *testing.T, ttl time.Duration) *distlock.Locker
+	// resource creates the resource table and its row id.
+	resource func(t *testing.T, id int)
+	waiting  string // counts sessions waiting for a row lock FOR UPDATE
+}
+
+func mysqlProc(t *testing.T) *procServer {
+	s := startServer(t)
+	return &procServer{
+		admin: s.admin, sqlDriver: "mysql",
+		url: sandbox.MySQLURL(s.addr()) + "?table=" + testTable, dsn: sandbox.MySQLDSN(s.addr()),
+		newLocker: func(t *testing.T, ttl time.Duration) *distlock.Locker { return newLocker(t, s, ttl) },
+		resource: func(t *testing.T, id int) {
+			mustExec(t, s.admin, "CREATE TABLE IF NOT EXISTS "+resourceTable+" (id INT PRIMARY KEY, val VARCHAR(64) NOT NULL, token BIGINT UNSIGNED NOT NULL)")
+			mustExec(t, s.admin, "INSERT INTO "+resourceTable+" VALUES (?, '', 0)", id)
+		},
+		waiting: "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND = 'Query' AND ID <> CONNECTION_ID() " +
+			"AND INFO LIKE 'SELECT % FROM `" + testTable + "` WHERE name = %FOR UPDATE%'",
+	}
+}
+
+func pgProc(t *testing.T) *procServer {
+	s := startPG(t)
+	return &procServer{
+		pg: true, admin: s.admin, sqlDriver: "pgx",
+		url: sandbox.PostgresURL(s.addr()) + "&table=" + testTable, dsn: sandbox.PostgresURL(s.addr()),
+		newLocker: func(t *testing.T, ttl time.Duration) *distlock.Locker {
+			d, _ := newPGDriver(t, s, sqllock.Options{})
+			l := distlock.New(d, distlock.WithDefaultTTL(ttl))
+			t.Cleanup(func() { _ = l.Close() })
+			return l
+		},
+		resource: func(t *testing.T, id int) {
+			mustExec(t, s.admin, "CREATE TABLE IF NOT EXISTS "+resourceTable+" (id INT PRIMARY KEY, val VARCHAR(64) NOT NULL, token BIGINT NOT NULL)")
+			mustExec(t, s.admin, "INSERT INTO "+resourceTable+" VALUES ($1, '', 0)", id)
+		},
+		waiting: "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%' AND pid <> pg_backend_pid()",
+	}
+}
+
 // TestHelperHolder is not a test: it is the body of the child process that
-// holds a lock for TestHolderSIGKILL and TestSilentHolder. It acquires the
-// key, prints "held TOKEN", and on each "write" line from stdin attempts a
+// holds a lock for the SIGKILL and SIGSTOP tests. It acquires the key,
+// prints "held TOKEN", and on each "write" line from stdin attempts a
 // fenced write with its token, printing "wrote N" (N rows changed).
 func TestHelperHolder(t *testing.T) {
 	url := os.Getenv(envURL)
@@ -49,7 +100,7 @@ func TestHelperHolder(t *testing.T) {
 		return
 	}
 	defer l.Close()
-	db, err := sql.Open("mysql", os.Getenv(envDSN))
+	db, err := sql.Open(os.Getenv(envSQL), os.Getenv(envDSN))
 	if err != nil {
 		fmt.Printf("error %v\n", err)
 		return
@@ -64,16 +115,21 @@ func TestHelperHolder(t *testing.T) {
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		if in.Text() == "write" {
-			n, err := fencedWrite(ctx, db, resID, le.Token(), "child")
+			n, err := fencedWrite(ctx, db, os.Getenv(envSQL) == "pgx", resID, le.Token(), "child")
 			fmt.Printf("wrote %d %v lease=%v\n", n, err, le.Err())
 		}
 	}
 }
 
 // fencedWrite is the protected resource's check: a write carrying a token
-// lower than one already seen changes nothing.
-func fencedWrite(ctx context.Context, db *sql.DB, id int, token uint64, val string) (int64, error) {
-	res, err := db.ExecContext(ctx, "UPDATE "+resourceTable+" SET val = ?, token = ? WHERE id = ? AND token < ?", val, token, id, token)
+// lower than one already seen changes nothing; pg selects PostgreSQL's
+// placeholders.
+func fencedWrite(ctx context.Context, db *sql.DB, pg bool, id int, token uint64, val string) (int64, error) {
+	q, args := "UPDATE "+resourceTable+" SET val = ?, token = ? WHERE id = ? AND token < ?", []any{val, token, id, token}
+	if pg {
+		q, args = "UPDATE "+resourceTable+" SET val = $1, token = $2 WHERE id = $3 AND token < $2", []any{val, int64(token), id}
+	}
+	res, err := db.ExecContext(ctx, q, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -87,24 +143,12 @@ type child struct {
 	out   *bufio.Scanner
 }
 
-func startHolder(t *testing.T, s *server, key string, ttl time.Duration, resID int) (*child, uint64) {
-	t.Helper()
-	c := startChild(t, s, key, ttl, resID)
-	line := c.line(t, "held ")
-	tok, err := strconv.ParseUint(strings.Fields(line)[1], 10, 64)
-	if err != nil {
-		t.Fatalf("holder said %q", line)
-	}
-	return c, tok
-}
-
 // startChild starts a child process that acquires key (waiting if needed).
-func startChild(t *testing.T, s *server, key string, ttl time.Duration, resID int) *child {
+func (s *procServer) startChild(t *testing.T, key string, ttl time.Duration, resID int) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHolder$", "-test.count=1")
 	cmd.Env = append(os.Environ(),
-		envURL+"="+sandbox.MySQLURL(s.addr())+"?table="+testTable,
-		envDSN+"="+sandbox.MySQLDSN(s.addr()),
+		envURL+"="+s.url, envDSN+"="+s.dsn, envSQL+"="+s.sqlDriver,
 		envKey+"="+key, envTTL+"="+ttl.String(), envRes+"="+strconv.Itoa(resID))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
@@ -127,6 +171,19 @@ func startChild(t *testing.T, s *server, key string, ttl time.Duration, resID in
 	return c
 }
 
+// startHolder starts a child process that holds key, and returns it with
+// its token.
+func (s *procServer) startHolder(t *testing.T, key string, ttl time.Duration, resID int) (*child, uint64) {
+	t.Helper()
+	c := s.startChild(t, key, ttl, resID)
+	line := c.line(t, "held ")
+	tok, err := strconv.ParseUint(strings.Fields(line)[1], 10, 64)
+	if err != nil {
+		t.Fatalf("holder said %q", line)
+	}
+	return c, tok
+}
+
 // line reads the child's output until a line starting with prefix.
 func (c *child) line(t *testing.T, prefix string) string {
 	t.Helper()
@@ -145,12 +202,14 @@ func (c *child) line(t *testing.T, prefix string) string {
 
 // TestHolderSIGKILL: a holder process killed with SIGKILL frees the lock as
 // soon as the server sees its connection close, long before its TTL.
-func TestHolderSIGKILL(t *testing.T) {
-	s := startServer(t)
+func TestHolderSIGKILL(t *testing.T)         { testHolderSIGKILL(t, mysqlProc(t), "sigkill") }
+func TestPostgresHolderSIGKILL(t *testing.T) { testHolderSIGKILL(t, pgProc(t), "pg-sigkill") }
+
+func testHolderSIGKILL(t *testing.T, s *procServer, name string) {
 	const ttl = 20 * time.Second
-	key := uniqueKey("sigkill")
-	c, tok := startHolder(t, s, key, ttl, 0)
-	l := newLocker(t, s, ttl)
+	key := uniqueKey(name)
+	c, tok := s.startHolder(t, key, ttl, 0)
+	l := s.newLocker(t, ttl)
 	if _, err := l.TryAcquire(ctxFor(t, 10*time.Second), key); err == nil {
 		t.Fatal("the key was free while the child process held it")
 	}
@@ -174,22 +233,24 @@ func TestHolderSIGKILL(t *testing.T) {
 }
 
 // TestSilentHolder: a holder process that is paused (SIGSTOP) keeps its TCP
-// connection open but stops refreshing; the server's idle timeout ends its
-// session within the TTL, the next holder gets the lock, and the paused
-// holder's fenced write, once it resumes, is rejected.
-func TestSilentHolder(t *testing.T) {
-	s := startServer(t)
+// connection open but stops refreshing; the server ends its session within
+// the TTL (MySQL's wait_timeout, PostgreSQL's
+// idle_in_transaction_session_timeout), the next holder gets the lock, and
+// the paused holder's fenced write, once it resumes, is rejected.
+func TestSilentHolder(t *testing.T)         { testSilentHolder(t, mysqlProc(t), "silent") }
+func TestPostgresSilentHolder(t *testing.T) { testSilentHolder(t, pgProc(t), "pg-silent") }
+
+func testSilentHolder(t *testing.T, s *procServer, name string) {
 	const ttl = 2 * time.Second
 	resID := int(time.Now().UnixNano() % 1e9)
-	mustExec(t, s.admin, "CREATE TABLE IF NOT EXISTS "+resourceTable+" (id INT PRIMARY KEY, val VARCHAR(64) NOT NULL, token BIGINT UNSIGNED NOT NULL)")
-	mustExec(t, s.admin, "INSERT INTO "+resourceTable+" VALUES (?, '', 0)", resID)
-	key := uniqueKey("silent")
-	c, tok := startHolder(t, s, key, ttl, resID)
+	s.resource(t, resID)
+	key := uniqueKey(name)
+	c, tok := s.startHolder(t, key, ttl, resID)
 	if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	paused := time.Now()
-	l := newLocker(t, s, ttl)
+	l := s.newLocker(t, ttl)
 	le, err := l.Acquire(ctxFor(t, 10*ttl), key)
 	took := time.Since(paused)
 	if err != nil {
@@ -198,15 +259,15 @@ func TestSilentHolder(t *testing.T) {
 	defer release(t, le)
 	t.Logf("SIGSTOP of the holder to the next grant: %v (TTL %v)", took, ttl)
 	// The server's bound: the last refresh (at most TTL/3 before the pause)
-	// plus wait_timeout (the TTL in whole seconds); one second of slack for
-	// the server's timer and a busy machine.
+	// plus the idle timeout (the TTL in whole seconds); one second of slack
+	// for the server's timer and a busy machine.
 	if took > ttl+time.Second {
 		t.Errorf("a silent holder kept the lock %v after it went silent, beyond its TTL %v", took, ttl)
 	}
 	if le.Token() <= tok {
 		t.Fatalf("token %d after the silent holder's %d", le.Token(), tok)
 	}
-	if n, err := fencedWrite(ctxFor(t, 10*time.Second), s.admin, resID, le.Token(), "new holder"); err != nil || n != 1 {
+	if n, err := fencedWrite(ctxFor(t, 10*time.Second), s.admin, s.pg, resID, le.Token(), "new holder"); err != nil || n != 1 {
 		t.Fatalf("the new holder's fenced write: %d rows, %v", n, err)
 	}
 	if err := c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
@@ -227,20 +288,19 @@ func TestSilentHolder(t *testing.T) {
 
 // TestWaiterSIGKILL: a process killed while it waits in the server leaves
 // no waiter behind that could take the lock once it is released.
-func TestWaiterSIGKILL(t *testing.T) {
-	s := startServer(t)
-	key := uniqueKey("deadwaiter")
-	holder, third := newLocker(t, s, 5*time.Second), newLocker(t, s, 5*time.Second)
+func TestWaiterSIGKILL(t *testing.T)         { testWaiterSIGKILL(t, mysqlProc(t), "deadwaiter") }
+func TestPostgresWaiterSIGKILL(t *testing.T) { testWaiterSIGKILL(t, pgProc(t), "pg-deadwaiter") }
+
+func testWaiterSIGKILL(t *testing.T, s *procServer, name string) {
+	key := uniqueKey(name)
+	holder, third := s.newLocker(t, 5*time.Second), s.newLocker(t, 5*time.Second)
 	le := mustAcquire(t, holder, key)
-	c := startChild(t, s, key, 5*time.Second, 0)
+	c := s.startChild(t, key, 5*time.Second, 0)
 	// Wait until the child is blocked in the server (its FOR UPDATE waits).
 	var waiting int
 	for deadline := time.Now().Add(20 * time.Second); waiting == 0 && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
-		err := s.admin.QueryRowContext(ctxFor(t, 10*time.Second),
-			"SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND = 'Query' AND ID <> CONNECTION_ID() "+
-				"AND INFO LIKE 'SELECT % FROM `"+testTable+"` WHERE name = %FOR UPDATE%'").Scan(&waiting)
-		if err != nil {
+		if err := s.admin.QueryRowContext(ctxFor(t, 10*time.Second), s.waiting).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 	}
