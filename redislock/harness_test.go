@@ -441,3 +441,19 @@ func distlockUnavailable(err error) bool { return errors.Is(err, backend.ErrUnav
 func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
 }
+
+// grantedEverywhere waits (at most 5 s per node) until every node has the
+// lock key lock: a Redlock attempt returns once its answers decide the
+// grant, and the last node's grant may still be on its way. A test that
+// changes the nodes' state after an uncontended grant waits for it first.
+func grantedEverywhere(t *testing.T, ctx context.Context, clients []redis.UniversalClient, lock string) {
+	t.Helper()
+	for n, c := range clients {
+		for i := 0; c.Exists(ctx, lock).Val() == 0; i++ {
+			if i == 500 {
+				t.Fatalf("node %d never granted the uncontended lock", n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}

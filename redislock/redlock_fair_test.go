@@ -175,6 +175,7 @@ func TestRedlockQueueStaleFirstNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	grantedEverywhere(t, ctx, clients, ks.lock)
 	for _, c := range clients[1:] {
 		if err := c.Del(ctx, ks.lock).Err(); err != nil {
 			t.Fatal(err)

@@ -28,6 +28,7 @@ func TestRedlockTokenNeverBackwards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	grantedEverywhere(t, ctx, clients, keysFor(DefaultPrefix, key).lock)
 	// owner-a's hold lapses on nodes 1 and 2 and stays on node 0.
 	for _, c := range clients[1:] {
 		if err := c.Del(ctx, keysFor(DefaultPrefix, key).lock).Err(); err != nil {
