@@ -48,7 +48,8 @@
 // acquire + release is two round trips: one script each on a single
 // server, and in Redlock mode one script per node each, every node at once
 // (two parallel rounds; the fencing token needs a second acquire round only
-// when the nodes' counters disagree).
+// when the nodes' counters disagree; an acquire returns once the first node
+// and a majority granted, without waiting for the rest).
 //
 // Plain and Cluster mode trust one primary per key: Redis replicates
 // asynchronously, so a failover right after a grant can hand the same lock

@@ -29,10 +29,11 @@ type Redlock struct {
 	opts   Options
 	caps   backend.Capabilities
 
-	// bg counts node calls still running (after their caller gave up, too).
-	// A call starts only under bgMu while closing is unset, and Close sets
-	// closing under bgMu before it waits: no call starts (bg.Add from
-	// zero) concurrently with that Wait.
+	// bg counts the node-call workers (goNode), which run calls on after
+	// their caller stopped waiting, too. A worker starts only under bgMu
+	// while closing is unset, and Close sets closing under bgMu before it
+	// waits: no worker starts (bg.Add from zero) concurrently with that
+	// Wait.
 	bgMu    sync.Mutex
 	closing bool
 	bg      sync.WaitGroup
@@ -307,7 +308,12 @@ func (r *Redlock) work(f func()) {
 // phase two writes to the granting nodes that do not record it yet. The
 // grant counts only if a majority records the token and the validity left
 // (TTL − elapsed since the first request − drift) is positive. Otherwise
-// the attempt's own hold is released on every node.
+// the attempt's own hold is released on every node. The attempt stops
+// waiting once the answers decide it (see decides): the first node and a
+// majority granted with a token they already record. A node it did not
+// wait for answers later; its grant stays for the lock's Release, or is
+// given back at once when the hold is already being given back
+// (giveBack).
 //
 // Concurrent attempts asked at once can split the votes so that none has
 // a majority. The attempt holding the first node that answered it keeps
