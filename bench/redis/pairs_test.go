@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"sort"
@@ -31,9 +32,9 @@ import (
 // pair, single node and Redlock (3 independent nodes), with the 8-way
 // contended Redlock run: every library in one run, in rotating rounds, with
 // ratios against the bare round trip (PING; for Redlock one PING to every
-// node at once) and against the best peer, and the round trips and
-// commands each pair costs, counted on the wire (a go-redis hook on every
-// client) and in the servers (INFO commandstats). Servers have Debian's
+// node at once) and against the best peer, and the round trips, commands
+// and bytes each pair costs, counted on the wire (a go-redis hook on every
+// client, wrapping its connections) and in the servers (INFO commandstats). Servers have Debian's
 // default settings (sandbox.Spec.Stock); clients are made as users make
 // them: redis.NewClient(&redis.Options{Addr: a}).
 //
@@ -97,7 +98,7 @@ func TestPairs(t *testing.T) {
 				best, bestName = v, lib.name
 			}
 		}
-		p("  %-16s %9s %9s %8s %9s  %-22s %s\n", "library", "p50", "p90", "/floor", "/"+bestName, "per-round /"+bestName, "round trips (cmds) per pair per node")
+		p("  %-16s %9s %9s %8s %9s  %-22s %s\n", "library", "p50", "p90", "/floor", "/"+bestName, "per-round /"+bestName, "round trips (cmds) bytes sent/received per pair per node")
 		for _, lib := range set.libs {
 			r := res[lib.name]
 			perRound := make([]string, len(r.rounds))
@@ -165,7 +166,7 @@ type pairLib struct {
 // pairResult is what one library measured.
 type pairResult struct {
 	rounds [][]time.Duration
-	trips  string // round trips and commands per pair, per node
+	trips  string // round trips, commands and bytes per pair, per node
 	server string // server-side commands per pair per node (INFO commandstats)
 }
 
@@ -233,7 +234,8 @@ func pairRounds(libs []pairLib, addrs []string, rounds, pairs int) (map[string]*
 		}
 		var trips, server []string
 		for i, c := range counters {
-			trips = append(trips, fmt.Sprintf("%.2f (%.2f)", float64(c.trips.Load())/counted, float64(c.cmds.Load())/counted))
+			trips = append(trips, fmt.Sprintf("%.2f (%.2f) %.0f/%.0f B", float64(c.trips.Load())/counted, float64(c.cmds.Load())/counted,
+				float64(c.sent.Load())/counted, float64(c.received.Load())/counted))
 			server = append(server, statsDiff(before[i], after[i], counted))
 		}
 		out[lib.name].trips = strings.Join(trips, " | ")
@@ -244,13 +246,45 @@ func pairRounds(libs []pairLib, addrs []string, rounds, pairs int) (map[string]*
 	return out, nil
 }
 
-// countHook counts a client's round trips (a command, or a pipeline) and
-// commands.
-type countHook struct{ trips, cmds atomic.Int64 }
+// countHook counts a client's round trips (a command, or a pipeline),
+// commands, and the bytes its connections send and receive (every
+// connection the client dials after the hook was added).
+type countHook struct{ trips, cmds, sent, received atomic.Int64 }
 
-func (h *countHook) reset() { h.trips.Store(0); h.cmds.Store(0) }
+func (h *countHook) reset() {
+	h.trips.Store(0)
+	h.cmds.Store(0)
+	h.sent.Store(0)
+	h.received.Store(0)
+}
 
-func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := next(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &countConn{Conn: c, h: h}, nil
+	}
+}
+
+// countConn counts the bytes of one connection into its hook.
+type countConn struct {
+	net.Conn
+	h *countHook
+}
+
+func (c *countConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.h.sent.Add(int64(n))
+	return n, err
+}
+
+func (c *countConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.h.received.Add(int64(n))
+	return n, err
+}
 
 func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
