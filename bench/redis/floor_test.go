@@ -80,17 +80,16 @@ func TestPairFloor(t *testing.T) {
 	}
 	for i := range rounds {
 		for _, r := range measure.Rotate(rows, i) {
-			e0, s0, c0 := serverStats(ctx, t, adm), 0.0, processCPU()
-			s0 = e0.cpu
+			s0, c0 := serverStats(ctx, t, adm), processCPU()
 			ds, err := measure.Pairs(ctx, xs[r.name], keys[r.name], pairs, 0)
 			if err != nil {
 				t.Fatalf("%s: %v", r.name, err)
 			}
-			c1, e1 := processCPU(), serverStats(ctx, t, adm)
+			c1, s1 := processCPU(), serverStats(ctx, t, adm)
 			x := res[r.name]
 			x.rounds = append(x.rounds, ds)
-			x.evalUs += e1.evalUs - e0.evalUs
-			x.srvUs += (e1.cpu - s0) * 1e6
+			x.evalUs += s1.evalUs - s0.evalUs
+			x.srvUs += (s1.cpu - s0.cpu) * 1e6
 			x.cliUs += float64(c1-c0) / float64(time.Microsecond)
 			x.n += float64(len(ds))
 		}
