@@ -35,6 +35,8 @@ import (
 // Each row also reports, per pair, Redis's time inside EVALSHA (INFO
 // commandstats), the server's CPU (INFO cpu) and the client process's CPU
 // (getrusage), read before and after every slice, outside the timed pairs.
+// Read the median of the per-round ratios when the machine changed phase
+// during the run (the p50 over all pairs then mixes phases).
 //
 //	cd bench && DISTLOCK_SANDBOX=local go test -count=1 -run TestPairFloor -v ./redis/
 //
