@@ -34,9 +34,10 @@ import (
 // ratios against the bare round trip (PING; for Redlock one PING to every
 // node at once) and against the best peer, and the round trips, commands
 // and bytes each pair costs, counted on the wire (a go-redis hook on every
-// client, wrapping its connections) and in the servers (INFO commandstats). Servers have Debian's
-// default settings (sandbox.Spec.Stock); clients are made as users make
-// them: redis.NewClient(&redis.Options{Addr: a}).
+// client, wrapping its connections) and in the servers (INFO
+// commandstats). Servers have Debian's default settings
+// (sandbox.Spec.Stock); clients are made as users make them:
+// redis.NewClient(&redis.Options{Addr: a}).
 //
 //	cd bench && DISTLOCK_SANDBOX=local go test -run TestPairs -v ./redis/
 //
