@@ -11,7 +11,7 @@
 //
 //   - uncontended: one client acquires and releases one key in a loop
 //     (latency p50/p99). A store's targets run together, taking turns of
-//     25 pairs in an order rotated every turn, so that a slow phase of
+//     10 pairs in an order rotated every turn, so that a slow phase of
 //     the machine hits them alike; then each counts alone, untimed, what
 //     a pair costs (round trips, the server's requests and fsyncs);
 //   - contended: N clients (each its own Locker, as separate processes

@@ -11,7 +11,11 @@ import (
 
 // slicePairs is how many pairs a target times in one turn of the
 // uncontended workload before the next target of its store takes over.
-const slicePairs = 25
+// The fewer, the closer the share of each target's pairs that a phase
+// flip in mid-round catches: turns of 10 kept the per-round ratios of
+// distlock to bsm/redislock steadier than turns of 25 on this machine
+// (docs/benchmarks/2026-11-28-s11-interleaved.md).
+const slicePairs = 10
 
 // countPairs bounds the pairs of an uncontended counting pass.
 const countPairs = 100
