@@ -35,9 +35,10 @@ func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench [--url NAME=URL ...] [--config FILE] [--embedded] [--out DIR]",
 		Short: "Compare backends side by side: latency, throughput, hand-off, semaphores, crash recovery, safety",
-		Long: `Run the same workloads on every backend, one after the other, and report
-them side by side: a table on stdout, and report.json, results.csv, one SVG
-chart per workload and a self-contained report.html in --out.
+		Long: `Run the same workloads on every backend, one after the other (uncontended:
+a store's libraries taking turns of 10 pairs), and report them side by side:
+a table on stdout, and report.json, results.csv, one SVG chart per workload
+and a self-contained report.html in --out.
 
 Each workload runs --rounds times on every backend, in a rotated order, and
 the report gives the median round with the smallest and largest. Beside

@@ -170,13 +170,19 @@ func releaseWithin(ctx context.Context, release func(context.Context) error) err
 // passed since the first (0: no limit). The error is the first failed
 // call's, with the pairs timed before it.
 func Pairs(ctx context.Context, x Contender, key string, n int, limit time.Duration) ([]time.Duration, error) {
+	return PairsTimed(ctx, x, key, n, limit, time.Now)
+}
+
+// PairsTimed is [Pairs] with the time read from now instead of time.Now
+// (a fake clock makes a test's timings exact).
+func PairsTimed(ctx context.Context, x Contender, key string, n int, limit time.Duration, now func() time.Time) ([]time.Duration, error) {
 	out := make([]time.Duration, 0, n)
-	start := time.Now()
+	start := now()
 	for range n {
-		if limit > 0 && time.Since(start) >= limit {
+		if limit > 0 && now().Sub(start) >= limit {
 			break
 		}
-		t0 := time.Now()
+		t0 := now()
 		release, err := x.Acquire(ctx, key)
 		if err != nil {
 			return out, err
@@ -184,7 +190,7 @@ func Pairs(ctx context.Context, x Contender, key string, n int, limit time.Durat
 		if err := release(ctx); err != nil {
 			return out, fmt.Errorf("release: %w", err)
 		}
-		out = append(out, time.Since(t0))
+		out = append(out, now().Sub(t0))
 	}
 	return out, nil
 }

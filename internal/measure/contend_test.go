@@ -189,6 +189,26 @@ func TestPairsAndUncontendedRounds(t *testing.T) {
 	}
 }
 
+// PairsTimed reads its clock, for the pairs' times and for the limit:
+// with a clock that moves 1 ms per acquire, a 5 ms limit lets 5 pairs of
+// exactly 1 ms through.
+func TestPairsTimed(t *testing.T) {
+	var clock time.Time
+	x := AcquireFunc(func(context.Context, string) (func(context.Context) error, error) {
+		clock = clock.Add(time.Millisecond)
+		return func(context.Context) error { return nil }, nil
+	})
+	ds, err := PairsTimed(context.Background(), x, "k", 100, 5*time.Millisecond, func() time.Time { return clock })
+	if err != nil || len(ds) != 5 {
+		t.Fatalf("PairsTimed: %d pairs (%v), want 5", len(ds), err)
+	}
+	for _, d := range ds {
+		if d != time.Millisecond {
+			t.Errorf("pair of %v, want 1ms", d)
+		}
+	}
+}
+
 // The holder "dies" and its lock expires 50 ms later.
 func TestRecovery(t *testing.T) {
 	l := newFakeLock()

@@ -14,7 +14,8 @@
 //   - [ContendRounds] and [UncontendedRounds]: the same for several
 //     libraries in rounds whose order rotates ([Rotate]), so that load
 //     from other processes hits every library alike;
-//   - [Pairs]: acquire + release of a free key, timed pair by pair;
+//   - [Pairs]: acquire + release of a free key, timed pair by pair
+//     ([PairsTimed]: on a clock the caller gives);
 //   - [Recovery]: how long a waiter needs to get a lock whose holder died.
 //
 // Every percentile is [Percentile]'s: nearest rank, no interpolation.

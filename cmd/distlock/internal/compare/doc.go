@@ -10,7 +10,10 @@
 // Workloads:
 //
 //   - uncontended: one client acquires and releases one key in a loop
-//     (latency p50/p99);
+//     (latency p50/p99). A store's targets run together, taking turns of
+//     10 pairs in an order rotated every turn, so that a slow phase of
+//     the machine hits them alike; then each counts alone, untimed, what
+//     a pair costs (round trips, the server's requests and fsyncs);
 //   - contended: N clients (each its own Locker, as separate processes
 //     would be) compete for one key (acquisitions/s, hand-off latency from
 //     a release to the next holder, each client's wait p50/p99/max and its

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"math"
 	"slices"
 	"sync"
 	"time"
@@ -34,6 +33,16 @@ type Config struct {
 	RWWorkers int
 	RWReads   int
 	RWHold    time.Duration
+
+	clock func() time.Time // the uncontended workload's clock (nil: time.Now)
+}
+
+// now reads the uncontended workload's clock.
+func (c Config) now() time.Time {
+	if c.clock == nil {
+		return time.Now()
+	}
+	return c.clock()
 }
 
 // Workloads lists the workload names in the order they run.
@@ -108,10 +117,12 @@ func (c Config) Steps(targets []Target) int {
 
 // Run runs every workload on every target, c.Rounds times, calling step
 // after each run with its result and round (from 0). Within a workload,
-// round r runs the targets in the order of measure.Rotate(targets, r), so
-// that load from other processes hits every target alike. It returns one
-// Result per workload and target, combining the rounds (see [combine]); a
-// failing run is reported in its Result.
+// round r takes the targets in the order of measure.Rotate(targets, r), so
+// that load from other processes hits every target alike: one after the
+// other, except in the uncontended workload, where a store's targets run
+// together, taking turns in short slices (see [uncontendedRound]). It
+// returns one Result per workload and target, combining the rounds (see
+// [combine]); a failing run is reported in its Result.
 func Run(ctx context.Context, targets []Target, c Config, step func(r Result, round int)) []Result {
 	c = c.withDefaults()
 	order := make([]int, len(targets))
@@ -122,14 +133,12 @@ func Run(ctx context.Context, targets []Target, c Config, step func(r Result, ro
 	for _, w := range c.Workloads {
 		rounds := make([][]Result, len(targets))
 		for r := range c.Rounds {
-			for _, i := range measure.Rotate(order, r) {
-				if !targets[i].runs(w) {
-					continue
-				}
-				res := runOne(ctx, targets[i], w, c)
-				rounds[i] = append(rounds[i], res)
-				if step != nil {
-					step(res, r)
+			for _, batch := range batches(targets, measure.Rotate(order, r), w) {
+				for k, res := range runBatch(ctx, targets, batch, w, c, r) {
+					rounds[batch[k]] = append(rounds[batch[k]], res)
+					if step != nil {
+						step(res, r)
+					}
 				}
 			}
 		}
@@ -142,12 +151,50 @@ func Run(ctx context.Context, targets []Target, c Config, step func(r Result, ro
 	return out
 }
 
+// batches splits the targets (indices in the order given) that take part
+// in workload w into the groups that run together: one group per store in
+// the uncontended workload, one target per group in every other.
+func batches(targets []Target, order []int, w string) [][]int {
+	var out [][]int
+	group := map[string]int{}
+	for _, i := range order {
+		t := targets[i]
+		if !t.runs(w) {
+			continue
+		}
+		if w != "uncontended" {
+			out = append(out, []int{i})
+			continue
+		}
+		g, ok := group[t.StoreName()]
+		if !ok {
+			g = len(out)
+			group[t.StoreName()] = g
+			out = append(out, nil)
+		}
+		out[g] = append(out[g], i)
+	}
+	return out
+}
+
+// runBatch runs round r of workload w on one group of targets and returns
+// their results, in the group's order.
+func runBatch(ctx context.Context, targets []Target, batch []int, w string, c Config, r int) []Result {
+	if w == "uncontended" {
+		ts := make([]Target, len(batch))
+		for k, i := range batch {
+			ts[k] = targets[i]
+		}
+		return uncontendedRound(ctx, ts, c, r)
+	}
+	return []Result{runOne(ctx, targets[batch[0]], w, c)}
+}
+
+// runOne runs workload w (any but uncontended) on t.
 func runOne(ctx context.Context, t Target, w string, c Config) Result {
-	r := Result{Backend: t.Name, Workload: w, Store: t.StoreName(), Library: t.LibraryName(), Floor: t.Floor}
+	r := newResult(t, w)
 	var err error
 	switch w {
-	case "uncontended":
-		err = uncontended(ctx, t, c, &r)
 	case "contended":
 		err = contended(ctx, t, c, &r)
 	case "many-keys":
@@ -165,87 +212,14 @@ func runOne(ctx context.Context, t Target, w string, c Config) Result {
 	return r
 }
 
+func newResult(t Target, w string) Result {
+	return Result{Backend: t.Name, Workload: w, Store: t.StoreName(), Library: t.LibraryName(), Floor: t.Floor}
+}
+
 func uniqueKey(prefix string) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return "bench/" + prefix + "/" + hex.EncodeToString(b[:])
-}
-
-// uncontended: one client takes and frees one free key, pair after pair,
-// after one pair that warms it up (connections dialled, rows made).
-func uncontended(ctx context.Context, t Target, c Config, r *Result) error {
-	x, err := t.client(ctx, c.TTL)
-	if err != nil {
-		return err
-	}
-	closed := false
-	defer func() {
-		if !closed {
-			x.Close()
-		}
-	}()
-	key := uniqueKey("uncontended")
-	if _, err := measure.Pairs(ctx, x, key, 1, 0); err != nil {
-		return fmt.Errorf("warm-up: %w", err)
-	}
-	count := serverCount(ctx, t)
-	var trips float64
-	if t.RoundTrips != nil {
-		trips = t.RoundTrips()
-	}
-	start := time.Now()
-	lat, err := measure.Pairs(ctx, x, key, c.Iterations, c.Duration*4)
-	if err != nil {
-		return err
-	}
-	if t.RoundTrips != nil {
-		trips = t.RoundTrips() - trips
-	}
-	s := measure.Summarize(lat)
-	r.add("p50", "ms", ms(s.P50))
-	r.add("p99", "ms", ms(s.P99))
-	r.add("pairs/s", "1/s", float64(len(lat))/time.Since(start).Seconds())
-	r.raw = lat
-	n := float64(len(lat))
-	if t.RoundTrips != nil {
-		r.add("round trips/pair", "", trips/n)
-	}
-	// The client ends before the server's counters are read: a server may
-	// count a session's work only when it ends (PostgreSQL's statistics).
-	x.Close()
-	closed = true
-	if requests, fsyncs, ok := count(); ok {
-		r.add("requests/pair", "", requests/n)
-		if !math.IsNaN(fsyncs) {
-			r.add("fsyncs/pair", "", fsyncs/n)
-		}
-	}
-	return nil
-}
-
-// serverCount starts counting the requests and fsyncs the target's server
-// sees; the function it returns stops and returns the counts. Reading the
-// counters is a request too: what one reading costs (two readings back to
-// back) is taken off. Background traffic (other clients' pings, a lease's
-// renewals) is counted in; a pair of 200 makes it small. ok is false when
-// the store has no counters or one reading failed.
-func serverCount(ctx context.Context, t Target) func() (requests, fsyncs float64, ok bool) {
-	none := func() (float64, float64, bool) { return 0, 0, false }
-	if t.Counters == nil {
-		return none
-	}
-	r0, _, err0 := t.Counters(ctx)
-	r1, f1, err1 := t.Counters(ctx)
-	if err0 != nil || err1 != nil {
-		return none
-	}
-	return func() (float64, float64, bool) {
-		r2, f2, err := t.Counters(ctx)
-		if err != nil {
-			return none()
-		}
-		return max(0, r2-r1-(r1-r0)), f2 - f1, true
-	}
 }
 
 // contended: every worker is its own client, competing for one key. A
