@@ -225,3 +225,34 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 	t.Fatal(fmt.Errorf("condition not met in 20 s"))
 }
+
+// TestProcedureLongestTable: the procedure's name fits MySQL's 64
+// characters for the longest table name allowed (58), so such a Driver
+// gets the procedure too (a refusal would only fall back silently).
+func TestProcedureLongestTable(t *testing.T) {
+	s := startServer(t)
+	table := "l" + uniqueKey("x")[len("sqllock-test-x-"):]
+	for len(table) < 58 {
+		table += "_"
+	}
+	t.Cleanup(func() {
+		for _, q := range []string{"DROP PROCEDURE IF EXISTS `" + table + sqllock.ProcSuffix + "`",
+			"DROP TABLE IF EXISTS `" + table + "`, `" + table + sqllock.FenceSuffix + "`, `" + table + sqllock.LiveSuffix + "`, `" + table + sqllock.SemSuffix + "`"} {
+			_, _ = s.admin.Exec(q)
+		}
+	})
+	d, _ := newDriver(t, s, sqllock.Options{Table: table})
+	var n int
+	err := s.admin.QueryRowContext(ctxFor(t, 10*time.Second), "SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = ? AND ROUTINE_NAME = ?",
+		sandbox.Database, table+sqllock.ProcSuffix).Scan(&n)
+	if err != nil || n != 1 {
+		t.Fatalf("procedure of a %d-character table: %d found, %v", len(table), n, err)
+	}
+	g, err := d.Wait(ctxFor(t, 10*time.Second), backend.Request{Key: uniqueKey("long"), Owner: "o", TTL: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Lock.Release(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+}
