@@ -9,13 +9,14 @@ import (
 	"github.com/distlock/distlock/internal/hooktest"
 )
 
-// TestConformance runs the suite with statements sent one at a time and
-// in batches (multiStatements, as a URL-opened Driver does).
+// TestConformance runs the suite with statements sent one at a time (with
+// and without the procedure) and in batches (multiStatements, as a
+// URL-opened Driver does).
 func TestConformance(t *testing.T) {
 	s := startServer(t)
-	bothModes(t, func(t *testing.T, batch bool) {
+	allModes(t, func(t *testing.T, m mode) {
 		conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
-			return newHarness(s, time.Second, batch), nil
+			return newHarness(s, time.Second, m), nil
 		})
 	})
 }
@@ -24,7 +25,7 @@ func TestConformance(t *testing.T) {
 // (per-driver proxies) before the conformance cases rely on them.
 func TestHarnessHooks(t *testing.T) {
 	s := startServer(t)
-	bothModes(t, func(t *testing.T, batch bool) {
-		hooktest.Run(t, newHarness(s, time.Second, batch))
+	bothModes(t, func(t *testing.T, m mode) {
+		hooktest.Run(t, newHarness(s, time.Second, m))
 	})
 }

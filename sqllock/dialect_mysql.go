@@ -144,7 +144,9 @@ func (mysqlDialect) connID(ctx context.Context, lc *lockConn) (uint64, error) {
 // batch) and runs on this session, so it cannot run after the session,
 // and with it the lock, is gone. The first call also sends lc.begin, the
 // session settings, which outlast rollbacks. When the Driver batches, all
-// of it is one round trip; else one statement each.
+// of it is one round trip; else a blocking wait CALLs the procedure that
+// runs both (proc.go), and a NOWAIT attempt sends one statement each
+// (MariaDB refuses NOWAIT inside a procedure).
 func (mysqlDialect) lockOnce(ctx context.Context, lc *lockConn, key, owner string, nowait bool) (lockResult, error) {
 	var lr lockResult
 	if lc.id == 0 { // a wait has loaded it before: a KILL may read it meanwhile
@@ -171,6 +173,11 @@ func (mysqlDialect) lockOnce(ctx context.Context, lc *lockConn, key, owner strin
 				return lr, err
 			}
 			lc.setUp()
+		}
+		if !nowait && lc.d.proc.Load() != procNo {
+			if plr, ok, err := callNext(ctx, lc, key, owner); ok {
+				return plr, err
+			}
 		}
 		res, err := lc.c.ExecContext(ctx, q)
 		if err != nil {

@@ -48,8 +48,12 @@
 // certificates, with tls=true). Unknown parameters are errors. A
 // URL-opened Driver's pool has multiStatements on, so an uncontended
 // acquire+release is two round trips. [New] takes a *sql.DB of
-// github.com/go-sql-driver/mysql instead; with the driver's defaults it is
-// three round trips (one per statement), with multiStatements two. Every
+// github.com/go-sql-driver/mysql instead; with the driver's defaults a
+// blocking wait's acquire+release is two round trips too, because New
+// creates a stored procedure (Table+[ProcSuffix]) that takes the row lock
+// and the fencing token in one CALL, and TryAcquire's is three (one per
+// statement). Without the privilege to create or execute the procedure,
+// or with [Options.NoProcedure], waits send the statements too. Every
 // statement carries its values as literals (keys and owners as
 // hexadecimal X'..', integers in decimal), so none is prepared on the
 // server whatever the pool's interpolateParams.

@@ -31,6 +31,7 @@ type Driver struct {
 
 	ids   connIDs
 	batch atomic.Int32 // batchUnknown, batchYes or batchNo
+	proc  atomic.Int32 // procUnknown, procYes or procNo: CALL the procedure (proc.go)
 
 	mu         sync.Mutex
 	closed     bool
@@ -99,6 +100,9 @@ func newDriver(ctx context.Context, db *sql.DB, dia dialect, opts *Options) (*Dr
 		if err := d.createTables(ctx); err != nil {
 			return nil, err
 		}
+	}
+	if err := d.setUpProc(ctx, o); err != nil {
+		return nil, err
 	}
 	return d, nil
 }

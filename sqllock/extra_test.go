@@ -16,14 +16,14 @@ import (
 // TestFirstTimeLockers: lockers that meet on a brand-new name (no row yet),
 // blocking and non-blocking at once, never see a deadlock or any error but
 // ErrNotAcquired, and exactly one holds at a time.
-func TestFirstTimeLockers(t *testing.T) { bothModes(t, testFirstTimeLockers) }
+func TestFirstTimeLockers(t *testing.T) { allModes(t, testFirstTimeLockers) }
 
-func testFirstTimeLockers(t *testing.T, batch bool) {
+func testFirstTimeLockers(t *testing.T, m mode) {
 	s := startServer(t)
 	const lockers, perLocker, names = 3, 3, 15
 	ls := make([]*distlock.Locker, lockers)
 	for i := range ls {
-		ls[i] = newLockerMode(t, s, 5*time.Second, batch)
+		ls[i] = newLockerMode(t, s, 5*time.Second, m)
 	}
 	for n := range names {
 		key := uniqueKey("first")
@@ -80,14 +80,14 @@ func testFirstTimeLockers(t *testing.T, batch bool) {
 // TestLockWaitTimeout: a server-side lock wait that times out (error 1205)
 // is retried within the caller's ctx, so a waiter outlasts
 // innodb_lock_wait_timeout; the caller's own deadline is what ends a wait.
-func TestLockWaitTimeout(t *testing.T) { bothModes(t, testLockWaitTimeout) }
+func TestLockWaitTimeout(t *testing.T) { allModes(t, testLockWaitTimeout) }
 
-func testLockWaitTimeout(t *testing.T, batch bool) {
+func testLockWaitTimeout(t *testing.T, m mode) {
 	s := startServer(t)
-	d, c := newDriverMode(t, s, sqllock.Options{LockWaitTimeout: time.Second}, batch)
+	d, c := newDriverMode(t, s, sqllock.Options{LockWaitTimeout: time.Second}, m)
 	waiter := distlock.New(d, distlock.WithDefaultTTL(5*time.Second))
 	t.Cleanup(func() { _ = waiter.Close() })
-	holder := newLockerMode(t, s, 5*time.Second, batch)
+	holder := newLockerMode(t, s, 5*time.Second, m)
 	key := uniqueKey("lwt")
 
 	le := mustAcquire(t, holder, key)
@@ -118,11 +118,11 @@ func testLockWaitTimeout(t *testing.T, batch bool) {
 
 // TestInspect reports the holder and its token while held, and the last
 // token once free.
-func TestInspect(t *testing.T) { bothModes(t, testInspect) }
+func TestInspect(t *testing.T) { allModes(t, testInspect) }
 
-func testInspect(t *testing.T, batch bool) {
+func testInspect(t *testing.T, m mode) {
 	s := startServer(t)
-	d, _ := newDriverMode(t, s, sqllock.Options{}, batch)
+	d, _ := newDriverMode(t, s, sqllock.Options{}, m)
 	l := distlock.New(d, distlock.WithDefaultTTL(5*time.Second))
 	t.Cleanup(func() { _ = l.Close() })
 	key := uniqueKey("inspect")

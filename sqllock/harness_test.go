@@ -230,17 +230,17 @@ func (h *proxied) Close() error {
 // over the shared server.
 type harness struct {
 	proxied
-	s     *server
-	batch bool
+	s *server
+	m mode
 }
 
-func newHarness(s *server, ttl time.Duration, batch bool) *harness {
-	return &harness{proxied: proxied{g: s.g, ttl: ttl, isCommand: isCommand, clients: map[backend.Driver]*client{}}, s: s, batch: batch}
+func newHarness(s *server, ttl time.Duration, m mode) *harness {
+	return &harness{proxied: proxied{g: s.g, ttl: ttl, isCommand: isCommand, clients: map[backend.Driver]*client{}}, s: s, m: m}
 }
 
 func (h *harness) NewDriver(ctx context.Context) (backend.Driver, error) {
-	newDB := func(addr func() string) *sql.DB { return h.s.newDB(addr, h.batch) }
-	return h.newDriver(ctx, h.s.addr, newDB, &sqllock.Options{Table: testTable})
+	newDB := func(addr func() string) *sql.DB { return h.s.newDB(addr, h.m.batch) }
+	return h.newDriver(ctx, h.s.addr, newDB, &sqllock.Options{Table: testTable, NoProcedure: h.m.noProc})
 }
 
 // isCommand reports whether chunk starts a MySQL command packet.

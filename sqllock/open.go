@@ -39,6 +39,19 @@ type Options struct {
 	// pg_advisory_xact_lock on the key hashed to 64 bits instead of a row
 	// lock: no lock table, no row per key. See docs/sql.md.
 	Advisory bool
+	// NoProcedure (MySQL, MariaDB) keeps the Driver from creating and
+	// calling the stored procedure named Table+[ProcSuffix]. By default,
+	// over a *sql.DB whose connections send one statement per round trip
+	// (no multiStatements), New creates the procedure, and a blocking wait
+	// then takes the row lock and its fencing token in one CALL instead of
+	// two statements: one round trip fewer while the lock is held, the
+	// same guarantees. If the server refuses it (no CREATE ROUTINE
+	// privilege, a read-only server, MySQL before 8.0.29), or it cannot be
+	// called (no EXECUTE), the Driver sends the two statements. With
+	// NoCreateTable the Driver does not create it, but calls it if a DBA
+	// did (see [DDL]). A URL-opened Driver batches its statements and
+	// needs no procedure. See docs/sql.md.
+	NoProcedure bool
 }
 
 // open is the backend.Opener for mysql:// URLs. It connects (CREATE TABLE

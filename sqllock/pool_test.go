@@ -51,14 +51,14 @@ func checkPool(t *testing.T, c *client) {
 // timed-out wait, a renewal that changed the session's timeout and a lock
 // whose session was killed, no connection in the pool has a transaction
 // open, autocommit off or a lock's session settings.
-func TestPoolHygiene(t *testing.T) { bothModes(t, testPoolHygiene) }
+func TestPoolHygiene(t *testing.T) { allModes(t, testPoolHygiene) }
 
-func testPoolHygiene(t *testing.T, batch bool) {
+func testPoolHygiene(t *testing.T, m mode) {
 	s := startServer(t)
-	d, c := newDriverMode(t, s, sqllock.Options{LockWaitTimeout: time.Second}, batch)
+	d, c := newDriverMode(t, s, sqllock.Options{LockWaitTimeout: time.Second}, m)
 	l := distlock.New(d, distlock.WithDefaultTTL(2*time.Second))
 	t.Cleanup(func() { _ = l.Close() })
-	other := newLockerMode(t, s, 5*time.Second, batch)
+	other := newLockerMode(t, s, 5*time.Second, m)
 
 	key := uniqueKey("hygiene")
 	le := mustAcquire(t, l, key)

@@ -117,11 +117,13 @@ func openCounted(t *testing.T, s *server, params string) (*sql.DB, *commandCount
 
 // TestRoundTrips: per uncontended acquire+release in steady state, the
 // commands a Driver sends, counted on the wire. Over a *sql.DB with
-// go-sql-driver's defaults: three plain queries (the locking read, the
-// live counter's increment, COMMIT), nothing prepared (a prepared
-// statement costs PREPARE, EXECUTE and CLOSE: the bare BEGIN; SELECT ...
-// FOR UPDATE; COMMIT over the same pool sends four round trips). With
-// multiStatements, two: the read and the increment go as one batch.
+// go-sql-driver's defaults: three plain queries for TryAcquire (the
+// locking read, the live counter's increment, COMMIT), two for a blocking
+// wait (the CALL of the procedure doing both, COMMIT; three with
+// NoProcedure), nothing prepared (a prepared statement costs PREPARE,
+// EXECUTE and CLOSE: the bare BEGIN; SELECT ... FOR UPDATE; COMMIT over
+// the same pool sends four round trips). With multiStatements, two: the
+// read and the increment go as one batch.
 func TestRoundTrips(t *testing.T) {
 	s := startServer(t)
 	const pairs = 20
@@ -129,16 +131,20 @@ func TestRoundTrips(t *testing.T) {
 		name   string
 		params string
 		locker bool
+		noProc bool
 		want   map[byte]int // per pair
+		wait   map[byte]int // per pair with a blocking wait, if not want
 	}{
-		{"default pool", "", false, map[byte]int{comQuery: 3}},
-		{"default pool, Locker", "", true, map[byte]int{comQuery: 3}},
-		{"multiStatements", "&multiStatements=true", false, map[byte]int{comQuery: 2}},
-		{"multiStatements and interpolateParams, Locker", "&multiStatements=true&interpolateParams=true", true, map[byte]int{comQuery: 2}},
+		// A blocking wait CALLs the procedure: lock and token in one.
+		{"default pool", "", false, false, map[byte]int{comQuery: 3}, map[byte]int{comQuery: 2}},
+		{"default pool, Locker", "", true, false, map[byte]int{comQuery: 3}, map[byte]int{comQuery: 2}},
+		{"default pool, NoProcedure", "", false, true, map[byte]int{comQuery: 3}, nil},
+		{"multiStatements", "&multiStatements=true", false, false, map[byte]int{comQuery: 2}, nil},
+		{"multiStatements and interpolateParams, Locker", "&multiStatements=true&interpolateParams=true", true, false, map[byte]int{comQuery: 2}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db, cc := openCounted(t, s, tc.params)
-			d, err := sqllock.New(ctxFor(t, 30*time.Second), db, &sqllock.Options{Table: testTable})
+			d, err := sqllock.New(ctxFor(t, 30*time.Second), db, &sqllock.Options{Table: testTable, NoProcedure: tc.noProc})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -188,8 +194,12 @@ func TestRoundTrips(t *testing.T) {
 					}
 				}
 				after := cc.snapshot()
+				per := tc.want
+				if wait && tc.wait != nil {
+					per = tc.wait
+				}
 				for _, c := range []byte{comQuery, comPing, comStmtPrepare, comStmtExecute, comStmtClose} {
-					if got, want := after[c]-before[c], tc.want[c]*pairs; got != want {
+					if got, want := after[c]-before[c], per[c]*pairs; got != want {
 						t.Errorf("wait=%v: %d pairs sent %d commands 0x%02x, want %d (all per pair: before %v, after %v)",
 							wait, pairs, got, c, want, before, after)
 					}

@@ -41,6 +41,14 @@ const evictRows = 256
 // semaphore permit slots (one row per permit, see semaphore.go).
 const SemSuffix = "_sem"
 
+// ProcSuffix is appended to the lock table's name to name the stored
+// procedure that takes a key's row lock and moves its live token counter
+// on in one CALL (MySQL and MariaDB; see [Options.NoProcedure]). The
+// digit is the procedure's version: a later release that changes the
+// body creates it under a new name, so that Drivers of both versions can
+// run against one schema.
+const ProcSuffix = "_next1"
+
 // maxKeyLen is the width of the name columns: the portable layer's limit.
 const maxKeyLen = 1024
 
@@ -59,15 +67,19 @@ func checkTable(name string) error {
 }
 
 // DDL returns the statements that create the lock table, its durable
-// fencing-epoch table, its MEMORY table of live token counters and the
-// semaphores' table of permit slots, for
-// DBAs who create them by hand (see docs/sql.md). The table name must be
-// valid (letters, digits, underscores; at most 58).
+// fencing-epoch table, its MEMORY table of live token counters, the
+// semaphores' table of permit slots and the stored procedure named
+// table+[ProcSuffix], for DBAs who create them by hand (see docs/sql.md).
+// The last statement, the procedure, is optional: without it (or without
+// the EXECUTE privilege on it) a Driver sends two statements where it
+// would send one CALL. The table name must be valid (letters, digits,
+// underscores; at most 58).
 func DDL(table string) ([]string, error) {
 	if err := checkTable(table); err != nil {
 		return nil, err
 	}
-	return newStatements(table).ddl, nil
+	q := newStatements(table)
+	return append(q.ddl, q.procDDL), nil
 }
 
 // PostgresDDL returns the PostgreSQL statements that create the lock table,
@@ -95,6 +107,10 @@ type statements struct {
 	connID    string
 	liveNext  string // the next token of the live counter, within its epoch
 	liveSet   string // the first token of a new epoch
+	// The locking read of a blocking wait and liveNext in one CALL of the
+	// procedure procDDL creates (see mysqlDialect.lockOnce).
+	lockNext string
+	procDDL  string
 	// The locking read without a result set: its OK packet counts the row.
 	lockInto       string
 	lockIntoNowait string
@@ -155,6 +171,31 @@ func newStatements(table string) *statements {
 			"WHERE name = ? AND token & %d < %d", vt, seqMask, seqMask),
 		liveSet: fmt.Sprintf("INSERT INTO %s (name, token, owner, holder_id, granted_at) VALUES (?, LAST_INSERT_ID(?), ?, CONNECTION_ID(), NOW(6)) "+
 			"ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token + 1, ?)), owner = ?, holder_id = CONNECTION_ID(), granted_at = NOW(6)", vt),
+		lockNext: fmt.Sprintf("CALL `%s%s`(?, ?)", table, ProcSuffix),
+		// One result row (found, token): found 0 when the key has no lock
+		// row; token 0 when it has no live counter or the counter is at
+		// the end of its epoch (the caller then starts a new one). Each
+		// statement of a procedure opens and locks its tables when it
+		// runs, so the MEMORY table is not locked while the SELECT waits
+		// for the row lock (a stored function would lock it for the whole
+		// call). SQL SECURITY INVOKER: the caller's own privileges on the
+		// tables apply. The NOT FOUND handler catches only "no row"
+		// (SQLSTATE 02); lock-wait timeouts, deadlocks and KILL QUERY end
+		// the CALL with their usual errors.
+		procDDL: fmt.Sprintf("CREATE PROCEDURE IF NOT EXISTS `%[1]s%[2]s`(IN k VARBINARY(%[3]d), IN o VARBINARY(128))\n"+
+			"MODIFIES SQL DATA SQL SECURITY INVOKER\n"+
+			"BEGIN\n"+
+			"  DECLARE f INT DEFAULT 0;\n"+
+			"  DECLARE n INT DEFAULT 0;\n"+
+			"  DECLARE CONTINUE HANDLER FOR NOT FOUND SET f = 0;\n"+
+			"  SELECT 1 INTO f FROM `%[1]s` WHERE name = k FOR UPDATE;\n"+
+			"  IF f = 1 THEN\n"+
+			"    UPDATE `%[1]s%[4]s` SET token = LAST_INSERT_ID(token + 1), owner = o, holder_id = CONNECTION_ID(), granted_at = NOW(6)\n"+
+			"      WHERE name = k AND token & %[5]d < %[5]d;\n"+
+			"    SET n = ROW_COUNT();\n"+
+			"  END IF;\n"+
+			"  SELECT f, IF(n = 1, LAST_INSERT_ID(), 0);\n"+
+			"END", table, ProcSuffix, maxKeyLen, LiveSuffix, seqMask),
 		lockInto:       fmt.Sprintf("SELECT 1 INTO @distlock_found FROM %s WHERE name = ? FOR UPDATE", lt),
 		lockIntoNowait: fmt.Sprintf("SELECT 1 INTO @distlock_found FROM %s WHERE name = ? FOR UPDATE NOWAIT", lt),
 		rollback:       "ROLLBACK",

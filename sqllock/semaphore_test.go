@@ -57,8 +57,8 @@ func semLarge(t *testing.T, d *sqllock.Driver) {
 
 func TestSemaphoreLarge(t *testing.T) {
 	s := startServer(t)
-	bothModes(t, func(t *testing.T, batch bool) {
-		d, _ := newDriverMode(t, s, sqllock.Options{}, batch)
+	bothModes(t, func(t *testing.T, m mode) {
+		d, _ := newDriverMode(t, s, sqllock.Options{}, m)
 		semLarge(t, d)
 	})
 }

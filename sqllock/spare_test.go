@@ -17,10 +17,10 @@ import (
 // none.
 func TestSpares(t *testing.T) { bothModes(t, testSpares) }
 
-func testSpares(t *testing.T, batch bool) {
+func testSpares(t *testing.T, m mode) {
 	s := startServer(t)
 	ctx := ctxFor(t, 60*time.Second)
-	d, c := newDriverMode(t, s, sqllock.Options{}, batch)
+	d, c := newDriverMode(t, s, sqllock.Options{}, m)
 	l := distlock.New(d, distlock.WithDefaultTTL(30*time.Second))
 	key := uniqueKey("spares")
 
@@ -61,7 +61,7 @@ func testSpares(t *testing.T, batch bool) {
 	checkPool(t, c)
 
 	// A spare unused for half its lock's TTL goes back to the pool.
-	d2, c2 := newDriverMode(t, s, sqllock.Options{}, batch)
+	d2, c2 := newDriverMode(t, s, sqllock.Options{}, m)
 	l2 := distlock.New(d2, distlock.WithDefaultTTL(2*time.Second))
 	t.Cleanup(func() { _ = l2.Close() })
 	release(t, mustAcquire(t, l2, key))
@@ -78,7 +78,7 @@ func testSpares(t *testing.T, batch bool) {
 	checkPool(t, c2)
 
 	// A pool with a connection limit keeps its connections.
-	d3, c3 := newDriverMode(t, s, sqllock.Options{}, batch)
+	d3, c3 := newDriverMode(t, s, sqllock.Options{}, m)
 	c3.db.SetMaxOpenConns(4)
 	l3 := distlock.New(d3, distlock.WithDefaultTTL(30*time.Second))
 	t.Cleanup(func() { _ = l3.Close() })

@@ -56,9 +56,9 @@ func takeRelease(t *testing.T, l *distlock.Locker, key string) uint64 {
 // empties the live counters, and the next grant starts a new durable epoch
 // whose tokens are larger than every token before the restart.
 func TestTokensAcrossRestart(t *testing.T) {
-	bothModes(t, func(t *testing.T, batch bool) {
+	allModes(t, func(t *testing.T, m mode) {
 		s := startServer(t)
-		l := newLockerMode(t, s, 5*time.Second, batch)
+		l := newLockerMode(t, s, 5*time.Second, m)
 		key := uniqueKey("restart")
 		first := takeRelease(t, l, key)
 		epoch := epochOf(t, s, testTable, key)
@@ -87,7 +87,7 @@ func TestTokensAcrossRestart(t *testing.T) {
 		if n := liveRows(t, s, testTable, key); n != 0 {
 			t.Fatalf("the restart left %d live counter rows", n)
 		}
-		d, _ := newDriverMode(t, s, sqllock.Options{}, batch)
+		d, _ := newDriverMode(t, s, sqllock.Options{}, m)
 		info, err := d.Inspect(ctxFor(t, 10*time.Second), key)
 		if err != nil || info.Held || info.Token != 0 {
 			t.Errorf("Inspect after the restart = %+v, %v; want free, token unknown (0)", info, err)
@@ -105,9 +105,9 @@ func TestTokensAcrossRestart(t *testing.T) {
 // TestTokenEpochEnd: a live counter at the last token of its epoch is not
 // moved into the next epoch's range; a new durable epoch starts instead.
 func TestTokenEpochEnd(t *testing.T) {
-	bothModes(t, func(t *testing.T, batch bool) {
+	allModes(t, func(t *testing.T, m mode) {
 		s := startServer(t)
-		l := newLockerMode(t, s, 5*time.Second, batch)
+		l := newLockerMode(t, s, 5*time.Second, m)
 		key := uniqueKey("epochend")
 		takeRelease(t, l, key)
 		epoch := epochOf(t, s, testTable, key)
@@ -152,8 +152,8 @@ func TestLiveTableFull(t *testing.T) {
 	_ = c.Raw(func(any) error { return errors.New("discard: session settings changed") })
 	_ = c.Close()
 
-	bothModes(t, func(t *testing.T, batch bool) {
-		d, _ := newDriverMode(t, s, sqllock.Options{Table: table}, batch)
+	allModes(t, func(t *testing.T, m mode) {
+		d, _ := newDriverMode(t, s, sqllock.Options{Table: table}, m)
 		req := func(key string) backend.Request {
 			return backend.Request{Key: key, Owner: "owner-full-0123456789abc", TTL: 5 * time.Second}
 		}
@@ -190,16 +190,19 @@ func TestLiveTableFull(t *testing.T) {
 }
 
 // TestBatchedRoundTrips: a Driver over a batching pool takes and frees an
-// uncontended lock in two round trips (one request each way), and a
-// non-batching one in three (locking read, live counter, COMMIT: the spare
-// connection of the last lock has the session settings already); each
-// request is one write on the socket.
+// uncontended lock in two round trips (one request each way). A
+// non-batching one takes three for TryAcquire (locking read, live
+// counter, COMMIT: the spare connection of the last lock has the session
+// settings already), and two for a blocking wait, whose locking read and
+// live counter are one CALL of the procedure; without the procedure
+// (NoProcedure, or an account that may not create it), three. Each request
+// is one write on the socket.
 func TestBatchedRoundTrips(t *testing.T) {
 	s := startServer(t)
 	for _, tc := range []struct {
-		batch bool
-		want  int
-	}{{false, 3}, {true, 2}} {
+		batch, noProc bool
+		try, wait     int
+	}{{false, false, 3, 2}, {false, true, 3, 3}, {true, false, 2, 2}} {
 		c := &countingDialer{}
 		cfg, err := mysql.ParseDSN(sandbox.MySQLDSN(s.addr()))
 		if err != nil {
@@ -213,7 +216,7 @@ func TestBatchedRoundTrips(t *testing.T) {
 		}
 		db := sql.OpenDB(conn)
 		t.Cleanup(func() { _ = db.Close() })
-		d, err := sqllock.New(ctxFor(t, 30*time.Second), db, &sqllock.Options{Table: testTable})
+		d, err := sqllock.New(ctxFor(t, 30*time.Second), db, &sqllock.Options{Table: testTable, NoProcedure: tc.noProc})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,8 +243,12 @@ func TestBatchedRoundTrips(t *testing.T) {
 		for _, wait := range []bool{false, true} {
 			before := c.writes()
 			cycle(wait)
-			if got := c.writes() - before; got != tc.want {
-				t.Errorf("batch=%v wait=%v: %d requests for acquire+release, want %d", tc.batch, wait, got, tc.want)
+			want := tc.try
+			if wait {
+				want = tc.wait
+			}
+			if got := c.writes() - before; got != want {
+				t.Errorf("batch=%v noProc=%v wait=%v: %d requests for acquire+release, want %d", tc.batch, tc.noProc, wait, got, want)
 			}
 		}
 	}

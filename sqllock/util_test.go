@@ -26,15 +26,15 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 // newDriver makes a Driver over its own *sql.DB, closed when the test ends.
 func newDriver(t *testing.T, s *server, opts sqllock.Options) (*sqllock.Driver, *client) {
 	t.Helper()
-	return newDriverMode(t, s, opts, false)
+	return newDriverMode(t, s, opts, mode{})
 }
 
-// newDriverMode is newDriver over a *sql.DB that batches statements
-// (multiStatements) or not.
-func newDriverMode(t *testing.T, s *server, opts sqllock.Options, batch bool) (*sqllock.Driver, *client) {
+// newDriverMode is newDriver in mode m.
+func newDriverMode(t *testing.T, s *server, opts sqllock.Options, m mode) (*sqllock.Driver, *client) {
 	t.Helper()
 	c := &client{}
-	c.db = s.newDB(s.addr, batch)
+	c.db = s.newDB(s.addr, m.batch)
+	opts.NoProcedure = opts.NoProcedure || m.noProc
 	if opts.Table == "" {
 		opts.Table = testTable
 	}
@@ -50,12 +50,12 @@ func newDriverMode(t *testing.T, s *server, opts sqllock.Options, batch bool) (*
 // newLocker makes a Locker over a new Driver, closed when the test ends.
 func newLocker(t *testing.T, s *server, ttl time.Duration) *distlock.Locker {
 	t.Helper()
-	return newLockerMode(t, s, ttl, false)
+	return newLockerMode(t, s, ttl, mode{})
 }
 
-func newLockerMode(t *testing.T, s *server, ttl time.Duration, batch bool) *distlock.Locker {
+func newLockerMode(t *testing.T, s *server, ttl time.Duration, m mode) *distlock.Locker {
 	t.Helper()
-	d, _ := newDriverMode(t, s, sqllock.Options{}, batch)
+	d, _ := newDriverMode(t, s, sqllock.Options{}, m)
 	l := distlock.New(d, distlock.WithDefaultTTL(ttl))
 	t.Cleanup(func() { _ = l.Close() })
 	return l
@@ -68,8 +68,22 @@ func release(t *testing.T, le *distlock.Lease) {
 	}
 }
 
-// bothModes runs f with statements sent one at a time, then in batches.
-func bothModes(t *testing.T, f func(t *testing.T, batch bool)) {
-	t.Run("statements", func(t *testing.T) { f(t, false) })
-	t.Run("batched", func(t *testing.T) { f(t, true) })
+// mode is how a test's Drivers send their statements.
+type mode struct {
+	batch  bool // multiStatements: one batch per round trip, as a URL-opened Driver
+	noProc bool // Options.NoProcedure: two statements where a wait would CALL the procedure
+}
+
+// bothModes runs f with statements sent one at a time (blocking waits CALL
+// the procedure), then in batches.
+func bothModes(t *testing.T, f func(t *testing.T, m mode)) {
+	t.Run("procedure", func(t *testing.T) { f(t, mode{}) })
+	t.Run("batched", func(t *testing.T) { f(t, mode{batch: true}) })
+}
+
+// allModes is bothModes, and also with the two statements a wait sends
+// without the procedure.
+func allModes(t *testing.T, f func(t *testing.T, m mode)) {
+	bothModes(t, f)
+	t.Run("statements", func(t *testing.T) { f(t, mode{noProc: true}) })
 }
