@@ -152,6 +152,32 @@ func testMultiLockNoDeadlock(t *testing.T, e *env) {
 			t.Errorf("after every multi-lease was released %q is still held", k)
 		}
 	}
+
+	// The random rounds catch a key held twice only when two sets meet in
+	// time. Deterministically: while one multi-lease holds keys 1 and 2, a
+	// waiting AcquireAll of keys 0 and 2 (the held key not first in its
+	// set) must not be granted; it ends with its ctx. Then, once the first
+	// is released, it is.
+	sorted := sortedSet(keys)
+	held, err := acquireAll(ctxFor(t, 30*time.Second), check.Locker, sorted[1:3], true)
+	if err != nil {
+		t.Fatalf("AcquireAll(%q): %v", sorted[1:3], err)
+	}
+	want := []string{sorted[0], sorted[2]}
+	if m, err := acquireAll(ctxFor(t, 300*time.Millisecond), e.locker(t).Locker, want, true); err == nil {
+		t.Errorf("AcquireAll(%q) was granted while another multi-lease held %q", want, sorted[2])
+		_ = m.Release(ctxFor(t, 10*time.Second))
+	}
+	if err := held.Release(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	m, err := acquireAll(ctxFor(t, 30*time.Second), check.Locker, want, true)
+	if err != nil {
+		t.Fatalf("AcquireAll(%q) after the other multi-lease was released: %v", want, err)
+	}
+	if err := m.Release(ctxFor(t, 10*time.Second)); err != nil {
+		t.Errorf("Release: %v", err)
+	}
 }
 
 func sortedSet(keys []string) []string {
