@@ -46,6 +46,7 @@ func contendersAt(at func() string) []measure.Library {
 	}
 	return []measure.Library{
 		lib("distlock", newDistlock),
+		lib("distlock NoProcedure", newDistlockNoProc),
 		lib("distlock URL", newDistlockURL),
 		lib("sqllock driver", newDriverOnly),
 		lib("FOR UPDATE", newForUpdate),
@@ -74,8 +75,19 @@ func openDefault(addr string) *sql.DB {
 // a user with a pool of their own builds it; the independent comparison
 // of issue 17 measured this).
 func newDistlock(ctx context.Context, addr string) (measure.Contender, error) {
+	return newDistlockWith(ctx, addr, sqllock.Options{Table: table})
+}
+
+// distlock NoProcedure: the same without the stored procedure (two
+// statements where a wait would CALL it), as an account without CREATE
+// ROUTINE gets it: the procedure's effect, measured in the same run.
+func newDistlockNoProc(ctx context.Context, addr string) (measure.Contender, error) {
+	return newDistlockWith(ctx, addr, sqllock.Options{Table: table, NoProcedure: true})
+}
+
+func newDistlockWith(ctx context.Context, addr string, opts sqllock.Options) (measure.Contender, error) {
 	db := openDefault(addr)
-	d, err := sqllock.New(ctx, db, &sqllock.Options{Table: table})
+	d, err := sqllock.New(ctx, db, &opts)
 	if err != nil {
 		_ = db.Close()
 		return nil, err
