@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/distlock/distlock/backend"
@@ -92,8 +93,8 @@ func (l *Locker) acquireMode(ctx context.Context, key string, opts []Option, wai
 		return nil, fmt.Errorf("distlock: acquire %q: %w", key, ErrClosed)
 	}
 	defer l.ops.Done()
-	ctx, stop := l.bindClose(ctx)
-	defer stop()
+	ctx, bound := l.bindClose(ctx)
+	defer bound.stop()
 
 	h, le, err := l.claim(ctx, holdKey{key, owner, mode}, ttl, c, label)
 	if h == nil {
@@ -114,11 +115,62 @@ func (l *Locker) acquireMode(ctx context.Context, key string, opts []Option, wai
 	return l.settle(ctx, h, g, err, ttl, !c.noRenew)
 }
 
-// bindClose returns ctx, canceled also when the Locker closes.
-func (l *Locker) bindClose(ctx context.Context) (context.Context, func()) {
+// bindClose returns ctx, canceled also (with ErrClosed) when the Locker
+// closes, and the binding, whose stop the caller must call when done.
+// The binding is a slot in Locker.binds, not a context.AfterFunc on the
+// Locker's close ctx: an acquisition then makes one context (two
+// allocations) instead of three contexts and closures (six), and takes no
+// lock shared with other Lockers' contexts.
+func (l *Locker) bindClose(ctx context.Context) (context.Context, closeBinding) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(l.closeCtx, func() { cancel(ErrClosed) })
-	return ctx, func() { stop(); cancel(context.Canceled) }
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		cancel(ErrClosed)
+		return ctx, closeBinding{cancel: cancel, slot: -1}
+	}
+	b := closeBinding{l: l, cancel: cancel}
+	if n := len(l.freeBinds); n > 0 {
+		b.slot = l.freeBinds[n-1]
+		l.freeBinds = l.freeBinds[:n-1]
+		l.binds[b.slot] = cancel
+	} else {
+		b.slot = len(l.binds)
+		l.binds = append(l.binds, cancel)
+	}
+	return ctx, b
+}
+
+// A closeBinding ties an operation's ctx to the Locker's Close
+// (bindClose).
+type closeBinding struct {
+	l      *Locker // nil if the Locker was closed already
+	slot   int
+	cancel context.CancelCauseFunc
+}
+
+// stop unbinds the operation and cancels its ctx.
+func (b closeBinding) stop() {
+	if b.l != nil {
+		b.l.mu.Lock()
+		b.l.binds[b.slot] = nil
+		b.l.freeBinds = append(b.l.freeBinds, b.slot)
+		b.l.mu.Unlock()
+	}
+	b.cancel(context.Canceled)
+}
+
+// cancelBound cancels the ctx of every operation bound to Close. Close
+// calls it once, after marking the Locker closed.
+func (l *Locker) cancelBound() {
+	l.mu.Lock()
+	bound := slices.Clone(l.binds)
+	l.mu.Unlock()
+	for _, cancel := range bound {
+		if cancel != nil {
+			cancel(ErrClosed)
+		}
+	}
 }
 
 // claim either re-enters an existing hold (returning its new Lease), or

@@ -43,8 +43,8 @@ func (l *Locker) takeAtOnce(ctx context.Context, keys []string, owner string, op
 		return nil, false, nil // the ordered path reports it, naming the key
 	}
 	defer l.ops.Done()
-	ctx, stop := l.bindClose(ctx)
-	defer stop()
+	ctx, bound := l.bindClose(ctx)
+	defer bound.stop()
 	holds := l.claimAll(keys, owner)
 	if holds == nil {
 		return nil, false, nil

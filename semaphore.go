@@ -142,8 +142,8 @@ func (s *Semaphore) acquireAs(ctx context.Context, n int, opts []Option, wait bo
 		return nil, fmt.Errorf("distlock: semaphore %q: %w", s.key, ErrClosed)
 	}
 	defer l.ops.Done()
-	ctx, stop := l.bindClose(ctx)
-	defer stop()
+	ctx, bound := l.bindClose(ctx)
+	defer bound.stop()
 
 	h := l.permitHold(s.key, newOwner(), n, label)
 	req := backend.SemaphoreRequest{
