@@ -20,8 +20,8 @@ type hold struct {
 
 	// Guarded by Locker.mu.
 	state     holdState
-	ready     chan struct{} // closed when a pending acquisition resolves
-	leases    map[*Lease]struct{}
+	ready     chan struct{} // made by the first caller to wait (waitChan), closed by resolve
+	leases    *Lease        // the first of its Leases, linked by Lease.next; nil: none
 	grant     backend.Grant
 	ttl       time.Duration // the TTL renewals ask for; only grows
 	autoRenew bool
@@ -42,6 +42,32 @@ type holdKey struct {
 }
 
 func (h *hold) hk() holdKey { return holdKey{h.key, h.owner, h.mode} }
+
+// newHold returns a pending hold; label is its WithKeyAttribute label.
+// Its ready channel and its list of Leases cost nothing until used.
+func newHold(hk holdKey, label string) *hold {
+	h := &hold{key: hk.key, owner: hk.owner, mode: hk.mode, heapIndex: -1}
+	h.tel.label = label
+	return h
+}
+
+// waitChan returns the channel closed when h's acquisition or release in
+// the store resolves, made now if no one waits yet. Locker.mu is held.
+func (h *hold) waitChan() <-chan struct{} {
+	if h.ready == nil {
+		h.ready = make(chan struct{})
+	}
+	return h.ready
+}
+
+// resolve wakes the callers waiting for h's acquisition or release in the
+// store to resolve. Locker.mu is held.
+func (h *hold) resolve() {
+	if h.ready != nil {
+		close(h.ready)
+		h.ready = nil
+	}
+}
 
 type holdState int
 
@@ -190,8 +216,7 @@ func (l *Locker) claim(ctx context.Context, hk holdKey, ttl time.Duration, c acq
 		}
 		h := l.holds[hk]
 		if h == nil {
-			h = &hold{key: hk.key, owner: hk.owner, mode: hk.mode, ready: make(chan struct{}), leases: map[*Lease]struct{}{}, heapIndex: -1}
-			h.tel.label = label
+			h = newHold(hk, label)
 			l.holds[hk] = h
 			l.mu.Unlock()
 			return h, nil, nil
@@ -210,7 +235,7 @@ func (l *Locker) claim(ctx context.Context, hk holdKey, ttl time.Duration, c acq
 		}
 		// Pending, or ended and being released in the store: wait until
 		// that resolves.
-		ready := h.ready
+		ready := h.waitChan()
 		l.mu.Unlock()
 		select {
 		case <-ready:
@@ -266,7 +291,7 @@ func (l *Locker) reenter(ctx context.Context, h *hold, ttl time.Duration, c acqu
 func (l *Locker) settle(ctx context.Context, h *hold, g backend.Grant, err error, ttl time.Duration, autoRenew bool) (*Lease, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	close(h.ready)
+	h.resolve()
 	if err == nil && (h.early != nil || l.closed) {
 		cause := h.early
 		if cause == nil {
@@ -310,8 +335,11 @@ func (l *Locker) settle(ctx context.Context, h *hold, g backend.Grant, err error
 
 // newLease makes a Lease on h. Locker.mu is held.
 func (l *Locker) newLease(ctx context.Context, h *hold) *Lease {
-	le := &Lease{l: l, h: h, parent: leaseBase(ctx)}
-	h.leases[le] = struct{}{}
+	le := &Lease{l: l, h: h, parent: leaseBase(ctx), next: h.leases}
+	if h.leases != nil {
+		h.leases.prev = le
+	}
+	h.leases = le
 	return le
 }
 
@@ -321,10 +349,13 @@ func (l *Locker) endLocked(h *hold, cause error) {
 	h.state = holdEnded
 	l.wd.remove(h)
 	h.stopExpiry()
-	for le := range h.leases {
+	for le := h.leases; le != nil; {
+		next := le.next
 		le.end(cause)
+		le.prev, le.next = nil, nil
+		le = next
 	}
-	clear(h.leases)
+	h.leases = nil
 }
 
 // endHold releases h in the store and ends its Leases with cause. Until
@@ -346,8 +377,6 @@ func (l *Locker) endHold(ctx context.Context, h *hold, cause error) error {
 // join h in between and be ended with it.
 func (l *Locker) releaseEnded(ctx context.Context, h *hold, cause error) error {
 	l.endLocked(h, cause)
-	released := make(chan struct{})
-	h.ready = released
 	lock := h.grant.Lock
 	l.mu.Unlock()
 	err := lock.Release(ctx)
@@ -359,7 +388,7 @@ func (l *Locker) releaseEnded(ctx context.Context, h *hold, cause error) error {
 	if hk := h.hk(); l.holds[hk] == h {
 		delete(l.holds, hk)
 	}
-	close(released)
+	h.resolve()
 	l.changed(h, EventReleased, releasedCause(cause, err))
 	l.mu.Unlock()
 	return err

@@ -128,8 +128,7 @@ func (l *Locker) claimAll(keys []string, owner string) []*hold {
 	}
 	holds := make([]*hold, len(keys))
 	for i, k := range keys {
-		h := &hold{key: k, owner: owner, ready: make(chan struct{}), leases: map[*Lease]struct{}{}, heapIndex: -1}
-		h.tel.label = l.tel.label(k)
+		h := newHold(holdKey{k, owner, 0}, l.tel.label(k))
 		l.holds[h.hk()] = h
 		holds[i] = h
 	}

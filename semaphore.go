@@ -162,8 +162,8 @@ func (s *Semaphore) acquireAs(ctx context.Context, n int, opts []Option, wait bo
 // permitHold registers a pending hold for a grant of n permits under a
 // fresh owner (so it never meets another hold).
 func (l *Locker) permitHold(key, owner string, n int, label string) *hold {
-	h := &hold{key: key, owner: owner, ready: make(chan struct{}), leases: map[*Lease]struct{}{}, heapIndex: -1, permits: n}
-	h.tel.label = label
+	h := newHold(holdKey{key, owner, 0}, label)
+	h.permits = n
 	l.mu.Lock()
 	l.holds[holdKey{key, owner, 0}] = h
 	l.mu.Unlock()
