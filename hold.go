@@ -93,10 +93,7 @@ func (l *Locker) acquireAs(ctx context.Context, key string, opts []Option, wait 
 // acquireMode acquires key's mutex (mode 0) or a side of its read-write
 // lock.
 func (l *Locker) acquireMode(ctx context.Context, key string, opts []Option, wait bool, label string, mode backend.RWMode) (*Lease, error) {
-	var c acquireConfig
-	for _, o := range opts {
-		o(&c)
-	}
+	c := applyOptions(opts)
 	if c.ownerErr != nil {
 		return nil, fmt.Errorf("distlock: acquire %q: %w", key, c.ownerErr)
 	}

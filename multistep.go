@@ -34,10 +34,7 @@ func (l *Locker) takeAll(ctx context.Context, keys []string, owner string, opts 
 // takeAtOnce makes one attempt at every key in one store step. done is
 // false when the ordered path must take over (nothing is held then).
 func (l *Locker) takeAtOnce(ctx context.Context, keys []string, owner string, opts []Option, wait bool) (leases []*Lease, done bool, err error) {
-	var c acquireConfig
-	for _, o := range opts {
-		o(&c)
-	}
+	c := applyOptions(opts)
 	ttl, err := l.ttlFor(c)
 	if err != nil || !l.begin() {
 		return nil, false, nil // the ordered path reports it, naming the key

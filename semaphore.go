@@ -127,10 +127,7 @@ func (s *Semaphore) acquireAs(ctx context.Context, n int, opts []Option, wait bo
 	if n < 1 || n > s.limit {
 		return nil, fmt.Errorf("distlock: semaphore %q: %w: %d permits asked for, want 1 to the limit %d", s.key, ErrInvalidConfig, n, s.limit)
 	}
-	var c acquireConfig
-	for _, o := range opts {
-		o(&c)
-	}
+	c := applyOptions(opts)
 	if c.owner != "" || c.ownerErr != nil {
 		return nil, fmt.Errorf("distlock: semaphore %q: %w: WithOwner does not apply to permits (each grant has its own owner id)", s.key, ErrInvalidConfig)
 	}
