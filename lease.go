@@ -23,7 +23,8 @@ type Lease struct {
 	h      *hold
 	parent context.Context // the acquisition's caller's ctx, whose values Context carries
 
-	prev, next *Lease // the hold's other Leases; guarded by Locker.mu
+	prev, next *Lease        // the hold's other Leases; guarded by Locker.mu
+	released   leaseReleased // the cause Release ends it with, kept here to spare an allocation
 
 	// Guarded by Locker.mu. The context is made on first use (Context,
 	// Done): a lease that is acquired and released without either never
@@ -239,7 +240,8 @@ func (le *Lease) release(ctx context.Context) (freed bool, err error) {
 		}
 		return false, fmt.Errorf("distlock: release %q: %w", h.key, err)
 	}
-	le.end(&leaseReleased{key: h.key})
+	le.released.key = h.key
+	le.end(&le.released)
 	h.unlink(le)
 	if h.leases != nil || h.state != holdHeld {
 		l.mu.Unlock()
@@ -250,7 +252,8 @@ func (le *Lease) release(ctx context.Context) (freed bool, err error) {
 
 // leaseReleased is the cause a Lease's context ends with when its holder
 // releases it: `distlock: lease on "key": <ErrReleased>`. Every Release
-// makes one, so its message is formatted only when read.
+// needs one, so its message is formatted only when read, and it is a field
+// of the Lease, not an allocation of its own.
 type leaseReleased struct{ key string }
 
 func (e *leaseReleased) Error() string {
