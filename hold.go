@@ -22,6 +22,7 @@ type hold struct {
 	state     holdState
 	ready     chan struct{} // made by the first caller to wait (waitChan), closed by resolve
 	leases    *Lease        // the first of its Leases, linked by Lease.next; nil: none
+	first     Lease         // the hold's first Lease, made with it: one allocation, not two
 	grant     backend.Grant
 	ttl       time.Duration // the TTL renewals ask for; only grows
 	autoRenew bool
@@ -332,7 +333,11 @@ func (l *Locker) settle(ctx context.Context, h *hold, g backend.Grant, err error
 
 // newLease makes a Lease on h. Locker.mu is held.
 func (l *Locker) newLease(ctx context.Context, h *hold) *Lease {
-	le := &Lease{l: l, h: h, parent: leaseBase(ctx), next: h.leases}
+	le := &h.first
+	if le.h != nil { // the first is taken: a re-entry
+		le = new(Lease)
+	}
+	*le = Lease{l: l, h: h, parent: leaseBase(ctx), next: h.leases}
 	if h.leases != nil {
 		h.leases.prev = le
 	}
