@@ -10,7 +10,7 @@ import (
 
 // pairAllocBudget is how many allocations an uncontended Acquire and
 // Release may make over memlock, the store's own included (3 of them in
-// session 11, when the pair made 11; 23 before that session's changes).
+// session 11, when the pair made 10; 23 before that session's changes).
 // The headroom is for changes elsewhere, not for the Locker to grow back.
 const pairAllocBudget = 14
 
