@@ -251,11 +251,11 @@ func (e *Election) Observe(ctx context.Context) (<-chan LeaderInfo, error) {
 	if !e.l.begin() {
 		return nil, fmt.Errorf("distlock: observe %q: %w", e.name, ErrClosed)
 	}
-	ctx, stop := e.l.bindClose(ctx)
+	ctx, bound := e.l.bindClose(ctx)
 	ch := make(chan LeaderInfo, 1)
 	go func() {
 		defer e.l.ops.Done()
-		defer stop()
+		defer bound.stop()
 		defer close(ch)
 		e.observe(ctx, in, ch)
 	}()

@@ -23,6 +23,9 @@ type Lease struct {
 	h      *hold
 	parent context.Context // the acquisition's caller's ctx, whose values Context carries
 
+	prev, next *Lease        // the hold's other Leases; guarded by Locker.mu
+	released   leaseReleased // the cause Release ends it with, kept here to spare an allocation
+
 	// Guarded by Locker.mu. The context is made on first use (Context,
 	// Done): a lease that is acquired and released without either never
 	// makes one, which is most of the cost of a Lease.
@@ -237,9 +240,10 @@ func (le *Lease) release(ctx context.Context) (freed bool, err error) {
 		}
 		return false, fmt.Errorf("distlock: release %q: %w", h.key, err)
 	}
-	le.end(&leaseReleased{key: h.key})
-	delete(h.leases, le)
-	if len(h.leases) > 0 || h.state != holdHeld {
+	le.released.key = h.key
+	le.end(&le.released)
+	h.unlink(le)
+	if h.leases != nil || h.state != holdHeld {
 		l.mu.Unlock()
 		return false, nil
 	}
@@ -248,7 +252,8 @@ func (le *Lease) release(ctx context.Context) (freed bool, err error) {
 
 // leaseReleased is the cause a Lease's context ends with when its holder
 // releases it: `distlock: lease on "key": <ErrReleased>`. Every Release
-// makes one, so its message is formatted only when read.
+// needs one, so its message is formatted only when read, and it is a field
+// of the Lease, not an allocation of its own.
 type leaseReleased struct{ key string }
 
 func (e *leaseReleased) Error() string {
@@ -256,3 +261,16 @@ func (e *leaseReleased) Error() string {
 }
 
 func (e *leaseReleased) Unwrap() error { return ErrReleased }
+
+// unlink takes le off h's list of Leases. Locker.mu is held.
+func (h *hold) unlink(le *Lease) {
+	if le.prev != nil {
+		le.prev.next = le.next
+	} else if h.leases == le {
+		h.leases = le.next
+	}
+	if le.next != nil {
+		le.next.prev = le.prev
+	}
+	le.prev, le.next = nil, nil
+}

@@ -34,10 +34,12 @@ type Locker struct {
 	ops         sync.WaitGroup // acquisitions in flight
 	bg          sync.WaitGroup // watchdog, renewals, background releases
 
-	mu     sync.Mutex
-	closed bool
-	holds  map[holdKey]*hold
-	wd     watchdog
+	mu        sync.Mutex
+	closed    bool
+	holds     map[holdKey]*hold
+	wd        watchdog
+	binds     []context.CancelCauseFunc // operations bound to Close (bindClose); nil: a free slot
+	freeBinds []int                     // the free slots of binds
 }
 
 // New returns a Locker over d. The Locker owns d: Close closes it. It
@@ -202,6 +204,7 @@ func (l *Locker) Close() error {
 	l.mu.Unlock()
 
 	l.closeCancel(ErrClosed)
+	l.cancelBound()
 	l.ops.Wait()
 
 	l.mu.Lock()

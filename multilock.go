@@ -91,10 +91,7 @@ func (l *Locker) acquireAll(ctx context.Context, keys []string, opts []Option, w
 			return nil, fmt.Errorf("distlock: acquire all: %w", err)
 		}
 	}
-	var c acquireConfig
-	for _, o := range opts {
-		o(&c)
-	}
+	c := applyOptions(opts)
 	if c.ownerErr != nil {
 		return nil, fmt.Errorf("distlock: acquire all: %w", c.ownerErr)
 	}

@@ -34,17 +34,14 @@ func (l *Locker) takeAll(ctx context.Context, keys []string, owner string, opts 
 // takeAtOnce makes one attempt at every key in one store step. done is
 // false when the ordered path must take over (nothing is held then).
 func (l *Locker) takeAtOnce(ctx context.Context, keys []string, owner string, opts []Option, wait bool) (leases []*Lease, done bool, err error) {
-	var c acquireConfig
-	for _, o := range opts {
-		o(&c)
-	}
+	c := applyOptions(opts)
 	ttl, err := l.ttlFor(c)
 	if err != nil || !l.begin() {
 		return nil, false, nil // the ordered path reports it, naming the key
 	}
 	defer l.ops.Done()
-	ctx, stop := l.bindClose(ctx)
-	defer stop()
+	ctx, bound := l.bindClose(ctx)
+	defer bound.stop()
 	holds := l.claimAll(keys, owner)
 	if holds == nil {
 		return nil, false, nil
@@ -128,8 +125,7 @@ func (l *Locker) claimAll(keys []string, owner string) []*hold {
 	}
 	holds := make([]*hold, len(keys))
 	for i, k := range keys {
-		h := &hold{key: k, owner: owner, ready: make(chan struct{}), leases: map[*Lease]struct{}{}, heapIndex: -1}
-		h.tel.label = l.tel.label(k)
+		h := newHold(holdKey{k, owner, 0}, l.tel.label(k))
 		l.holds[h.hk()] = h
 		holds[i] = h
 	}

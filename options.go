@@ -169,6 +169,19 @@ type acquireConfig struct {
 	ownerErr error
 }
 
+// applyOptions returns the acquireConfig opts make. Without options it
+// allocates nothing (options write through a pointer, which escapes).
+func applyOptions(opts []Option) acquireConfig {
+	if len(opts) == 0 {
+		return acquireConfig{}
+	}
+	c := new(acquireConfig)
+	for _, o := range opts {
+		o(c)
+	}
+	return *c
+}
+
 // WithTTL sets the lease's TTL: how long the store keeps the lock if this
 // process stops renewing it (it crashed, or WithoutAutoRenew). While the
 // lease is held it is renewed every TTL/3. Stores whose lifetime is a

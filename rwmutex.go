@@ -144,7 +144,7 @@ func (l *Locker) claimRW(ctx context.Context, hk holdKey, ttl time.Duration, c a
 		l.mu.Unlock()
 		return nil, rwDone, fmt.Errorf("distlock: lock %q: %w: owner %s holds or is taking the read side; release it, then take the write side", hk.key, ErrUpgrade, hk.owner)
 	}
-	ready := h.ready // the other side is being acquired or released
+	ready := h.waitChan() // the other side is being acquired or released
 	l.mu.Unlock()
 	select {
 	case <-ready:

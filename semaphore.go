@@ -127,10 +127,7 @@ func (s *Semaphore) acquireAs(ctx context.Context, n int, opts []Option, wait bo
 	if n < 1 || n > s.limit {
 		return nil, fmt.Errorf("distlock: semaphore %q: %w: %d permits asked for, want 1 to the limit %d", s.key, ErrInvalidConfig, n, s.limit)
 	}
-	var c acquireConfig
-	for _, o := range opts {
-		o(&c)
-	}
+	c := applyOptions(opts)
 	if c.owner != "" || c.ownerErr != nil {
 		return nil, fmt.Errorf("distlock: semaphore %q: %w: WithOwner does not apply to permits (each grant has its own owner id)", s.key, ErrInvalidConfig)
 	}
@@ -142,8 +139,8 @@ func (s *Semaphore) acquireAs(ctx context.Context, n int, opts []Option, wait bo
 		return nil, fmt.Errorf("distlock: semaphore %q: %w", s.key, ErrClosed)
 	}
 	defer l.ops.Done()
-	ctx, stop := l.bindClose(ctx)
-	defer stop()
+	ctx, bound := l.bindClose(ctx)
+	defer bound.stop()
 
 	h := l.permitHold(s.key, newOwner(), n, label)
 	req := backend.SemaphoreRequest{
@@ -162,8 +159,8 @@ func (s *Semaphore) acquireAs(ctx context.Context, n int, opts []Option, wait bo
 // permitHold registers a pending hold for a grant of n permits under a
 // fresh owner (so it never meets another hold).
 func (l *Locker) permitHold(key, owner string, n int, label string) *hold {
-	h := &hold{key: key, owner: owner, ready: make(chan struct{}), leases: map[*Lease]struct{}{}, heapIndex: -1, permits: n}
-	h.tel.label = label
+	h := newHold(holdKey{key, owner, 0}, label)
+	h.permits = n
 	l.mu.Lock()
 	l.holds[holdKey{key, owner, 0}] = h
 	l.mu.Unlock()

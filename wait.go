@@ -23,20 +23,19 @@ const (
 // obtain gets a grant from the driver: one attempt, the driver's own queue,
 // or a retry loop woken by store notifications or backoff.
 func (l *Locker) obtain(ctx context.Context, req backend.Request, wait bool) (backend.Grant, error) {
-	ops := storeOps{key: req.Key, try: func(ctx context.Context) (backend.Grant, error) { return l.d.TryAcquire(ctx, req) }}
-	if l.waiter != nil {
-		ops.wait = func(ctx context.Context) (backend.Grant, error) { return l.waiter.Wait(ctx, req) }
-	}
-	if l.notifier != nil {
-		ops.subscribe = l.notifier.Subscribe
-	}
-	return l.obtainWith(ctx, ops, wait)
+	return l.obtainWith(ctx, storeOps{key: req.Key, lock: req, isLock: true}, wait)
 }
 
 // storeOps are the store calls a wait is made of, for a lock or for a
 // semaphore's permits (semaphore.go).
 type storeOps struct {
-	key       string
+	key string
+	// With isLock, lock is a lock's request, taken through the driver's
+	// own methods (TryAcquire, Wait, Subscribe): the funcs below are then
+	// unused, and an acquisition makes no closures for them. (A value,
+	// not a pointer: a pointer would move the request to the heap.)
+	lock      backend.Request
+	isLock    bool
 	try       func(context.Context) (backend.Grant, error)
 	wait      func(context.Context) (backend.Grant, error)                   // the store's queue; nil if none
 	subscribe func(context.Context, string) (<-chan struct{}, func(), error) // release announcements; nil if none
@@ -61,13 +60,13 @@ func (l *Locker) obtainWith(ctx context.Context, ops storeOps, wait bool) (backe
 	}
 	switch {
 	case !wait:
-		g, err = ops.try(ctx)
+		g, err = l.try(ctx, &ops, false)
 		err = unanswered(ctx, err)
 		l.tel.storeError(ctx, "acquire", err)
-	case ops.wait != nil:
-		g, err = l.queueWait(ctx, ops)
+	case l.queues(&ops):
+		g, err = l.queueWait(ctx, &ops)
 	default:
-		g, err = l.retryWait(ctx, ops)
+		g, err = l.retryWait(ctx, &ops)
 	}
 	if err != nil {
 		return g, err
@@ -92,12 +91,55 @@ func unanswered(ctx context.Context, err error) error {
 	return err
 }
 
+// try makes one attempt through ops (the retry loop's attempt if
+// retrying).
+func (l *Locker) try(ctx context.Context, ops *storeOps, retrying bool) (backend.Grant, error) {
+	switch {
+	case ops.isLock:
+		return l.d.TryAcquire(ctx, ops.lock)
+	case retrying && ops.retry != nil:
+		return ops.retry(ctx)
+	}
+	return ops.try(ctx)
+}
+
+// queues reports whether ops wait in the store's queue.
+func (l *Locker) queues(ops *storeOps) bool {
+	if ops.isLock {
+		return l.waiter != nil
+	}
+	return ops.wait != nil
+}
+
+// subscribes reports whether the store announces the releases ops wait
+// for.
+func (l *Locker) subscribes(ops *storeOps) bool {
+	if ops.isLock {
+		return l.notifier != nil
+	}
+	return ops.subscribe != nil
+}
+
+// subscribe subscribes to the releases ops wait for.
+func (l *Locker) subscribe(ctx context.Context, ops *storeOps) (<-chan struct{}, func(), error) {
+	if ops.isLock {
+		return l.notifier.Subscribe(ctx, ops.key)
+	}
+	return ops.subscribe(ctx, ops.key)
+}
+
 // queueWait lets the driver wait in its store's queue, retrying the whole
 // wait (after backoff) if the store became unreachable.
-func (l *Locker) queueWait(ctx context.Context, ops storeOps) (backend.Grant, error) {
+func (l *Locker) queueWait(ctx context.Context, ops *storeOps) (backend.Grant, error) {
 	var bo backoff
 	for {
-		g, err := ops.wait(ctx)
+		var g backend.Grant
+		var err error
+		if ops.isLock {
+			g, err = l.waiter.Wait(ctx, ops.lock)
+		} else {
+			g, err = ops.wait(ctx)
+		}
 		l.tel.storeError(ctx, "wait", err)
 		if err == nil || !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
 			return g, waitErr(ctx, err, nil)
@@ -110,19 +152,15 @@ func (l *Locker) queueWait(ctx context.Context, ops storeOps) (backend.Grant, er
 
 // retryWait retries TryAcquire until it succeeds, subscribing first to
 // release announcements where the driver offers them.
-func (l *Locker) retryWait(ctx context.Context, ops storeOps) (backend.Grant, error) {
+func (l *Locker) retryWait(ctx context.Context, ops *storeOps) (backend.Grant, error) {
 	var wake <-chan struct{}
 	var bo backoff
 	var lastErr error
 	unsubscribe := func() {}
 	defer func() { unsubscribe() }()
-	attempt := ops.try
-	if ops.retry != nil {
-		attempt = ops.retry
-	}
 	for {
 		sent := time.Now()
-		g, err := attempt(ctx)
+		g, err := l.try(ctx, ops, true)
 		l.tel.storeError(ctx, "acquire", err)
 		if err == nil {
 			if g.ValidFrom.IsZero() {
@@ -136,8 +174,8 @@ func (l *Locker) retryWait(ctx context.Context, ops storeOps) (backend.Grant, er
 		var delay time.Duration
 		switch {
 		case errors.Is(err, ErrNotAcquired):
-			if ops.subscribe != nil && wake == nil {
-				w, cancel, serr := ops.subscribe(ctx, ops.key)
+			if wake == nil && l.subscribes(ops) {
+				w, cancel, serr := l.subscribe(ctx, ops)
 				if serr == nil {
 					wake, unsubscribe = w, cancel
 					continue // re-check: a release before the subscription is not announced
