@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/distlock/distlock/internal/measure"
 )
 
 // ratioColumn is one figure the report divides, distlock's over a peer's.
@@ -30,8 +32,8 @@ type ratioRow struct {
 }
 
 // ratios divides each of distlock's figures by each peer's of the same
-// store and run, the medians of the rounds: below 1 is faster for times,
-// above 1 for rates.
+// store and run (see [pairedRatio]): below 1 is faster for times, above 1
+// for rates.
 func (rep *Report) ratios() []ratioRow {
 	var rows []ratioRow
 	for _, b := range rep.Backends {
@@ -50,20 +52,51 @@ func (rep *Report) ratios() []ratioRow {
 func (rep *Report) ratioCell(store, peer string, c ratioColumn) string {
 	mine, ok1 := rep.figure(store, "distlock", c)
 	theirs, ok2 := rep.figure(store, peer, c)
-	if !ok1 || !ok2 || theirs <= 0 {
+	if !ok1 || !ok2 {
 		return "–"
 	}
-	return fmt.Sprintf("%.2f×", mine/theirs)
+	r, ok := pairedRatio(mine, theirs)
+	if !ok {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", r)
+}
+
+// pairedRatio is mine over theirs: the median of the rounds' ratios, each
+// round's figure over the peer's in the same round, when both have a
+// positive figure for every one of the same rounds; else the ratio of the
+// two medians. Rounds ran distlock and the peer in the same minute (the
+// uncontended workload in turns within the round), so load that comes and
+// goes between rounds divides out of each round's ratio; a ratio of
+// medians can pair a fast round of one with a slow round of the other. ok
+// is false when the peer's figure is not positive.
+func pairedRatio(mine, theirs Metric) (float64, bool) {
+	if n := len(mine.Rounds); n > 1 && n == len(theirs.Rounds) {
+		rs := make([]float64, 0, n)
+		for i, v := range theirs.Rounds {
+			if v <= 0 {
+				break
+			}
+			rs = append(rs, mine.Rounds[i]/v)
+		}
+		if len(rs) == n {
+			return measure.Median(rs), true
+		}
+	}
+	if theirs.Value <= 0 {
+		return 0, false
+	}
+	return mine.Value / theirs.Value, true
 }
 
 // figure returns library's figure of c on store.
-func (rep *Report) figure(store, library string, c ratioColumn) (float64, bool) {
+func (rep *Report) figure(store, library string, c ratioColumn) (Metric, bool) {
 	for _, r := range rep.Results {
 		if r.storeName() == store && r.Library == library && !r.Floor && r.Workload == c.Workload {
-			return r.Metric(c.Metric)
+			return r.metric(c.Metric)
 		}
 	}
-	return 0, false
+	return Metric{}, false
 }
 
 // ratioHeads are the columns' heads with which way is better.

@@ -1,6 +1,7 @@
 package compare
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -46,5 +47,45 @@ func TestRatios(t *testing.T) {
 	var b strings.Builder
 	if err := rep.writeRatios(&b); err != nil || !strings.Contains(b.String(), "distlock ÷ peer") {
 		t.Errorf("writeRatios: %v\n%s", err, b.String())
+	}
+}
+
+// The ratio pairs rounds: each round's figure over the peer's in the same
+// round, then the median. A ratio of the two medians would pair distlock's
+// fast round with the peer's slow one (session 11's run 1: rounds of 1.19,
+// 1.17 and 0.48 against bsm/redislock, reported as 0.54 by medians).
+func TestRatiosPairRounds(t *testing.T) {
+	m := func(v float64, rounds ...float64) Metric { return Metric{Name: "p50", Value: v, Rounds: rounds} }
+	for _, tc := range []struct {
+		name         string
+		mine, theirs Metric
+		want         float64
+		ok           bool
+	}{
+		{"paired", m(0.086, 0.062, 0.186, 0.086), m(0.159, 0.052, 0.159, 0.177), 0.186 / 0.159, true},
+		{"one round", m(0.3, 0.3), m(0.2, 0.2), 1.5, true},
+		{"no rounds", m(0.3), m(0.2), 1.5, true},
+		{"rounds differ in number", m(0.3, 0.3, 0.1), m(0.2, 0.2, 0.2, 0.2), 1.5, true},
+		{"a zero round: medians", m(4, 2, 4, 6), m(2, 0, 2, 2), 2, true},
+		{"a zero peer", m(4, 2, 4), m(0, 0, 0), 0, false},
+	} {
+		got, ok := pairedRatio(tc.mine, tc.theirs)
+		if ok != tc.ok || (ok && math.Abs(got-tc.want) > 1e-9) {
+			t.Errorf("%s: pairedRatio = %v, %v; want %v, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+	// And in the report's table.
+	rep := &Report{
+		Backends: []BackendInfo{
+			{Name: "redis", Store: "redis", Library: "distlock"},
+			{Name: "redis: bsm/redislock", Store: "redis", Library: "bsm/redislock"},
+		},
+		Results: []Result{
+			{Backend: "redis", Store: "redis", Library: "distlock", Workload: "uncontended", Metrics: []Metric{m(0.086, 0.062, 0.186, 0.086)}},
+			{Backend: "redis: bsm/redislock", Store: "redis", Library: "bsm/redislock", Workload: "uncontended", Metrics: []Metric{m(0.159, 0.052, 0.159, 0.177)}},
+		},
+	}
+	if rows := rep.ratios(); len(rows) != 1 || rows[0].Cells[0] != "1.17×" {
+		t.Errorf("ratios = %+v, want uncontended p50 1.17× (the median of 1.19, 1.17 and 0.49)", rows)
 	}
 }
