@@ -386,6 +386,18 @@ func (h *harness) Delete(ctx context.Context, key string) error {
 	lockKey := keysFor(DefaultPrefix, key).lock
 	cs := h.newClients()
 	defer closeAll(cs)
+	if h.mode == "redlock" {
+		// An attempt returns once a majority decided it; the other node's
+		// grant may land after this Delete and leave the lock there. Wait
+		// (at most 1 s: a node may be down or partitioned) until every
+		// node has it, so that the deletion is the last word.
+		deadline := time.Now().Add(time.Second)
+		for _, c := range cs {
+			for c.Exists(ctx, lockKey).Val() == 0 && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}
 	var errs []error
 	for _, c := range cs {
 		errs = append(errs, c.Del(ctx, lockKey).Err())
