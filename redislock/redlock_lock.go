@@ -24,14 +24,14 @@ type rlock struct {
 	released atomic.Bool // Release was called: a second call is refused locally
 }
 
-// Release implements backend.Lock: it releases on every node. It fails
-// with ErrNotHeld only if no node held the lock for its owner.
+// Release implements backend.Lock: it releases on every node, and
+// succeeds if a majority of nodes held the lock for its owner (see
+// releaseVerdict).
 func (l *rlock) Release(ctx context.Context) error {
 	if !l.released.CompareAndSwap(false, true) {
 		return fmt.Errorf("redislock: release %q: %w: already released", l.key, backend.ErrNotHeld)
 	}
 	l.back.start()
-	n := len(l.r.nodes)
 	start := time.Now()
 	defer func() { l.r.released(l.key, time.Since(start)) }()
 	released, errs := eachNode(l.r, ctx, releaseTimeout, func(ctx context.Context, i int, nd *node) (bool, error) {
@@ -58,21 +58,36 @@ func (l *rlock) Release(ctx context.Context) error {
 			return struct{}{}, nil
 		})
 	}
-	notHeld, failed := 0, 0
-	for i := range n {
+	return releaseVerdict(l.key, released, errs, l.r.quorum)
+}
+
+// releaseVerdict decides a release from the nodes' answers. The lock was
+// held only if a majority held it: freeing the owner's hold on a minority
+// (its hold lapsed on the others, where another owner may hold the key
+// now) frees a straggler, but the answer is ErrNotHeld, or the caller
+// would believe its critical section was protected. If failed nodes leave
+// it undecided, the answer is ErrUnavailable.
+func releaseVerdict(key string, released []bool, errs []error, quorum int) error {
+	freed, notHeld := 0, 0
+	for i := range released {
 		switch {
 		case released[i]:
-			return nil
-		case errs[i] != nil:
-			failed++
-		default:
+			freed++
+		case errs[i] == nil:
 			notHeld++
 		}
 	}
-	if failed > 0 {
-		return fmt.Errorf("redislock: release %q: %w: %w", l.key, backend.ErrUnavailable, errors.Join(errs...))
+	switch {
+	case freed >= quorum:
+		return nil
+	case notHeld > len(released)-quorum:
+		if freed > 0 {
+			return fmt.Errorf("redislock: release %q: %w: held on only %d of %d nodes (freed there)", key, backend.ErrNotHeld, freed, len(released))
+		}
+		return fmt.Errorf("redislock: release %q: %w", key, backend.ErrNotHeld)
+	default:
+		return fmt.Errorf("redislock: release %q: %w: released on %d of %d nodes, need %d: %w", key, backend.ErrUnavailable, freed, len(released), quorum, errors.Join(errs...))
 	}
-	return fmt.Errorf("redislock: release %q: %w", l.key, backend.ErrNotHeld)
 }
 
 // Refresh implements backend.Lock: the lock stays held if a majority of
