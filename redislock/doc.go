@@ -74,7 +74,9 @@
 // replicas acknowledged wrap distlock.ErrUnavailable together with the
 // go-redis error; a lock held by another owner is a
 // *backend.NotAcquiredError carrying the holder's remaining TTL; a release
-// or refresh of a lock the owner no longer holds wraps ErrNotHeld; bad URLs
+// or refresh of a lock the owner no longer holds wraps ErrNotHeld (in
+// Redlock mode: held on fewer than a majority of nodes, whose stragglers
+// a release still frees); bad URLs
 // wrap ErrInvalidConfig and never show the password. When an acquisition
 // fails after its script may have run, the driver releases what it may have
 // taken (owner-checked) before returning; if it cannot, the lock expires by
