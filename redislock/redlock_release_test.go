@@ -115,7 +115,6 @@ func TestRedlockReleaseMinority(t *testing.T) {
 	})
 }
 
-
 // deadAddr returns a loopback address nothing listens on.
 func deadAddr(t *testing.T) string {
 	t.Helper()
