@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -132,21 +133,7 @@ func TestRedisLockedWithoutCommand(t *testing.T) {
 		t.Skip("starts a Redis server")
 	}
 	url := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis}).URL()
-	holder := exec.Command(binary, "hold", "--url", url, "--key", "deploy", "--ttl", "2s")
-	stdin, err := holder.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := holder.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	holder.Stderr = os.Stderr
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
+	holder, stdin, line, err := startCLI(t, "hold", "--url", url, "--key", "deploy", "--ttl", "2s")
 	f := strings.Split(strings.TrimSuffix(line, "\n"), "\t")
 	if err != nil || len(f) != 3 || f[0] != "deploy" {
 		t.Fatalf("hold printed %q (%v)", line, err)
@@ -188,22 +175,8 @@ func TestElectAgainstRedis(t *testing.T) {
 		t.Skip("starts a Redis server")
 	}
 	url := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis}).URL()
-	first := exec.Command(binary, "elect", "--url", url, "--name", "sched", "--value", "first", "--ttl", "30s", "--",
+	first, stdin, line, err := startCLI(t, "elect", "--url", url, "--name", "sched", "--value", "first", "--ttl", "30s", "--",
 		"sh", "-c", `echo "term $DISTLOCK_TERM"; read line; exit 4`)
-	stdin, err := first.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := first.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	first.Stderr = os.Stderr
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = first.Process.Kill(); _ = first.Wait() })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "term ") {
 		t.Fatalf("the first candidate's command printed %q (%v)", line, err)
 	}
@@ -264,22 +237,9 @@ func TestRunSemaphoreAgainstRedis(t *testing.T) {
 	var stdins []interface{ Close() error }
 	var holders []*exec.Cmd
 	for i := range 2 {
-		h := exec.Command(binary, "run", "--url", url, "--key", "pool", "-n", "2", "--no-wait", "--ttl", "2s", "--",
+		h, in, line, err := startCLI(t, "run", "--url", url, "--key", "pool", "-n", "2", "--no-wait", "--ttl", "2s", "--",
 			"sh", "-c", `echo "holding $DISTLOCK_TOKEN"; read line; exit 0`)
-		in, err := h.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := h.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.Stderr = os.Stderr
-		if err := h.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = h.Process.Kill(); _ = h.Wait() })
-		if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || !strings.HasPrefix(line, "holding ") {
+		if err != nil || !strings.HasPrefix(line, "holding ") {
 			t.Fatalf("holder %d printed %q (%v): it did not get a permit", i, line, err)
 		}
 		stdins, holders = append(stdins, in), append(holders, h)
@@ -327,21 +287,8 @@ func runReadWrite(t *testing.T, url string) {
 	var stdins []interface{ Close() error }
 	var readers []*exec.Cmd
 	for i := range 2 {
-		r := exec.Command(binary, "run", "--url", url, "--key", "cfg", "--read", "--no-wait", "--", "sh", "-c", `echo reading; read line; exit 0`)
-		in, err := r.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := r.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Stderr = os.Stderr
-		if err := r.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = r.Process.Kill(); _ = r.Wait() })
-		if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "reading\n" {
+		r, in, line, err := startCLI(t, "run", "--url", url, "--key", "cfg", "--read", "--no-wait", "--", "sh", "-c", `echo reading; read line; exit 0`)
+		if err != nil || line != "reading\n" {
 			t.Fatalf("reader %d printed %q (%v): it did not get the read side while another reader holds it", i, line, err)
 		}
 		stdins, readers = append(stdins, in), append(readers, r)
@@ -355,21 +302,7 @@ func runReadWrite(t *testing.T, url string) {
 			t.Errorf("reader %d: %v, want exit 0", i, err)
 		}
 	}
-	w := exec.Command(binary, "run", "--url", url, "--key", "cfg", "--write", "--wait", "10s", "--", "sh", "-c", `echo "writing $DISTLOCK_TOKEN"; read line; exit 0`)
-	win, err := w.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	wout, err := w.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Stderr = os.Stderr
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Process.Kill(); _ = w.Wait() })
-	line, err := bufio.NewReader(wout).ReadString('\n')
+	w, win, line, err := startCLI(t, "run", "--url", url, "--key", "cfg", "--write", "--wait", "10s", "--", "sh", "-c", `echo "writing $DISTLOCK_TOKEN"; read line; exit 0`)
 	if err != nil || !strings.HasPrefix(line, "writing ") {
 		t.Fatalf("the writer printed %q (%v) after both readers ended", line, err)
 	}
@@ -385,4 +318,27 @@ func runReadWrite(t *testing.T, url string) {
 	if code != 0 || !strings.Contains(o, "token "+token) {
 		t.Errorf("a reader after the write: exit %d, %q; want the last write's token %s", code, o, token)
 	}
+}
+
+// startCLI starts the binary with args, its stderr on the test's, and
+// returns it, its stdin, and the first line it printed (err: reading it
+// failed). The process is killed when the test ends.
+func startCLI(t *testing.T, args ...string) (*exec.Cmd, io.WriteCloser, string, error) {
+	t.Helper()
+	c := exec.Command(binary, args...)
+	in, err := c.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Stderr = os.Stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	return c, in, line, err
 }
