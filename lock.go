@@ -190,8 +190,10 @@ func (l *Locker) runHeld(ctx context.Context, le *Lease, fn func(ctx context.Con
 
 // Close ends every lease: each is released (each release bounded by
 // WithReleaseTimeout, a few dozen at a time) or, once the store has
-// answered no release for that long, abandoned to expire. Waiting
-// acquisitions return ErrClosed. Close returns after every goroutine the
+// answered no release for that long, abandoned to expire. Close renews
+// no lease: one whose validity runs out before its release is sent is
+// lost then (Err matches ErrLost, Done is closed), as it would be without
+// Close. Waiting acquisitions return ErrClosed. Close returns after every goroutine the
 // Locker started has exited and every event (WithEvents) has been
 // delivered, and closes the driver. Later calls return ErrClosed.
 func (l *Locker) Close() error {
@@ -201,6 +203,7 @@ func (l *Locker) Close() error {
 		return fmt.Errorf("distlock: close: %w", ErrClosed)
 	}
 	l.closed = true
+	l.wd.close()
 	l.mu.Unlock()
 
 	l.closeCancel(ErrClosed)
@@ -216,6 +219,7 @@ func (l *Locker) Close() error {
 	}
 	l.mu.Unlock()
 	errs := l.releaseAll(held, fmt.Errorf("distlock: locker closed: %w", ErrReleased))
+	close(l.wd.stop) // every hold has ended: nothing left to expire
 	l.bg.Wait()
 	l.events.close()
 	for i, err := range errs {
