@@ -158,7 +158,10 @@ func (l *Locker) Acquire(ctx context.Context, key string, opts ...Option) (*Leas
 // TryAcquire makes one attempt to take key. If another owner holds it, it
 // returns an error matching ErrNotAcquired at once and leaves nothing
 // behind in the store. If the store does not answer before ctx's deadline,
-// the error matches both ErrUnavailable and context.DeadlineExceeded.
+// the error matches both ErrUnavailable and context.DeadlineExceeded; if
+// its grant arrives after the lease's validity would have run out (a reply
+// slower than the TTL), the lock is given back and the error matches
+// ErrUnavailable. Acquire tries again in that case.
 // Reentry works as for Acquire.
 func (l *Locker) TryAcquire(ctx context.Context, key string, opts ...Option) (*Lease, error) {
 	return l.acquire(ctx, key, opts, false)
