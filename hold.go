@@ -108,6 +108,9 @@ func (l *Locker) acquireMode(ctx context.Context, key string, opts []Option, wai
 	owner := c.owner
 	if owner == "" {
 		if o, ok := OwnerFromContext(ctx); ok {
+			if err := checkOwner(o); err != nil {
+				return nil, fmt.Errorf("distlock: acquire %q: the ctx's owner: %w", key, err)
+			}
 			owner = o
 		} else {
 			owner = newOwner()
