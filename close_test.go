@@ -163,3 +163,73 @@ func TestCloseReportsFailureBesideGoneLock(t *testing.T) {
 		t.Errorf("Close = %v, want the failed release of close/1 reported", err)
 	}
 }
+
+// TestCloseReportsExpiryOfLeasesNotYetReleased: while Close is busy
+// releasing other leases, a lease it has not reached yet is no longer
+// renewed (the watchdog has stopped); once its validity runs out it must
+// be reported lost (Err, Done), as it would be without Close: the store
+// may have handed its lock to someone else by then. Close used to ignore
+// the loss (Err stayed nil and Done open past the deadline) until its
+// turn came, and then reported the lease released, while another Locker
+// could already hold the lock.
+func TestCloseReportsExpiryOfLeasesNotYetReleased(t *testing.T) {
+	const n = 66 // more than Close's 64 releases in flight
+	const ttl = 200 * time.Millisecond
+	store := memlock.NewStore()
+	inner, err := store.NewDriver(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &narrowDriver{Driver: inner, conns: make(chan struct{}, 1)}
+	l := distlock.New(d, distlock.WithReleaseTimeout(10*time.Second))
+	ctx := context.Background()
+	leases := make([]*distlock.Lease, n)
+	for i := range leases {
+		if leases[i], err = l.TryAcquire(ctx, "close/"+strconv.Itoa(i), distlock.WithTTL(ttl)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.conns <- struct{}{} // every release Close sends waits until the test lets it through
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	// Wait (bounded) until Close has sent its first releases, then past
+	// every lease's deadline.
+	for i := 0; d.inFlight.Load() < 64 && i < 500; i++ {
+		time.Sleep(5 * time.Millisecond)
+	}
+	var last time.Time
+	for _, le := range leases {
+		if dl := le.Deadline(); dl.After(last) {
+			last = dl
+		}
+	}
+	time.Sleep(time.Until(last) + 20*time.Millisecond)
+
+	other, err := store.NewDriver(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2 := distlock.New(other)
+	defer l2.Close()
+	for _, le := range leases {
+		if le.Err() != nil {
+			continue
+		}
+		t.Errorf("lease on %s: Err() = nil %v past its deadline while Close had not released it yet", le.Key(), time.Since(le.Deadline()).Round(time.Millisecond))
+		if le2, err := l2.TryAcquire(ctx, le.Key()); err == nil {
+			t.Errorf("and another Locker holds %s meanwhile", le.Key())
+			_ = le2.Release(ctx)
+		}
+	}
+	for _, le := range leases {
+		select {
+		case <-le.Done():
+		case <-time.After(2 * time.Second):
+			t.Errorf("lease on %s: Done still open %v past its deadline", le.Key(), time.Since(le.Deadline()).Round(time.Millisecond))
+		}
+	}
+	<-d.conns // let the releases through
+	if err := <-closed; err != nil {
+		t.Logf("Close: %v", err)
+	}
+}

@@ -278,7 +278,8 @@ func (l *Locker) lose(h *hold, cause error) {
 	if h.state != holdHeld {
 		return
 	}
-	if l.closed {
+	var expired *expiredError
+	if l.closed && !errors.As(cause, &expired) {
 		// Close has begun and ends this hold as it ends every other
 		// (released, not lost). A loss reported now is most likely Close's
 		// own doing: it canceled the lock's renewal, and the driver gave
@@ -287,6 +288,12 @@ func (l *Locker) lose(h *hold, cause error) {
 		// statement: "bad connection"). Close's release of a lock that is
 		// really gone fails with ErrNotHeld, which Close ignores: the
 		// caller is done with the lease either way.
+		//
+		// A validity that ran out is no such report: Close renews nothing,
+		// and a lease it has not released yet when its deadline passes is
+		// lost (the store may give the lock to someone else), so it is
+		// ended here as it would be without Close. Close has not released
+		// it, so it has not yet waited for the background release below.
 		return
 	}
 	lost := &lostError{key: h.key, cause: cause}

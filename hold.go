@@ -108,6 +108,9 @@ func (l *Locker) acquireMode(ctx context.Context, key string, opts []Option, wai
 	owner := c.owner
 	if owner == "" {
 		if o, ok := OwnerFromContext(ctx); ok {
+			if err := checkOwner(o); err != nil {
+				return nil, fmt.Errorf("distlock: acquire %q: the ctx's owner: %w", key, err)
+			}
 			owner = o
 		} else {
 			owner = newOwner()
@@ -256,6 +259,9 @@ func (l *Locker) ended(h *hold) bool {
 // reenter adds a Lease to a held hold. A longer TTL or auto-renewal extends
 // the hold; nothing a re-entry asks for shortens it.
 func (l *Locker) reenter(ctx context.Context, h *hold, ttl time.Duration, c acquireConfig) (*Lease, error) {
+	if l.endIfPastDeadline(h) {
+		return nil, errHoldEnded // its validity ran out before the watchdog ended it
+	}
 	l.mu.Lock()
 	longer := l.caps.PerLockTTL && ttl > h.ttl
 	lock := h.grant.Lock
@@ -274,10 +280,12 @@ func (l *Locker) reenter(ctx context.Context, h *hold, ttl time.Duration, c acqu
 		l.extended(h, sent, ttl)
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if h.state != holdHeld {
+	if h.state != holdHeld || !time.Now().Before(h.deadline) {
+		l.mu.Unlock()
+		l.endIfPastDeadline(h) // never a Lease on a hold past its validity
 		return nil, errHoldEnded
 	}
+	defer l.mu.Unlock()
 	if !c.noRenew && !h.autoRenew {
 		h.autoRenew = true
 		l.wd.reschedule(h)

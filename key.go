@@ -56,7 +56,8 @@ type ownerKey struct{}
 // ContextWithOwner returns a context that makes Acquire use owner, so that a
 // caller holding a lease under owner re-enters it. Lease.Context already
 // carries its owner; use this to pass an owner received from elsewhere
-// (e.g. over RPC).
+// (e.g. over RPC). The owner must be valid as for WithOwner (1 to 128
+// printable bytes): Acquire refuses another with ErrInvalidConfig.
 func ContextWithOwner(ctx context.Context, owner string) context.Context {
 	return context.WithValue(ctx, ownerKey{}, owner)
 }

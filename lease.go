@@ -176,7 +176,9 @@ func (le *Lease) Deadline() time.Time {
 // means its current TTL); it never shortens it. Backends whose locks live as
 // long as a session or connection only confirm the lock is still held. If
 // the store says the lock is gone, the lease is lost and the error matches
-// ErrLost and ErrNotHeld.
+// ErrLost and ErrNotHeld. If the lease ends while the refresh is in flight
+// (its validity runs out first, or it is released), the error is its Err,
+// whatever the store answered.
 func (le *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := le.Err(); err != nil {
 		return fmt.Errorf("distlock: refresh %q: %w", le.h.key, err)
@@ -202,10 +204,19 @@ func (le *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 		if errors.Is(err, ErrNotHeld) {
 			return fmt.Errorf("distlock: refresh %q: %w", le.h.key, le.Err())
 		}
+		if ended := le.ended(); ended != nil {
+			return fmt.Errorf("distlock: refresh %q: ended while the refresh was in flight: %w (the store: %w)", le.h.key, ended, err)
+		}
 		return fmt.Errorf("distlock: refresh %q: %w", le.h.key, err)
 	}
 	if !le.l.extended(le.h, sent, ttl) {
 		return fmt.Errorf("distlock: refresh %q: %w: the store went out of contact while the refresh was in flight; the lease stays in doubt", le.h.key, ErrUnavailable)
+	}
+	if err := le.ended(); err != nil {
+		// It ended while the refresh was in flight (its validity ran out,
+		// or it was released): the store's answer extended nothing the
+		// caller still holds, and the Locker has released the lock.
+		return fmt.Errorf("distlock: refresh %q: ended while the refresh was in flight: %w", le.h.key, err)
 	}
 	return nil
 }

@@ -158,7 +158,10 @@ func (l *Locker) Acquire(ctx context.Context, key string, opts ...Option) (*Leas
 // TryAcquire makes one attempt to take key. If another owner holds it, it
 // returns an error matching ErrNotAcquired at once and leaves nothing
 // behind in the store. If the store does not answer before ctx's deadline,
-// the error matches both ErrUnavailable and context.DeadlineExceeded.
+// the error matches both ErrUnavailable and context.DeadlineExceeded; if
+// its grant arrives after the lease's validity would have run out (a reply
+// slower than the TTL), the lock is given back and the error matches
+// ErrUnavailable. Acquire tries again in that case.
 // Reentry works as for Acquire.
 func (l *Locker) TryAcquire(ctx context.Context, key string, opts ...Option) (*Lease, error) {
 	return l.acquire(ctx, key, opts, false)
@@ -190,8 +193,10 @@ func (l *Locker) runHeld(ctx context.Context, le *Lease, fn func(ctx context.Con
 
 // Close ends every lease: each is released (each release bounded by
 // WithReleaseTimeout, a few dozen at a time) or, once the store has
-// answered no release for that long, abandoned to expire. Waiting
-// acquisitions return ErrClosed. Close returns after every goroutine the
+// answered no release for that long, abandoned to expire. Close renews
+// no lease: one whose validity runs out before its release is sent is
+// lost then (Err matches ErrLost, Done is closed), as it would be without
+// Close. Waiting acquisitions return ErrClosed. Close returns after every goroutine the
 // Locker started has exited and every event (WithEvents) has been
 // delivered, and closes the driver. Later calls return ErrClosed.
 func (l *Locker) Close() error {
@@ -201,6 +206,7 @@ func (l *Locker) Close() error {
 		return fmt.Errorf("distlock: close: %w", ErrClosed)
 	}
 	l.closed = true
+	l.wd.close()
 	l.mu.Unlock()
 
 	l.closeCancel(ErrClosed)
@@ -216,6 +222,7 @@ func (l *Locker) Close() error {
 	}
 	l.mu.Unlock()
 	errs := l.releaseAll(held, fmt.Errorf("distlock: locker closed: %w", ErrReleased))
+	close(l.wd.stop) // every hold has ended: nothing left to expire
 	l.bg.Wait()
 	l.events.close()
 	for i, err := range errs {

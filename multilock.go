@@ -98,6 +98,9 @@ func (l *Locker) acquireAll(ctx context.Context, keys []string, opts []Option, w
 	owner := c.owner
 	if owner == "" {
 		if o, ok := OwnerFromContext(ctx); ok {
+			if err := checkOwner(o); err != nil {
+				return nil, fmt.Errorf("distlock: acquire all: the ctx's owner: %w", err)
+			}
 			owner = o
 		} else {
 			owner = newOwner()

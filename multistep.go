@@ -68,6 +68,9 @@ func (l *Locker) takeAtOnce(ctx context.Context, keys []string, owner string, op
 		l.releaseGrants(grants)
 		err = fmt.Errorf("the %s driver granted %d locks for %d keys", l.caps.Name, len(grants), len(reqs))
 	}
+	if err == nil {
+		err = l.lateGrants(grants, ttl, started)
+	}
 	if err != nil {
 		for i, h := range holds {
 			_, _ = l.settle(actx[i], h, backend.Grant{}, err, ttl, false)
@@ -79,6 +82,22 @@ func (l *Locker) takeAtOnce(ctx context.Context, keys []string, owner string, op
 		return nil, true, multiStepErr(keys, err)
 	}
 	return l.settleAll(ctx, actx, ops, holds, grants, started, ttl, !c.noRenew)
+}
+
+// lateGrants gives every grant of a store step back and returns an error
+// matching ErrUnavailable if any of them arrived after its validity ran
+// out (see Locker.valid); nil if all are valid.
+func (l *Locker) lateGrants(grants []backend.Grant, ttl time.Duration, sent time.Time) error {
+	for _, g := range grants {
+		if g.ValidFrom.IsZero() {
+			g.ValidFrom = sent
+		}
+		if late := time.Since(validUntil(g, ttl, l.cfg.drift)); late >= 0 {
+			l.releaseGrants(grants)
+			return fmt.Errorf("%w: the grants arrived %v after their validity ran out", ErrUnavailable, late.Round(time.Millisecond))
+		}
+	}
+	return nil
 }
 
 // settleAll records the grants of a store step, one per hold. If any

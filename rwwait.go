@@ -15,6 +15,7 @@ func (l *Locker) obtainRW(ctx context.Context, req backend.Request, mode backend
 	rw := l.d.(backend.RWLocker)
 	ops := storeOps{
 		key:   req.Key,
+		ttl:   req.TTL,
 		try:   func(ctx context.Context) (backend.Grant, error) { return rw.TryAcquireRW(ctx, req, mode, false) },
 		retry: func(ctx context.Context) (backend.Grant, error) { return rw.TryAcquireRW(ctx, req, mode, true) },
 	}

@@ -169,7 +169,7 @@ func (l *Locker) permitHold(key, owner string, n int, label string) *hold {
 
 // ops are the store calls that take req's permits.
 func (s *Semaphore) ops(req backend.SemaphoreRequest) storeOps {
-	ops := storeOps{key: req.Key, try: func(ctx context.Context) (backend.Grant, error) { return s.sem.TryAcquirePermits(ctx, req) }}
+	ops := storeOps{key: req.Key, ttl: req.TTL, try: func(ctx context.Context) (backend.Grant, error) { return s.sem.TryAcquirePermits(ctx, req) }}
 	switch s.l.caps.Semaphore {
 	case backend.WaitQueue:
 		w := s.l.d.(backend.SemaphoreWaiter)

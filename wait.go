@@ -23,13 +23,14 @@ const (
 // obtain gets a grant from the driver: one attempt, the driver's own queue,
 // or a retry loop woken by store notifications or backoff.
 func (l *Locker) obtain(ctx context.Context, req backend.Request, wait bool) (backend.Grant, error) {
-	return l.obtainWith(ctx, storeOps{key: req.Key, lock: req, isLock: true}, wait)
+	return l.obtainWith(ctx, storeOps{key: req.Key, ttl: req.TTL, lock: req, isLock: true}, wait)
 }
 
 // storeOps are the store calls a wait is made of, for a lock or for a
 // semaphore's permits (semaphore.go).
 type storeOps struct {
 	key string
+	ttl time.Duration // the TTL asked for, which a grant's validity counts when it names none
 	// With isLock, lock is a lock's request, taken through the driver's
 	// own methods (TryAcquire, Wait, Subscribe): the funcs below are then
 	// unused, and an acquisition makes no closures for them. (A value,
@@ -61,20 +62,49 @@ func (l *Locker) obtainWith(ctx context.Context, ops storeOps, wait bool) (backe
 	switch {
 	case !wait:
 		g, err = l.try(ctx, &ops, false)
+		if err == nil {
+			g, err = l.valid(g, ops.ttl, started)
+		}
 		err = unanswered(ctx, err)
 		l.tel.storeError(ctx, "acquire", err)
 	case l.queues(&ops):
-		g, err = l.queueWait(ctx, &ops)
+		g, err = l.queueWait(ctx, &ops, started)
 	default:
 		g, err = l.retryWait(ctx, &ops)
 	}
-	if err != nil {
-		return g, err
-	}
+	return g, err
+}
+
+// valid returns g with its ValidFrom filled in (sent, when the driver
+// named none), or, if g's validity has already run out, gives its lock
+// back (in the background) and returns an error matching ErrUnavailable:
+// the store's answer came too late to be a lease, as the store may have
+// handed the lock to someone else by now (a reply slower than the TTL, or
+// a queue's grant counted from a session last confirmed longer ago). ttl
+// is the TTL asked for. A wait then tries again, as after an outage.
+func (l *Locker) valid(g backend.Grant, ttl time.Duration, sent time.Time) (backend.Grant, error) {
 	if g.ValidFrom.IsZero() {
-		g.ValidFrom = started
+		g.ValidFrom = sent
 	}
-	return g, nil
+	end := validUntil(g, ttl, l.cfg.drift)
+	if late := time.Since(end); late < 0 {
+		return g, nil
+	} else if lock := g.Lock; lock != nil {
+		l.goBackground(func() { l.releaseQuietly(lock) })
+		return backend.Grant{}, fmt.Errorf("%w: the grant arrived %v after its validity ran out (counted from %s)", ErrUnavailable, late.Round(time.Millisecond), g.ValidFrom.Format(time.RFC3339Nano))
+	}
+	return backend.Grant{}, fmt.Errorf("%w: the grant arrived after its validity ran out", ErrUnavailable)
+}
+
+// validUntil is the end of a grant's client-side validity: from its
+// ValidFrom, the life the store applied (g.TTL, else the TTL asked for)
+// less the drift margin.
+func validUntil(g backend.Grant, ttl time.Duration, drift func(time.Duration) time.Duration) time.Time {
+	life := ttl
+	if g.TTL > 0 {
+		life = g.TTL
+	}
+	return g.ValidFrom.Add(life - drift(life))
 }
 
 // unanswered marks a single attempt that ended with its ctx's deadline,
@@ -130,7 +160,7 @@ func (l *Locker) subscribe(ctx context.Context, ops *storeOps) (<-chan struct{},
 
 // queueWait lets the driver wait in its store's queue, retrying the whole
 // wait (after backoff) if the store became unreachable.
-func (l *Locker) queueWait(ctx context.Context, ops *storeOps) (backend.Grant, error) {
+func (l *Locker) queueWait(ctx context.Context, ops *storeOps, started time.Time) (backend.Grant, error) {
 	var bo backoff
 	for {
 		var g backend.Grant
@@ -139,6 +169,9 @@ func (l *Locker) queueWait(ctx context.Context, ops *storeOps) (backend.Grant, e
 			g, err = l.waiter.Wait(ctx, ops.lock)
 		} else {
 			g, err = ops.wait(ctx)
+		}
+		if err == nil {
+			g, err = l.valid(g, ops.ttl, started)
 		}
 		l.tel.storeError(ctx, "wait", err)
 		if err == nil || !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
@@ -161,11 +194,11 @@ func (l *Locker) retryWait(ctx context.Context, ops *storeOps) (backend.Grant, e
 	for {
 		sent := time.Now()
 		g, err := l.try(ctx, ops, true)
+		if err == nil {
+			g, err = l.valid(g, ops.ttl, sent)
+		}
 		l.tel.storeError(ctx, "acquire", err)
 		if err == nil {
-			if g.ValidFrom.IsZero() {
-				g.ValidFrom = sent
-			}
 			return g, nil
 		}
 		if ctx.Err() != nil {

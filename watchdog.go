@@ -29,13 +29,38 @@ type watchdog struct {
 	// so acquisitions and renewals do not wake the loop each time.
 	wakeAt time.Time
 	wakes  int // times the loop looked at the queue (tests); guarded by Locker.mu
+	// closing: Close has begun. Nothing is renewed any more, but the loop
+	// goes on ending leases whose validity runs out until Close has
+	// released every lease (it closes stop then): a lease Close has not
+	// reached yet is lost at its deadline, as it would be without Close.
+	// Guarded by Locker.mu.
+	closing bool
+	stop    chan struct{}
 }
 
 // maxParallelRefresh bounds concurrent Refresh calls for drivers without
 // batching.
 const maxParallelRefresh = 16
 
-func (w *watchdog) init() { w.kick = make(chan struct{}, 1) }
+func (w *watchdog) init() {
+	w.kick = make(chan struct{}, 1)
+	w.stop = make(chan struct{})
+}
+
+// close stops renewals: every hold's next event becomes its deadline.
+// Locker.mu is held.
+func (w *watchdog) close() {
+	w.closing = true
+	for _, h := range w.queue {
+		h.autoRenew, h.doubt.checking = false, false
+	}
+	heap.Init(&w.queue)
+	w.wakeAt = time.Time{}
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
 
 // next returns when h needs attention: its renewal, or its deadline.
 func (h *hold) next() time.Time {
@@ -50,6 +75,9 @@ func (h *hold) next() time.Time {
 func (w *watchdog) reschedule(h *hold) {
 	if h.state != holdHeld || h.renewing {
 		return
+	}
+	if w.closing {
+		h.autoRenew, h.doubt.checking = false, false // watched for its deadline only
 	}
 	if h.heapIndex >= 0 {
 		heap.Fix(&w.queue, h.heapIndex)
@@ -94,7 +122,7 @@ func (l *Locker) watch() {
 		}
 		timer.Reset(wait)
 		select {
-		case <-l.closeCtx.Done():
+		case <-l.wd.stop:
 			return
 		case <-l.wd.kick:
 		case <-timer.C:

@@ -105,7 +105,10 @@ type Grant struct {
 	// ValidFrom is when the request that set the TTL was sent. Zero means
 	// the moment the acquiring call started, which is always safe; a queue
 	// driver that waited must set it to when its lease or session was last
-	// confirmed alive, not to when the wait began.
+	// confirmed alive, not to when the wait began. A grant whose validity
+	// (ValidFrom + TTL − Request.Drift) has run out by the time the
+	// portable layer receives it is released at once and the acquisition
+	// fails with ErrUnavailable (a wait tries again).
 	ValidFrom time.Time
 }
 

@@ -30,6 +30,7 @@ type rwEntry struct {
 type rwReader struct {
 	holds int
 	exp   time.Time
+	gen   uint64 // tells this hold from a later one of the same owner (Store.rwGen)
 }
 
 // rwWait is how the driver's read-write waiters wait: notified of
@@ -111,7 +112,7 @@ func (d *Driver) TryAcquireRW(ctx context.Context, req backend.Request, mode bac
 		return backend.Grant{}, backend.NotAcquired(req.Key, until.Sub(now))
 	}
 	exp := now.Add(req.TTL)
-	var token uint64
+	var token, gen uint64
 	if mode == backend.Write {
 		if e.wholds == 0 {
 			d.s.seq++
@@ -126,14 +127,15 @@ func (d *Driver) TryAcquireRW(ctx context.Context, req backend.Request, mode bac
 	} else {
 		r := e.readers[req.Owner]
 		if r == nil {
-			r = &rwReader{}
+			d.s.rwGen++
+			r = &rwReader{gen: d.s.rwGen}
 			e.readers[req.Owner] = r
 		}
 		r.holds++
 		r.exp = later(r.exp, exp)
-		token = e.lastWrite
+		token, gen = e.lastWrite, r.gen
 	}
-	l := &rwLock{d: d, key: req.Key, owner: req.Owner, mode: mode, token: token}
+	l := &rwLock{d: d, key: req.Key, owner: req.Owner, mode: mode, token: token, gen: gen}
 	return backend.Grant{Lock: l, Token: token, TTL: req.TTL, ValidFrom: now}, nil
 }
 
@@ -191,14 +193,18 @@ type rwLock struct {
 	owner string
 	mode  backend.RWMode
 	token uint64
+	gen   uint64 // the read side: its rwReader's gen
 }
 
-// mine reports whether the lock is still held. d.s.mu is held.
+// mine reports whether the lock is still held: the write hold of its
+// token, or the read hold it joined (not a later read hold of the same
+// owner, made after this one expired). d.s.mu is held.
 func (l *rwLock) mine(e *rwEntry) bool {
 	if l.mode == backend.Write {
 		return e.wholds > 0 && e.writer == l.owner && e.wtoken == l.token
 	}
-	return e.readers[l.owner] != nil
+	r := e.readers[l.owner]
+	return r != nil && r.gen == l.gen
 }
 
 // Refresh implements backend.Lock.

@@ -16,6 +16,7 @@ type Store struct {
 	locks map[string]*entry
 	rw    map[string]*rwEntry // read-write locks (rwlock.go), made when first used
 	seq   uint64              // last fencing token granted, for every key
+	rwGen uint64              // last read hold made (rwlock.go)
 	down  bool
 	sems  map[string]*semEntry // semaphore.go
 }

@@ -1,0 +1,158 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/memlock"
+)
+
+// lateDriver hands over its first `late` grants after their validity has
+// run out: the store granted at once, but the reply reached the client
+// after the TTL (a slow network), or a queue driver's grant counts from a
+// session confirmation older than the TTL (etcdlock keeps its older
+// confirmation when it cannot renew the session before granting).
+type lateDriver struct {
+	backend.Driver
+	late  atomic.Int64 // grants still to hand over late
+	stale bool         // late by an old ValidFrom rather than by a slow reply
+	slow  time.Duration
+}
+
+func (d *lateDriver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+}
+
+func (d *lateDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	sent := time.Now()
+	g, err := d.Driver.TryAcquire(ctx, req)
+	if err != nil || d.late.Add(-1) < 0 {
+		return g, err
+	}
+	if d.stale {
+		g.ValidFrom = sent.Add(-2 * req.TTL)
+	} else {
+		g.ValidFrom = time.Time{} // the Locker counts from when it called
+		time.Sleep(d.slow)
+	}
+	return g, nil
+}
+
+// TestLateGrantIsNoLease: a grant whose validity has already run out
+// when the Locker receives it is not a lease: TryAcquire fails with
+// ErrUnavailable and gives the lock back, and Acquire tries again. The
+// Locker used to return such a grant as a Lease, held by every measure it
+// reports at once (Context, and Done, stay open until the watchdog runs)
+// though the store may already have handed the lock to someone else.
+func TestLateGrantIsNoLease(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		stale bool
+		ttl   time.Duration
+	}{
+		{"slow reply", false, 50 * time.Millisecond},
+		{"stale ValidFrom", true, time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := memlock.NewStore()
+			inner, err := store.NewDriver(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := &lateDriver{Driver: inner, stale: tc.stale, slow: 2 * tc.ttl}
+			d.late.Store(1)
+			l := distlock.New(d)
+			defer l.Close()
+
+			le, err := l.TryAcquire(ctx, "late", distlock.WithTTL(tc.ttl))
+			if err == nil {
+				t.Errorf("TryAcquire of a grant past its validity = lease (Err %v, deadline %v ago), want an error", le.Err(), time.Since(le.Deadline()).Round(time.Millisecond))
+				_ = le.Release(ctx)
+			} else if !errors.Is(err, distlock.ErrUnavailable) {
+				t.Errorf("TryAcquire of a grant past its validity: %v, want ErrUnavailable", err)
+			}
+			if tc.stale { // the lock (a minute's TTL) was given back
+				for i := 0; store.Len() != 0 && i < 200; i++ {
+					time.Sleep(5 * time.Millisecond)
+				}
+				if store.Len() != 0 {
+					t.Error("the late grant's lock was left held in the store")
+				}
+			}
+
+			d.late.Store(1)
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			le, err = l.Acquire(wctx, "late", distlock.WithTTL(tc.ttl))
+			if err != nil {
+				t.Fatalf("Acquire: %v", err)
+			}
+			if err := le.Err(); err != nil {
+				t.Errorf("Acquire returned a lease past its validity (deadline %v ago): %v", time.Since(le.Deadline()).Round(time.Millisecond), err)
+			}
+			_ = le.Release(ctx)
+		})
+	}
+}
+
+// lateMultiDriver's store steps hand over their grants late as well.
+type lateMultiDriver struct{ *lateDriver }
+
+func (d lateMultiDriver) TryAcquireMulti(ctx context.Context, reqs []backend.Request) ([]backend.Grant, error) {
+	sent := time.Now()
+	gs, err := d.Driver.(backend.MultiAcquirer).TryAcquireMulti(ctx, reqs)
+	if err != nil || d.late.Add(-1) < 0 {
+		return gs, err
+	}
+	for i := range gs {
+		gs[i].ValidFrom = sent.Add(-2 * reqs[i].TTL)
+	}
+	return gs, nil
+}
+
+// TestLateMultiGrantIsNoLease: the same for a multi-lock's one store
+// step: TryAcquireAll fails with ErrUnavailable and gives every key back;
+// AcquireAll tries again.
+func TestLateMultiGrantIsNoLease(t *testing.T) {
+	ctx := context.Background()
+	store := memlock.NewStore()
+	inner, err := store.NewDriver(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := lateMultiDriver{&lateDriver{Driver: inner, stale: true}}
+	d.late.Store(1)
+	l := distlock.New(d)
+	defer l.Close()
+	keys := []string{"late/a", "late/b"}
+	m, err := l.TryAcquireAll(ctx, keys, distlock.WithTTL(time.Minute))
+	if err == nil {
+		t.Errorf("TryAcquireAll of grants past their validity = multi-lease (Err %v), want an error", m.Err())
+		_ = m.Release(ctx)
+	} else if !errors.Is(err, distlock.ErrUnavailable) {
+		t.Errorf("TryAcquireAll of grants past their validity: %v, want ErrUnavailable", err)
+	}
+	for i := 0; store.Len() != 0 && i < 200; i++ {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := store.Len(); n != 0 {
+		t.Errorf("%d of the late grants' locks left held in the store", n)
+	}
+	d.late.Store(1)
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m, err = l.AcquireAll(wctx, keys, distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatalf("AcquireAll: %v", err)
+	}
+	if err := m.Err(); err != nil {
+		t.Errorf("AcquireAll returned a multi-lease past its validity: %v", err)
+	}
+	_ = m.Release(ctx)
+}
