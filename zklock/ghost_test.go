@@ -210,7 +210,7 @@ func holdSendLoop(t *testing.T, d *Driver, gate *writeGate) {
 // server has expired it.
 func ephemeralMarker(t *testing.T, d *Driver, key string) string {
 	t.Helper()
-	marker := defaultBase + "/" + encodeKey(key) + ".marker"
+	marker := "/" + encodeKey(key) + ".marker"
 	if _, err := d.conn.Create(marker, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
@@ -370,5 +370,76 @@ func TestRWFenceNotLowered(t *testing.T) {
 	defer func() { _ = gr.Lock.Release(ctxFor(t, 10*time.Second)) }()
 	if gr.Token != gw.Token {
 		t.Fatalf("a reader after B's write got token %d, want B's %d (the last write's)", gr.Token, gw.Token)
+	}
+}
+
+// TestRWReadGrantAfterExpiry: a reader whose read of the fence node
+// go-zookeeper sends only in its next session, after its session expired
+// (its node with it) and a writer was granted, is not granted: its node
+// is gone.
+func TestRWReadGrantAfterExpiry(t *testing.T) {
+	c := startCluster(t, 1)
+	key := uniqueKey(t)
+	const session = time.Second
+	a, gate, partition := gatedDriver(t, c, session)
+	b, _, err := c.newDriver(ctxFor(t, 30*time.Second), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	req := func(owner string) backend.Request {
+		return backend.Request{Key: key, Owner: owner, TTL: 10 * time.Second}
+	}
+	marker := ephemeralMarker(t, a, key)
+	first := a.conn.SessionID()
+
+	// A's read attempt: once it has sent the read of the line, hold the
+	// reply until A's send loop is held, so that its read of the fence
+	// node waits in go-zookeeper's queue.
+	parent := []byte(a.rwParent(key))
+	gate.mu.Lock()
+	gate.holdReadAfter = func(p []byte) bool {
+		return len(p) >= 12 && int32(binary.BigEndian.Uint32(p[8:12])) == 12 && bytes.Contains(p, parent)
+	}
+	gate.mu.Unlock()
+	type result struct {
+		g   backend.Grant
+		err error
+	}
+	tried := make(chan result, 1)
+	go func() {
+		g, err := a.TryAcquireRW(ctxFor(t, 30*time.Second), req("a"), backend.Read, false)
+		tried <- result{g, err}
+	}()
+	select {
+	case <-gate.readHeld:
+	case <-time.After(10 * time.Second):
+		t.Fatal("A's read of the line was not held")
+	}
+	holdSendLoop(t, a, gate)
+	close(gate.readRelease)
+	time.Sleep(200 * time.Millisecond) // the read is queued (checked below: it was sent later)
+
+	expireSession(t, c, gate, partition, marker)
+	gw, err := b.TryAcquireRW(ctxFor(t, 10*time.Second), req("b"), backend.Write, false)
+	if err != nil {
+		t.Fatalf("B's write after A's session expired: %v", err)
+	}
+	defer func() { _ = gw.Lock.Release(ctxFor(t, 10*time.Second)) }()
+	var r result
+	select {
+	case r = <-tried:
+	case <-time.After(30 * time.Second):
+		t.Fatal("A's TryAcquireRW did not return")
+	}
+	if !gate.sentLater(4) || a.conn.SessionID() == first { // 4: getData
+		t.Fatalf("precondition: A's read of the fence node was not sent in A's next session (TryAcquireRW: %v)", r.err)
+	}
+	if r.err == nil {
+		_ = r.g.Lock.Release(ctxFor(t, 10*time.Second))
+		t.Fatalf("A was granted the read side (token %d) with its node gone with its expired session, while B holds the write side (token %d)", r.g.Token, gw.Token)
+	}
+	if !errors.Is(r.err, backend.ErrLost) {
+		t.Errorf("A's TryAcquireRW = %v, want ErrLost", r.err)
 	}
 }
