@@ -269,7 +269,7 @@ func ambiguous(err error) bool {
 
 // failure wraps a go-zookeeper error (or a context error) for op on key.
 func failure(op, key string, err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, backend.ErrClosed) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, backend.ErrClosed) || errors.Is(err, backend.ErrLost) {
 		return fmt.Errorf("zklock: %s %q: %w", op, key, err)
 	}
 	return fmt.Errorf("zklock: %s %q: %w: %w", op, key, kind(err), err)

@@ -175,8 +175,17 @@ func (n *lockNode) remove(ctx context.Context) error {
 
 // grant returns the Grant for a node that is first in its queue, checked by
 // a request sent at sent.
+//
+// The node lives in n.session: if the connection has another session now,
+// that one expired and took the node with it, though the reads that
+// decided the grant may have answered (go-zookeeper sends a request kept
+// queued across the expiry in the next session: TestRWReadGrantAfterExpiry).
 func (n *lockNode) grant(sent time.Time) (backend.Grant, error) {
 	n.held.Store(true)
+	if cur := n.d.conn.SessionID(); cur != n.session {
+		n.held.Store(false)
+		return backend.Grant{}, fmt.Errorf("zklock: acquire %q: %w: node %s belonged to session %#x, which expired (now %#x)", n.key, backend.ErrLost, n.name, n.session, cur)
+	}
 	if err := n.lostReason(); err != nil {
 		n.held.Store(false)
 		return backend.Grant{}, fmt.Errorf("zklock: acquire %q: %w", n.key, err)

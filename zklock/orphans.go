@@ -19,8 +19,13 @@ type orphan struct {
 	parent     string
 	guid       string
 	name       string // "" when the create's outcome is unknown
-	session    int64  // the session that may hold it
-	since      time.Time
+	// session is the session the node was made in, as far as the driver
+	// knows: only an attempt in that session reuses the orphan. It does
+	// not tell where an unknown create landed: go-zookeeper keeps a
+	// request queued while it reconnects, so a create made in one session
+	// may be sent, and succeed, in the next one once the first expired.
+	session int64
+	since   time.Time
 }
 
 // reuseWindow is how long an orphan with an owner waits for that owner's
@@ -110,13 +115,15 @@ func (d *Driver) reap() {
 
 // reapOne deletes one orphan; false if it must be retried.
 func (d *Driver) reapOne(x orphan) bool {
-	cur := d.conn.SessionID()
-	if cur == 0 || d.conn.State() != zk.StateHasSession {
+	if d.conn.SessionID() == 0 || d.conn.State() != zk.StateHasSession {
 		return false // between sessions: cannot tell yet
 	}
-	if x.session != 0 && cur != x.session {
-		return true // its session ended: the ephemeral node is gone
-	}
+	// Looked for even when the current session is not x's: a create whose
+	// outcome is unknown may have been sent in a later session than the
+	// one it was made in (see orphan.session), and its node then lives on
+	// in the current one (TestCreateInNextSessionReaped). A node of an
+	// expired session is simply not found. The guid is unique to the
+	// attempt, so no one else's node is ever deleted.
 	name := x.name
 	if name == "" {
 		children, _, err := d.conn.Children(x.parent)

@@ -27,8 +27,9 @@ import (
 // A writer's token is its node's creation zxid, as for the mutex. Readers
 // read the last write's token from base/rwfence.<encoded key>, a
 // persistent node each granted writer sets before its grant returns (one
-// more round trip for each grant, of either side); it stays after the
-// lock is free, as Redis keeps its fencing counter.
+// more round trip for each grant, of either side; the writer's set is a
+// multi that checks its own node first, see setLastWrite); it stays after
+// the lock is free, as Redis keeps its fencing counter.
 
 var (
 	_ backend.RWLocker = (*Driver)(nil)
@@ -160,7 +161,7 @@ func (d *Driver) grantRW(ctx context.Context, n *lockNode, mode backend.RWMode, 
 	var err error
 	if mode == backend.Write {
 		token = uint64(n.czxid)
-		err = d.setLastWrite(ctx, n.key, token)
+		err = d.setLastWrite(ctx, n.key, n.path, token)
 	} else {
 		token, err = d.lastWrite(ctx, n.key)
 	}
@@ -202,17 +203,25 @@ func parseFence(path string, data []byte, zerr error) (uint64, error) {
 }
 
 // setLastWrite records a granted writer's token, creating the fence node
-// the first time.
-func (d *Driver) setLastWrite(ctx context.Context, key string, token uint64) error {
+// the first time, in a transaction that first checks the writer's node
+// (holder) still exists. The check keeps a record that reaches the server
+// late from lowering the fence: go-zookeeper keeps a request queued while
+// it reconnects, and one made in a session that then expired is sent in
+// the next; by then the writer's node is gone with its session, a later
+// writer may have recorded a higher token, and an unchecked Set would put
+// the older one back (TestRWFenceNotLowered). While the writer's node
+// exists no other writer can have been granted.
+func (d *Driver) setLastWrite(ctx context.Context, key, holder string, token uint64) error {
 	data := binary.BigEndian.AppendUint64(nil, token)
 	path := d.rwFence(key)
+	check := &zk.CheckVersionRequest{Path: holder, Version: -1}
 	var zerr error
 	err := d.do(ctx, func() {
-		_, zerr = d.conn.Set(path, data, -1)
-		if errors.Is(zerr, zk.ErrNoNode) {
-			_, zerr = d.conn.Create(path, data, zk.FlagPersistent, d.acl)
-			if errors.Is(zerr, zk.ErrNodeExists) {
-				_, zerr = d.conn.Set(path, data, -1)
+		zerr = multiErr(d.conn.Multi(check, &zk.SetDataRequest{Path: path, Data: data, Version: -1}))
+		if errors.Is(zerr, errFenceMissing) {
+			zerr = multiErr(d.conn.Multi(check, &zk.CreateRequest{Path: path, Data: data, Flags: zk.FlagPersistent, Acl: d.acl}))
+			if errors.Is(zerr, errFenceMissing) || errors.Is(zerr, zk.ErrNodeExists) {
+				zerr = multiErr(d.conn.Multi(check, &zk.SetDataRequest{Path: path, Data: data, Version: -1}))
 			}
 		}
 	})
@@ -220,4 +229,31 @@ func (d *Driver) setLastWrite(ctx context.Context, key string, token uint64) err
 		return err
 	}
 	return zerr
+}
+
+// errFenceMissing: the fence node does not exist yet (the writer's node
+// does).
+var errFenceMissing = errors.New("fence node missing")
+
+// multiErr is the outcome of setLastWrite's transaction (check the
+// writer's node, then write the fence): nil, errFenceMissing, the writer's
+// node gone (ErrLost), or the error of the request or of the write.
+func multiErr(res []zk.MultiResponse, err error) error {
+	if len(res) == 2 {
+		switch {
+		case errors.Is(res[0].Error, zk.ErrNoNode):
+			return fmt.Errorf("%w: the writer's node is gone (its session expired?)", backend.ErrLost)
+		case res[0].Error == nil && errors.Is(res[1].Error, zk.ErrNoNode):
+			return errFenceMissing
+		case res[0].Error == nil && res[1].Error != nil:
+			return res[1].Error
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if len(res) != 2 {
+		return fmt.Errorf("zklock: multi returned %d results, want 2", len(res))
+	}
+	return errors.Join(res[0].Error, res[1].Error)
 }
