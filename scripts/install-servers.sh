@@ -2,8 +2,10 @@
 # install-servers.sh: install the Debian-packaged servers the sandbox's
 # "local" provider runs (redis-server, mariadbd, etcd, ZooKeeper via java,
 # postgres),
-# plus debootstrap for scripts/build-images.sh and chromium, in which the
-# tests of cmd/distlock render the bench report (headless).
+# plus debootstrap for scripts/build-images.sh, chromium, in which the
+# tests of cmd/distlock render the bench report (headless), and iptables
+# and iproute2 (ss), with which a zklock test cuts one ensemble member's
+# loopback connections to another.
 #
 # Idempotent: does nothing when every package is already installed.
 # Must run as root (or through sudo) on a Debian/Ubuntu machine.
@@ -14,7 +16,7 @@
 set -eu
 
 PACKAGES="redis-server redis-tools mariadb-server mariadb-client etcd-server etcd-client
-libzookeeper-java default-jre-headless libslf4j-java postgresql debootstrap chromium"
+libzookeeper-java default-jre-headless libslf4j-java postgresql debootstrap chromium iptables iproute2"
 
 missing=""
 for p in $PACKAGES; do

@@ -9,18 +9,34 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// trustedFraction is how much of the session timeout after the last
-// contact a lock is still vouched for once the connection is lost: the
-// server expires the session a full timeout after it last heard from the
-// client, and the remaining third covers the round trip between the server
-// hearing the client and the client reading the reply (go-zookeeper itself
-// gives up on a connection after two thirds without a read).
-const trustedNum, trustedDen = 2, 3
+// vouchNum/vouchDen is the fraction of the session timeout T for which a
+// request the server answered (sent at s) vouches for the session: no
+// server expires it before s + 5T/12.
+//
+// The leader expires a session T after it last touched it, and when the
+// client talks to a follower, the leader touches the session only when the
+// follower reports the sessions it heard from, in its replies to the
+// leader's pings (every tickTime/2); requests the follower forwards (a
+// sync) touch nothing there. A follower cut off from the leader right
+// after answering a request at s, which goes on serving the client for
+// syncLimit ticks, last reported a touch no later than tickTime/2 before
+// s, and the client's last request before that may be as old as its ping
+// interval, T/3 (go-zookeeper pings every third of T, whatever else it
+// sends). So the leader may expire the session at s - T/3 - tickTime/2 +
+// T; with tickTime at most T/2 (the server grants at least 2 ticks by
+// default: minSessionTimeout), that is s + 5T/12 at the earliest
+// (TestFollowerCutAfterRenewal). A lock's validity after a grant or a
+// renewal, and after the connection is lost, is counted with it.
+const vouchNum, vouchDen = 5, 12
+
+// vouched is how long after a request the server answered the session
+// is sure to live (see vouchNum).
+func (d *Driver) vouched() time.Duration { return d.timeout() * vouchNum / vouchDen }
 
 // The driver follows the connection on behalf of the locks it holds, kept
 // in a backend.HeldSet per session: when the connection drops, every held
 // lock is reported in doubt at once (backend.Request.OnDoubt), vouched for
-// until the last contact plus two thirds of the session timeout; when the
+// until the last contact plus 5/12 of the session timeout (vouched); when the
 // session is back, they are told (OnRestored) so that the portable layer
 // checks them at once; when the server reports the session expired, every
 // held lock is lost (OnLost) and later grants go to a new set. Locks set no
@@ -70,7 +86,7 @@ func (d *Driver) stateChanged(state zk.State) {
 func (d *Driver) lostContact(state zk.State, again bool) {
 	var until time.Time
 	if last := d.sess.lastContact(); !last.IsZero() {
-		until = last.Add(d.timeout() * trustedNum / trustedDen)
+		until = last.Add(d.vouched())
 	}
 	held := d.heldSet()
 	if held.InDoubt() && !again {

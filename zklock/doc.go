@@ -16,8 +16,8 @@
 //
 //   - session_timeout: the session timeout asked of the server (default
 //     10s). The server grants a value between its minSessionTimeout and
-//     maxSessionTimeout (2 and 20 ticks by default); the granted value is the
-//     TTL of every lease.
+//     maxSessionTimeout (2 and 20 ticks by default); every lease is vouched
+//     for 5/12 of the granted value after each check (see Semantics).
 //   - connect_timeout: how long Open waits for the first session (default
 //     10s, also bounded by Open's ctx).
 //   - acl: "open" (world:anyone:all, the default without credentials),
@@ -46,14 +46,20 @@
 // control characters never reach a path raw and distinct keys never share a
 // node.
 //
-// Locks live as long as the driver's session. The TTL of every lease is the
-// session timeout the server granted (Capabilities.PerLockTTL is false); a
-// Refresh is a Sync and an Exists proving the session is alive and the node
-// still ours (the Sync makes a follower catch up with the leader first, so
-// a follower cut off from the leader cannot renew a lease from a stale
-// copy). When the connection drops, the driver reports every lease of
-// the session in doubt at once (backend.Request.OnDoubt), vouched for until
-// the last contact with the server plus two thirds of the session timeout;
+// Locks live as long as the driver's session. A Refresh is a Sync and an
+// Exists proving the session is alive and the node still ours (the Sync
+// makes a follower catch up with the leader first, so a follower cut off
+// from the leader cannot renew a lease from a stale copy). The TTL of
+// every lease (Capabilities.PerLockTTL is false) is 5/12 of the session
+// timeout T the server granted: how long after a check the session surely
+// lives. A follower touches the session on the leader only in its replies
+// to the leader's pings, so a follower cut off from the leader right after
+// answering a renewal may let the leader expire the session as early as
+// T/3 (the client's ping interval) plus tickTime/2 (at most T/2) before
+// the renewal's send time plus T; the portable layer renews every third of
+// the TTL (5T/36). When the connection drops, the driver reports every
+// lease of the session in doubt at once (backend.Request.OnDoubt), vouched
+// for until the last contact with the server plus 5/12 of T;
 // the portable layer declares a lease lost at that instant (minus a drift
 // margin) unless the session comes back first, so before the server can
 // expire the session and hand the lock on. A reconnect within the session
@@ -64,7 +70,7 @@
 // owner, the driver polls the connection's state instead (a twentieth of
 // the session timeout apart) and keeps the deadline of the last renewal.
 // A lock node deleted behind its holder's back is found by the next
-// renewal (a third of the session timeout).
+// renewal (5/36 of the session timeout).
 //
 // The fencing token is the lock node's czxid: the zxid of the transaction
 // that created it, global to the ensemble and increasing across parent

@@ -24,7 +24,8 @@ type Options struct {
 	// (default "/distlock"). It and its ancestors are created on first use.
 	Base string
 	// SessionTimeout is the session timeout the server granted to the
-	// connection: the TTL of every lease. Pass the value given to
+	// connection; every lease is vouched for 5/12 of it after each check
+	// (see the package doc). Pass the value given to
 	// zk.Connect, and make sure the server's minSessionTimeout and
 	// maxSessionTimeout allow it (a server that grants less would let the
 	// client trust a lease longer than the session lives).
@@ -112,7 +113,8 @@ func newDriver(conn *zk.Conn, o Options, owned bool, s *session) (*Driver, error
 func (d *Driver) SetLogger(l *slog.Logger) { d.sess.logger.Store(l) }
 
 // Capabilities reports a fair queue whose locks live as long as the
-// driver's session; the TTL of every lock is the session timeout. Counting
+// driver's session; the TTL of every lock is 5/12 of the session timeout
+// (see vouchNum). Counting
 // semaphores are native and fair (semaphore.go).
 func (d *Driver) Capabilities() backend.Capabilities {
 	return backend.Capabilities{

@@ -331,7 +331,10 @@ func (h harness) NewDriver(ctx context.Context) (backend.Driver, error) {
 	return d, err
 }
 
-func (h harness) TTL() time.Duration { return testSession }
+// TTL is the leases' validity: 5/12 of the session timeout (vouchNum).
+// A killed driver's locks end when the server expires its session, a
+// whole session timeout later.
+func (h harness) TTL() time.Duration { return testSession * vouchNum / vouchDen }
 
 func (h harness) Kill(_ context.Context, d backend.Driver) error {
 	np, err := h.c.pathOf(d)

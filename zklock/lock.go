@@ -195,5 +195,5 @@ func (n *lockNode) grant(sent time.Time) (backend.Grant, error) {
 		n.held.Store(false)
 		return backend.Grant{}, fmt.Errorf("zklock: acquire %q: %w", n.key, err)
 	}
-	return backend.Grant{Lock: n, Token: uint64(n.czxid), TTL: n.d.timeout(), ValidFrom: sent}, nil
+	return backend.Grant{Lock: n, Token: uint64(n.czxid), TTL: n.d.vouched(), ValidFrom: sent}, nil
 }
