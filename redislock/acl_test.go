@@ -244,6 +244,18 @@ func TestACLErrors(t *testing.T) {
 			t.Errorf("a refused script command: %v, want ErrInvalidConfig", err)
 		}
 	})
+	t.Run("no channels", func(t *testing.T) {
+		// Keys granted, channels not (Redis 7's default for a new user):
+		// the release script's PUBLISH is refused inside the script
+		// (Redis 7.0: "can't publish to the channel", 7.2: "ACL failure
+		// in script"): a configuration error, not an unreachable store.
+		setACLUser(ctx, t, admin, "no-channels", without(aclLockUser, "&distlock:*")...)
+		err := try(t, withUser(t, g.URL(), "no-channels", aclPassword))
+		check(t, err, "publish")
+		if !errors.Is(err, distlock.ErrInvalidConfig) || errors.Is(err, distlock.ErrUnavailable) {
+			t.Errorf("a PUBLISH refused inside a script: %v, want ErrInvalidConfig (no retry fixes it)", err)
+		}
+	})
 	t.Run("wait_replicas without wait", func(t *testing.T) {
 		// The acquire script and WAIT go out in one pipeline: the script
 		// takes the lock, then the ACL refuses WAIT. The grant must be

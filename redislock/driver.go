@@ -299,10 +299,14 @@ func errKind(err error) error {
 }
 
 // scriptRefused reports whether the ACL refused a command inside a script
-// (Redis 7.0: "... can't run this command or subcommand ..."): also a
-// configuration error, but the commands before it ran.
+// (Redis 7.0: "The user executing the script can't run this command or
+// subcommand", "... can't publish to the channel ...", "... can't access
+// at least one of the keys ..."; Redis 7.2 and later: "ACL failure in
+// script: ..."): also a configuration error, but the commands before it
+// ran.
 func scriptRefused(err error) bool {
-	return strings.Contains(err.Error(), "can't run this command")
+	msg := err.Error()
+	return strings.Contains(msg, "user executing the script can't") || strings.Contains(msg, "ACL failure in script")
 }
 
 // cleanup gives back the hold a failed acquisition attempt may have left
