@@ -318,3 +318,73 @@ func TestLostReplyRetriedPermits(t *testing.T) {
 		}
 	}
 }
+
+// TestLostReplyRetriedReadRelease: readers release at once. Reader a's
+// release runs, its reply is lost, reader b releases before a's client
+// sends the release again: the retry must still succeed (the hold was
+// released), not report ErrNotHeld because b's release came in between.
+func TestLostReplyRetriedReadRelease(t *testing.T) {
+	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
+	ctx := testCtx(t, time.Minute)
+	c, drop := retryingClient(t, g.Node(0))
+	for _, s := range []*redis.Script{rwAcquireScript, rwReleaseScript, rwRefreshScript} {
+		if err := s.Load(ctx, c).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := New(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := distlock.New(d, distlock.WithDefaultTTL(10*time.Second))
+	t.Cleanup(func() { l.Close() })
+	other := singleLocker(t, g.Node(0), 10*time.Second)
+	const key = "lost-read-release"
+	ma, err := l.RWMutex(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, err := other.RWMutex(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := ma.TryRLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := mb.TryRLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := []byte(rwReleaseScript.Hash())
+	bReleased := make(chan error, 1)
+	drop.p.DropReply(func(chunk []byte) bool { return bytes.Contains(chunk, marker) },
+		func(_, _ []byte) bool {
+			// a's release ran and its reply is here (to be lost): b
+			// releases now, before a's client retries.
+			select {
+			case bReleased <- b.Release(ctx):
+			default:
+			}
+			return true
+		})
+	if err := a.Release(ctx); err != nil {
+		t.Errorf("a reader's Release with its reply lost once, another reader released in between: %v", err)
+	}
+	if drop.count() == 0 {
+		t.Fatal("no reply was dropped")
+	}
+	select {
+	case err := <-bReleased:
+		if err != nil {
+			t.Fatalf("b's release: %v", err)
+		}
+	default:
+		t.Fatal("b did not release in between")
+	}
+	w, err := mb.TryLock(ctx)
+	if err != nil {
+		t.Fatalf("both readers released, the write side should be free: %v", err)
+	}
+	_ = w.Release(ctx)
+}
