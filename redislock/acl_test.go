@@ -244,6 +244,35 @@ func TestACLErrors(t *testing.T) {
 			t.Errorf("a refused script command: %v, want ErrInvalidConfig", err)
 		}
 	})
+	t.Run("no channels", func(t *testing.T) {
+		// Keys granted, channels not (Redis 7's default for a new user):
+		// the release script's PUBLISH is refused inside the script
+		// (Redis 7.0: "can't publish to the channel", 7.2: "ACL failure
+		// in script"): a configuration error, not an unreachable store.
+		setACLUser(ctx, t, admin, "no-channels", without(aclLockUser, "&distlock:*")...)
+		err := try(t, withUser(t, g.URL(), "no-channels", aclPassword))
+		check(t, err, "publish")
+		if !errors.Is(err, distlock.ErrInvalidConfig) || errors.Is(err, distlock.ErrUnavailable) {
+			t.Errorf("a PUBLISH refused inside a script: %v, want ErrInvalidConfig (no retry fixes it)", err)
+		}
+	})
+	t.Run("wait_replicas without wait", func(t *testing.T) {
+		// The acquire script and WAIT go out in one pipeline: the script
+		// takes the lock, then the ACL refuses WAIT. The grant must be
+		// given back, not left to a ghost until its TTL.
+		err := try(t, withUser(t, g.URL(), "locker", aclPassword)+"?wait_replicas=1")
+		check(t, err, "NOPERM")
+		if !errors.Is(err, distlock.ErrInvalidConfig) {
+			t.Errorf("a refused WAIT: %v, want ErrInvalidConfig", err)
+		}
+		n, kerr := admin.Exists(ctx, keysFor(DefaultPrefix, "acl-"+strings.ReplaceAll(t.Name(), "/", "-")).lock).Result()
+		if kerr != nil {
+			t.Fatal(kerr)
+		}
+		if n != 0 {
+			t.Errorf("the lock is still held after its WAIT was refused (a ghost until its TTL)")
+		}
+	})
 	t.Run("no publish", func(t *testing.T) {
 		// The release script deletes the lock and then publishes: Redis
 		// does not roll a script back, so the lock is gone although the

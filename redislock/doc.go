@@ -77,7 +77,10 @@
 // or refresh of a lock the owner no longer holds wraps ErrNotHeld (in
 // Redlock mode: held on fewer than a majority of nodes, whose stragglers
 // a release still frees); bad URLs
-// wrap ErrInvalidConfig and never show the password. When an acquisition
+// wrap ErrInvalidConfig and never show the password, and so does a URL
+// whose server may evict keys (a maxmemory with a maxmemory-policy other
+// than noeviction: an evicted lock or fencing counter breaks exclusion and
+// token order). When an acquisition
 // fails after its script may have run, the driver releases what it may have
 // taken (owner-checked) before returning; if it cannot, the lock expires by
 // its TTL.

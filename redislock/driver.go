@@ -233,7 +233,9 @@ func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.G
 	sent := time.Now()
 	res, err := d.acquire(ctx, ks, req.Owner, hold, req.TTL)
 	if err != nil {
-		if notAllowed(err) {
+		var wf *waitFailedError
+		if notAllowed(err) && !errors.As(err, &wf) {
+			// Refused before the script ran: nothing to clean up.
 			return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: %w", req.Key, backend.ErrInvalidConfig, err)
 		}
 		d.suspect(err)
@@ -297,10 +299,14 @@ func errKind(err error) error {
 }
 
 // scriptRefused reports whether the ACL refused a command inside a script
-// (Redis 7.0: "... can't run this command or subcommand ..."): also a
-// configuration error, but the commands before it ran.
+// (Redis 7.0: "The user executing the script can't run this command or
+// subcommand", "... can't publish to the channel ...", "... can't access
+// at least one of the keys ..."; Redis 7.2 and later: "ACL failure in
+// script: ..."): also a configuration error, but the commands before it
+// ran.
 func scriptRefused(err error) bool {
-	return strings.Contains(err.Error(), "can't run this command")
+	msg := err.Error()
+	return strings.Contains(msg, "user executing the script can't") || strings.Contains(msg, "ACL failure in script")
 }
 
 // cleanup gives back the hold a failed acquisition attempt may have left
@@ -393,6 +399,12 @@ func (d *Driver) acquire(ctx context.Context, ks keyset, owner, hold string, ttl
 	if redis.HasErrorPrefix(acq.Err(), "NOSCRIPT") {
 		err = run(false)
 	}
+	if err != nil && acq.Err() == nil && wait.Err() != nil {
+		// The script ran (it may have granted), WAIT did not: the
+		// caller must give the hold back even when the error is a
+		// refusal (an ACL without +wait).
+		return acquireResult{}, &waitFailedError{err: wait.Err()}
+	}
 	if err != nil {
 		return acquireResult{}, err
 	}
@@ -404,6 +416,13 @@ func (d *Driver) acquire(ctx context.Context, ks keyset, owner, hold string, ttl
 	r.acked = int(acked)
 	return r, err
 }
+
+// waitFailedError is a WAIT that failed after the acquire script it
+// followed had run: whatever the error, the script may have granted.
+type waitFailedError struct{ err error }
+
+func (e *waitFailedError) Error() string { return "WAIT after the acquire script: " + e.err.Error() }
+func (e *waitFailedError) Unwrap() error { return e.err }
 
 // millis is d in whole milliseconds, rounded up so the store never keeps a
 // lock for less than asked, and at least 1. It never overflows: the

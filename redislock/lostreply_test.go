@@ -251,3 +251,140 @@ func TestReleasedMemory(t *testing.T) {
 		})
 	}
 }
+
+// TestLostReplyRetriedPermits: the semaphore's scripts under a lost reply
+// the client retries. A retried acquisition is answered with its grant
+// (counted once); a retried release must not report ErrNotHeld for a
+// release that happened, and must not free another grant's permits.
+func TestLostReplyRetriedPermits(t *testing.T) {
+	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
+	ctx := testCtx(t, time.Minute)
+	c, drop := retryingClient(t, g.Node(0))
+	for _, s := range []*redis.Script{semAcquireScript, semReleaseScript, semRefreshScript} {
+		if err := s.Load(ctx, c).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := New(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := distlock.New(d, distlock.WithDefaultTTL(10*time.Second))
+	t.Cleanup(func() { l.Close() })
+	s, err := l.Semaphore("lost-permits", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := singleLocker(t, g.Node(0), 10*time.Second)
+	os, err := other.Semaphore("lost-permits", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	drop.arm(semAcquireScript)
+	a, err := s.TryAcquire(ctx)
+	if err != nil {
+		t.Fatalf("TryAcquire with its reply lost once: %v", err)
+	}
+	if drop.count() == 0 {
+		t.Fatal("no reply was dropped")
+	}
+	b, err := os.TryAcquire(ctx)
+	if err != nil {
+		t.Fatalf("the second permit (the retried acquisition counted twice?): %v", err)
+	}
+	before := drop.count()
+	drop.arm(semReleaseScript)
+	if err := a.Release(ctx); err != nil {
+		t.Errorf("Release with its reply lost once: %v", err)
+	}
+	if drop.count() == before {
+		t.Fatal("no reply was dropped")
+	}
+	if b.Err() != nil {
+		t.Fatalf("the other grant: %v", b.Err())
+	}
+	// One permit is free again, one is b's.
+	c2, err := os.TryAcquire(ctx)
+	if err != nil {
+		t.Fatalf("after the release one permit should be free: %v", err)
+	}
+	if _, err := os.TryAcquire(ctx); !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Errorf("a third permit of two: %v, want ErrNotAcquired", err)
+	}
+	for _, le := range []*distlock.Lease{b, c2} {
+		if err := le.Release(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestLostReplyRetriedReadRelease: readers release at once. Reader a's
+// release runs, its reply is lost, reader b releases before a's client
+// sends the release again: the retry must still succeed (the hold was
+// released), not report ErrNotHeld because b's release came in between.
+func TestLostReplyRetriedReadRelease(t *testing.T) {
+	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
+	ctx := testCtx(t, time.Minute)
+	c, drop := retryingClient(t, g.Node(0))
+	for _, s := range []*redis.Script{rwAcquireScript, rwReleaseScript, rwRefreshScript} {
+		if err := s.Load(ctx, c).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := New(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := distlock.New(d, distlock.WithDefaultTTL(10*time.Second))
+	t.Cleanup(func() { l.Close() })
+	other := singleLocker(t, g.Node(0), 10*time.Second)
+	const key = "lost-read-release"
+	ma, err := l.RWMutex(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, err := other.RWMutex(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := ma.TryRLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := mb.TryRLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := []byte(rwReleaseScript.Hash())
+	bReleased := make(chan error, 1)
+	drop.p.DropReply(func(chunk []byte) bool { return bytes.Contains(chunk, marker) },
+		func(_, _ []byte) bool {
+			// a's release ran and its reply is here (to be lost): b
+			// releases now, before a's client retries.
+			select {
+			case bReleased <- b.Release(ctx):
+			default:
+			}
+			return true
+		})
+	if err := a.Release(ctx); err != nil {
+		t.Errorf("a reader's Release with its reply lost once, another reader released in between: %v", err)
+	}
+	if drop.count() == 0 {
+		t.Fatal("no reply was dropped")
+	}
+	select {
+	case err := <-bReleased:
+		if err != nil {
+			t.Fatalf("b's release: %v", err)
+		}
+	default:
+		t.Fatal("b did not release in between")
+	}
+	w, err := mb.TryLock(ctx)
+	if err != nil {
+		t.Fatalf("both readers released, the write side should be free: %v", err)
+	}
+	_ = w.Release(ctx)
+}

@@ -46,7 +46,8 @@ type clientConfig struct {
 
 // open is the backend.Opener for redis:// and rediss://. It confirms the
 // store answers (PING; in Redlock mode a majority of the nodes) within ctx
-// and dial_timeout+read_timeout.
+// and dial_timeout+read_timeout, and that no server it reaches may evict
+// keys (checkEviction).
 func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 	cfg, err := parseConfig(u)
 	if err != nil {
@@ -67,6 +68,10 @@ func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 			_ = r.Close()
 			return nil, err
 		}
+		if err := cfg.checkEviction(ctx, clients); err != nil {
+			_ = r.Close()
+			return nil, err
+		}
 		return r, nil
 	}
 	var c redis.UniversalClient
@@ -82,6 +87,10 @@ func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 	}
 	d.owned = true
 	if err := cfg.ping(ctx, []redis.UniversalClient{c}, 1); err != nil {
+		_ = d.Close()
+		return nil, err
+	}
+	if err := cfg.checkEviction(ctx, []redis.UniversalClient{c}); err != nil {
 		_ = d.Close()
 		return nil, err
 	}
@@ -118,6 +127,72 @@ func (cfg clientConfig) ping(ctx context.Context, clients []redis.UniversalClien
 	}
 	return fmt.Errorf("redislock: connect: %w: %d of %d node(s) answered PING, %d needed: %w",
 		backend.ErrUnavailable, ok, len(clients), need, errors.Join(failed...))
+}
+
+// checkEviction asks every server behind clients (every node of a
+// Cluster, every Redlock node) for its memory limit and eviction policy
+// (INFO memory) and refuses, with ErrInvalidConfig, a server that has a
+// maxmemory and a maxmemory-policy other than noeviction: under memory
+// pressure it deletes keys, and an evicted lock lets a second owner in
+// while the first still holds it, an evicted fencing counter starts again
+// at 1 (tokens go backwards). A server that does not answer, or whose ACL
+// refuses INFO, is not judged: the lock calls report what is wrong with it.
+func (cfg clientConfig) checkEviction(ctx context.Context, clients []redis.UniversalClient) error {
+	ctx, cancel := context.WithTimeout(ctx, cfg.dial+cfg.read)
+	defer cancel()
+	var mu sync.Mutex
+	var bad []error
+	judge := func(c *redis.Client) {
+		info, err := c.Info(ctx, "memory").Result()
+		if err != nil {
+			return
+		}
+		if err := evictionErr(c.Options().Addr, info); err != nil {
+			mu.Lock()
+			bad = append(bad, err)
+			mu.Unlock()
+		}
+	}
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		wg.Go(func() {
+			switch c := c.(type) {
+			case *redis.ClusterClient:
+				_ = c.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error {
+					judge(c)
+					return nil
+				})
+			case *redis.Client:
+				judge(c)
+			}
+		})
+	}
+	wg.Wait()
+	if len(bad) == 0 {
+		return nil
+	}
+	return fmt.Errorf("redislock: %w: %w", backend.ErrInvalidConfig, errors.Join(bad...))
+}
+
+// evictionErr reads INFO memory's reply info from the server at addr: an
+// error naming the policy if the server may evict keys, else nil (also
+// when the reply lacks the fields).
+func evictionErr(addr, info string) error {
+	var limit int64
+	policy := ""
+	for line := range strings.SplitSeq(info, "\n") {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "maxmemory:"); ok {
+			limit, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(line, "maxmemory_policy:"); ok {
+			policy = v
+		}
+	}
+	if limit <= 0 || policy == "" || policy == "noeviction" {
+		return nil
+	}
+	return fmt.Errorf("the server at %s may evict keys (maxmemory %d, maxmemory-policy %s): an evicted lock lets a second owner in, an evicted fencing counter sends tokens backwards; set maxmemory-policy noeviction", addr, limit, policy)
 }
 
 func closeAll(clients []redis.UniversalClient) {

@@ -25,14 +25,20 @@ var (
 // key's hash tag (the mutex's keys share the tag, never a name).
 type rwKeyset struct {
 	hash, readers, fence, channel string
+	gone                          string // sorted set of holds released lately (rwReleaseScript)
 }
 
 func (d *Driver) rwKeys(key string) rwKeyset {
 	tag := d.opts.Prefix + ":{" + escaper.Replace(key) + "}"
-	return rwKeyset{hash: tag + ":rw", readers: tag + ":rw-readers", fence: tag + ":rw-fence", channel: tag + ":rw-released"}
+	return rwKeyset{hash: tag + ":rw", readers: tag + ":rw-readers", fence: tag + ":rw-fence", channel: tag + ":rw-released", gone: tag + ":rw-gone"}
 }
 
 func (ks rwKeyset) keys() []string { return []string{ks.hash, ks.readers, ks.fence} }
+
+// releaseKeys are rwReleaseScript's KEYS.
+func (ks rwKeyset) releaseKeys() []string {
+	return []string{ks.hash, ks.readers, ks.fence, ks.gone}
+}
 
 func rwModeArg(mode backend.RWMode) string {
 	if mode == backend.Write {
@@ -89,7 +95,7 @@ func (d *Driver) TryAcquireRW(ctx context.Context, req backend.Request, mode bac
 // WithdrawRW implements backend.RWLocker.
 func (d *Driver) WithdrawRW(ctx context.Context, req backend.Request) error {
 	ks := d.rwKeys(req.Key)
-	err := rwReleaseScript.Run(ctx, d.c, ks.keys(), req.Owner, "m", "", ks.channel, millis(releasedMemory)).Err()
+	err := rwReleaseScript.Run(ctx, d.c, ks.releaseKeys(), req.Owner, "m", "", ks.channel, millis(releasedMemory)).Err()
 	if err != nil {
 		d.suspect(err)
 		return fmt.Errorf("redislock: withdraw %q: %w: %w", req.Key, errKind(err), err)
@@ -150,5 +156,5 @@ func (l *rwLock) Release(ctx context.Context) error {
 }
 
 func (l *rwLock) release(ctx context.Context) (int64, error) {
-	return rwReleaseScript.Run(ctx, l.d.c, l.ks.keys(), l.owner, rwModeArg(l.mode), l.hold, l.ks.channel, millis(releasedMemory)).Int64()
+	return rwReleaseScript.Run(ctx, l.d.c, l.ks.releaseKeys(), l.owner, rwModeArg(l.mode), l.hold, l.ks.channel, millis(releasedMemory)).Int64()
 }

@@ -11,7 +11,11 @@ import "github.com/redis/go-redis/v9"
 //	h:<hold>        one field per read hold: its owner
 //	r:<owner>       how many read holds the owner has (upgrade check, mark bypass)
 //	m, mx           the waiting writer's mark: owner and expiry
-//	x               the hold released last (a retried release succeeds)
+//
+// (A hash of an earlier version may also hold x, the hold released last:
+// unused now, it expires with the hash.) The holds released lately are
+// kept in a sorted set of their own (KEYS[4] of rwReleaseScript), scored
+// by when they are forgotten, so that a retried release succeeds.
 //
 // The sorted set scores each read hold with its expiry. Every part
 // expires by its own stamp, checked against Redis's clock (TIME) by every
@@ -146,12 +150,15 @@ return 1
 `)
 
 // rwReleaseScript gives back a hold: ARGV owner, mode, hold id, channel,
-// memory ms. The writer's last hold frees the write side, the last read
-// hold the read side; either is announced on the channel. The hash
-// remembers the hold released last (field x, for at least the memory), so
-// that a release the client sent again after losing the reply succeeds
-// instead of reporting ErrNotHeld. With mode "m" it withdraws the owner's
-// mark instead. Reply 1 if it was held (or just released), 0 if not.
+// memory ms; KEYS[4] is the sorted set of holds released lately. The
+// writer's last hold frees the write side, the last read hold the read
+// side; either is announced on the channel. Every released hold is
+// remembered for the memory in KEYS[4], so that a release the client sent
+// again after losing the reply succeeds instead of reporting ErrNotHeld,
+// also when other holds were released in between (readers release at
+// once: one "released last" field would be overwritten). With mode "m" it
+// withdraws the owner's mark instead. Reply 1 if it was held (or released
+// within the memory), 0 if not.
 var rwReleaseScript = redis.NewScript(rwPrelude + `
 prune()
 if ARGV[2] == 'm' then
@@ -162,15 +169,16 @@ if ARGV[2] == 'm' then
   end
   return 0
 end
+local G = KEYS[4]
 local function again()
-  if redis.call('HGET', H, 'x') == ARGV[3] then return 1 end
+  local gone = redis.call('ZSCORE', G, ARGV[3])
+  if gone and tonumber(gone) > now then return 1 end
   return 0
 end
 local function remember()
-  redis.call('HSET', H, 'x', ARGV[3])
-  if redis.call('PTTL', H) < tonumber(ARGV[5]) then
-    redis.call('PEXPIRE', H, ARGV[5])
-  end
+  redis.call('ZREMRANGEBYSCORE', G, '-inf', now)
+  redis.call('ZADD', G, now + tonumber(ARGV[5]), ARGV[3])
+  redis.call('PEXPIRE', G, ARGV[5])
 end
 if ARGV[2] == 'w' then
   if redis.call('HGET', H, 'w') ~= ARGV[1] or redis.call('HDEL', H, 'a:' .. ARGV[3]) == 0 then

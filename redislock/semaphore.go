@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 // "permits:token") and the total held (field ""), and a counter of
 // fencing tokens. One script purges the expired grants by score, counts,
 // and adds the new grant with its expiry in the same step; refresh and
-// release are one script each, owner-checked. Every key carries the
+// release are one script each, owner-checked. A sorted set of the grants
+// released in the last releasedMemory lets a retried release succeed. Every key carries the
 // semaphore's hash tag, so one script may touch them all in Redis
 // Cluster too. A release is announced on the semaphore's channel; waiters
 // subscribe and retry (there is no queue of permits: waiting is not fair).
@@ -38,14 +40,22 @@ type semKeys struct {
 	permits string // hash: owner -> "permits:token"; "" -> permits held in all
 	fence   string // counter of fencing tokens; never expires
 	channel string // announces releases
+	// sorted set: owner -> ms (server clock) until which a retried
+	// release of that grant succeeds (releasedMemory)
+	released string
 }
 
 func (d *Driver) semKeys(key string) semKeys {
 	tag := d.opts.Prefix + ":sem:{" + escaper.Replace(key) + "}"
-	return semKeys{grants: tag + ":grants", permits: tag + ":permits", fence: tag + ":fence", channel: tag + ":released"}
+	return semKeys{grants: tag + ":grants", permits: tag + ":permits", fence: tag + ":fence", channel: tag + ":released", released: tag + ":gone"}
 }
 
 func (k semKeys) list() []string { return []string{k.grants, k.permits, k.fence} }
+
+// releaseKeys are semReleaseScript's KEYS.
+func (k semKeys) releaseKeys() []string {
+	return []string{k.grants, k.permits, k.fence, k.released}
+}
 
 // semPurge is the script prologue that reads the server's clock into now
 // and drops the expired grants, keeping the total right.
@@ -111,10 +121,23 @@ return 1
 `)
 
 // semReleaseScript removes owner ARGV[1]'s grant and announces the
-// release on ARGV[2]. Reply: 1, or 0 if the grant was gone already.
+// release on ARGV[2]. It remembers the grant for releasedMemory in the
+// sorted set KEYS[4] (scored by when it is forgotten), so that a release
+// the client sent again after losing the reply succeeds instead of
+// reporting ErrNotHeld: a semaphore has many holders releasing at once, so
+// one "last released" value would be overwritten in between. Reply: 1
+// (also for a grant released within the memory), or 0 if the grant was
+// gone already.
 var semReleaseScript = redis.NewScript(semPurge + `
 local v = redis.call('HGET', KEYS[2], ARGV[1])
-if not v then return 0 end
+if not v then
+  local gone = redis.call('ZSCORE', KEYS[4], ARGV[1])
+  if gone and tonumber(gone) > now then return 1 end
+  return 0
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+redis.call('ZADD', KEYS[4], now + ` + strconv.FormatInt(millis(releasedMemory), 10) + `, ARGV[1])
+redis.call('PEXPIRE', KEYS[4], ` + strconv.FormatInt(millis(releasedMemory), 10) + `)
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
 used = used - tonumber(string.match(v, '^(%d+):'))
@@ -159,7 +182,7 @@ func (d *Driver) TryAcquirePermits(ctx context.Context, req backend.SemaphoreReq
 func (d *Driver) semCleanup(ctx context.Context, ks semKeys, owner string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if err := semReleaseScript.Run(ctx, d.c, ks.list(), owner, ks.channel).Err(); err != nil {
+	if err := semReleaseScript.Run(ctx, d.c, ks.releaseKeys(), owner, ks.channel).Err(); err != nil {
 		return fmt.Errorf("cleanup failed, the permits expire by their TTL: %w", err)
 	}
 	return nil
@@ -208,7 +231,7 @@ func (l *permitLock) Release(ctx context.Context) error {
 	if !l.released.CompareAndSwap(false, true) {
 		return fmt.Errorf("redislock: release permits of %q: %w: already released", l.key, backend.ErrNotHeld)
 	}
-	n, err := semReleaseScript.Run(ctx, l.d.c, l.ks.list(), l.owner, l.ks.channel).Int64()
+	n, err := semReleaseScript.Run(ctx, l.d.c, l.ks.releaseKeys(), l.owner, l.ks.channel).Int64()
 	if err != nil {
 		l.d.suspect(err)
 		return fmt.Errorf("redislock: release permits of %q: %w: %w", l.key, errKind(err), err)
