@@ -80,7 +80,7 @@
 // wrap ErrInvalidConfig and never show the password, and so does a URL
 // whose server may evict keys (a maxmemory with a maxmemory-policy other
 // than noeviction: an evicted lock or fencing counter breaks exclusion and
-// token order). When an acquisition
+// token order), unless the URL says allow_eviction=true. When an acquisition
 // fails after its script may have run, the driver releases what it may have
 // taken (owner-checked) before returning; if it cannot, the lock expires by
 // its TTL.

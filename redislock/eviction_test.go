@@ -58,6 +58,19 @@ func TestOpenRefusesEvictingServer(t *testing.T) {
 		t.Fatalf("Open of an evicting server: %v, want ErrInvalidConfig naming the policy", err)
 	}
 	t.Logf("Open: %v", err)
+	if !strings.Contains(err.Error(), "allow_eviction=true") {
+		t.Errorf("the refusal does not name the way out: %v", err)
+	}
+
+	// allow_eviction=true: the user takes the risk, Open accepts it.
+	l, err = distlock.Open(ctx, g.URL()+"?allow_eviction=true")
+	if err != nil {
+		t.Fatalf("Open with allow_eviction=true: %v", err)
+	}
+	_ = l.Close()
+	if _, err := distlock.Open(ctx, g.URL()+"?allow_eviction=maybe"); !errors.Is(err, distlock.ErrInvalidConfig) {
+		t.Errorf("allow_eviction=maybe: %v, want ErrInvalidConfig", err)
+	}
 
 	// noeviction with a limit: writes fail when memory is full, nothing is
 	// deleted; Open accepts it.

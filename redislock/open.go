@@ -41,6 +41,7 @@ type clientConfig struct {
 	write    time.Duration
 	pool     int
 	refresh  time.Duration // Cluster: slot map reload interval
+	evicting bool          // allow_eviction: accept servers that may evict keys
 	opts     Options
 }
 
@@ -137,7 +138,13 @@ func (cfg clientConfig) ping(ctx context.Context, clients []redis.UniversalClien
 // while the first still holds it, an evicted fencing counter starts again
 // at 1 (tokens go backwards). A server that does not answer, or whose ACL
 // refuses INFO, is not judged: the lock calls report what is wrong with it.
+//
+// allow_eviction=true in the URL skips the check, for a server whose
+// policy the user cannot change and whose memory the locks never fill.
 func (cfg clientConfig) checkEviction(ctx context.Context, clients []redis.UniversalClient) error {
+	if cfg.evicting {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.dial+cfg.read)
 	defer cancel()
 	var mu sync.Mutex
@@ -192,7 +199,7 @@ func evictionErr(addr, info string) error {
 	if limit <= 0 || policy == "" || policy == "noeviction" {
 		return nil
 	}
-	return fmt.Errorf("the server at %s may evict keys (maxmemory %d, maxmemory-policy %s): an evicted lock lets a second owner in, an evicted fencing counter sends tokens backwards; set maxmemory-policy noeviction", addr, limit, policy)
+	return fmt.Errorf("the server at %s may evict keys (maxmemory %d, maxmemory-policy %s): an evicted lock lets a second owner in, an evicted fencing counter sends tokens backwards; set maxmemory-policy noeviction (or, knowing the risk, allow_eviction=true in the URL)", addr, limit, policy)
 }
 
 func closeAll(clients []redis.UniversalClient) {
@@ -258,6 +265,7 @@ func parseConfig(u *backend.URL) (clientConfig, error) {
 	if cfg.opts.WaitReplicas > 0 && cfg.opts.WaitTimeout >= cfg.read {
 		q.Fail("wait_timeout=%v must be shorter than read_timeout=%v", cfg.opts.WaitTimeout, cfg.read)
 	}
+	cfg.evicting = q.Bool("allow_eviction", false)
 	cfg.tls = parseTLS(u, q)
 	if err := q.Err(); err != nil {
 		return cfg, fmt.Errorf("redislock: %w", err)
