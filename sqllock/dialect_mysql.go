@@ -86,6 +86,8 @@ func (mysqlDialect) connGone(err error) bool {
 		return true // network, driver state, ctx: the driver closes the connection
 	case 1053, 1927, 2006, 2013: // shutdown, connection killed, gone away, lost
 		return true
+	case 4031: // ER_CLIENT_INTERACTION_TIMEOUT: MySQL 8.0.24+ says so before closing an idle session (wait_timeout, the lock's TTL)
+		return true
 	}
 	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
