@@ -38,10 +38,10 @@ func (lc *lockConn) interruptible(ctx context.Context, fn func(sctx context.Cont
 	returned, done := make(chan struct{}), make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(done)
-		grace := time.NewTimer(killGrace)
-		defer grace.Stop()
+		kctx, kcancel := context.WithTimeout(context.Background(), killGrace)
+		defer kcancel()
 		for pause := killRetry; ; pause = min(2*pause, killRetryMax) {
-			if err := lc.d.killQuery(lc.id); err != nil {
+			if err := lc.d.dia.cancel(kctx, lc.d, lc.id); err != nil {
 				scancel()
 				return
 			}
@@ -50,7 +50,7 @@ func (lc *lockConn) interruptible(ctx context.Context, fn func(sctx context.Cont
 			case <-returned:
 				t.Stop()
 				return
-			case <-grace.C:
+			case <-kctx.Done():
 				t.Stop()
 				scancel()
 				return
@@ -67,13 +67,4 @@ func (lc *lockConn) interruptible(ctx context.Context, fn func(sctx context.Cont
 		}
 	}
 	return err
-}
-
-// killQuery interrupts whatever connection id is running, from a pooled
-// connection (KILL QUERY, pg_cancel_backend). An id that no longer exists
-// is not an error.
-func (d *Driver) killQuery(id uint64) error {
-	ctx, cancel := context.WithTimeout(context.Background(), killGrace)
-	defer cancel()
-	return d.dia.cancel(ctx, d, id)
 }
