@@ -66,7 +66,12 @@ func TestPostgresTokensAsyncCommit(t *testing.T) {
 	if err := syscall.Kill(walwriter, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = syscall.Kill(walwriter, syscall.SIGCONT) }()
+	stopped := true
+	defer func() {
+		if stopped { // not killed with the server: let it go on
+			_ = syscall.Kill(walwriter, syscall.SIGCONT)
+		}
+	}()
 
 	g, err := d.TryAcquire(ctxFor(t, 10*time.Second), req(key))
 	if err != nil {
@@ -85,6 +90,7 @@ func TestPostgresTokensAsyncCommit(t *testing.T) {
 	if err := s.g.Node(0).Kill(ctx); err != nil {
 		t.Fatal(err)
 	}
+	stopped = false
 	if err := s.g.Node(0).Start(ctx); err != nil {
 		t.Fatal(err)
 	}
