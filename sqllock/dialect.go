@@ -53,7 +53,8 @@ type dialect interface {
 	// Errors. serverError: the server refused the request itself (the
 	// connection is still usable unless connGone). conflict: another
 	// session holds the row lock (NOWAIT). retryWait: a blocking wait
-	// ended by the server's lock-wait timeout or a deadlock, to retry.
+	// ended by the server's lock-wait timeout, a deadlock or (MySQL,
+	// MariaDB) a statement time limit, to retry.
 	// deadlock: the server broke a deadlock by failing this statement.
 	// connGone: the connection is unusable and its session ends.
 	serverError(err error) bool
