@@ -305,10 +305,17 @@ func (pgDialect) token(ctx context.Context, lc *lockConn, key, owner string, lr 
 	return pgToken(ctx, lc, lc.d.q.fence, key, owner, lr)
 }
 
+// tokenAttempts bounds how often the token statement starts again after
+// a serialization failure (see pgToken).
+const tokenAttempts = 10
+
 // pgToken runs the token statement q with the parameters key, owner, the
 // session's id and its transaction's id, on another connection, and
 // returns the token it committed if the statement saw the lock's
-// transaction in progress.
+// transaction in progress. A serialization failure (a session default of
+// repeatable read or serializable, and the counter row updated by another
+// transaction meanwhile) rolled the statement back whole: it is sent
+// again, up to tokenAttempts times.
 func pgToken(ctx context.Context, lc *lockConn, q, key, owner string, lr lockResult) (uint64, error) {
 	c, err := lc.d.db.Conn(ctx)
 	if err != nil {
@@ -321,7 +328,16 @@ func pgToken(ctx context.Context, lc *lockConn, q, key, owner string, lr lockRes
 		if !ok {
 			return fmt.Errorf("sqllock: postgres: %T is not a connection of github.com/jackc/pgx/v5/stdlib", dc)
 		}
-		return sc.Conn().QueryRow(ctx, q, []byte(key), []byte(owner), int64(lc.id), int64(lr.xid)).Scan(&tok, &status)
+		for attempt := 1; ; attempt++ {
+			err := sc.Conn().QueryRow(ctx, q, []byte(key), []byte(owner), int64(lc.id), int64(lr.xid)).Scan(&tok, &status)
+			if pgCode(err) != pgSerialization || attempt == tokenAttempts || ctx.Err() != nil {
+				return err
+			}
+			// The session's default isolation is repeatable read or
+			// serializable, and another transaction updated the counter
+			// row since the statement's snapshot: it was rolled back whole
+			// (nothing counted), and starts again with a new snapshot.
+		}
 	})
 	if err != nil && lc.d.connGone(err) {
 		_ = c.Raw(func(any) error { return driver.ErrBadConn })
@@ -403,6 +419,7 @@ func (pgDialect) lastGrant(ctx context.Context, d *Driver, key string) (lastGran
 const (
 	pgLockNotAvailable = "55P03" // NOWAIT conflict, lock_timeout
 	pgDeadlock         = "40P01"
+	pgSerialization    = "40001" // serialization_failure: a session default of repeatable read or serializable
 	pgUniqueViolation  = "23505" // two CREATE TABLE IF NOT EXISTS at once
 	pgDuplicateTable   = "42P07"
 )
