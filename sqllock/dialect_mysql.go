@@ -88,7 +88,7 @@ func (mysqlDialect) retryWait(err error) bool {
 	return false
 }
 
-func (mysqlDialect) deadlock(err error) bool { return serverCode(err) == errDeadlock }
+func (mysqlDialect) createRace(err error) bool { return serverCode(err) == errDeadlock }
 
 func (mysqlDialect) connGone(err error) bool {
 	switch serverCode(err) {

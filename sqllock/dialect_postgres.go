@@ -448,7 +448,10 @@ func (pgDialect) retryWait(err error) bool {
 	return c == pgLockNotAvailable || c == pgDeadlock
 }
 
-func (pgDialect) deadlock(err error) bool { return pgCode(err) == pgDeadlock }
+func (pgDialect) createRace(err error) bool {
+	c := pgCode(err)
+	return c == pgDeadlock || c == pgSerialization
+}
 
 // connGone: anything but an error the server sent about the statement, and
 // the server's own errors that end the session (FATAL: terminated,

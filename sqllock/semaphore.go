@@ -214,7 +214,7 @@ func (d *Driver) semEnsure(ctx context.Context, sd semDialect, key string, from,
 		err := d.insertStmt(ictx, sd.semCreate(d.q.table, key, from, min(to, from+semChunk)))
 		cancel()
 		switch {
-		case err == nil, d.dia.deadlock(err):
+		case err == nil, d.dia.createRace(err):
 		case ctx.Err() == nil && errors.Is(ictx.Err(), context.DeadlineExceeded):
 			return nil // created by another session: the next attempt sees them
 		default:
