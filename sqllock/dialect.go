@@ -53,13 +53,19 @@ type dialect interface {
 	// Errors. serverError: the server refused the request itself (the
 	// connection is still usable unless connGone). conflict: another
 	// session holds the row lock (NOWAIT). retryWait: a blocking wait
-	// ended by the server's lock-wait timeout or a deadlock, to retry.
-	// deadlock: the server broke a deadlock by failing this statement.
+	// ended by the server's lock-wait timeout, a deadlock or (MySQL,
+	// MariaDB) a statement time limit, to retry.
+	// createRace: a statement creating rows (a lock row, semaphore
+	// slots) failed because another session created them concurrently:
+	// the server broke a deadlock between the two creators, or
+	// (PostgreSQL under a session default of repeatable read or
+	// serializable) reported the other's row, invisible to its snapshot,
+	// as a serialization failure. The rows exist either way.
 	// connGone: the connection is unusable and its session ends.
 	serverError(err error) bool
 	conflict(err error) bool
 	retryWait(err error) bool
-	deadlock(err error) bool
+	createRace(err error) bool
 	connGone(err error) bool
 }
 

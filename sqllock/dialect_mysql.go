@@ -50,6 +50,8 @@ const (
 	errInterrupted     = 1317 // ER_QUERY_INTERRUPTED (KILL QUERY)
 	errLockNowait      = 3572 // ER_LOCK_NOWAIT (MySQL 8)
 	errTableFull       = 1114 // ER_RECORD_FILE_FULL: a MEMORY table reached max_heap_table_size
+	errStatementTime   = 1969 // ER_STATEMENT_TIMEOUT: MariaDB's max_statement_time
+	errExecutionTime   = 3024 // ER_QUERY_TIMEOUT: MySQL's max_execution_time
 )
 
 // serverCode returns the server's error number, or 0 if err did not come
@@ -73,18 +75,28 @@ func (mysqlDialect) conflict(err error) bool {
 	return false
 }
 
+// retryWait: a blocking wait ended by the server's lock-wait timeout, a
+// deadlock, or a statement time limit (MariaDB's max_statement_time,
+// MySQL's max_execution_time, set for the server or the account) goes on
+// within the caller's ctx; the limits would otherwise fail every wait
+// longer than them.
 func (mysqlDialect) retryWait(err error) bool {
-	c := serverCode(err)
-	return c == errLockWaitTimeout || c == errDeadlock
+	switch serverCode(err) {
+	case errLockWaitTimeout, errDeadlock, errStatementTime, errExecutionTime:
+		return true
+	}
+	return false
 }
 
-func (mysqlDialect) deadlock(err error) bool { return serverCode(err) == errDeadlock }
+func (mysqlDialect) createRace(err error) bool { return serverCode(err) == errDeadlock }
 
 func (mysqlDialect) connGone(err error) bool {
 	switch serverCode(err) {
 	case 0:
 		return true // network, driver state, ctx: the driver closes the connection
 	case 1053, 1927, 2006, 2013: // shutdown, connection killed, gone away, lost
+		return true
+	case 4031: // ER_CLIENT_INTERACTION_TIMEOUT: MySQL 8.0.24+ says so before closing an idle session (wait_timeout, the lock's TTL)
 		return true
 	}
 	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) ||

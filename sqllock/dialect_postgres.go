@@ -119,10 +119,19 @@ func (pgDialect) statements(table string) *statements {
 		// evaluated on the row the increment or the upsert returns, so
 		// after the live row is locked. The one statement with parameters:
 		// its text is the same for every key.
-		fence: fmt.Sprintf("WITH u AS (UPDATE %[2]s AS l SET token = l.token + 1, owner = $2::bytea, holder_id = $3::bigint, granted_at = now() "+
+		//
+		// s makes the commit of a new epoch wait for its WAL flush even when
+		// the session's synchronous_commit is off (set for the server, the
+		// database or the role): an asynchronous commit returns before the
+		// flush, and a crash then could lose the epoch after its tokens
+		// were handed out, and mint it again. It is read only where an
+		// epoch is written (e); the steady state writes no WAL, which makes
+		// its commit wait for none whatever the setting.
+		fence: fmt.Sprintf("WITH s AS (SELECT set_config('synchronous_commit', 'on', true)), "+
+			"u AS (UPDATE %[2]s AS l SET token = l.token + 1, owner = $2::bytea, holder_id = $3::bigint, granted_at = now() "+
 			"WHERE l.name = $1::bytea AND l.token & %[3]d <> %[3]d RETURNING l.token), "+
 			"e AS (INSERT INTO %[1]s AS f (name, token, owner, holder_id, granted_at) "+
-			"SELECT $1::bytea, %[4]d, $2::bytea, $3::bigint, now() WHERE NOT EXISTS (SELECT FROM u) "+
+			"SELECT $1::bytea, %[4]d, $2::bytea, $3::bigint, now() FROM s WHERE NOT EXISTS (SELECT FROM u) "+
 			"ON CONFLICT (name) DO UPDATE SET token = ((f.token >> %[5]d) + 1) << %[5]d, owner = EXCLUDED.owner, holder_id = EXCLUDED.holder_id, granted_at = EXCLUDED.granted_at "+
 			"RETURNING f.token), "+
 			"n AS (INSERT INTO %[2]s AS l (name, token, owner, holder_id, granted_at) "+
@@ -296,10 +305,17 @@ func (pgDialect) token(ctx context.Context, lc *lockConn, key, owner string, lr 
 	return pgToken(ctx, lc, lc.d.q.fence, key, owner, lr)
 }
 
+// tokenAttempts bounds how often the token statement starts again after
+// a serialization failure (see pgToken).
+const tokenAttempts = 10
+
 // pgToken runs the token statement q with the parameters key, owner, the
 // session's id and its transaction's id, on another connection, and
 // returns the token it committed if the statement saw the lock's
-// transaction in progress.
+// transaction in progress. A serialization failure (a session default of
+// repeatable read or serializable, and the counter row updated by another
+// transaction meanwhile) rolled the statement back whole: it is sent
+// again, up to tokenAttempts times.
 func pgToken(ctx context.Context, lc *lockConn, q, key, owner string, lr lockResult) (uint64, error) {
 	c, err := lc.d.db.Conn(ctx)
 	if err != nil {
@@ -312,7 +328,16 @@ func pgToken(ctx context.Context, lc *lockConn, q, key, owner string, lr lockRes
 		if !ok {
 			return fmt.Errorf("sqllock: postgres: %T is not a connection of github.com/jackc/pgx/v5/stdlib", dc)
 		}
-		return sc.Conn().QueryRow(ctx, q, []byte(key), []byte(owner), int64(lc.id), int64(lr.xid)).Scan(&tok, &status)
+		for attempt := 1; ; attempt++ {
+			err := sc.Conn().QueryRow(ctx, q, []byte(key), []byte(owner), int64(lc.id), int64(lr.xid)).Scan(&tok, &status)
+			if pgCode(err) != pgSerialization || attempt == tokenAttempts || ctx.Err() != nil {
+				return err
+			}
+			// The session's default isolation is repeatable read or
+			// serializable, and another transaction updated the counter
+			// row since the statement's snapshot: it was rolled back whole
+			// (nothing counted), and starts again with a new snapshot.
+		}
 	})
 	if err != nil && lc.d.connGone(err) {
 		_ = c.Raw(func(any) error { return driver.ErrBadConn })
@@ -394,6 +419,7 @@ func (pgDialect) lastGrant(ctx context.Context, d *Driver, key string) (lastGran
 const (
 	pgLockNotAvailable = "55P03" // NOWAIT conflict, lock_timeout
 	pgDeadlock         = "40P01"
+	pgSerialization    = "40001" // serialization_failure: a session default of repeatable read or serializable
 	pgUniqueViolation  = "23505" // two CREATE TABLE IF NOT EXISTS at once
 	pgDuplicateTable   = "42P07"
 )
@@ -422,7 +448,10 @@ func (pgDialect) retryWait(err error) bool {
 	return c == pgLockNotAvailable || c == pgDeadlock
 }
 
-func (pgDialect) deadlock(err error) bool { return pgCode(err) == pgDeadlock }
+func (pgDialect) createRace(err error) bool {
+	c := pgCode(err)
+	return c == pgDeadlock || c == pgSerialization
+}
 
 // connGone: anything but an error the server sent about the statement, and
 // the server's own errors that end the session (FATAL: terminated,

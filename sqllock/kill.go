@@ -9,28 +9,53 @@ import (
 // interrupt its blocked statement before closing the connection instead.
 const killGrace = 5 * time.Second
 
+// killRetry is the first pause before the interruption is sent again to a
+// statement that has not ended; it doubles up to killRetryMax.
+const (
+	killRetry    = 10 * time.Millisecond
+	killRetryMax = 250 * time.Millisecond
+)
+
 // interruptible runs fn with a context that outlives ctx; when ctx ends
 // first, the statement fn is running is interrupted with KILL QUERY from
 // another connection, and if that cannot be sent, or does not end fn
 // within killGrace, fn's context is canceled (the driver then closes the
 // connection). It returns once no KILL can reach a later statement of the
 // connection, and sets *killed (when not nil) if ctx ended while fn ran.
+//
+// The interruption is sent again, with growing pauses, until fn returns:
+// the server ignores a KILL QUERY (and pg_cancel_backend) that reaches
+// the session between two statements of fn (the next statement starts
+// afresh), so a single one, sent as ctx ended just before fn's blocking
+// statement reached the server, would leave that statement waiting in
+// the server until killGrace, and then, with the connection closed
+// under it, waiting on there (a ghost waiter that takes the lock when
+// its holder releases it) until the server's own lock-wait timeout.
+// Once fn has returned nothing more is sent.
 func (lc *lockConn) interruptible(ctx context.Context, fn func(sctx context.Context) error, killed *bool) error {
 	sctx, scancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer scancel()
 	returned, done := make(chan struct{}), make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(done)
-		if err := lc.d.killQuery(lc.id); err != nil {
-			scancel()
-			return
-		}
-		t := time.NewTimer(killGrace)
-		defer t.Stop()
-		select {
-		case <-returned:
-		case <-t.C:
-			scancel()
+		kctx, kcancel := context.WithTimeout(context.Background(), killGrace)
+		defer kcancel()
+		for pause := killRetry; ; pause = min(2*pause, killRetryMax) {
+			if err := lc.d.dia.cancel(kctx, lc.d, lc.id); err != nil {
+				scancel()
+				return
+			}
+			t := time.NewTimer(pause)
+			select {
+			case <-returned:
+				t.Stop()
+				return
+			case <-kctx.Done():
+				t.Stop()
+				scancel()
+				return
+			case <-t.C:
+			}
 		}
 	})
 	err := fn(sctx)
@@ -42,13 +67,4 @@ func (lc *lockConn) interruptible(ctx context.Context, fn func(sctx context.Cont
 		}
 	}
 	return err
-}
-
-// killQuery interrupts whatever connection id is running, from a pooled
-// connection (KILL QUERY, pg_cancel_backend). An id that no longer exists
-// is not an error.
-func (d *Driver) killQuery(id uint64) error {
-	ctx, cancel := context.WithTimeout(context.Background(), killGrace)
-	defer cancel()
-	return d.dia.cancel(ctx, d, id)
 }

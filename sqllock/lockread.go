@@ -84,7 +84,7 @@ func (d *Driver) ensure(ctx context.Context, key string, nowait bool) error {
 	}
 	err = d.insertRow(ictx, key)
 	switch {
-	case err == nil, d.dia.deadlock(err):
+	case err == nil, d.dia.createRace(err):
 		return nil
 	case nowait && ctx.Err() == nil && errors.Is(ictx.Err(), context.DeadlineExceeded):
 		return nil // the row exists and is locked: the next locking read says so

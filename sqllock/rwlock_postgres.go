@@ -67,10 +67,12 @@ func (pgDialect) rwLock(ctx context.Context, lc *lockConn, name string, mode bac
 // checks, in the same statement after the counter's row is locked, that
 // the lock's transaction is still in progress (as token does for the
 // mutex); the commit is durable (a WAL flush) before the token is
-// returned.
+// returned, whatever the session's synchronous_commit (s sets it on for
+// the statement's transaction, as the mutex's new epoch does).
 func (pgDialect) rwWriteToken(ctx context.Context, lc *lockConn, name, owner string, lr lockResult) (uint64, error) {
-	q := fmt.Sprintf(`INSERT INTO "%s" AS f (name, token, owner, holder_id, granted_at) `+
-		"VALUES ($1::bytea, 1, $2::bytea, $3::bigint, now()) "+
+	q := fmt.Sprintf(`WITH s AS (SELECT set_config('synchronous_commit', 'on', true)) `+
+		`INSERT INTO "%s" AS f (name, token, owner, holder_id, granted_at) `+
+		"SELECT $1::bytea, 1, $2::bytea, $3::bigint, now() FROM s "+
 		"ON CONFLICT (name) DO UPDATE SET token = f.token + 1, owner = EXCLUDED.owner, holder_id = EXCLUDED.holder_id, granted_at = EXCLUDED.granted_at "+
 		"RETURNING f.token, txid_status($4::bigint)", lc.d.q.table+FenceSuffix)
 	return pgToken(ctx, lc, q, name, owner, lr)

@@ -162,8 +162,13 @@ func newStatements(table string) *statements {
 				"  PRIMARY KEY (name, slot)\n"+
 				") ENGINE=InnoDB", "`"+table+SemSuffix+"`", maxKeyLen),
 		},
-		beginTry:  "SET SESSION autocommit = 0, wait_timeout = ?",
-		beginWait: "SET SESSION autocommit = 0, wait_timeout = ?, innodb_lock_wait_timeout = ?",
+		// MariaDB's idle transaction timeouts (10.3+, in a MariaDB-only
+		// executable comment that MySQL skips) are turned off: a DBA's
+		// bound for forgotten transactions would end a lock's session, and
+		// the lock, before its TTL while its holder's validity runs; the
+		// lock session's idle bound is wait_timeout, the TTL.
+		beginTry:  "SET SESSION autocommit = 0, wait_timeout = ?" + noIdleTx,
+		beginWait: "SET SESSION autocommit = 0, wait_timeout = ?, innodb_lock_wait_timeout = ?" + noIdleTx,
 		connID:    "SELECT CONNECTION_ID()",
 		// Within the epoch only: at its last value the row is left alone
 		// (ROW_COUNT() 0) and the caller starts a new epoch.
@@ -201,7 +206,7 @@ func newStatements(table string) *statements {
 		rollback:       "ROLLBACK",
 		commit:         "COMMIT",
 		setIdle:        "SET SESSION wait_timeout = ?",
-		reset:          "SET SESSION autocommit = 1, wait_timeout = DEFAULT, innodb_lock_wait_timeout = DEFAULT",
+		reset:          "SET SESSION autocommit = 1, wait_timeout = DEFAULT, innodb_lock_wait_timeout = DEFAULT" + idleTxDefault,
 		exists:         fmt.Sprintf("SELECT 1 FROM %s WHERE name = ?", lt),
 		ensure:         fmt.Sprintf("INSERT IGNORE INTO %s (name) VALUES (?)", lt),
 		fence: fmt.Sprintf("INSERT INTO %s (name, token, owner, holder_id, granted_at) "+
@@ -214,6 +219,14 @@ func newStatements(table string) *statements {
 		killQuery: "KILL QUERY %d", // an id the server gave us, formatted as an integer
 	}
 }
+
+// noIdleTx turns MariaDB's idle transaction timeouts off for a lock
+// session; idleTxDefault restores them. /*M!100300 ...*/ is executed by
+// MariaDB 10.3 and later only; MySQL and older MariaDB skip it.
+const (
+	noIdleTx      = " /*M!100300 , idle_transaction_timeout = 0, idle_readonly_transaction_timeout = 0, idle_write_transaction_timeout = 0 */"
+	idleTxDefault = " /*M!100300 , idle_transaction_timeout = DEFAULT, idle_readonly_transaction_timeout = DEFAULT, idle_write_transaction_timeout = DEFAULT */"
+)
 
 // createTables runs the DDL (idempotent: CREATE TABLE IF NOT EXISTS).
 func (d *Driver) createTables(ctx context.Context) error {

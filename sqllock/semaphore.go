@@ -86,13 +86,30 @@ func semCounter(key string) string { return nsName("sem", key) }
 
 // nsName names key in the namespace ns of the driver's own names: the key
 // after a \x01 byte and ns, which no lock key has (keys have no control
-// characters); a key too long for that is replaced by its SHA-256.
+// characters); a key too long for that is replaced by its SHA-256 in
+// hexadecimal after a #, and so is a key already of that form (# and 64
+// lowercase hexadecimal digits), which would otherwise name the same lock
+// as the long key whose hash it spells.
 func nsName(ns, key string) string {
-	if len(key) < maxKeyLen-1-len(ns) {
+	if len(key) < maxKeyLen-1-len(ns) && !hashForm(key) {
 		return "\x01" + ns + key
 	}
 	h := sha256.Sum256([]byte(key))
 	return "\x01" + ns + "#" + hex.EncodeToString(h[:])
+}
+
+// hashForm reports whether key is # and 64 lowercase hexadecimal digits,
+// the tail of a hashed name (see nsName).
+func hashForm(key string) bool {
+	if len(key) != 1+2*sha256.Size || key[0] != '#' {
+		return false
+	}
+	for i := 1; i < len(key); i++ {
+		if c := key[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // TryAcquirePermits takes req.Permits free permit slots of the semaphore
@@ -197,7 +214,7 @@ func (d *Driver) semEnsure(ctx context.Context, sd semDialect, key string, from,
 		err := d.insertStmt(ictx, sd.semCreate(d.q.table, key, from, min(to, from+semChunk)))
 		cancel()
 		switch {
-		case err == nil, d.dia.deadlock(err):
+		case err == nil, d.dia.createRace(err):
 		case ctx.Err() == nil && errors.Is(ictx.Err(), context.DeadlineExceeded):
 			return nil // created by another session: the next attempt sees them
 		default:
