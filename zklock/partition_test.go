@@ -43,6 +43,11 @@ func TestFollowerCutAfterRenewal(t *testing.T) {
 		t.Skipf("cuts loopback connections with iptables, which does not work here: %v", err)
 	}
 	c := startCluster(t, 3)
+	if p := c.g.Provider(); p != "local" {
+		// The members' own connections are in the containers' network
+		// namespaces there, out of reach of the host's loopback rules.
+		t.Skipf("cuts the members' loopback connections on the host: local provider only (this group: %s; the local pass of CI runs it)", p)
+	}
 	if err := c.g.Wait(ctxFor(t, time.Minute)); err != nil {
 		t.Fatal(err)
 	}
