@@ -26,7 +26,7 @@ type rlock struct {
 
 // Release implements backend.Lock: it releases on every node, and
 // succeeds if a majority of nodes held the lock for its owner (see
-// releaseVerdict).
+// verdict).
 func (l *rlock) Release(ctx context.Context) error {
 	if !l.released.CompareAndSwap(false, true) {
 		return fmt.Errorf("redislock: release %q: %w: already released", l.key, backend.ErrNotHeld)
@@ -58,36 +58,7 @@ func (l *rlock) Release(ctx context.Context) error {
 			return struct{}{}, nil
 		})
 	}
-	return releaseVerdict(l.key, released, errs, l.r.quorum)
-}
-
-// releaseVerdict decides a release from the nodes' answers. The lock was
-// held only if a majority held it: freeing the owner's hold on a minority
-// (its hold lapsed on the others, where another owner may hold the key
-// now) frees a straggler, but the answer is ErrNotHeld, or the caller
-// would believe its critical section was protected. If failed nodes leave
-// it undecided, the answer is ErrUnavailable.
-func releaseVerdict(key string, released []bool, errs []error, quorum int) error {
-	freed, notHeld := 0, 0
-	for i := range released {
-		switch {
-		case released[i]:
-			freed++
-		case errs[i] == nil:
-			notHeld++
-		}
-	}
-	switch {
-	case freed >= quorum:
-		return nil
-	case notHeld > len(released)-quorum:
-		if freed > 0 {
-			return fmt.Errorf("redislock: release %q: %w: held on only %d of %d nodes (freed there)", key, backend.ErrNotHeld, freed, len(released))
-		}
-		return fmt.Errorf("redislock: release %q: %w", key, backend.ErrNotHeld)
-	default:
-		return fmt.Errorf("redislock: release %q: %w: released on %d of %d nodes, need %d: %w", key, backend.ErrUnavailable, freed, len(released), quorum, errors.Join(errs...))
-	}
+	return verdict("release", l.key, released, errs, l.r.quorum)
 }
 
 // Refresh implements backend.Lock: the lock stays held if a majority of
@@ -99,26 +70,41 @@ func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) error {
 	return l.r.refreshVerdict(l.key, vals, errs)
 }
 
-// refreshVerdict decides a refresh from the nodes' replies: held on a
-// majority, lost if too many nodes no longer hold it, else unknown.
+// refreshVerdict decides a refresh from the nodes' replies (1: held
+// and extended).
 func (r *Redlock) refreshVerdict(key string, vals []int64, errs []error) error {
+	held := make([]bool, len(vals))
+	for i, v := range vals {
+		held[i] = errs[i] == nil && v == 1
+	}
+	return verdict("refresh", key, held, errs, r.quorum)
+}
+
+// verdict decides a refresh or a release (op) from the nodes' answers:
+// held[i], node i held the lock for its owner (and extended or freed it);
+// a node that answered without holding it counts against. The lock was
+// held only if a majority held it: a minority's holds are stragglers of a
+// lock that lapsed on the others, where another owner may hold the key now
+// (a release still frees them, but must not tell the caller its critical
+// section was protected): ErrNotHeld. If failed nodes leave it undecided:
+// ErrUnavailable.
+func verdict(op, key string, held []bool, errs []error, quorum int) error {
 	ok, notHeld := 0, 0
-	for i := range vals {
+	for i := range held {
 		switch {
-		case errs[i] != nil:
-		case vals[i] == 1:
+		case held[i]:
 			ok++
-		default:
+		case errs[i] == nil:
 			notHeld++
 		}
 	}
 	switch {
-	case ok >= r.quorum:
+	case ok >= quorum:
 		return nil
-	case notHeld > len(vals)-r.quorum:
-		return fmt.Errorf("redislock: refresh %q: %w: held on only %d of %d nodes", key, backend.ErrNotHeld, ok, len(vals))
+	case notHeld > len(held)-quorum:
+		return fmt.Errorf("redislock: %s %q: %w: held on only %d of %d nodes", op, key, backend.ErrNotHeld, ok, len(held))
 	default:
-		return fmt.Errorf("redislock: refresh %q: %w: held on %d of %d nodes, need %d: %w", key, backend.ErrUnavailable, ok, len(vals), r.quorum, errors.Join(errs...))
+		return fmt.Errorf("redislock: %s %q: %w: held on %d of %d nodes, need %d: %w", op, key, backend.ErrUnavailable, ok, len(held), quorum, errors.Join(errs...))
 	}
 }
 

@@ -159,7 +159,7 @@ return 1
 // once: one "released last" field would be overwritten). With mode "m" it
 // withdraws the owner's mark instead. Reply 1 if it was held (or released
 // within the memory), 0 if not.
-var rwReleaseScript = redis.NewScript(rwPrelude + `
+var rwReleaseScript = redis.NewScript(rwPrelude + releasedMemo + `
 prune()
 if ARGV[2] == 'm' then
   if redis.call('HGET', H, 'm') == ARGV[1] then
@@ -169,17 +169,11 @@ if ARGV[2] == 'm' then
   end
   return 0
 end
-local G = KEYS[4]
 local function again()
-  local gone = redis.call('ZSCORE', G, ARGV[3])
-  if gone and tonumber(gone) > now then return 1 end
+  if releasedLately(KEYS[4], ARGV[3]) then return 1 end
   return 0
 end
-local function remember()
-  redis.call('ZREMRANGEBYSCORE', G, '-inf', now)
-  redis.call('ZADD', G, now + tonumber(ARGV[5]), ARGV[3])
-  redis.call('PEXPIRE', G, ARGV[5])
-end
+local function remember() rememberReleased(KEYS[4], ARGV[3], tonumber(ARGV[5])) end
 if ARGV[2] == 'w' then
   if redis.call('HGET', H, 'w') ~= ARGV[1] or redis.call('HDEL', H, 'a:' .. ARGV[3]) == 0 then
     return again()

@@ -302,3 +302,25 @@ end
 redis.call('HSET', KEYS[1], 't', token)
 return 1
 `)
+
+// releasedMemo is a Lua fragment for the scripts that remember every
+// hold or grant they release, for a while, in a sorted set of its own
+// scored by when it is forgotten, so that a release the client sent again
+// after losing the reply succeeds instead of reporting ErrNotHeld, also
+// when other holders released in between (a semaphore's and a read-write
+// lock's holders release at any time: one "released last" value would be
+// overwritten). releasedLately(set, id) tells whether id was released
+// and is still remembered; rememberReleased(set, id, ms) remembers it for
+// ms, dropping what is forgotten. now (the server's clock, ms) must be a
+// local defined before the fragment.
+const releasedMemo = `
+local function releasedLately(set, id)
+  local gone = redis.call('ZSCORE', set, id)
+  return gone and tonumber(gone) > now or false
+end
+local function rememberReleased(set, id, ms)
+  redis.call('ZREMRANGEBYSCORE', set, '-inf', now)
+  redis.call('ZADD', set, now + ms, id)
+  redis.call('PEXPIRE', set, ms)
+end
+`

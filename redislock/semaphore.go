@@ -128,16 +128,13 @@ return 1
 // one "last released" value would be overwritten in between. Reply: 1
 // (also for a grant released within the memory), or 0 if the grant was
 // gone already.
-var semReleaseScript = redis.NewScript(semPurge + `
+var semReleaseScript = redis.NewScript(semPurge + releasedMemo + `
 local v = redis.call('HGET', KEYS[2], ARGV[1])
 if not v then
-  local gone = redis.call('ZSCORE', KEYS[4], ARGV[1])
-  if gone and tonumber(gone) > now then return 1 end
+  if releasedLately(KEYS[4], ARGV[1]) then return 1 end
   return 0
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
-redis.call('ZADD', KEYS[4], now + ` + strconv.FormatInt(millis(releasedMemory), 10) + `, ARGV[1])
-redis.call('PEXPIRE', KEYS[4], ` + strconv.FormatInt(millis(releasedMemory), 10) + `)
+rememberReleased(KEYS[4], ARGV[1], ` + strconv.FormatInt(millis(releasedMemory), 10) + `)
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
 used = used - tonumber(string.match(v, '^(%d+):'))
