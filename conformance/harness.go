@@ -85,6 +85,22 @@ type ReplyDropper interface {
 	Dropped(d backend.Driver) int
 }
 
+// UserClients is implemented by harnesses that can make a driver the way
+// a service makes one: over its own store client, built with the client
+// library's defaults and nothing more (go-redis NewClient with only Addr,
+// sql.Open with the DSN, a pgx pool, clientv3.New, zk.Connect), passed to
+// the backend package's New. Such a client may not honour ctx deadlines
+// (go-redis without ContextTimeoutEnabled waits out its ReadTimeout), so
+// the stall cases run with it too: the portable layer, not the client,
+// must end a lease at its deadline. Partition, Kill and DropNextReply work
+// on such drivers as on NewDriver's; the harness closes the client it made
+// when it is closed.
+type UserClients interface {
+	// NewUserDriver returns a driver over a new user-made client, with its
+	// own connections and session.
+	NewUserDriver(ctx context.Context) (backend.Driver, error)
+}
+
 // NativeErrors is implemented by harnesses that know their store client's
 // own error types. Where a case gets a store error (ErrUnavailable), it
 // checks that errors.As (or errors.Is for a client's sentinel errors)

@@ -80,6 +80,7 @@ var cases = []testCase{
 	{"BatchRefresh", "RefreshAll (where implemented) answers for each lock on its own and refuses another driver's", testBatchRefresh},
 	{"Notify", "Subscribe (where implemented) announces a release within a TTL", testNotify},
 	{"Wait", "Wait (where implemented) grants soon after the release with a greater token; a Wait that gives up leaves nothing", testWait},
+	{"StallEndsAtDeadline", "a holder whose store stops answering for longer than the TTL (its path stalled both ways, or the server paused) sees every lease, of every primitive, end no later than its own Deadline() and before another client is granted the lock, with the harness's client and with a user-made one whose calls may ignore ctx", testStallEndsAtDeadline},
 	{"PartitionedHolder", "a holder cut off by a partition reports the lease in doubt within three quarters of its TTL (its renewal is due by TTL/3 and unanswered after TTL/6 more) and lost before the store grants the lock to anyone else", testPartitionedHolder},
 	{"PartitionHealed", "a partition shorter than the validity is survived: the lease is held again after the heal", testPartitionHealed},
 	{"LostAcquireReply", "an acquisition whose reply is lost leaves no ghost: the caller holds the lock, or it is free within 2×TTL", testLostAcquireReply},

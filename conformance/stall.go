@@ -1,0 +1,253 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
+)
+
+// The stall case: a holder's store stops answering (its path black-holed
+// both ways, or the server paused) for longer than the TTL. Whatever the
+// store client does meanwhile (a client made with its library's defaults
+// may ignore ctx deadlines and wait out a long read timeout), the portable
+// layer owns the deadline: every lease, of every primitive, ends no later
+// than its own Deadline(), and before anyone else is granted its lock.
+
+// lateAllowance is how late after its Deadline() a lease's end may be
+// observed: the timer's goroutine and the observer's must be scheduled on
+// a machine whose cores may be busy. It stays well below any drift margin
+// the portable layer keeps between a lease's deadline and the store's
+// expiry, so a lease ended within it still ended before the store could
+// grant the lock again (the overlap check says so directly).
+func lateAllowance(ttl time.Duration) time.Duration { return max(100*time.Millisecond, ttl/10) }
+
+// stallHold is one lease of one primitive held across the stall.
+type stallHold struct {
+	what     string
+	done     <-chan struct{}
+	err      func() error
+	deadline func() time.Time
+	// rival, if set, is started once the stall begins: another client
+	// waiting for the same lock, primitive and side; it returns when it
+	// was granted (and holds until the case ends).
+	rival func(ctx context.Context) (time.Time, error)
+
+	ended, rivalAt time.Time
+	rivalErr       error
+}
+
+// stallHolds takes one lease of each primitive the store offers on a,
+// with rivals on b for the overlap check.
+func stallHolds(t *testing.T, e *env, a, b *client, tag string) []*stallHold {
+	t.Helper()
+	var hs []*stallHold
+	lease := func(what string, le *distlock.Lease, rival func(ctx context.Context) (*distlock.Lease, error)) {
+		h := &stallHold{what: what, done: le.Done(), err: le.Err, deadline: le.Deadline}
+		if rival != nil {
+			h.rival = func(ctx context.Context) (time.Time, error) {
+				rl, err := rival(ctx)
+				at := time.Now()
+				if err == nil {
+					t.Cleanup(func() { _ = rl.Release(ctxFor(t, 10*time.Second)) })
+				}
+				return at, err
+			}
+		}
+		hs = append(hs, h)
+	}
+
+	key := e.key(tag + "-mutex")
+	lease("mutex", mustAcquire(t, a, key), func(ctx context.Context) (*distlock.Lease, error) { return b.Acquire(ctx, key) })
+
+	if a.Capabilities().Semaphore != "" {
+		skey := e.key(tag + "-sem")
+		sa, err := a.Semaphore(skey, 1)
+		if err != nil {
+			t.Fatalf("Semaphore(%q, 1): %v", skey, err)
+		}
+		sb, err := b.Semaphore(skey, 1)
+		if err != nil {
+			t.Fatalf("Semaphore(%q, 1): %v", skey, err)
+		}
+		le, err := sa.Acquire(ctxFor(t, 30*time.Second))
+		if err != nil {
+			t.Fatalf("semaphore Acquire: %v", err)
+		}
+		lease("semaphore permit", le, func(ctx context.Context) (*distlock.Lease, error) { return sb.Acquire(ctx) })
+	}
+
+	if ma, err := a.RWMutex(e.key(tag + "-rw-read")); err == nil {
+		mb, err := b.RWMutex(e.key(tag + "-rw-read"))
+		if err != nil {
+			t.Fatalf("RWMutex: %v", err)
+		}
+		lease("read hold", mustRLock(t, ma), func(ctx context.Context) (*distlock.Lease, error) { return mb.Lock(ctx) })
+		wa, _ := a.RWMutex(e.key(tag + "-rw-write"))
+		wb, _ := b.RWMutex(e.key(tag + "-rw-write"))
+		wl, err := wa.Lock(ctxFor(t, 30*time.Second))
+		if err != nil {
+			t.Fatalf("RWMutex Lock: %v", err)
+		}
+		lease("write hold", wl, func(ctx context.Context) (*distlock.Lease, error) { return wb.RLock(ctx) })
+	} else if !errors.Is(err, distlock.ErrUnsupported) {
+		t.Fatalf("RWMutex: %v", err)
+	}
+
+	mkeys := []string{e.key(tag + "-multi-1"), e.key(tag + "-multi-2")}
+	ml, err := a.AcquireAll(ctxFor(t, 30*time.Second), mkeys)
+	if err != nil {
+		t.Fatalf("AcquireAll(%q): %v", mkeys, err)
+	}
+	mh := &stallHold{what: "multi-lock", done: ml.Done(), err: ml.Err, deadline: ml.Deadline}
+	mh.rival = func(ctx context.Context) (time.Time, error) {
+		rl, err := b.AcquireAll(ctx, mkeys)
+		at := time.Now()
+		if err == nil {
+			t.Cleanup(func() { _ = rl.Release(ctxFor(t, 10*time.Second)) })
+		}
+		return at, err
+	}
+	hs = append(hs, mh)
+
+	name := e.key(tag + "-election")
+	ld, err := election(t, a, name).Campaign(ctxFor(t, 30*time.Second), "stalled")
+	if err != nil {
+		t.Fatalf("Campaign: %v", err)
+	}
+	eb := election(t, b, name)
+	lease("leadership term", ld.Lease(), func(ctx context.Context) (*distlock.Lease, error) {
+		rl, err := eb.Campaign(ctx, "rival")
+		if err != nil {
+			return nil, err
+		}
+		return rl.Lease(), nil
+	})
+	return hs
+}
+
+// runStall holds every primitive on a Locker over d, stalls the store for
+// that driver, and checks that each lease ends by its own deadline and
+// before a rival (on a client the stall does not reach, where the harness
+// can partition one driver) is granted its lock.
+func runStall(t *testing.T, e *env, d backend.Driver) {
+	a := e.lockerOver(t, d)
+	b := e.locker(t)
+	hs := stallHolds(t, e, a, b, "stall")
+
+	var resume func()
+	rivals := true
+	if p, ok := e.h.(Partitioner); ok {
+		resume = partition(t, p, a.d)
+	} else {
+		sc := serverControl(t, e)
+		if err := sc.StopServer(ctxFor(t, time.Minute)); err != nil {
+			t.Fatalf("StopServer: %v", err)
+		}
+		resume = func() {
+			if err := sc.StartServer(ctxFor(t, 2*time.Minute)); err != nil {
+				t.Errorf("StartServer: %v", err)
+			}
+		}
+		rivals = false // no one can be granted anything while the server is paused
+	}
+	stalled := time.Now()
+
+	// The stall outlasts every lease's validity: its deadline, at most a
+	// TTL away, plus the allowance; a store may hand locks on only at its
+	// own expiry, a TTL and more after the last renewal.
+	bound := 3*e.ttl + 30*time.Second
+	var wg sync.WaitGroup
+	for _, h := range hs {
+		wg.Go(func() {
+			select {
+			case <-h.done:
+				h.ended = time.Now()
+			case <-time.After(bound):
+			}
+		})
+		if rivals && h.rival != nil {
+			wg.Go(func() { h.rivalAt, h.rivalErr = h.rival(ctxFor(t, bound)) })
+		}
+	}
+	wg.Wait()
+	resume()
+
+	late := lateAllowance(e.ttl)
+	for _, h := range hs {
+		dl := h.deadline()
+		switch {
+		case h.ended.IsZero():
+			t.Errorf("%s: still not ended %v into a stall of its store (deadline %v after the stall began; state err %v)",
+				h.what, bound, dl.Sub(stalled).Round(time.Millisecond), h.err())
+			continue
+		case h.ended.After(dl.Add(late)):
+			t.Errorf("%s: ended %v after its Deadline() (%v into the stall; allowed %v): the lease outlived its validity while the store client had a call out",
+				h.what, h.ended.Sub(dl).Round(time.Millisecond), h.ended.Sub(stalled).Round(time.Millisecond), late)
+		}
+		if err := h.err(); !errors.Is(err, distlock.ErrLost) {
+			t.Errorf("%s: Err() after the stall = %v, want ErrLost", h.what, err)
+		}
+		if !rivals || h.rival == nil {
+			continue
+		}
+		switch {
+		case h.rivalErr != nil:
+			t.Errorf("%s: another client was never granted the stalled holder's lock: %v", h.what, h.rivalErr)
+		case !h.rivalAt.After(h.ended):
+			t.Errorf("%s: another client was granted the lock %v before the stalled holder's lease ended (overlap)",
+				h.what, h.ended.Sub(h.rivalAt).Round(time.Millisecond))
+		default:
+			t.Logf("%s: ended %v before its deadline, %v into the stall; rival granted %v later",
+				h.what, dl.Sub(h.ended).Round(time.Millisecond), h.ended.Sub(stalled).Round(time.Millisecond),
+				h.rivalAt.Sub(h.ended).Round(time.Millisecond))
+		}
+	}
+}
+
+// testStallEndsAtDeadline runs the stall with the harness's own driver and
+// with a driver over a user-made client (UserClients).
+func testStallEndsAtDeadline(t *testing.T, e *env) {
+	if _, ok := e.h.(Partitioner); !ok {
+		serverControl(t, e) // skips without either hook
+	}
+	t.Run("harness-client", func(t *testing.T) {
+		e := e.sub("h")
+		runStall(t, e, e.driver(t))
+	})
+	t.Run("user-client", func(t *testing.T) {
+		uc, ok := e.h.(UserClients)
+		if !ok {
+			t.Skip("the harness makes no driver over a user-made client (no conformance.UserClients)")
+		}
+		e := e.sub("u")
+		d, err := uc.NewUserDriver(ctxFor(t, 30*time.Second))
+		if err != nil {
+			t.Fatalf("NewUserDriver: %v", err)
+		}
+		t.Cleanup(func() { _ = d.Close() })
+		runStall(t, e, d)
+	})
+}
+
+// sub returns e with a key prefix of its own, for a subtest.
+func (e *env) sub(tag string) *env {
+	s := *e
+	s.prefix = fmt.Sprintf("%s%s-", e.prefix, tag)
+	return &s
+}
+
+// lockerOver makes a Locker over d (which the case closes), as e.locker
+// does over a new driver.
+func (e *env) lockerOver(t *testing.T, d backend.Driver, opts ...distlock.LockerOption) *client {
+	t.Helper()
+	opts = append([]distlock.LockerOption{distlock.WithDefaultTTL(e.ttl)}, opts...)
+	l := distlock.New(d, opts...)
+	t.Cleanup(func() { _ = l.Close() })
+	return &client{Locker: l, d: d}
+}
