@@ -47,7 +47,7 @@ FUZZTIME_SHORT ?= 100000x
 # DISTLOCK_FAULTS_BACKENDS pass through (docs/testing.md).
 FAULTS_DURATION ?= 60s
 
-.PHONY: all deps servers images test test-unit test-local test-docker fuzz fuzz-short faults lint bench demo clean-containers help
+.PHONY: all deps servers images test test-unit test-local test-docker test-loaded fuzz fuzz-short faults lint bench demo clean-containers help
 
 all: test
 
@@ -55,6 +55,7 @@ help:
 	@echo "make demo   - compare every backend side by side on this machine (report in $(DEMO_OUT)/)"
 	@echo "make test   - install what is missing, run every test with -race, local servers then containers"
 	@echo "make faults - every backend under a seeded random fault schedule, judged by the history checker (FAULTS_DURATION=$(FAULTS_DURATION) each)"
+	@echo "make test-loaded - the tests again while a CPU hog keeps every core busy (LOADED_PKGS=$(LOADED_PKGS))"
 	@echo "make lint   - gofmt, go vet, staticcheck, go mod tidy leaves every go.mod unchanged"
 	@echo "make fuzz   - every fuzz target for FUZZTIME (default 60s) each"
 	@echo "make images - build the substitute container images from Debian packages (no registry needed)"
@@ -97,6 +98,15 @@ test-docker:
 	else \
 		echo "test-docker: no Docker engine reachable: container pass skipped"; \
 	fi
+
+# The tests of LOADED_PKGS with servers as local processes, while a CPU hog
+# (stress-ng, or busy loops) keeps every core busy: a test that passes only
+# on an idle machine is a defect. `make test-loaded` runs every package;
+# .ci/run runs a bounded set (LOADED_PKGS_CI).
+LOADED_PKGS    ?= ./...
+LOADED_PKGS_CI ?= . ./memlock/... ./conformance/... ./backend/...
+test-loaded: deps
+	DISTLOCK_SANDBOX=local scripts/cpu-hog.sh $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(LOADED_PKGS)
 
 # Each fuzz target for a bounded time; the seed corpora under
 # testdata/fuzz/ also run as plain tests in every go test.

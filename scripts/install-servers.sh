@@ -5,7 +5,8 @@
 # plus debootstrap for scripts/build-images.sh, chromium, in which the
 # tests of cmd/distlock render the bench report (headless), and iptables
 # and iproute2 (ss), with which a zklock test cuts one ensemble member's
-# loopback connections to another.
+# loopback connections to another, and stress-ng, the CPU hog of
+# scripts/cpu-hog.sh (make test-loaded).
 #
 # Idempotent: does nothing when every package is already installed.
 # Must run as root (or through sudo) on a Debian/Ubuntu machine.
@@ -16,7 +17,7 @@
 set -eu
 
 PACKAGES="redis-server redis-tools mariadb-server mariadb-client etcd-server etcd-client
-libzookeeper-java default-jre-headless libslf4j-java postgresql debootstrap chromium iptables iproute2"
+libzookeeper-java default-jre-headless libslf4j-java postgresql debootstrap chromium iptables iproute2 stress-ng"
 
 missing=""
 for p in $PACKAGES; do
