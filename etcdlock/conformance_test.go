@@ -54,3 +54,5 @@ func TestHarnessHooks(t *testing.T) {
 func TestInspectors(t *testing.T) {
 	insptest.Run(t, newHarness(startCluster(t, 1), "insptest/"))
 }
+
+var _ conformance.UserClients = (*harness)(nil)

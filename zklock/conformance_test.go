@@ -12,24 +12,26 @@ import (
 func TestConformance(t *testing.T) {
 	c := startCluster(t, 1)
 	conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
-		return harness{c: c}, nil
+		return newHarness(c), nil
 	})
 }
 
 func TestConformanceEnsemble(t *testing.T) {
 	c := startCluster(t, 3)
 	conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
-		return harness{c: c}, nil
+		return newHarness(c), nil
 	})
 }
 
 // TestHarnessHooks checks the harness's Partitioner and ReplyDropper
 // (per-driver proxies) before the conformance cases rely on them.
 func TestHarnessHooks(t *testing.T) {
-	hooktest.Run(t, harness{c: startCluster(t, 1)})
+	hooktest.Run(t, newHarness(startCluster(t, 1)))
 }
 
 // TestInspectors checks InspectSemaphore and InspectRW against grants.
 func TestInspectors(t *testing.T) {
-	insptest.Run(t, harness{c: startCluster(t, 1)})
+	insptest.Run(t, newHarness(startCluster(t, 1)))
 }
+
+var _ conformance.UserClients = (*harness)(nil)
