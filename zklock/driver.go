@@ -55,10 +55,13 @@ type Driver struct {
 	heldMu sync.Mutex
 	held   *backend.HeldSet[*lockNode] // the current session's locks (contact.go)
 
-	closing chan struct{}
-	mu      sync.Mutex // guards closed and the Add side of wg
-	closed  bool
-	wg      sync.WaitGroup // every goroutine the driver started
+	closing  chan struct{}
+	closeCtx context.Context // ends when closing is closed
+	mu       sync.Mutex      // guards closed and the Add side of wg and calls
+	closed   bool
+	wg       sync.WaitGroup // the driver's own goroutines
+	calls    sync.WaitGroup // goroutines running a go-zookeeper call for do
+	endCtx   context.CancelFunc
 }
 
 // New returns a Driver over conn, a go-zookeeper connection. The driver
@@ -95,6 +98,7 @@ func newDriver(conn *zk.Conn, o Options, owned bool, s *session) (*Driver, error
 		acl = zk.WorldACL(zk.PermAll)
 	}
 	d := &Driver{conn: conn, owned: owned, base: base, acl: acl, timeout: s.timeout, sess: s, closing: make(chan struct{})}
+	d.closeCtx, d.endCtx = context.WithCancel(context.Background())
 	d.orphans.init()
 	d.held = &backend.HeldSet[*lockNode]{}
 	d.goTracked(d.reap)
@@ -136,6 +140,15 @@ func (d *Driver) Capabilities() backend.Capabilities {
 // Close stops the driver's goroutines and, if the driver opened its
 // connection itself (distlock.Open), closes it, which ends the session and
 // with it every lock still held. A connection passed to New stays open.
+//
+// go-zookeeper's calls take no ctx, and on a connection passed to New the
+// driver cannot cut them short by closing it: Close does not wait for the
+// calls still out there (a Refresh or Release its caller gave up on while
+// the server did not answer). They end when go-zookeeper ends them (its
+// receive timeout, 2/3 of the session timeout, fails a request sent; a
+// queued one may wait for the next connection's handshake) or when the
+// connection is closed; what they leave behind (a lock node of an
+// abandoned acquisition) lives until the session ends.
 func (d *Driver) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -144,9 +157,11 @@ func (d *Driver) Close() error {
 	}
 	d.closed = true
 	close(d.closing)
+	d.endCtx()
 	d.mu.Unlock()
 	if d.owned {
 		d.conn.Close()
+		d.calls.Wait() // go-zookeeper fails them at once once closed
 	}
 	d.wg.Wait()
 	return nil
@@ -194,9 +209,10 @@ func (d *Driver) goTracked(f func()) bool {
 }
 
 // do runs f, a blocking go-zookeeper call, honouring ctx: if ctx ends
-// first, do returns its cause at once and f finishes on a goroutine the
-// driver owns (go-zookeeper bounds every call by its receive timeout). The
-// caller must not touch what f writes unless do returned nil.
+// first, do returns its cause at once and f finishes on a goroutine of its
+// own (go-zookeeper bounds a request sent by its receive timeout, 2/3 of
+// the session timeout; Close does not wait for it on a connection passed
+// to New). The caller must not touch what f writes unless do returned nil.
 //
 // While the connection has no session, do fails at once with
 // errDisconnected instead of queueing the request: the outcome is the same
@@ -216,9 +232,13 @@ func (d *Driver) do(ctx context.Context, f func()) error {
 		return nil
 	}
 	done := make(chan struct{})
-	if !d.goTracked(func() { defer close(done); f() }) {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
 		return backend.ErrClosed
 	}
+	d.calls.Go(func() { defer close(done); f() })
+	d.mu.Unlock()
 	select {
 	case <-done:
 		return nil
