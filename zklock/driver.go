@@ -62,12 +62,60 @@ type Driver struct {
 	wg       sync.WaitGroup // the driver's own goroutines
 	calls    sync.WaitGroup // goroutines running a go-zookeeper call for do
 	endCtx   context.CancelFunc
+
+	warnings []string // what New found wrong, logged by SetLogger
 }
 
-// New returns a Driver over conn, a go-zookeeper connection. The driver
-// never closes conn: Close stops only the driver's own goroutines, and the
-// locks it still holds live on until conn's session ends.
+// New returns a Driver over conn, a go-zookeeper connection the caller
+// made (zk.Connect(servers, sessionTimeout, ...)) and keeps owning. The
+// driver never closes conn: Close stops only the driver's own goroutines,
+// and the locks it still holds live on until conn's session ends.
 // opts.SessionTimeout is required.
+//
+// What the driver needs from conn:
+//
+//   - opts.SessionTimeout must be what the server granted, and
+//     go-zookeeper does not say what that was: pass the value given to
+//     zk.Connect and make sure the servers' minSessionTimeout and
+//     maxSessionTimeout (2 and 20 ticks: 4 s and 40 s at the default
+//     tickTime of 2 s) allow it. A server that grants more only makes the
+//     leases shorter than they could be; one that grants less makes every
+//     lease trusted for longer than the session is sure to live, so
+//     another client may be granted the lock before this one reports the
+//     loss. A timeout above 40 s is logged as a warning (through the
+//     Locker's logger) for that reason. distlock.Open reads the granted
+//     value from the server's answer instead.
+//   - Nothing else: every lease is vouched for 5/12 of the session
+//     timeout after each renewal (see the package doc), and the portable
+//     layer ends it at that deadline whether or not a call is still out.
+//     go-zookeeper's calls take no ctx and no per-call timeout, so the
+//     driver cannot bound them on conn: it gives up on a call when its
+//     ctx ends and leaves it to go-zookeeper, which fails a request sent
+//     once its receive timeout (2/3 of the session timeout) passes with
+//     nothing from the server. Close does not wait for such calls.
+//   - conn's events stay the caller's: the driver polls conn.State and
+//     conn.SessionID a twentieth of the session timeout apart. A lost
+//     connection puts the leases in doubt with the validity of their last
+//     renewal; a new session id means the old session expired, and its
+//     locks are lost. An event channel nobody reads is harmless
+//     (go-zookeeper drops events it cannot deliver), but an event callback
+//     (zk.WithEventCallback) runs on go-zookeeper's receive goroutine:
+//     while it blocks, no reply is read, renewals' included, and the
+//     leases end in doubt. conn keeps its own logger (SetLogger concerns
+//     only connections distlock.Open made).
+//
+// Sharing conn with the service's other work: the locks live in conn's
+// session, with the service's own ephemeral nodes and watches, and end
+// with it. Close the Locker before conn: conn.Close ends the session on the
+// server, which frees every lock at once, while the driver cannot tell a
+// closed connection from a lost one and reports its leases held, then in
+// doubt, until their deadline (up to 5/12 of the session timeout), when
+// another client may hold them already. Requests share one connection and
+// are answered in order, so a large read of the service's delays the
+// renewals queued behind it (their validity counts from their send time,
+// so this costs doubt, not safety). The connections distlock.Open makes
+// work around a data race of go-zookeeper v1.0.4 after a reconnect with
+// watches set (its PR #35; see session.go); conn does not.
 //
 // While conn has no session (still connecting, or reconnecting), the
 // driver's calls fail at once with ErrUnavailable rather than queue: wait
@@ -84,8 +132,21 @@ func New(conn *zk.Conn, opts *Options) (*Driver, error) {
 	if o.SessionTimeout <= 0 {
 		return nil, fmt.Errorf("zklock: New: %w: Options.SessionTimeout is required (the session timeout the server granted)", backend.ErrInvalidConfig)
 	}
-	return newDriver(conn, o, false, &session{asked: o.SessionTimeout})
+	d, err := newDriver(conn, o, false, &session{asked: o.SessionTimeout})
+	if err != nil {
+		return nil, err
+	}
+	if o.SessionTimeout > maxDefaultSession {
+		d.warnings = append(d.warnings, fmt.Sprintf("zklock: Options.SessionTimeout %v is above %v, the longest session a ZooKeeper server grants with default settings (maxSessionTimeout 20 ticks of 2 s); the driver cannot learn the granted timeout from a connection passed to New, so if the server granted less, every lease is trusted for longer than the session is sure to live: make sure the servers' maxSessionTimeout allows %v, or use distlock.Open, which reads the granted timeout",
+			o.SessionTimeout, maxDefaultSession, o.SessionTimeout))
+	}
+	return d, nil
 }
+
+// maxDefaultSession is the longest session timeout a ZooKeeper server
+// grants with default settings: maxSessionTimeout is 20 ticks, and
+// tickTime 2 s.
+const maxDefaultSession = 40 * time.Second
 
 // newDriver makes a driver; owned drivers opened conn with s's dialer.
 func newDriver(conn *zk.Conn, o Options, owned bool, s *session) (*Driver, error) {
@@ -113,8 +174,17 @@ func newDriver(conn *zk.Conn, o Options, owned bool, s *session) (*Driver, error
 
 // SetLogger implements backend.Logging: go-zookeeper's messages about a
 // connection the driver made (URL-opened) go to l at DEBUG. A connection
-// given to New keeps the logger it was made with.
-func (d *Driver) SetLogger(l *slog.Logger) { d.sess.logger.Store(l) }
+// given to New keeps the logger it was made with. What New found wrong
+// with its options is logged to l at WARN.
+func (d *Driver) SetLogger(l *slog.Logger) {
+	d.sess.logger.Store(l)
+	if l == nil {
+		return
+	}
+	for _, w := range d.warnings {
+		l.Warn(w)
+	}
+}
 
 // Capabilities reports a fair queue whose locks live as long as the
 // driver's session; the TTL of every lock is 5/12 of the session timeout

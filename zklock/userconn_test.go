@@ -3,11 +3,15 @@ package zklock
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 )
 
@@ -59,4 +63,69 @@ func TestUserConnCloseDuringStall(t *testing.T) {
 	}
 	t.Logf("Close took %v with a call out", took)
 	_ = h.Heal(context.Background(), d)
+}
+
+// records is a slog.Handler keeping the records it gets.
+type records struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recs = append(r.recs, rec)
+	return nil
+}
+func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *records) WithGroup(string) slog.Handler      { return r }
+
+// warnings returns the messages of the WARN records.
+func (r *records) warnings() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ws []string
+	for _, rec := range r.recs {
+		if rec.Level == slog.LevelWarn {
+			ws = append(ws, rec.Message)
+		}
+	}
+	return ws
+}
+
+type quietZK struct{}
+
+func (quietZK) Printf(string, ...any) {}
+
+// TestNewWarnsLongSession: a session timeout that a server with default
+// settings would cut (above 40 s) is logged as a warning through the
+// Locker's logger, since the driver cannot learn the granted timeout of a
+// connection passed to New; one it grants is not.
+func TestNewWarnsLongSession(t *testing.T) {
+	for _, tc := range []struct {
+		session time.Duration
+		warn    bool
+	}{{10 * time.Second, false}, {40 * time.Second, false}, {time.Minute, true}} {
+		conn, _, err := zk.Connect([]string{"127.0.0.1:1"}, tc.session, zk.WithLogger(quietZK{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := New(conn, &Options{SessionTimeout: tc.session})
+		if err != nil {
+			conn.Close()
+			t.Fatal(err)
+		}
+		rec := &records{}
+		l := distlock.New(d, distlock.WithLogger(slog.New(rec)))
+		_ = l.Close()
+		conn.Close()
+		ws := rec.warnings()
+		switch {
+		case tc.warn && (len(ws) != 1 || !strings.Contains(ws[0], "maxSessionTimeout")):
+			t.Errorf("SessionTimeout %v: warnings %q, want one about the server's maxSessionTimeout", tc.session, ws)
+		case !tc.warn && len(ws) > 0:
+			t.Errorf("SessionTimeout %v: warnings %q, want none", tc.session, ws)
+		}
+	}
 }
