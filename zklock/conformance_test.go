@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/hooktest"
 	"github.com/distlock/distlock/internal/insptest"
@@ -35,3 +36,18 @@ func TestInspectors(t *testing.T) {
 }
 
 var _ conformance.UserClients = (*harness)(nil)
+
+// userHarness is the harness with NewDriver making user drivers, so that
+// hooktest checks the hooks on drivers over user-made connections too.
+type userHarness struct{ *harness }
+
+func (h userHarness) NewDriver(ctx context.Context) (backend.Driver, error) {
+	return h.NewUserDriver(ctx)
+}
+
+// TestHarnessHooksUserClients checks Partitioner and ReplyDropper on
+// drivers over user-made connections (conformance.UserClients says they
+// work there).
+func TestHarnessHooksUserClients(t *testing.T) {
+	hooktest.Run(t, userHarness{newHarness(startCluster(t, 1))})
+}
