@@ -2,6 +2,7 @@ package etcdlock_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
 )
 
 // freezer is a TCP forwarder whose freeze stops every connection made so
@@ -185,4 +187,42 @@ func TestUserClientClosedUnderLocker(t *testing.T) {
 		t.Fatalf("another client was granted the lock %v after the holder's client was closed, while its lease is still %v", granted.Sub(closed).Round(time.Millisecond), le.State())
 	}
 	t.Logf("rival granted %v after the close; the holder's lease had ended (%v)", granted.Sub(closed).Round(time.Millisecond), le.Err())
+}
+
+// TestUserClientCloseDuringStall: Close of a driver over a user's client
+// whose path is black-holed, with a lock held and a refresh given up on,
+// returns at once: every etcd call of the driver ends with its ctx, which
+// Close ends (the lease is not revoked while a lock is held on it).
+func TestUserClientCloseDuringStall(t *testing.T) {
+	c := startCluster(t, 1)
+	h := newHarness(c, "userstall/")
+	t.Cleanup(func() { _ = h.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d, err := h.NewUserDriver(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := d.TryAcquire(ctx, backend.Request{Key: "k", Owner: "o", TTL: testTTL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Partition(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = h.Heal(ctx, d) }()
+	short, stop := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer stop()
+	if err := g.Lock.Refresh(short, testTTL); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Refresh over a stalled path = %v, want its ctx's deadline", err)
+	}
+	start := time.Now()
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("Close took %v with the path stalled", took)
+	} else {
+		t.Logf("Close took %v with the path stalled", took)
+	}
 }
