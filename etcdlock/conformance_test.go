@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/hooktest"
 	"github.com/distlock/distlock/internal/insptest"
@@ -53,4 +54,21 @@ func TestHarnessHooks(t *testing.T) {
 // TestInspectors checks InspectSemaphore and InspectRW against grants.
 func TestInspectors(t *testing.T) {
 	insptest.Run(t, newHarness(startCluster(t, 1), "insptest/"))
+}
+
+var _ conformance.UserClients = (*harness)(nil)
+
+// userHarness is the harness with NewDriver making user drivers, so that
+// hooktest checks the hooks on drivers over user-made clients too.
+type userHarness struct{ *harness }
+
+func (h userHarness) NewDriver(ctx context.Context) (backend.Driver, error) {
+	return h.NewUserDriver(ctx)
+}
+
+// TestHarnessHooksUserClients checks Partitioner and ReplyDropper on
+// drivers over user-made clients (conformance.UserClients says they work
+// there).
+func TestHarnessHooksUserClients(t *testing.T) {
+	hooktest.Run(t, userHarness{newHarness(startCluster(t, 1), "hooktest-user/")})
 }

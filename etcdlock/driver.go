@@ -64,6 +64,32 @@ type heldKey struct {
 
 // New returns a Driver over c, which the caller keeps owning: Close never
 // closes it. opts may be nil.
+//
+// What the driver needs from c: nothing for its deadlines. Every etcd call
+// it makes carries a ctx, which the etcd client honours, retries included,
+// and the portable layer ends each lease at its own deadline whether or not
+// a call is still out; a client made with clientv3.New and only its
+// Endpoints passes the conformance suite's stall case. DialTimeout is not
+// needed either: a call made while c has no connection waits for one within
+// its ctx and then fails with ErrUnavailable. What c should have is gRPC
+// keepalive (DialKeepAliveTime and DialKeepAliveTimeout; the clients
+// distlock.Open makes use 10 s and 5 s): without it, which is clientv3's
+// default, a connection that died without a reset (a NAT or firewall that
+// dropped its state, a host gone) keeps every request until the kernel
+// gives up on it, about 15 minutes on Linux, and meanwhile every lease ends
+// and nothing can be acquired. The driver cannot see c's configuration to
+// warn about it. c's logger stays c's: the Locker's logger gets none of
+// its messages.
+//
+// Sharing c with the service's other work: the driver grants its own etcd
+// lease and renews it with its own requests (KeepAliveOnce, not c's
+// KeepAlive streams), so the service's leases and watches stay apart from
+// it; they share c's connections, so heavy traffic delays renewals (whose
+// validity counts from their send time: doubt, not a safety loss). Closing
+// c under the driver is safe: the driver's calls then fail with ErrClosed,
+// its leases end at their deadlines, and its etcd lease, no longer renewed
+// and not revoked, expires on the server only after them
+// (TestUserClientClosedUnderLocker).
 func New(c *clientv3.Client, opts *Options) (*Driver, error) {
 	if c == nil {
 		return nil, fmt.Errorf("etcdlock: %w: nil client", backend.ErrInvalidConfig)

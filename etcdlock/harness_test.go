@@ -43,8 +43,8 @@ func (c *cluster) client(ctx context.Context) (*clientv3.Client, error) {
 	})
 }
 
-// harness implements conformance.Harness, ServerControl, Partitioner and
-// ReplyDropper over a cluster. Each driver gets its own client, which
+// harness implements conformance.Harness, ServerControl, Partitioner,
+// ReplyDropper and UserClients over a cluster. Each driver gets its own client, which
 // reaches every member through proxies of its own (sandbox.Proxy), so a
 // partition or a lost reply of one driver leaves the others connected.
 // Kill closes the client without revoking anything; StopServer pauses
@@ -64,6 +64,28 @@ func newHarness(c *cluster, prefix string) *harness {
 }
 
 func (h *harness) NewDriver(ctx context.Context) (backend.Driver, error) {
+	return h.newDriver(func(endpoints []string) (*clientv3.Client, error) {
+		return clientv3.New(clientv3.Config{
+			Endpoints: endpoints, DialTimeout: 10 * time.Second, Context: context.Background(), Logger: zap.NewNop(),
+		})
+	})
+}
+
+// NewUserDriver makes a driver as a service does (conformance.UserClients):
+// clientv3.New with the endpoints and nothing else (no DialTimeout, so New
+// returns without waiting for a connection; the client's default logger,
+// keepalive and retry settings), and New over it. The endpoints are
+// proxies of the driver's own, so Partition and Kill work on it; Close
+// closes the client.
+func (h *harness) NewUserDriver(ctx context.Context) (backend.Driver, error) {
+	return h.newDriver(func(endpoints []string) (*clientv3.Client, error) {
+		return clientv3.New(clientv3.Config{Endpoints: endpoints})
+	})
+}
+
+// newDriver makes a driver over the client newClient makes to proxies of
+// its own, one per member.
+func (h *harness) newDriver(newClient func(endpoints []string) (*clientv3.Client, error)) (backend.Driver, error) {
 	var ps []*sandbox.Proxy
 	var endpoints []string
 	closeProxies := func() {
@@ -80,9 +102,7 @@ func (h *harness) NewDriver(ctx context.Context) (backend.Driver, error) {
 		ps = append(ps, p)
 		endpoints = append(endpoints, p.Addr())
 	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: endpoints, DialTimeout: 10 * time.Second, Context: context.Background(), Logger: zap.NewNop(),
-	})
+	cli, err := newClient(endpoints)
 	if err != nil {
 		closeProxies()
 		return nil, err

@@ -26,6 +26,21 @@ const DefaultPort = 2379
 // no dial_timeout.
 const DefaultDialTimeout = 5 * time.Second
 
+// The gRPC keepalive of the clients Open makes: a connection silent for
+// keepAliveTime is pinged (gRPC's minimum: a shorter time is raised to
+// it), and closed if the ping is unanswered for keepAliveTimeout, so the
+// client dials again. Without it (clientv3's default) a connection that
+// died without a reset (a NAT or firewall that dropped its state, a
+// member's host gone) carries every request into the void until the
+// kernel gives up retransmitting, about 15 minutes on Linux: every lease
+// is lost and nothing can be acquired meanwhile
+// (TestOpenSurvivesDeadConnection). etcd's servers accept pings this
+// often (their --grpc-keepalive-min-time is 5 s).
+const (
+	keepAliveTime    = 10 * time.Second
+	keepAliveTimeout = 5 * time.Second
+)
+
 // config is what a URL asks for.
 type config struct {
 	client  clientv3.Config
@@ -39,6 +54,7 @@ func parseURL(u *backend.URL) (*config, error) {
 	c := &config{}
 	c.options.TTL = q.Duration("ttl", DefaultTTL)
 	c.client.DialTimeout = q.Duration("dial_timeout", DefaultDialTimeout)
+	c.client.DialKeepAliveTime, c.client.DialKeepAliveTimeout = keepAliveTime, keepAliveTimeout
 	c.options.Prefix = u.Path
 	tc := q.TLS(u.Scheme == "etcds", "etcds")
 	if err := q.Err(); err != nil {

@@ -55,16 +55,67 @@ type Driver struct {
 	heldMu sync.Mutex
 	held   *backend.HeldSet[*lockNode] // the current session's locks (contact.go)
 
-	closing chan struct{}
-	mu      sync.Mutex // guards closed and the Add side of wg
-	closed  bool
-	wg      sync.WaitGroup // every goroutine the driver started
+	closing  chan struct{}
+	closeCtx context.Context // ends when closing is closed
+	mu       sync.Mutex      // guards closed and the Add side of wg and calls
+	closed   bool
+	wg       sync.WaitGroup // the driver's own goroutines
+	calls    sync.WaitGroup // goroutines running a go-zookeeper call for do
+	endCtx   context.CancelFunc
+
+	warnings []string // what New found wrong, logged by SetLogger
 }
 
-// New returns a Driver over conn, a go-zookeeper connection. The driver
-// never closes conn: Close stops only the driver's own goroutines, and the
-// locks it still holds live on until conn's session ends.
+// New returns a Driver over conn, a go-zookeeper connection the caller
+// made (zk.Connect(servers, sessionTimeout, ...)) and keeps owning. The
+// driver never closes conn: Close stops only the driver's own goroutines,
+// and the locks it still holds live on until conn's session ends.
 // opts.SessionTimeout is required.
+//
+// What the driver needs from conn:
+//
+//   - opts.SessionTimeout must be what the server granted, and
+//     go-zookeeper does not say what that was: pass the value given to
+//     zk.Connect and make sure the servers' minSessionTimeout and
+//     maxSessionTimeout (2 and 20 ticks: 4 s and 40 s at the default
+//     tickTime of 2 s) allow it. A server that grants more only makes the
+//     leases shorter than they could be; one that grants less makes every
+//     lease trusted for longer than the session is sure to live, so
+//     another client may be granted the lock before this one reports the
+//     loss. A timeout above 40 s is logged as a warning (through the
+//     Locker's logger) for that reason. distlock.Open reads the granted
+//     value from the server's answer instead.
+//   - Nothing else: every lease is vouched for 5/12 of the session
+//     timeout after each renewal (see the package doc), and the portable
+//     layer ends it at that deadline whether or not a call is still out.
+//     go-zookeeper's calls take no ctx and no per-call timeout, so the
+//     driver cannot bound them on conn: it gives up on a call when its
+//     ctx ends and leaves it to go-zookeeper, which fails a request sent
+//     once its receive timeout (2/3 of the session timeout) passes with
+//     nothing from the server. Close does not wait for such calls.
+//   - conn's events stay the caller's: the driver polls conn.State and
+//     conn.SessionID a twentieth of the session timeout apart. A lost
+//     connection puts the leases in doubt with the validity of their last
+//     renewal; a new session id means the old session expired, and its
+//     locks are lost. An event channel nobody reads is harmless
+//     (go-zookeeper drops events it cannot deliver), but an event callback
+//     (zk.WithEventCallback) runs on go-zookeeper's receive goroutine:
+//     while it blocks, no reply is read, renewals' included, and the
+//     leases end in doubt. conn keeps its own logger (SetLogger concerns
+//     only connections distlock.Open made).
+//
+// Sharing conn with the service's other work: the locks live in conn's
+// session, with the service's own ephemeral nodes and watches, and end
+// with it. Close the Locker before conn: conn.Close ends the session on the
+// server, which frees every lock at once, while the driver cannot tell a
+// closed connection from a lost one and reports its leases held, then in
+// doubt, until their deadline (up to 5/12 of the session timeout), when
+// another client may hold them already. Requests share one connection and
+// are answered in order, so a large read of the service's delays the
+// renewals queued behind it (their validity counts from their send time,
+// so this costs doubt, not safety). The connections distlock.Open makes
+// work around a data race of go-zookeeper v1.0.4 after a reconnect with
+// watches set (its PR #35; see session.go); conn does not.
 //
 // While conn has no session (still connecting, or reconnecting), the
 // driver's calls fail at once with ErrUnavailable rather than queue: wait
@@ -81,8 +132,21 @@ func New(conn *zk.Conn, opts *Options) (*Driver, error) {
 	if o.SessionTimeout <= 0 {
 		return nil, fmt.Errorf("zklock: New: %w: Options.SessionTimeout is required (the session timeout the server granted)", backend.ErrInvalidConfig)
 	}
-	return newDriver(conn, o, false, &session{asked: o.SessionTimeout})
+	d, err := newDriver(conn, o, false, &session{asked: o.SessionTimeout})
+	if err != nil {
+		return nil, err
+	}
+	if o.SessionTimeout > maxDefaultSession {
+		d.warnings = append(d.warnings, fmt.Sprintf("zklock: Options.SessionTimeout %v is above %v, the longest session a ZooKeeper server grants with default settings (maxSessionTimeout 20 ticks of 2 s); the driver cannot learn the granted timeout from a connection passed to New, so if the server granted less, every lease is trusted for longer than the session is sure to live: make sure the servers' maxSessionTimeout allows %v, or use distlock.Open, which reads the granted timeout",
+			o.SessionTimeout, maxDefaultSession, o.SessionTimeout))
+	}
+	return d, nil
 }
+
+// maxDefaultSession is the longest session timeout a ZooKeeper server
+// grants with default settings: maxSessionTimeout is 20 ticks, and
+// tickTime 2 s.
+const maxDefaultSession = 40 * time.Second
 
 // newDriver makes a driver; owned drivers opened conn with s's dialer.
 func newDriver(conn *zk.Conn, o Options, owned bool, s *session) (*Driver, error) {
@@ -95,6 +159,7 @@ func newDriver(conn *zk.Conn, o Options, owned bool, s *session) (*Driver, error
 		acl = zk.WorldACL(zk.PermAll)
 	}
 	d := &Driver{conn: conn, owned: owned, base: base, acl: acl, timeout: s.timeout, sess: s, closing: make(chan struct{})}
+	d.closeCtx, d.endCtx = context.WithCancel(context.Background())
 	d.orphans.init()
 	d.held = &backend.HeldSet[*lockNode]{}
 	d.goTracked(d.reap)
@@ -109,8 +174,17 @@ func newDriver(conn *zk.Conn, o Options, owned bool, s *session) (*Driver, error
 
 // SetLogger implements backend.Logging: go-zookeeper's messages about a
 // connection the driver made (URL-opened) go to l at DEBUG. A connection
-// given to New keeps the logger it was made with.
-func (d *Driver) SetLogger(l *slog.Logger) { d.sess.logger.Store(l) }
+// given to New keeps the logger it was made with. What New found wrong
+// with its options is logged to l at WARN.
+func (d *Driver) SetLogger(l *slog.Logger) {
+	d.sess.logger.Store(l)
+	if l == nil {
+		return
+	}
+	for _, w := range d.warnings {
+		l.Warn(w)
+	}
+}
 
 // Capabilities reports a fair queue whose locks live as long as the
 // driver's session; the TTL of every lock is 5/12 of the session timeout
@@ -136,6 +210,15 @@ func (d *Driver) Capabilities() backend.Capabilities {
 // Close stops the driver's goroutines and, if the driver opened its
 // connection itself (distlock.Open), closes it, which ends the session and
 // with it every lock still held. A connection passed to New stays open.
+//
+// go-zookeeper's calls take no ctx, and on a connection passed to New the
+// driver cannot cut them short by closing it: Close does not wait for the
+// calls still out there (a Refresh or Release its caller gave up on while
+// the server did not answer). They end when go-zookeeper ends them (its
+// receive timeout, 2/3 of the session timeout, fails a request sent; a
+// queued one may wait for the next connection's handshake) or when the
+// connection is closed; what they leave behind (a lock node of an
+// abandoned acquisition) lives until the session ends.
 func (d *Driver) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -144,9 +227,11 @@ func (d *Driver) Close() error {
 	}
 	d.closed = true
 	close(d.closing)
+	d.endCtx()
 	d.mu.Unlock()
 	if d.owned {
 		d.conn.Close()
+		d.calls.Wait() // go-zookeeper fails them at once once closed
 	}
 	d.wg.Wait()
 	return nil
@@ -194,9 +279,10 @@ func (d *Driver) goTracked(f func()) bool {
 }
 
 // do runs f, a blocking go-zookeeper call, honouring ctx: if ctx ends
-// first, do returns its cause at once and f finishes on a goroutine the
-// driver owns (go-zookeeper bounds every call by its receive timeout). The
-// caller must not touch what f writes unless do returned nil.
+// first, do returns its cause at once and f finishes on a goroutine of its
+// own (go-zookeeper bounds a request sent by its receive timeout, 2/3 of
+// the session timeout; Close does not wait for it on a connection passed
+// to New). The caller must not touch what f writes unless do returned nil.
 //
 // While the connection has no session, do fails at once with
 // errDisconnected instead of queueing the request: the outcome is the same
@@ -216,9 +302,13 @@ func (d *Driver) do(ctx context.Context, f func()) error {
 		return nil
 	}
 	done := make(chan struct{})
-	if !d.goTracked(func() { defer close(done); f() }) {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
 		return backend.ErrClosed
 	}
+	d.calls.Go(func() { defer close(done); f() })
+	d.mu.Unlock()
 	select {
 	case <-done:
 		return nil

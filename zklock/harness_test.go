@@ -285,6 +285,36 @@ func (c *cluster) newDriverAt(ctx context.Context, session time.Duration, hosts 
 	return d, np, nil
 }
 
+// newUserDriver connects to the servers as a service does, through proxies
+// of its own (their addresses are the servers go-zookeeper is given), waits
+// for the session and returns New(conn, opts). The caller closes conn
+// (returned whenever it was made).
+func (c *cluster) newUserDriver(ctx context.Context, session time.Duration, opts *Options) (*Driver, *zk.Conn, error) {
+	np, err := c.newPath(c.g.Addrs())
+	if err != nil {
+		return nil, nil, err
+	}
+	var servers []string
+	for _, h := range c.g.Addrs() {
+		servers = append(servers, np.proxies[h].Addr())
+	}
+	conn, events, err := zk.Connect(servers, session)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := awaitSession(ctx, events, nil); err != nil {
+		return nil, conn, err
+	}
+	d, err := New(conn, opts)
+	if err != nil {
+		return nil, conn, err
+	}
+	c.mu.Lock()
+	c.paths[d] = np
+	c.mu.Unlock()
+	return d, conn, nil
+}
+
 func (c *cluster) pathOf(d backend.Driver) (*netPath, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -322,21 +352,44 @@ func (c *cluster) deleteHolder(key string) error {
 }
 
 // harness adapts a cluster to conformance.Harness, ServerControl,
-// Partitioner and ReplyDropper. Each driver reaches the servers through
-// proxies of its own.
-type harness struct{ c *cluster }
+// Partitioner, ReplyDropper and UserClients. Each driver reaches the
+// servers through proxies of its own.
+type harness struct {
+	c *cluster
 
-func (h harness) NewDriver(ctx context.Context) (backend.Driver, error) {
+	mu    sync.Mutex
+	users []*zk.Conn // the user-made connections, closed by Close
+}
+
+func newHarness(c *cluster) *harness { return &harness{c: c} }
+
+func (h *harness) NewDriver(ctx context.Context) (backend.Driver, error) {
 	d, _, err := h.c.newDriver(ctx, testSession)
+	return d, err
+}
+
+// NewUserDriver makes a driver as a service does (conformance.UserClients):
+// zk.Connect with the session timeout and no option (go-zookeeper's own
+// dialer, logger and event channel), the session awaited on the event
+// channel as New's doc says, and New over it. The connection goes to
+// proxies of the driver's own, so Partition and Kill work on it; Close
+// closes it.
+func (h *harness) NewUserDriver(ctx context.Context) (backend.Driver, error) {
+	d, conn, err := h.c.newUserDriver(ctx, testSession, &Options{SessionTimeout: testSession})
+	if conn != nil {
+		h.mu.Lock()
+		h.users = append(h.users, conn)
+		h.mu.Unlock()
+	}
 	return d, err
 }
 
 // TTL is the leases' validity: 5/12 of the session timeout (vouchNum).
 // A killed driver's locks end when the server expires its session, a
 // whole session timeout later.
-func (h harness) TTL() time.Duration { return testSession * vouchNum / vouchDen }
+func (h *harness) TTL() time.Duration { return testSession * vouchNum / vouchDen }
 
-func (h harness) Kill(_ context.Context, d backend.Driver) error {
+func (h *harness) Kill(_ context.Context, d backend.Driver) error {
 	np, err := h.c.pathOf(d)
 	if err != nil {
 		return err
@@ -348,7 +401,7 @@ func (h harness) Kill(_ context.Context, d backend.Driver) error {
 // Partition black-holes d's connections, current and new: go-zookeeper
 // notices when its reads time out (2/3 of the session timeout), not at
 // once, as in a real partition.
-func (h harness) Partition(_ context.Context, d backend.Driver) error {
+func (h *harness) Partition(_ context.Context, d backend.Driver) error {
 	np, err := h.c.pathOf(d)
 	if err != nil {
 		return err
@@ -357,7 +410,7 @@ func (h harness) Partition(_ context.Context, d backend.Driver) error {
 	return nil
 }
 
-func (h harness) Heal(_ context.Context, d backend.Driver) error {
+func (h *harness) Heal(_ context.Context, d backend.Driver) error {
 	np, err := h.c.pathOf(d)
 	if err != nil {
 		return err
@@ -367,7 +420,7 @@ func (h harness) Heal(_ context.Context, d backend.Driver) error {
 }
 
 // DropNextReply loses the reply to d's next request other than a ping.
-func (h harness) DropNextReply(_ context.Context, d backend.Driver) error {
+func (h *harness) DropNextReply(_ context.Context, d backend.Driver) error {
 	np, err := h.c.pathOf(d)
 	if err != nil {
 		return err
@@ -376,7 +429,7 @@ func (h harness) DropNextReply(_ context.Context, d backend.Driver) error {
 	return nil
 }
 
-func (h harness) Dropped(d backend.Driver) int {
+func (h *harness) Dropped(d backend.Driver) int {
 	np, err := h.c.pathOf(d)
 	if err != nil {
 		return 0
@@ -384,11 +437,11 @@ func (h harness) Dropped(d backend.Driver) int {
 	return np.droppedCount()
 }
 
-func (h harness) Delete(_ context.Context, key string) error { return h.c.deleteHolder(key) }
+func (h *harness) Delete(_ context.Context, key string) error { return h.c.deleteHolder(key) }
 
 // StopServer pauses every server (SIGSTOP or docker pause): unlike a stop,
 // a pause keeps each server's address, which a container restart changes.
-func (h harness) StopServer(ctx context.Context) error {
+func (h *harness) StopServer(ctx context.Context) error {
 	for i := range h.c.g.Nodes() {
 		if err := h.c.pause(ctx, i); err != nil {
 			return err
@@ -398,7 +451,7 @@ func (h harness) StopServer(ctx context.Context) error {
 }
 
 // StartServer resumes what StopServer paused; it may be called again.
-func (h harness) StartServer(ctx context.Context) error {
+func (h *harness) StartServer(ctx context.Context) error {
 	for i := range h.c.g.Nodes() {
 		if err := h.c.resume(ctx, i); err != nil {
 			return err
@@ -435,4 +488,14 @@ func (c *cluster) resume(ctx context.Context, i int) error {
 	return nil
 }
 
-func (h harness) Close() error { return nil }
+// Close closes the user-made connections (their drivers never do).
+func (h *harness) Close() error {
+	h.mu.Lock()
+	users := h.users
+	h.users = nil
+	h.mu.Unlock()
+	for _, conn := range users {
+		conn.Close()
+	}
+	return nil
+}

@@ -9,7 +9,7 @@ import (
 
 // NativeError implements conformance.NativeErrors: go-zookeeper's errors
 // are sentinel values.
-func (h harness) NativeError(err error) bool {
+func (h *harness) NativeError(err error) bool {
 	var nerr net.Error
 	for _, z := range []error{zk.ErrConnectionClosed, zk.ErrNoServer, zk.ErrSessionExpired, zk.ErrSessionMoved, zk.ErrClosing} {
 		if errors.Is(err, z) {

@@ -1,6 +1,7 @@
 package zklock
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"time"
@@ -85,13 +86,17 @@ func (o *orphans) due(now time.Time) (due []orphan, more bool) {
 }
 
 // reap is the driver's reaper goroutine.
+//
+// Its go-zookeeper calls run through do with a ctx that ends at Close: on
+// a connection passed to New, Close does not wait for them (see Close).
 func (d *Driver) reap() {
+	ctx := d.closeCtx
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		due, more := d.orphans.due(time.Now())
 		for _, x := range due {
-			if !d.reapOne(x) {
+			if !d.reapOne(ctx, x) {
 				x.owner = "" // retry as a plain delete
 				d.orphans.mu.Lock()
 				d.orphans.list = append(d.orphans.list, x)
@@ -114,7 +119,7 @@ func (d *Driver) reap() {
 }
 
 // reapOne deletes one orphan; false if it must be retried.
-func (d *Driver) reapOne(x orphan) bool {
+func (d *Driver) reapOne(ctx context.Context, x orphan) bool {
 	if d.conn.SessionID() == 0 || d.conn.State() != zk.StateHasSession {
 		return false // between sessions: cannot tell yet
 	}
@@ -126,7 +131,11 @@ func (d *Driver) reapOne(x orphan) bool {
 	// attempt, so no one else's node is ever deleted.
 	name := x.name
 	if name == "" {
-		children, _, err := d.conn.Children(x.parent)
+		var children []string
+		var err error
+		if derr := d.do(ctx, func() { children, _, err = d.conn.Children(x.parent) }); derr != nil {
+			return false
+		}
 		if errors.Is(err, zk.ErrNoNode) {
 			return true
 		}
@@ -142,6 +151,9 @@ func (d *Driver) reapOne(x orphan) bool {
 			return true // the create never happened
 		}
 	}
-	err := d.conn.Delete(x.parent+"/"+name, -1)
+	var err error
+	if derr := d.do(ctx, func() { err = d.conn.Delete(x.parent+"/"+name, -1) }); derr != nil {
+		return false
+	}
 	return err == nil || errors.Is(err, zk.ErrNoNode)
 }
