@@ -386,7 +386,7 @@ func TestLateLoss(t *testing.T) {
 			t.Fatalf("by design %v: want one late-loss violation and no overlap:\n%s", design, report(r))
 		}
 		v := r.Violations[0]
-		if !strings.Contains(v.Msg, "granted to c0.1") || !strings.Contains(strings.Join(v.Window, "\n"), "u1.1   read") {
+		if !strings.Contains(v.Msg, "c0.1 was granted the lock") || !strings.Contains(strings.Join(v.Window, "\n"), "u1.1   read") {
 			t.Errorf("the violation names neither the rival's grant nor the late holder's operations:\n%s", report(r))
 		}
 	}

@@ -3,7 +3,6 @@ package check
 import (
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 )
 
@@ -54,7 +53,7 @@ func (r *Result) checkLate(h History, byKind map[string][]Hold, ops []Op, allowa
 			}
 			r.Late++
 			late := time.Duration(x.Believed - x.Deadline)
-			if stoppedDuring(h.Faults, x.Client, x.Deadline, x.Believed) {
+			if Stopped(h.Faults, x.Client, x.Deadline, x.Believed) {
 				r.LateStopped++
 				continue
 			}
@@ -64,9 +63,9 @@ func (r *Result) checkLate(h History, byKind map[string][]Hold, ops []Op, allowa
 	}
 }
 
-// stoppedDuring reports whether a stop fault of client's process
-// overlapped [from, to].
-func stoppedDuring(fs []Fault, client string, from, to int64) bool {
+// Stopped reports whether a stop fault of client's process overlapped
+// [from, to] (unix ns).
+func Stopped(fs []Fault, client string, from, to int64) bool {
 	for _, f := range fs {
 		if f.Kind == "stop" && f.Target == "client "+client && f.Start <= to && f.End >= from {
 			return true
@@ -85,8 +84,8 @@ func (r *Result) lateViolation(h History, byKind map[string][]Hold, ops []Op, x 
 	}
 	win := []string{describeHold(x) + fmt.Sprintf(" [deadline %s, believed until %s]", ts(x.Deadline), ts(x.Believed))}
 	// Rivals: holds of other clients granted while x's client still
-	// believed it held, after its deadline.
-	var rivals []string
+	// believed it held, after its deadline (the first few in the window).
+	var rivals []Hold
 	for _, k := range family(x.Kind) {
 		for _, y := range byKind[k] {
 			if y.Client == x.Client || y.Start <= x.Deadline || y.Start >= x.Believed {
@@ -95,10 +94,17 @@ func (r *Result) lateViolation(h History, byKind map[string][]Hold, ops []Op, x 
 			if x.Kind == Read && y.Kind == Read {
 				continue // readers share
 			}
-			win = append(win, describeHold(y))
-			rivals = append(rivals, fmt.Sprintf("%s (%s, token %d) %v before",
-				y.Client, holdWord(y), y.Token, time.Duration(x.Believed-y.Start).Round(time.Millisecond)))
+			rivals = append(rivals, y)
 		}
+	}
+	sort.Slice(rivals, func(i, j int) bool { return rivals[i].Start < rivals[j].Start })
+	const shown = 5
+	for i, y := range rivals {
+		if i == shown {
+			win = append(win, fmt.Sprintf("... %d more grants to other clients before it learned", len(rivals)-shown))
+			break
+		}
+		win = append(win, describeHold(y))
 	}
 	// What it sent after its deadline with the lease's token.
 	for _, op := range ops {
@@ -114,7 +120,12 @@ func (r *Result) lateViolation(h History, byKind map[string][]Hold, ops []Op, x 
 	msg := fmt.Sprintf("%s believed its %s (token %d) held %v past the lease's Deadline() (allowed %v): it learned of the loss at %s, its validity ran out at %s",
 		x.Client, what, x.Token, late.Round(time.Millisecond), allowance, ts(x.Believed), ts(x.Deadline))
 	if len(rivals) > 0 {
-		msg += "; meanwhile granted to " + strings.Join(rivals, ", ") + " it learned"
+		y := rivals[0]
+		msg += fmt.Sprintf("; meanwhile %s was granted the %s (token %d) %v before it learned",
+			y.Client, holdWord(y), y.Token, time.Duration(x.Believed-y.Start).Round(time.Millisecond))
+		if len(rivals) > 1 {
+			msg += fmt.Sprintf(", and %d more grants followed", len(rivals)-1)
+		}
 	}
 	r.violate("late-loss", msg, win)
 }
