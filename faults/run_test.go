@@ -344,8 +344,10 @@ func (r *run) kinds() (kinds []string, skipped []string) {
 			why = "mem clients are goroutines"
 		case r.tg.spec == nil && (k == fRestart || k == fReplyLoss):
 			why = "no server"
-		case r.tg.spec != nil && (k == fPartition || k == fReplyLoss || k == fStall) && r.tg.noProxy:
+		case r.tg.spec != nil && (k == fPartition || k == fReplyLoss) && r.tg.noProxy:
 			why = "cluster clients follow announced addresses"
+		case r.tg.spec != nil && k == fStall && r.tg.noProxy && !hasLeader(r.tg.spec):
+			why = "clients bypass proxies and no one node serves the key"
 		case r.tg.spec == nil && k == fStall:
 			why = "mem clients dial no proxy"
 		case k == fLeader && !hasLeader(r.tg.spec):
@@ -421,8 +423,7 @@ func execute(t *testing.T, tg target, cfg runConfig) outcome {
 	}
 	kinds, skipped := r.kinds()
 	// A run with user-made clients begins with a stall of one of them
-	// (the fault that showed issue 27's defect), where its clients dial
-	// through proxies.
+	// (the fault that showed issue 27's defect).
 	stallSlot := -1
 	if contains(kinds, fStall) {
 		for i := range cfg.clients {
@@ -581,6 +582,16 @@ func (r *run) inject(ctx context.Context, s step, clients []client, cmu *sync.Mu
 		// The victim's next lock hold is a long one (renewed, a
 		// read-modify-write every quarter TTL); the stall begins once it
 		// holds, so that a renewal goes out into it.
+		// Clients that bypass proxies (Redis Cluster) are stalled by
+		// pausing the node serving the key, which stalls every client of
+		// that slot.
+		primary := -1
+		if r.tg.noProxy {
+			var err error
+			if primary, err = r.g.Leader(nctx, "{"+r.key+"}"); err != nil {
+				return time.Time{}, err
+			}
+		}
 		c.longHold()
 		wait := 3 * r.tg.ttl
 		select {
@@ -590,6 +601,15 @@ func (r *run) inject(ctx context.Context, s step, clients []client, cmu *sync.Mu
 		case <-ctx.Done():
 		}
 		began = time.Now()
+		if primary >= 0 {
+			n := r.g.Node(primary)
+			r.note(fmt.Sprintf("%v stall of client %s: by pausing %s, the key's primary", s.At.Round(time.Millisecond), c.id(), n.Name()))
+			if err := n.Pause(nctx); err != nil {
+				return began, err
+			}
+			sleep()
+			return began, n.Resume(nctx)
+		}
 		c.partition()
 		sleep()
 		c.heal()
