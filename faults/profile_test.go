@@ -166,7 +166,7 @@ func (o profileOutcome) String() string {
 	if o.profile == profileUser {
 		how = "user-made client + New"
 	}
-	s := fmt.Sprintf("%-4s (%s): %d clients, holds %d (%s), ops accepted %d rejected %d, latest belief vs Deadline() %s, violations involving them: %s",
+	s := fmt.Sprintf("%-4s (%s): %d client processes, holds %d (%s), ops accepted %d rejected %d, latest belief vs Deadline() %s, violations involving them: %s",
 		o.profile, how, o.clients, total, strings.Join(hs, ", "), o.accepted, o.rejected, latest, vs)
 	for _, st := range o.stalls {
 		s += "\n        " + st
