@@ -3,16 +3,17 @@
 package faults
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +31,15 @@ import (
 // same key, which names three independent things), each in a loop of its
 // own. It reports what it did as records: the answer times of its
 // register operations, and the holds it believed it had.
+//
+// A client has a profile: "open" clients make their Locker with
+// distlock.Open from a URL, "user" clients over a store client made the
+// way a service makes it, with the client library's defaults (user_test.go).
+// On request (a "long" line on its stdin, sent before a stall fault) a
+// client's next lock hold is a long one: it keeps the lease, renewed by
+// the watchdog, doing a read-modify-write every quarter TTL until it
+// learns the lease is lost, so that a stall of its store reaches a holder
+// with a renewal in flight.
 
 // rec is one record a client reports (a line "FAULTREC {json}" on a child
 // process's stdout).
@@ -45,6 +55,9 @@ type rec struct {
 	N    int    `json:"n,omitempty"`    // hold: the permits held; prims: the semaphore's limit (0: none)
 	Call int64  `json:"call,omitempty"` // hold: when the acquisition was called
 	RW   bool   `json:"rw,omitempty"`   // prims: the client drives the read-write lock
+	L    bool   `json:"l,omitempty"`    // hold: a long hold (asked for by a stall)
+	Dl   int64  `json:"dl,omitempty"`   // end: the lease's Deadline() then
+	Bel  int64  `json:"bel,omitempty"`  // end: when the client stopped believing it held (Release call or Done seen), not cut at Dl
 }
 
 const recPrefix = "FAULTREC "
@@ -57,6 +70,12 @@ type clientConfig struct {
 	TTL      time.Duration `json:"ttl"`
 	Seed     uint64        `json:"seed"`
 	SemLimit int           `json:"sem_limit"`
+	// Profile is "open" (distlock.Open(URL)) or "user" (a store client
+	// made with its library's defaults over Addrs, passed to the
+	// package's New; Store names which).
+	Profile string   `json:"profile"`
+	Store   string   `json:"store,omitempty"`
+	Addrs   []string `json:"addrs,omitempty"`
 }
 
 const childEnv = "DISTLOCK_FAULTS_CHILD"
@@ -74,13 +93,30 @@ func TestHelperFaultClient(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { _, _ = io.Copy(io.Discard, os.Stdin); cancel() }()
+	var long atomic.Bool
+	go func() {
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			if sc.Text() == "long" {
+				long.Store(true)
+			}
+		}
+		cancel()
+	}()
 	octx, ocancel := context.WithTimeout(ctx, 30*time.Second)
-	l, err := distlock.Open(octx, cfg.URL)
+	var l *distlock.Locker
+	var err error
+	closeStore := func() {}
+	if cfg.Profile == profileUser {
+		l, closeStore, err = userLocker(octx, cfg)
+	} else {
+		l, err = distlock.Open(octx, cfg.URL)
+	}
 	ocancel()
 	if err != nil {
-		t.Fatalf("open %s: %v", cfg.URL, err)
+		t.Fatalf("%s client over %s: %v", cfg.Profile, cfg.URL, err)
 	}
+	defer closeStore() // after the Locker's Close (deferred below, so run first)
 	defer l.Close()
 	var mu sync.Mutex
 	emit := func(r rec) {
@@ -91,12 +127,13 @@ func TestHelperFaultClient(t *testing.T) {
 	}
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
-	runClient(ctx, cfg, l, &http.Client{Transport: tr, Timeout: 10 * time.Second}, emit)
+	runClient(ctx, cfg, l, &http.Client{Transport: tr, Timeout: 10 * time.Second}, emit, &long)
 }
 
 // runClient runs the client's loops until ctx ends: the lock's, and the
 // semaphore's and the read-write lock's where the store offers them.
-func runClient(ctx context.Context, cfg clientConfig, l *distlock.Locker, hc *http.Client, emit func(rec)) {
+// long, when set, asks for a long lock hold (it is cleared when taken).
+func runClient(ctx context.Context, cfg clientConfig, l *distlock.Locker, hc *http.Client, emit func(rec), long *atomic.Bool) {
 	prims := rec{T: "prims", C: cfg.ID}
 	sem, err := l.Semaphore(cfg.Key, cfg.SemLimit)
 	if !errors.Is(err, distlock.ErrUnsupported) {
@@ -112,7 +149,7 @@ func runClient(ctx context.Context, cfg clientConfig, l *distlock.Locker, hc *ht
 	if rwErr == nil {
 		wg.Go(func() { runRW(ctx, cfg, rw, emit) })
 	}
-	runLock(ctx, cfg, l, hc, emit)
+	runLock(ctx, cfg, l, hc, emit, long)
 	wg.Wait()
 }
 
@@ -126,7 +163,10 @@ func pause(ctx context.Context, rng *rand.Rand, max time.Duration) {
 
 // A holding reports one hold: "hold" when the lease is granted, "dl"
 // with its deadline, "end" when it ends (at the release call, the loss
-// the client observed, or the lease's deadline, whichever came first).
+// the client observed, or the lease's deadline, whichever came first),
+// with the deadline and the moment the client stopped believing it held
+// (the release call or the loss it observed, not cut at the deadline:
+// the checker's late-loss rule compares the two).
 type holding struct {
 	emit   func(rec)
 	id     string
@@ -135,11 +175,11 @@ type holding struct {
 	doneAt chan time.Time
 }
 
-func startHold(emit func(rec), id, kind string, call time.Time, le *distlock.Lease) *holding {
+func startHold(emit func(rec), id, kind string, call time.Time, le *distlock.Lease, long bool) *holding {
 	start := time.Now()
 	h := &holding{emit: emit, id: id, kind: kind, le: le, doneAt: make(chan time.Time, 1)}
 	go func() { <-le.Done(); h.doneAt <- time.Now() }()
-	emit(rec{T: "hold", C: id, P: kind, N: le.Permits(), Call: call.UnixNano(), At: start.UnixNano(), Tok: le.Token(), Own: le.Owner()})
+	emit(rec{T: "hold", C: id, P: kind, N: le.Permits(), Call: call.UnixNano(), At: start.UnixNano(), Tok: le.Token(), Own: le.Owner(), L: long})
 	h.deadline()
 	return h
 }
@@ -151,16 +191,24 @@ func (h *holding) deadline() {
 
 // end reports the hold's end, then releases the lease.
 func (h *holding) end() {
-	end, cut := time.Now(), "release"
+	now := time.Now()
+	bel, cut := now, "release"
 	select {
-	case at := <-h.doneAt:
-		end, cut = at, "lost"
+	case <-h.le.Done():
+		// Its watcher stamps the moment it saw Done close (at most now,
+		// though it may be scheduled after this select).
+		if at := <-h.doneAt; at.Before(now) {
+			bel = at
+		}
+		cut = "lost"
 	default:
 	}
-	if dl := h.le.Deadline(); dl.Before(end) {
+	dl := h.le.Deadline()
+	end := bel
+	if dl.Before(end) {
 		end, cut = dl, cut+"/deadline"
 	}
-	h.emit(rec{T: "end", C: h.id, P: h.kind, At: end.UnixNano(), Tok: h.le.Token(), Own: h.le.Owner(), Cut: cut})
+	h.emit(rec{T: "end", C: h.id, P: h.kind, At: end.UnixNano(), Tok: h.le.Token(), Own: h.le.Owner(), Cut: cut, Dl: dl.UnixNano(), Bel: bel.UnixNano()})
 	rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
 	_ = h.le.Release(rctx)
 	rcancel()
@@ -176,8 +224,10 @@ func hold(ctx context.Context, rng *rand.Rand, le *distlock.Lease, max time.Dura
 }
 
 // runLock runs cycles until ctx ends: acquire, 1-3 fenced
-// read-modify-writes with jitter, release.
-func runLock(ctx context.Context, cfg clientConfig, l *distlock.Locker, hc *http.Client, emit func(rec)) {
+// read-modify-writes with jitter, release; or, when long is set, a long
+// hold: a read-modify-write every quarter TTL while the lease lasts (at
+// most longHoldMax).
+func runLock(ctx context.Context, cfg clientConfig, l *distlock.Locker, hc *http.Client, emit func(rec), long *atomic.Bool) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 7))
 	var seq int64
 	op := func(write bool, tok uint64, owner string, in int64) (opResp, bool) {
@@ -205,24 +255,53 @@ func runLock(ctx context.Context, cfg clientConfig, l *distlock.Locker, hc *http
 			pause(ctx, rng, 100*time.Millisecond)
 			continue
 		}
-		h := startHold(emit, cfg.ID, check.Lock, call, le)
-		rounds := 1 + rng.IntN(3)
-		for range rounds {
+		isLong := long.CompareAndSwap(true, false)
+		h := startHold(emit, cfg.ID, check.Lock, call, le, isLong)
+		// rmw reports whether the lease is still believed held and the
+		// register accepted the cycle.
+		rmw := func() bool {
 			if le.Context().Err() != nil {
-				break
+				return false
 			}
 			r, ok := op(false, le.Token(), le.Owner(), 0)
 			if !ok || !r.OK {
-				break
+				return false
 			}
 			pause(ctx, rng, 20*time.Millisecond)
 			if le.Context().Err() != nil {
-				break
+				return false
 			}
 			if w, ok := op(true, le.Token(), le.Owner(), r.V+1); !ok || !w.OK {
-				break
+				return false
 			}
 			h.deadline()
+			return true
+		}
+		if isLong {
+			// The long hold lasts until the lease says it is lost: a
+			// register that refuses its token (fencing caught a holder
+			// whose lease ran out) does not end it, so the hold shows
+			// how long the client went on believing.
+			until := time.After(longHoldMax(cfg.TTL))
+		long:
+			for le.Context().Err() == nil {
+				rmw()
+				select {
+				case <-ctx.Done():
+					break long
+				case <-until:
+					break long
+				case <-le.Context().Done():
+					break long
+				case <-time.After(cfg.TTL / 4):
+				}
+			}
+		} else {
+			for range 1 + rng.IntN(3) {
+				if !rmw() {
+					break
+				}
+			}
 		}
 		h.end()
 		pause(ctx, rng, 20*time.Millisecond)
@@ -246,7 +325,7 @@ func runSemaphore(ctx context.Context, cfg clientConfig, sem *distlock.Semaphore
 			pause(ctx, rng, 100*time.Millisecond)
 			continue
 		}
-		h := startHold(emit, cfg.ID, check.Sem, call, le)
+		h := startHold(emit, cfg.ID, check.Sem, call, le, false)
 		hold(ctx, rng, le, 40*time.Millisecond)
 		h.end()
 		pause(ctx, rng, 20*time.Millisecond)
@@ -277,12 +356,16 @@ func runRW(ctx context.Context, cfg clientConfig, rw *distlock.RWMutex, emit fun
 		if write {
 			kind = check.Write
 		}
-		h := startHold(emit, cfg.ID, kind, call, le)
+		h := startHold(emit, cfg.ID, kind, call, le, false)
 		hold(ctx, rng, le, 40*time.Millisecond)
 		h.end()
 		pause(ctx, rng, 20*time.Millisecond)
 	}
 }
+
+// longHoldMax bounds a long hold: past a stall (at most TTL + 1.5 s) and
+// the lease's loss it causes, with room to spare.
+func longHoldMax(ttl time.Duration) time.Duration { return 4 * ttl }
 
 func (c clientConfig) env() string {
 	b, _ := json.Marshal(c)

@@ -24,6 +24,10 @@ import (
 //	DISTLOCK_FAULTS_CLIENTS   client processes per backend (default 4)
 //	DISTLOCK_FAULTS_BACKENDS  comma-separated names to run (default: all)
 //	DISTLOCK_FAULTS_RECOVERY  progress bound after the last heal (default 30s)
+//	DISTLOCK_FAULTS_PROFILE   which clients: open (distlock.Open), user (a
+//	                          store client made with its library's defaults,
+//	                          passed to the package's New) or both (default:
+//	                          the odd slots user, the even ones open)
 
 func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
 	v := os.Getenv(name)
@@ -43,6 +47,14 @@ func config(t *testing.T) runConfig {
 		clients:  4,
 		duration: envDuration(t, "DISTLOCK_FAULTS_DURATION", 10*time.Second),
 		recovery: envDuration(t, "DISTLOCK_FAULTS_RECOVERY", 30*time.Second),
+		profile:  profileBoth,
+	}
+	switch v := os.Getenv("DISTLOCK_FAULTS_PROFILE"); v {
+	case "":
+	case profileOpen, profileUser, profileBoth:
+		cfg.profile = v
+	default:
+		t.Fatalf("DISTLOCK_FAULTS_PROFILE=%q: want open, user or both", v)
 	}
 	if v := os.Getenv("DISTLOCK_FAULTS_SEED"); v != "" {
 		s, err := strconv.ParseUint(v, 10, 64)
@@ -74,15 +86,21 @@ func TestFaults(t *testing.T) {
 			want[strings.TrimSpace(n)] = true
 		}
 	}
-	t.Logf("seed %d, %v of faults per backend, %d clients", cfg.seed, cfg.duration, cfg.clients)
+	t.Logf("seed %d, %v of faults per backend, %d clients, profile %s", cfg.seed, cfg.duration, cfg.clients, cfg.profile)
 	var lines []string
 	for _, tg := range targets() {
 		if len(want) > 0 && !want[tg.name] {
 			continue
 		}
 		t.Run(tg.name, func(t *testing.T) {
+			if cfg.profile == profileUser && userStore(tg) == "" {
+				t.Skip("no user-made client for this backend (DISTLOCK_FAULTS_PROFILE=user)")
+			}
 			o := execute(t, tg, cfg)
 			line := fmt.Sprintf("%-14s %s | faults: %s", tg.name, o.res.Summary(), o.counted())
+			for _, p := range o.byProfile {
+				line += "\n    " + p.String()
+			}
 			lines = append(lines, line)
 			skipped := strings.Join(o.skipped, ", ")
 			if skipped == "" {
@@ -90,8 +108,8 @@ func TestFaults(t *testing.T) {
 			}
 			t.Logf("%s\nskipped fault kinds: %s\nschedule (seed %d):\n%s%s", line, skipped, o.seed, o.schedule(), o.report)
 			if !o.res.OK() {
-				t.Errorf("%d violation(s); reproduce with: DISTLOCK_FAULTS_SEED=%d DISTLOCK_FAULTS_BACKENDS=%s FAULTS_DURATION=%v make faults",
-					len(o.res.Violations), o.seed, tg.name, cfg.duration)
+				t.Errorf("%d violation(s); reproduce with: DISTLOCK_FAULTS_SEED=%d DISTLOCK_FAULTS_BACKENDS=%s DISTLOCK_FAULTS_PROFILE=%s FAULTS_DURATION=%v make faults",
+					len(o.res.Violations), o.seed, tg.name, cfg.profile, cfg.duration)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -29,9 +30,10 @@ const (
 	fPartition = "partition" // cut one client off the store, then heal
 	fReplyLoss = "replyloss" // the store's next reply to one client is dropped
 	fLeader    = "leader"    // kill the node that decides for the lock (ensemble or cluster leader, the key's primary), then start it again
+	fStall     = "stall"     // a client in a long hold (renewals in flight) has its store path stalled both ways past the TTL, then healed
 )
 
-var allKinds = []string{fKill, fStop, fPause, fRestart, fPartition, fReplyLoss, fLeader}
+var allKinds = []string{fKill, fStop, fPause, fRestart, fPartition, fReplyLoss, fLeader, fStall}
 
 // A step of a schedule: at At (from the run's start, or as soon as the
 // previous step healed), inject Kind on client Slot or server Node, and
@@ -50,13 +52,18 @@ func (s step) String() string {
 
 // schedule draws the faults of a run from seed: one fault at a time,
 // separated by gaps of 0.3-1.5 s, starting after 1 s and planned to begin
-// before d.
-func schedule(seed uint64, kinds []string, clients, nodes int, ttl, d time.Duration) []step {
+// before d. If stallSlot is a slot (not -1), the first fault is a stall
+// of that slot's client (the one the user profile must survive: a
+// holder's store stops answering for longer than the TTL).
+func schedule(seed uint64, kinds []string, clients, nodes int, ttl, d time.Duration, stallSlot int) []step {
 	rng := rand.New(rand.NewPCG(seed, 13))
 	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
 	var out []step
 	for at := time.Second; at < d && len(kinds) > 0 && len(out) < 1000; {
 		s := step{At: at, Kind: kinds[rng.IntN(len(kinds))], Slot: rng.IntN(clients), Node: rng.IntN(max(nodes, 1))}
+		if len(out) == 0 && stallSlot >= 0 {
+			s.Kind, s.Slot = fStall, stallSlot
+		}
 		switch s.Kind {
 		case fKill:
 			s.For = between(200*time.Millisecond, time.Second) // until the new process starts
@@ -70,6 +77,8 @@ func schedule(seed uint64, kinds []string, clients, nodes int, ttl, d time.Durat
 			s.For = between(500*time.Millisecond, 2*ttl)
 		case fReplyLoss:
 			s.For = between(100*time.Millisecond, 500*time.Millisecond)
+		case fStall:
+			s.For = ttl + between(time.Second, 1500*time.Millisecond)
 		}
 		out = append(out, s)
 		at += s.For + between(300*time.Millisecond, 1500*time.Millisecond)
@@ -81,6 +90,9 @@ func schedule(seed uint64, kinds []string, clients, nodes int, ttl, d time.Durat
 type target struct {
 	name string
 	spec *sandbox.Spec // nil: mem, clients in this process
+	// store names the user-made client its user profile builds
+	// (user_test.go; "": none, as for mem).
+	store string
 	// url builds the client's lock URL from the addresses to dial.
 	url func(addrs []string) string
 	ttl time.Duration
@@ -138,15 +150,15 @@ func targets() []target {
 	}
 	return []target{
 		{name: "mem", ttl: time.Second},
-		{name: "redis", spec: &sandbox.Spec{Kind: sandbox.Redis, Persistent: true}, url: redis(""), ttl: ttl, byDesign: true},
-		{name: "redlock", spec: &sandbox.Spec{Kind: sandbox.Redis, Nodes: 3, Persistent: true}, url: redis("?mode=redlock"), ttl: ttl},
-		{name: "redis-cluster", spec: &sandbox.Spec{Kind: sandbox.Redis, Topology: sandbox.Cluster, Replicas: 1}, url: redis(""), ttl: ttl, byDesign: true, tokensRepeat: true, noProxy: true},
-		{name: "mysql", spec: &sandbox.Spec{Kind: sandbox.MariaDB}, url: func(a []string) string { return withTTL(sandbox.MySQLURL(a[0])) }, ttl: ttl, lostOnRestart: true},
-		{name: "postgres", spec: &sandbox.Spec{Kind: sandbox.Postgres}, url: func(a []string) string { return withTTL(sandbox.PostgresURL(a[0])) }, ttl: ttl, lostOnRestart: true},
-		{name: "zk", spec: &sandbox.Spec{Kind: sandbox.ZooKeeper}, url: func(a []string) string { return withTTL(sandbox.ZooKeeperURL(a...)) }, ttl: ttl},
-		{name: "zk3", spec: &sandbox.Spec{Kind: sandbox.ZooKeeper, Nodes: 3}, url: func(a []string) string { return withTTL(sandbox.ZooKeeperURL(a...)) }, ttl: ttl},
-		{name: "etcd", spec: &sandbox.Spec{Kind: sandbox.Etcd}, url: func(a []string) string { return withTTL(sandbox.EtcdURL(a...)) }, ttl: ttl},
-		{name: "etcd3", spec: &sandbox.Spec{Kind: sandbox.Etcd, Nodes: 3}, url: func(a []string) string { return withTTL(sandbox.EtcdURL(a...)) }, ttl: ttl, maxPause: ttl / 2},
+		{name: "redis", store: "redis", spec: &sandbox.Spec{Kind: sandbox.Redis, Persistent: true}, url: redis(""), ttl: ttl, byDesign: true},
+		{name: "redlock", store: "redlock", spec: &sandbox.Spec{Kind: sandbox.Redis, Nodes: 3, Persistent: true}, url: redis("?mode=redlock"), ttl: ttl},
+		{name: "redis-cluster", store: "redis-cluster", spec: &sandbox.Spec{Kind: sandbox.Redis, Topology: sandbox.Cluster, Replicas: 1}, url: redis(""), ttl: ttl, byDesign: true, tokensRepeat: true, noProxy: true},
+		{name: "mysql", store: "mysql", spec: &sandbox.Spec{Kind: sandbox.MariaDB}, url: func(a []string) string { return withTTL(sandbox.MySQLURL(a[0])) }, ttl: ttl, lostOnRestart: true},
+		{name: "postgres", store: "postgres", spec: &sandbox.Spec{Kind: sandbox.Postgres}, url: func(a []string) string { return withTTL(sandbox.PostgresURL(a[0])) }, ttl: ttl, lostOnRestart: true},
+		{name: "zk", store: "zk", spec: &sandbox.Spec{Kind: sandbox.ZooKeeper}, url: func(a []string) string { return withTTL(sandbox.ZooKeeperURL(a...)) }, ttl: ttl},
+		{name: "zk3", store: "zk", spec: &sandbox.Spec{Kind: sandbox.ZooKeeper, Nodes: 3}, url: func(a []string) string { return withTTL(sandbox.ZooKeeperURL(a...)) }, ttl: ttl},
+		{name: "etcd", store: "etcd", spec: &sandbox.Spec{Kind: sandbox.Etcd}, url: func(a []string) string { return withTTL(sandbox.EtcdURL(a...)) }, ttl: ttl},
+		{name: "etcd3", store: "etcd", spec: &sandbox.Spec{Kind: sandbox.Etcd, Nodes: 3}, url: func(a []string) string { return withTTL(sandbox.EtcdURL(a...)) }, ttl: ttl, maxPause: ttl / 2},
 	}
 }
 
@@ -161,6 +173,7 @@ type client interface {
 	dropNextReply()
 	shutdown()    // ends it gracefully (bounded), then by force
 	exited() bool // the client is gone
+	longHold()    // asks for a long hold as its next lock hold (a stall's victim)
 }
 
 type runConfig struct {
@@ -168,6 +181,27 @@ type runConfig struct {
 	clients  int
 	duration time.Duration
 	recovery time.Duration // the progress bound after the last heal
+	profile  string        // which clients to make: profileOpen, profileUser or profileBoth
+}
+
+// profileBoth: half the slots (the odd ones) run user-made clients, the
+// others Open's.
+const profileBoth = "both"
+
+// slotProfile is the profile of slot i's clients in r.
+func (r *run) slotProfile(i int) string {
+	if userStore(r.tg) == "" {
+		return profileOpen
+	}
+	switch r.cfg.profile {
+	case profileUser:
+		return profileUser
+	case profileBoth:
+		if i%2 == 1 || r.cfg.clients == 1 {
+			return profileUser
+		}
+	}
+	return profileOpen
 }
 
 // run is one backend's run.
@@ -195,6 +229,24 @@ type run struct {
 	notes     []string
 	// dropped counts the replies the proxies lost.
 	dropped atomic.Int64
+	// longSeen: per client id, closed when it reports a long lock hold
+	// (awaitLongHold).
+	longSeen map[string]chan struct{}
+	// profiles: per client id, its profile.
+	profiles map[string]string
+}
+
+// awaitLongHold returns a channel closed when client id reports a long
+// lock hold.
+func (r *run) awaitLongHold(id string) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ch, ok := r.longSeen[id]
+	if !ok {
+		ch = make(chan struct{})
+		r.longSeen[id] = ch
+	}
+	return ch
 }
 
 type openHold struct {
@@ -220,13 +272,23 @@ func (r *run) handle(x rec) {
 	case "hold":
 		r.open[k] = &openHold{h: check.Hold{Client: x.C, Kind: x.P, Permits: x.N, Token: x.Tok, Owner: x.Own, Call: x.Call, Start: x.At}}
 		r.lastStart[x.P] = max(r.lastStart[x.P], x.At)
+		if x.L {
+			if ch, ok := r.longSeen[x.C]; ok {
+				close(ch)
+				delete(r.longSeen, x.C)
+			} else {
+				ch := make(chan struct{})
+				close(ch)
+				r.longSeen[x.C] = ch
+			}
+		}
 	case "dl":
 		if o := r.open[k]; o != nil {
 			o.deadline = x.At
 		}
 	case "end":
 		if o := r.open[k]; o != nil {
-			o.h.End, o.h.Cut = x.At, x.Cut
+			o.h.End, o.h.Cut, o.h.Deadline, o.h.Believed = x.At, x.Cut, x.Dl, x.Bel
 			r.holds = append(r.holds, o.h)
 			delete(r.open, k)
 		}
@@ -242,7 +304,7 @@ func (r *run) closeHold(c string, at int64, why string) {
 		if o.h.Client != c {
 			continue
 		}
-		o.h.End, o.h.Cut = at, why
+		o.h.End, o.h.Cut, o.h.Deadline = at, why, o.deadline // its belief since is unknown
 		if o.deadline != 0 && o.deadline < at {
 			o.h.End, o.h.Cut = o.deadline, why+"/deadline"
 		}
@@ -284,6 +346,10 @@ func (r *run) kinds() (kinds []string, skipped []string) {
 			why = "no server"
 		case r.tg.spec != nil && (k == fPartition || k == fReplyLoss) && r.tg.noProxy:
 			why = "cluster clients follow announced addresses"
+		case r.tg.spec != nil && k == fStall && r.tg.noProxy && !hasLeader(r.tg.spec):
+			why = "clients bypass proxies and no one node serves the key"
+		case r.tg.spec == nil && k == fStall:
+			why = "mem clients dial no proxy"
 		case k == fLeader && !hasLeader(r.tg.spec):
 			why = "no leader: a single node or independent primaries"
 		}
@@ -334,11 +400,14 @@ type outcome struct {
 	res     check.Result
 	report  string
 	dropped int64
+	// byProfile: per client profile, what its clients did and met.
+	byProfile []profileOutcome
 }
 
 // execute runs tg under a seeded schedule and judges the history.
 func execute(t *testing.T, tg target, cfg runConfig) outcome {
-	r := &run{t: t, tg: tg, cfg: cfg, key: "faults", gens: make([]int, cfg.clients), open: map[string]*openHold{}, counts: map[string]int{}, lastStart: map[string]int64{}}
+	r := &run{t: t, tg: tg, cfg: cfg, key: "faults", gens: make([]int, cfg.clients), open: map[string]*openHold{}, counts: map[string]int{}, lastStart: map[string]int64{},
+		longSeen: map[string]chan struct{}{}, profiles: map[string]string{}}
 	var err error
 	r.reg, err = startRegister(tg.acceptStale)
 	if err != nil {
@@ -353,7 +422,18 @@ func execute(t *testing.T, tg target, cfg runConfig) outcome {
 		nodes = len(r.g.Nodes())
 	}
 	kinds, skipped := r.kinds()
-	plan := schedule(cfg.seed^nameHash(tg.name), kinds, cfg.clients, nodes, tg.ttl, cfg.duration)
+	// A run with user-made clients begins with a stall of one of them
+	// (the fault that showed issue 27's defect).
+	stallSlot := -1
+	if contains(kinds, fStall) {
+		for i := range cfg.clients {
+			if r.slotProfile(i) == profileUser {
+				stallSlot = i
+				break
+			}
+		}
+	}
+	plan := schedule(cfg.seed^nameHash(tg.name), kinds, cfg.clients, nodes, tg.ttl, cfg.duration, stallSlot)
 	for i := range plan {
 		if plan[i].Kind == fPause && tg.maxPause > 0 {
 			plan[i].For = min(plan[i].For, tg.maxPause)
@@ -398,8 +478,12 @@ func execute(t *testing.T, tg target, cfg runConfig) outcome {
 		case s.Kind == fPause:
 			target = "the store"
 		}
-		if err := r.inject(ctx, s, clients, &cmu); err != nil {
+		began, err := r.inject(ctx, s, clients, &cmu)
+		if err != nil {
 			r.note(fmt.Sprintf("%s on %s: %v", s.Kind, target, err))
+		}
+		if !began.IsZero() {
+			inj = began
 		}
 		lastHeal = time.Now()
 		r.mu.Lock()
@@ -435,8 +519,10 @@ func execute(t *testing.T, tg target, cfg runConfig) outcome {
 		h.LastHeal = lastHeal.UnixNano()
 	}
 	notes := r.notes
+	profiles := maps.Clone(r.profiles)
 	r.mu.Unlock()
-	res := check.Check(h, check.Options{DoubleGrantsByDesign: tg.byDesign, TokensMayRepeat: tg.tokensRepeat, LostOnRestart: tg.lostOnRestart, RecoveryBound: cfg.recovery})
+	res := check.Check(h, check.Options{DoubleGrantsByDesign: tg.byDesign, TokensMayRepeat: tg.tokensRepeat, LostOnRestart: tg.lostOnRestart, RecoveryBound: cfg.recovery,
+		LateAllowance: lateAllowance(tg.ttl)})
 	var b strings.Builder
 	res.Report(&b)
 	for _, n := range notes {
@@ -446,11 +532,19 @@ func execute(t *testing.T, tg target, cfg runConfig) outcome {
 		fmt.Fprintf(&b, "fault %-9s %s: %s..%s\n", f.Kind, f.Target,
 			time.Unix(0, f.Start).Format("15:04:05.000000"), time.Unix(0, f.End).Format("15:04:05.000000"))
 	}
-	return outcome{name: tg.name, seed: cfg.seed, plan: plan, skipped: skipped, counts: r.counts, res: res, report: b.String(), dropped: r.dropped.Load()}
+	return outcome{name: tg.name, seed: cfg.seed, plan: plan, skipped: skipped, counts: r.counts, res: res, report: b.String(), dropped: r.dropped.Load(),
+		byProfile: perProfile(h, res, profiles, lateAllowance(tg.ttl))}
 }
 
-// inject applies one step and heals it.
-func (r *run) inject(ctx context.Context, s step, clients []client, cmu *sync.Mutex) error {
+// lateAllowance is how long after its Deadline() a client may still
+// believe it holds (the late-loss rule): the lease's timer and the
+// client's watcher are scheduled on busy cores. The conformance suite's
+// stall case allows the same.
+func lateAllowance(ttl time.Duration) time.Duration { return max(100*time.Millisecond, ttl/10) }
+
+// inject applies one step and heals it. began, if not zero, is when the
+// fault began (a stall begins only once its victim holds).
+func (r *run) inject(ctx context.Context, s step, clients []client, cmu *sync.Mutex) (began time.Time, err error) {
 	cmu.Lock()
 	c := clients[s.Slot]
 	cmu.Unlock()
@@ -468,7 +562,7 @@ func (r *run) inject(ctx context.Context, s step, clients []client, cmu *sync.Mu
 		sleep()
 		nc, err := r.startClient(ctx, s.Slot)
 		if err != nil {
-			return err
+			return time.Time{}, err
 		}
 		cmu.Lock()
 		clients[s.Slot] = nc
@@ -484,32 +578,67 @@ func (r *run) inject(ctx context.Context, s step, clients []client, cmu *sync.Mu
 	case fReplyLoss:
 		c.dropNextReply()
 		sleep()
+	case fStall:
+		// The victim's next lock hold is a long one (renewed, a
+		// read-modify-write every quarter TTL); the stall begins once it
+		// holds, so that a renewal goes out into it.
+		// Clients that bypass proxies (Redis Cluster) are stalled by
+		// pausing the node serving the key, which stalls every client of
+		// that slot.
+		primary := -1
+		if r.tg.noProxy {
+			var err error
+			if primary, err = r.g.Leader(nctx, "{"+r.key+"}"); err != nil {
+				return time.Time{}, err
+			}
+		}
+		c.longHold()
+		wait := 3 * r.tg.ttl
+		select {
+		case <-r.awaitLongHold(c.id()):
+		case <-time.After(wait):
+			r.note(fmt.Sprintf("%v stall: client %s reported no long hold within %v; stalled anyway", s.At.Round(time.Millisecond), c.id(), wait))
+		case <-ctx.Done():
+		}
+		began = time.Now()
+		if primary >= 0 {
+			n := r.g.Node(primary)
+			r.note(fmt.Sprintf("%v stall of client %s: by pausing %s, the key's primary", s.At.Round(time.Millisecond), c.id(), n.Name()))
+			if err := n.Pause(nctx); err != nil {
+				return began, err
+			}
+			sleep()
+			return began, n.Resume(nctx)
+		}
+		c.partition()
+		sleep()
+		c.heal()
 	case fPause:
 		if r.g == nil {
 			r.mem.SetAvailable(false)
 			sleep()
 			r.mem.SetAvailable(true)
-			return nil
+			return time.Time{}, nil
 		}
 		n := r.g.Node(s.Node)
 		if err := n.Pause(nctx); err != nil {
-			return err
+			return time.Time{}, err
 		}
 		sleep()
-		return n.Resume(nctx)
+		return time.Time{}, n.Resume(nctx)
 	case fRestart:
-		return r.restart(nctx, s.Node, sleep, sandbox.Node.Stop)
+		return time.Time{}, r.restart(nctx, s.Node, sleep, sandbox.Node.Stop)
 	case fLeader:
 		// The key's hash tag: a Redis Cluster serves every key of the
 		// lock from that tag's slot.
 		leader, err := r.g.Leader(nctx, "{"+r.key+"}")
 		if err != nil {
-			return err
+			return time.Time{}, err
 		}
 		r.note(fmt.Sprintf("%v leader: node %d killed", s.At.Round(time.Millisecond), leader))
-		return r.restart(nctx, leader, sleep, sandbox.Node.Kill)
+		return time.Time{}, r.restart(nctx, leader, sleep, sandbox.Node.Kill)
 	}
-	return nil
+	return began, nil
 }
 
 // restart ends server node i with end (Stop: clean, Kill: SIGKILL), waits

@@ -25,14 +25,22 @@ import (
 // startClient starts a client in slot i.
 func (r *run) startClient(ctx context.Context, i int) (client, error) {
 	r.gens[i]++
+	prof, letter := r.slotProfile(i), "c"
+	if prof == profileUser {
+		letter = "u"
+	}
 	cfg := clientConfig{
-		ID:       fmt.Sprintf("c%d.%d", i, r.gens[i]),
+		ID:       fmt.Sprintf("%s%d.%d", letter, i, r.gens[i]),
+		Profile:  prof,
 		Register: r.reg.URL(),
 		Key:      r.key,
 		TTL:      r.tg.ttl,
 		Seed:     r.cfg.seed ^ uint64(i<<20|r.gens[i]),
 		SemLimit: semLimit,
 	}
+	r.mu.Lock()
+	r.profiles[cfg.ID] = prof
+	r.mu.Unlock()
 	if r.tg.spec == nil {
 		return r.startMemClient(cfg)
 	}
@@ -52,6 +60,9 @@ func (r *run) startClient(ctx context.Context, i int) (client, error) {
 		}
 	}
 	cfg.URL = r.tg.url(addrs)
+	if prof == profileUser {
+		cfg.Store, cfg.Addrs = userStore(r.tg), addrs
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperFaultClient$", "-test.timeout=30m")
 	cmd.Env = append(os.Environ(), cfg.env())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -160,6 +171,7 @@ func (p *procClient) dropNextReply() {
 		pr.DropNextReply()
 	}
 }
+func (p *procClient) longHold() { _, _ = io.WriteString(p.stdin, "long\n") }
 func (p *procClient) exited() bool {
 	select {
 	case <-p.done:
@@ -189,6 +201,7 @@ type memClient struct {
 	done   chan struct{}
 	tr     *http.Transport
 	r      *run
+	long   atomic.Bool
 }
 
 func (r *run) startMemClient(cfg clientConfig) (client, error) {
@@ -205,7 +218,7 @@ func (r *run) startMemClient(cfg clientConfig) (client, error) {
 	m := &memClient{cid: cfg.ID, drv: d, l: l, cancel: cancel, done: make(chan struct{}), tr: &http.Transport{}, r: r}
 	go func() {
 		defer close(m.done)
-		runClient(ctx, cfg, l, &http.Client{Transport: m.tr, Timeout: 10 * time.Second}, r.handle)
+		runClient(ctx, cfg, l, &http.Client{Transport: m.tr, Timeout: 10 * time.Second}, r.handle, &m.long)
 	}()
 	return m, nil
 }
@@ -229,6 +242,7 @@ func (m *memClient) cont()          {}
 func (m *memClient) partition()     { m.drv.Partition(0) }
 func (m *memClient) heal()          { m.drv.Heal() }
 func (m *memClient) dropNextReply() {}
+func (m *memClient) longHold()      { m.long.Store(true) }
 func (m *memClient) shutdown()      { m.end() }
 func (m *memClient) exited() bool {
 	select {

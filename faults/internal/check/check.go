@@ -13,6 +13,10 @@
 //   - no two holds the clients believed valid overlap in real time (for
 //     stores that may double-grant by design, such as Redis without
 //     Redlock, overlaps are counted as double grants instead);
+//   - no client believed it held past its lease's validity deadline: a
+//     holder believes it holds until its lease's Done closes (or it calls
+//     Release), and Done must close by Deadline() (late-loss; whatever
+//     the store's design, unless the client's own process was stopped);
 //   - after the last fault healed, an update was accepted within a bound.
 //
 // Where the run also drove a counting semaphore and a read-write lock
@@ -36,7 +40,7 @@ import (
 // An Op is one operation the register served (or that a client sent and
 // never saw answered, then Return is 0).
 type Op struct {
-	Client string // client id ("c2.1": slot 2, second process)
+	Client string // client id ("c2.1": slot 2, second process; "u3.1": a user-made client's)
 	Seq    int64  // per client
 	Write  bool   // a write of In; otherwise a read
 	Token  uint64 // fencing token presented
@@ -70,6 +74,15 @@ type Hold struct {
 	Call       int64  // unix ns: the acquisition was called (0: unknown)
 	Start, End int64  // unix ns
 	Cut        string // why it ended: "release", "lost", "killed", "deadline", "end"
+	// Deadline is the lease's validity deadline (Deadline()) when the hold
+	// ended, as its client last saw it (unix ns; 0: unknown). End is never
+	// past it.
+	Deadline int64
+	// Believed is when the client stopped believing it held: its Release
+	// call or the moment it saw Done close, whichever came first, not cut
+	// at Deadline (unix ns; 0: unknown, as for a killed client's hold).
+	// The late-loss rule compares it with Deadline.
+	Believed int64
 }
 
 // A Fault is one fault injected, with the times it began and healed.
@@ -119,6 +132,10 @@ type Options struct {
 	// register's checks still apply, so fencing must catch them. Any other
 	// overlap is a violation.
 	LostOnRestart bool
+	// LateAllowance is how long after its Deadline() a client may still
+	// believe it holds before the late-loss rule reports it: the lease's
+	// timer and the client's observer run on busy cores (0: 100 ms).
+	LateAllowance time.Duration
 }
 
 // excuse says whether the store's design explains holds overlapping at
@@ -161,7 +178,7 @@ func (e excuse) explains(at int64, held ...Hold) bool {
 // A Violation is one broken property, with the part of the history that
 // shows it.
 type Violation struct {
-	Kind   string // "linearizability", "token-order", "lost-update", "overlap", "progress", "sem-limit", "sem-token", "rw-exclusion", "rw-write-token", "rw-read-token"
+	Kind   string // "linearizability", "token-order", "lost-update", "overlap", "late-loss", "progress", "sem-limit", "sem-token", "rw-exclusion", "rw-write-token", "rw-read-token"
 	Msg    string
 	Window []string
 }
@@ -191,8 +208,15 @@ type Result struct {
 	// ByDesign counts, per kind, the semaphore's and read-write lock's
 	// anomalies the store allows by design (DoubleGrantsByDesign,
 	// TokensMayRepeat) instead of reporting them as violations.
-	ByDesign   map[string]int
-	Violations []Violation
+	ByDesign map[string]int
+	// Late counts the holds (of every kind) whose client believed it held
+	// past the lease's Deadline() by more than LateAllowance: LateStopped
+	// of them while its process was stopped (a stop fault, excused), the
+	// others late-loss violations. WorstLate is the longest such belief
+	// past the deadline, stopped clients left out.
+	Late, LateStopped int
+	WorstLate         time.Duration
+	Violations        []Violation
 }
 
 // Check judges h.
@@ -226,6 +250,7 @@ func Check(h History, o Options) Result {
 	r.checkLinearizable(ops, o.LinTimeout)
 	ex := newExcuse(h, o)
 	r.checkOverlaps(byKind[Lock], ops, ex)
+	r.checkLate(h, byKind, ops, o.LateAllowance)
 	r.checkProgress(h, ops, o.RecoveryBound)
 	r.checkSemaphore(byKind[Sem], h.SemLimit, ex, o.TokensMayRepeat)
 	if h.RW {
@@ -486,8 +511,9 @@ func (r Result) Summary() string {
 	} else {
 		rec = "none"
 	}
-	return fmt.Sprintf("ops %d (accepted %d, rejected %d, unanswered %d), writes %d, holds %d, linearizable %s, violations %d, double grants %d (ops of them fencing rejected %d), recovery %s",
-		r.Ops, r.Accepted, r.Rejected, r.Pending, r.Writes, r.Holds, r.Linearizable, len(r.Violations), r.DoubleGrants, r.StaleRejected, rec) + r.primsSummary()
+	return fmt.Sprintf("ops %d (accepted %d, rejected %d, unanswered %d), writes %d, holds %d, linearizable %s, violations %d, double grants %d (ops of them fencing rejected %d), held past deadline %d (worst %v, stopped %d), recovery %s",
+		r.Ops, r.Accepted, r.Rejected, r.Pending, r.Writes, r.Holds, r.Linearizable, len(r.Violations), r.DoubleGrants, r.StaleRejected,
+		r.Late-r.LateStopped, r.WorstLate.Round(time.Millisecond), r.LateStopped, rec) + r.primsSummary()
 }
 
 // Report writes the violations with their windows: the first three of

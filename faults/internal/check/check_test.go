@@ -353,3 +353,63 @@ func TestLostOnRestart(t *testing.T) {
 		})
 	}
 }
+
+// lateHold is hold with the lease's deadline and the moment its client
+// stopped believing it held (ms offsets); End is cut at the deadline, as
+// the clients record it.
+func lateHold(client, kind string, token uint64, start, deadline, believed int64) Hold {
+	h := hold(client, kind, 1, token, start, start, min(deadline, believed))
+	ms := int64(time.Millisecond)
+	h.Deadline, h.Believed = h.Start+(deadline-start)*ms, h.Start+(believed-start)*ms
+	return h
+}
+
+// A holder whose Done closed long after its Deadline() (a store client
+// that waited out its read timeout) while another client was granted the
+// lock: the overlap check sees nothing (the holds are cut at the
+// deadline, and the store may double-grant by design), the late-loss rule
+// reports the holder acting after the rival's grant; within the
+// allowance, while its process was stopped, or with nothing known of its
+// belief, it is not reported.
+func TestLateLoss(t *testing.T) {
+	base := int64(1_700_000_000_000_000_000)
+	ms := int64(time.Millisecond)
+	g := &reg{accept: accepts, now: base}
+	late := lateHold("u1.1", Lock, 5, 0, 2000, 3100) // Done 1.1 s after the deadline
+	rival := hold("c0.1", Lock, 0, 6, 1000, 2050, 2200)
+	g.now = late.Deadline + 500*ms // the late holder writes after its deadline
+	rmw(g, "u1.1", late.Owner, 5)
+	h := History{Holds: []Hold{late, rival}, Ops: g.ops}
+	for _, design := range []bool{false, true} {
+		r := Check(h, Options{DoubleGrantsByDesign: design, LateAllowance: 200 * time.Millisecond})
+		if k := kinds(r); k["late-loss"] != 1 || len(r.Violations) != 1 || len(r.Overlaps) != 0 || r.Late != 1 || r.WorstLate != 1100*time.Millisecond {
+			t.Fatalf("by design %v: want one late-loss violation and no overlap:\n%s", design, report(r))
+		}
+		v := r.Violations[0]
+		if !strings.Contains(v.Msg, "c0.1 was granted the lock") || !strings.Contains(strings.Join(v.Window, "\n"), "u1.1   read") {
+			t.Errorf("the violation names neither the rival's grant nor the late holder's operations:\n%s", report(r))
+		}
+	}
+	t.Logf("report:\n%s", report(Check(h, Options{LateAllowance: 200 * time.Millisecond})))
+
+	ok := []Hold{
+		lateHold("u1.1", Lock, 5, 0, 2000, 2150), // within the allowance
+		lateHold("c0.1", Sem, 6, 0, 2000, 1500),  // released before its deadline
+		hold("c2.1", Lock, 0, 7, 2200, 2300, 2400),
+	}
+	killed := lateHold("c3.1", Write, 8, 0, 2000, 4000)
+	killed.Believed = 0 // a killed client's belief is unknown
+	ok = append(ok, killed)
+	if r := Check(History{Holds: ok, SemLimit: 2, RW: true}, Options{LateAllowance: 200 * time.Millisecond}); !r.OK() || r.Late != 0 {
+		t.Errorf("no late loss: %s", report(r))
+	}
+
+	stopped := History{Holds: []Hold{late, rival}, Faults: []Fault{{Kind: "stop", Target: "client u1.1", Start: base + 1900*ms, End: base + 3050*ms}}}
+	if r := Check(stopped, Options{LateAllowance: 200 * time.Millisecond}); !r.OK() || r.Late != 1 || r.LateStopped != 1 {
+		t.Errorf("a stopped client's late belief: %s", report(r))
+	}
+	other := History{Holds: []Hold{late, rival}, Faults: []Fault{{Kind: "stop", Target: "client c0.1", Start: base + 1900*ms, End: base + 3050*ms}}}
+	if r := Check(other, Options{LateAllowance: 200 * time.Millisecond}); kinds(r)["late-loss"] != 1 {
+		t.Errorf("another client's stop excused the late holder: %s", report(r))
+	}
+}
