@@ -14,10 +14,11 @@ func testFairOrder(t *testing.T, e *env) {
 	const waiters = 4
 	key := e.key("fair")
 	le := mustAcquire(t, holder, key)
-	// Waiters start one after another, far enough apart that each is in
-	// line before the next starts.
-	gap := max(e.ttl/4, 250*time.Millisecond)
+	// Waiters start one after another, each once the one before is in
+	// line: counted by the store where it can (else once it waits in its
+	// client).
 	order := make(chan int, waiters)
+	counted := false
 	for i := range waiters {
 		c := e.locker(t)
 		go func() {
@@ -28,10 +29,12 @@ func testFairOrder(t *testing.T, e *env) {
 				return
 			}
 			order <- i
-			time.Sleep(10 * time.Millisecond)
 			_ = lw.Release(ctxFor(t, 10*time.Second))
 		}()
-		time.Sleep(gap)
+		counted = e.inLine(t, c, 1, holder.d, Mutex, key, i+1)
+	}
+	if !counted {
+		t.Logf("%s cannot count its waiters: each waiter started once the one before was waiting in its client", holder.Capabilities().Name)
 	}
 	release(t, le)
 	var got []int

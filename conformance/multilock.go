@@ -63,7 +63,7 @@ func testMultiLockNoDeadlock(t *testing.T, e *env) {
 					t.Errorf("round %d: AcquireAll(%q) of two clients taking the same keys in opposite orders: %v (deadlock?)", round, p.keys, err)
 					return
 				}
-				time.Sleep(time.Millisecond)
+				work(time.Millisecond)
 				if err := m.Release(ctxFor(t, 10*time.Second)); err != nil {
 					t.Errorf("Release: %v", err)
 				}
@@ -126,7 +126,7 @@ func testMultiLockNoDeadlock(t *testing.T, e *env) {
 						lastTok[k] = tok
 					}
 					mu.Unlock()
-					time.Sleep(time.Millisecond)
+					work(time.Millisecond)
 					for _, k := range got {
 						inside[index[k]].Add(-1)
 					}
