@@ -203,6 +203,19 @@ func testMultiLockNothingPartial(t *testing.T, e *env) {
 	}
 	held := mustAcquire(t, other, k2)
 	_, err := acquireAll(ctxFor(t, 10*time.Second), a.Locker, []string{k3, k1, k2}, false)
+	for try := 1; errors.Is(err, distlock.ErrUnavailable) && try < 3; try++ {
+		// The store answered too slowly for a grant to be a lease (a grant
+		// that came after its validity ran out): the machine, not the
+		// rule. What it took is given back (in the background, at once);
+		// then try again.
+		t.Logf("TryAcquireAll, attempt %d: %v", try, err)
+		for _, k := range []string{k1, k3} {
+			if !eventually(2*e.ttl+5*time.Second, func() bool { return isFree(t, check, k) }) {
+				t.Errorf("after a TryAcquireAll failed as unavailable, %q stayed held", k)
+			}
+		}
+		_, err = acquireAll(ctxFor(t, 10*time.Second), a.Locker, []string{k3, k1, k2}, false)
+	}
 	if !isNotAcquired(err) || !strings.Contains(errString(err), k2) {
 		t.Errorf("TryAcquireAll with %q held elsewhere: %v, want ErrNotAcquired naming it", k2, err)
 	}
