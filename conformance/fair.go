@@ -15,10 +15,8 @@ func testFairOrder(t *testing.T, e *env) {
 	key := e.key("fair")
 	le := mustAcquire(t, holder, key)
 	// Waiters start one after another, each once the one before is in
-	// line: counted by the store where it can (else once it waits in its
-	// client).
+	// line (see inOrder).
 	order := make(chan int, waiters)
-	counted := false
 	for i := range waiters {
 		c := e.locker(t)
 		go func() {
@@ -31,10 +29,7 @@ func testFairOrder(t *testing.T, e *env) {
 			order <- i
 			_ = lw.Release(ctxFor(t, 10*time.Second))
 		}()
-		counted = e.inLine(t, c, 1, holder.d, Mutex, key, i+1)
-	}
-	if !counted {
-		t.Logf("%s cannot count its waiters: each waiter started once the one before was waiting in its client", holder.Capabilities().Name)
+		e.inOrder(t, c, holder.d, Mutex, key, i+1, max(e.ttl/4, 250*time.Millisecond))
 	}
 	release(t, le)
 	var got []int

@@ -250,6 +250,26 @@ func (e *env) inLine(t *testing.T, w *client, calls int, d backend.Driver, kind 
 	return true
 }
 
+// inOrder starts waiter i of an order case (FairOrder, SemaphoreFIFO)
+// once waiter i-1 is in line: counted by the store where it can count
+// (see inLine). Where it cannot, the waiter's client saying it waits is
+// not enough (a store's line is joined by the waiter's first request,
+// which may still be on its way: Redlock's first attempt asks every node
+// before it queues on the first), so the next waiter starts gap after
+// that: the one time-based step left in the suite, logged, which a
+// driver removes by reporting its waiters (Info.Waiters,
+// SemaphoreInfo.Waiters) or its harness by implementing WaiterCounter.
+func (e *env) inOrder(t *testing.T, w *client, d backend.Driver, kind Primitive, key string, n int, gap time.Duration) {
+	t.Helper()
+	if e.inLine(t, w, 1, d, kind, key, n) {
+		return
+	}
+	if n == 1 {
+		t.Logf("%s cannot count the waiters of its %s: each waiter starts %v after the one before waits in its client (implement Waiters in its inspector, or conformance.WaiterCounter in the harness, to make this exact)", w.Capabilities().Name, kind, gap)
+	}
+	pause(gap)
+}
+
 // heldThroughout checks, for the whole of window, that key stays held:
 // another client's TryAcquire fails again and again. A window, not a
 // sleep: nothing is awaited; it is the time a late delivery (a retried
