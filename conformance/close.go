@@ -20,7 +20,7 @@ func testClose(t *testing.T, e *env) {
 		_, err := a.Acquire(ctxFor(t, 60*time.Second), k3)
 		waited <- err
 	}()
-	time.Sleep(e.ttl / 4)
+	e.inLine(t, a, 1, b.d, Mutex, k3, 1)
 	if err := a.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}

@@ -78,7 +78,7 @@ func testElectionOneLeader(t *testing.T, e *env) {
 							t.Errorf("Leader() while %q leads with term %d = %+v, %v", value, ld.Term(), info, err)
 						}
 					}
-					time.Sleep(time.Millisecond)
+					work(time.Millisecond)
 					inside.Add(-1)
 					end := time.Now()
 					mu.Lock()
@@ -176,7 +176,8 @@ func testElectionSuccession(t *testing.T, e *env) {
 			wins <- won{ld, time.Now(), err}
 		}()
 	}
-	time.Sleep(e.ttl / 4) // both in line
+	e.inLine(t, b, 1, o.d, Mutex, name, 1) // both in line
+	e.inLine(t, c, 1, o.d, Mutex, name, 2)
 	if err := e.h.Kill(ctxFor(t, 10*time.Second), a.d); err != nil {
 		t.Fatalf("harness Kill: %v", err)
 	}

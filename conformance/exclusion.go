@@ -44,7 +44,7 @@ func testMutualExclusion(t *testing.T, e *env) {
 					}
 					v := counter
 					runtime.Gosched()
-					time.Sleep(time.Millisecond)
+					work(time.Millisecond)
 					counter = v + 1
 					inside.Add(-1)
 					end := time.Now()
@@ -161,10 +161,7 @@ func testWaitGivesUp(t *testing.T, e *env, mk func(context.Context) (context.Con
 	if !isFree(t, third, key) {
 		t.Error("after the holder released, the key was not free: the canceled waiter took it or left its place in line")
 	}
-	time.Sleep(e.ttl / 4)
-	if !isFree(t, third, key) {
-		t.Error("a canceled waiter took the lock after giving up")
-	}
+	freeThroughout(t, third, key, e.ttl/4, "a canceled waiter took the lock after giving up")
 }
 
 func testWaitThenAcquire(t *testing.T, e *env) {
@@ -179,7 +176,7 @@ func testWaitThenAcquire(t *testing.T, e *env) {
 		}
 		got <- err
 	}()
-	time.Sleep(e.ttl / 4)
+	e.inLine(t, waiter, 1, holder.d, Mutex, key, 1)
 	released := time.Now()
 	release(t, le)
 	select {

@@ -14,9 +14,8 @@ func testFairOrder(t *testing.T, e *env) {
 	const waiters = 4
 	key := e.key("fair")
 	le := mustAcquire(t, holder, key)
-	// Waiters start one after another, far enough apart that each is in
-	// line before the next starts.
-	gap := max(e.ttl/4, 250*time.Millisecond)
+	// Waiters start one after another, each once the one before is in
+	// line (see inOrder).
 	order := make(chan int, waiters)
 	for i := range waiters {
 		c := e.locker(t)
@@ -28,10 +27,9 @@ func testFairOrder(t *testing.T, e *env) {
 				return
 			}
 			order <- i
-			time.Sleep(10 * time.Millisecond)
 			_ = lw.Release(ctxFor(t, 10*time.Second))
 		}()
-		time.Sleep(gap)
+		e.inOrder(t, c, holder.d, Mutex, key, i+1, max(e.ttl/4, 250*time.Millisecond))
 	}
 	release(t, le)
 	var got []int

@@ -46,15 +46,22 @@ func testWatchdogRenews(t *testing.T, e *env) {
 	key := e.key("renew")
 	a, b := e.locker(t), e.locker(t)
 	le := mustAcquire(t, a, key)
-	end := time.Now().Add(3 * e.ttl)
-	for time.Now().Before(end) {
-		if le.Err() != nil {
-			t.Fatalf("lease ended while its holder was alive: %v", le.Err())
-		}
+	// Held for 3×TTL (time must pass here: renewals are what is checked),
+	// looked at every TTL/3 and at once if the lease ends.
+	end := time.After(3 * e.ttl)
+	tick := time.NewTicker(e.ttl / 3)
+	defer tick.Stop()
+	for held := true; held; {
 		if isFree(t, b, key) {
 			t.Fatal("another Locker took the key while the watchdog should have kept it")
 		}
-		time.Sleep(e.ttl / 3)
+		select {
+		case <-le.Done():
+			t.Fatalf("lease ended while its holder was alive: %v", le.Err())
+		case <-tick.C:
+		case <-end:
+			held = false
+		}
 	}
 	if s := le.State(); s != distlock.StateHeld {
 		t.Errorf("State() = %v after 3×TTL, want held", s)
@@ -130,11 +137,10 @@ func testWaiterDies(t *testing.T, e *env) {
 		}
 		result <- err
 	}()
-	time.Sleep(e.ttl / 2)
+	e.inLine(t, w, 1, holder.d, Mutex, key, 1)
 	if err := e.h.Kill(ctxFor(t, 10*time.Second), w.d); err != nil {
 		t.Fatalf("harness Kill: %v", err)
 	}
-	time.Sleep(e.ttl / 4)
 	release(t, le)
 	select {
 	case err := <-result:

@@ -63,7 +63,7 @@ func testMultiLockNoDeadlock(t *testing.T, e *env) {
 					t.Errorf("round %d: AcquireAll(%q) of two clients taking the same keys in opposite orders: %v (deadlock?)", round, p.keys, err)
 					return
 				}
-				time.Sleep(time.Millisecond)
+				work(time.Millisecond)
 				if err := m.Release(ctxFor(t, 10*time.Second)); err != nil {
 					t.Errorf("Release: %v", err)
 				}
@@ -126,7 +126,7 @@ func testMultiLockNoDeadlock(t *testing.T, e *env) {
 						lastTok[k] = tok
 					}
 					mu.Unlock()
-					time.Sleep(time.Millisecond)
+					work(time.Millisecond)
 					for _, k := range got {
 						inside[index[k]].Add(-1)
 					}
@@ -203,6 +203,19 @@ func testMultiLockNothingPartial(t *testing.T, e *env) {
 	}
 	held := mustAcquire(t, other, k2)
 	_, err := acquireAll(ctxFor(t, 10*time.Second), a.Locker, []string{k3, k1, k2}, false)
+	for try := 1; errors.Is(err, distlock.ErrUnavailable) && try < 3; try++ {
+		// The store answered too slowly for a grant to be a lease (a grant
+		// that came after its validity ran out): the machine, not the
+		// rule. What it took is given back (in the background, at once);
+		// then try again.
+		t.Logf("TryAcquireAll, attempt %d: %v", try, err)
+		for _, k := range []string{k1, k3} {
+			if !eventually(2*e.ttl+5*time.Second, func() bool { return isFree(t, check, k) }) {
+				t.Errorf("after a TryAcquireAll failed as unavailable, %q stayed held", k)
+			}
+		}
+		_, err = acquireAll(ctxFor(t, 10*time.Second), a.Locker, []string{k3, k1, k2}, false)
+	}
 	if !isNotAcquired(err) || !strings.Contains(errString(err), k2) {
 		t.Errorf("TryAcquireAll with %q held elsewhere: %v, want ErrNotAcquired naming it", k2, err)
 	}

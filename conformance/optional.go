@@ -203,7 +203,10 @@ func testWait(t *testing.T, e *env) {
 		g, err := w.Wait(ctxFor(t, 4*e.ttl+10*time.Second), e.request(key, "wait-waiter-0123456789abcdef"))
 		got <- result{g, err}
 	}()
-	time.Sleep(e.ttl / 10)
+	// The waiter is in line once the store counts it (where it can).
+	if e.storeWaiters(t, holder, Mutex, key) >= 0 && !eventually(waitLimit, func() bool { return e.storeWaiters(t, holder, Mutex, key) >= 1 }) {
+		t.Fatalf("the waiter was not in line within %v", waitLimit)
+	}
 	released := time.Now()
 	if err := g1.Lock.Release(ctxFor(t, 10*time.Second)); err != nil {
 		t.Fatal(err)

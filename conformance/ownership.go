@@ -24,21 +24,38 @@ func (e *env) request(key, owner string) backend.Request {
 	return backend.Request{Key: key, Owner: owner, TTL: e.ttl}
 }
 
+// longTTL is the TTL of a lock no one renews that must outlive a case's
+// checks even on a slow machine: 10×TTL, or the store's maximum.
+func (e *env) longTTL(caps backend.Capabilities) time.Duration {
+	ttl := 10 * e.ttl
+	if caps.MaxTTL > 0 && ttl > caps.MaxTTL {
+		ttl = caps.MaxTTL
+	}
+	return ttl
+}
+
 // takeOver makes the lock d1 holds pass to d2 without d1 releasing it: by
 // expiry for stores with per-lock TTLs, else by deleting it in the store.
+// d2's lock, which no one renews, lives longTTL: long enough for the
+// checks that follow.
 func (e *env) takeOver(t *testing.T, d1, d2 backend.Driver, key string) (g1, g2 backend.Grant) {
 	t.Helper()
+	sent := time.Now()
 	g1, err := d1.TryAcquire(ctxFor(t, 10*time.Second), e.request(key, "owner-one-0123456789abcdef"))
 	if err != nil {
 		t.Fatalf("first driver TryAcquire: %v", err)
 	}
+	bound := 3 * e.ttl
 	if d1.Capabilities().Lifetime == backend.LifetimeTTL {
-		time.Sleep(e.ttl + e.ttl/2)
+		// It ends by its TTL, counted from when it was asked for.
+		bound += time.Until(sent.Add(e.ttl))
 	} else if err := e.h.Delete(ctxFor(t, 10*time.Second), key); err != nil {
 		t.Fatalf("harness Delete: %v", err)
 	}
-	ok := eventually(3*e.ttl, func() bool {
-		g2, err = d2.TryAcquire(ctxFor(t, 10*time.Second), e.request(key, "owner-two-0123456789abcdef"))
+	req2 := e.request(key, "owner-two-0123456789abcdef")
+	req2.TTL = e.longTTL(d2.Capabilities())
+	ok := eventually(bound, func() bool {
+		g2, err = d2.TryAcquire(ctxFor(t, 10*time.Second), req2)
 		return err == nil
 	})
 	if !ok {
@@ -142,7 +159,9 @@ func testDoubleRelease(t *testing.T, e *env) {
 	if err := g1.Lock.Release(ctxFor(t, 10*time.Second)); err != nil {
 		t.Fatalf("first Release: %v", err)
 	}
-	g2, err := d2.TryAcquire(ctxFor(t, 10*time.Second), e.request(key, "owner-two-0123456789abcdef"))
+	req2 := e.request(key, "owner-two-0123456789abcdef")
+	req2.TTL = e.longTTL(d2.Capabilities()) // no one renews it: it outlives the checks
+	g2, err := d2.TryAcquire(ctxFor(t, 10*time.Second), req2)
 	if err != nil {
 		t.Fatalf("second driver could not take the released key: %v", err)
 	}

@@ -50,8 +50,11 @@ func testReentryNeverShortens(t *testing.T, e *env) {
 		t.Skipf("%s: every lock has its session's TTL; there is no per-lock TTL to shorten", a.Capabilities().Name)
 	}
 	key := e.key("shorten")
-	outer := mustAcquire(t, a, key, distlock.WithTTL(3*e.ttl), distlock.WithoutAutoRenew())
+	// The outer lease lives 6×TTL: the look below, after the re-entry's
+	// shorter TTL, comes well before its end even on a slow machine.
+	outer := mustAcquire(t, a, key, distlock.WithTTL(6*e.ttl), distlock.WithoutAutoRenew())
 	dl := outer.Deadline()
+	sent := time.Now()
 	inner, err := a.Acquire(outer.Context(), key, distlock.WithTTL(e.ttl), distlock.WithoutAutoRenew())
 	if err != nil {
 		t.Fatalf("re-entry: %v", err)
@@ -59,14 +62,20 @@ func testReentryNeverShortens(t *testing.T, e *env) {
 	if got := inner.Deadline(); got.Before(dl) {
 		t.Errorf("re-entry with a shorter TTL moved the deadline from %v to %v", dl, got)
 	}
-	time.Sleep(e.ttl + e.ttl/2)
+	// Time must pass here: until the re-entry's TTL, had it applied, ran
+	// out in the store (counted from when the re-entry was asked for).
+	select {
+	case <-outer.Done():
+		t.Fatalf("lease ended at the shorter TTL: %v", outer.Err())
+	case <-time.After(time.Until(sent.Add(e.ttl + e.ttl/2))):
+	}
 	if outer.Err() != nil {
 		t.Fatalf("lease ended at the shorter TTL: %v", outer.Err())
 	}
 	if isFree(t, b, key) {
 		t.Fatal("the store freed the lock at the re-entry's shorter TTL")
 	}
-	longer, err := a.Acquire(outer.Context(), key, distlock.WithTTL(6*e.ttl), distlock.WithoutAutoRenew())
+	longer, err := a.Acquire(outer.Context(), key, distlock.WithTTL(8*e.ttl), distlock.WithoutAutoRenew())
 	if err != nil {
 		t.Fatalf("re-entry with a longer TTL: %v", err)
 	}

@@ -91,7 +91,7 @@ func testRWExclusion(t *testing.T, e *env) {
 					}
 					count.Add(1)
 					check(write)
-					time.Sleep(2 * time.Millisecond)
+					work(2 * time.Millisecond)
 					check(write)
 					count.Add(-1)
 					if err := le.Release(ctxFor(t, 10*time.Second)); err != nil {
@@ -160,10 +160,13 @@ func testRWWriterNotStarved(t *testing.T, e *env) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var grants atomic.Int32
+	var readers []*client
 	for i := range 3 {
-		m := rwOf(t, e.locker(t), key)
+		rc := e.locker(t)
+		readers = append(readers, rc)
+		m := rwOf(t, rc, key)
 		wg.Go(func() {
-			time.Sleep(time.Duration(i) * 15 * time.Millisecond)
+			work(time.Duration(i) * 15 * time.Millisecond) // staggered, so that their holds overlap
 			for {
 				select {
 				case <-stop:
@@ -177,12 +180,17 @@ func testRWWriterNotStarved(t *testing.T, e *env) {
 					continue
 				}
 				grants.Add(1)
-				time.Sleep(40 * time.Millisecond)
+				work(40 * time.Millisecond)
 				_ = le.Release(ctxFor(t, 10*time.Second))
 			}
 		})
 	}
-	time.Sleep(100 * time.Millisecond)
+	// The first reader leaves once every reader of the stream is trying.
+	for _, rc := range readers {
+		if !rc.probe.until(waitLimit, func(p *probe) bool { return p.began >= 1 }) {
+			t.Fatal("a reader of the stream never began its RLock")
+		}
+	}
 	release(t, first)
 	le := <-got
 	close(stop)

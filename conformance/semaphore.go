@@ -52,7 +52,7 @@ func testSemaphoreLimit(t *testing.T, e *env) {
 					}
 					for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
 					}
-					time.Sleep(time.Duration(1+rand.IntN(3)) * time.Millisecond)
+					work(time.Duration(1+rand.IntN(3)) * time.Millisecond)
 					inside.Add(-int32(n))
 					if err := le.Release(ctxFor(t, 10*time.Second)); err != nil {
 						t.Errorf("Release: %v", err)
@@ -199,7 +199,7 @@ func testSemaphoreWaitCancel(t *testing.T, e *env) {
 		}
 		got <- le
 	}()
-	time.Sleep(e.ttl / 4)
+	e.inLine(t, b, 1, a.d, SemaphoreGrant, key, 1)
 	release(t, holder)
 	select {
 	case le := <-got:

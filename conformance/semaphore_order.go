@@ -30,7 +30,7 @@ func testSemaphoreMixedLimits(t *testing.T, e *env) {
 		}
 		got <- le
 	}()
-	time.Sleep(max(e.ttl/8, 200*time.Millisecond)) // the waiter is in line
+	e.inLine(t, b, 1, a.d, SemaphoreGrant, key, 1)
 	other, err := sc.TryAcquire(ctxFor(t, 10*time.Second))
 	if err != nil && !isNotAcquired(err) {
 		t.Fatalf("TryAcquire under a limit of 5 with 2 permits held: %v", err)
@@ -77,7 +77,6 @@ func testSemaphoreFIFO(t *testing.T, e *env) {
 		t.Fatalf("Acquire: %v", err)
 	}
 	order := make(chan int, 2)
-	gap := max(e.ttl/8, 200*time.Millisecond)
 	// The waiters end (their ctx is canceled, their grants released)
 	// before the test does, even when it fails early: no goroutine
 	// reports into a finished test.
@@ -86,7 +85,8 @@ func testSemaphoreFIFO(t *testing.T, e *env) {
 	defer wg.Wait()
 	defer stop()
 	for i, n := range []int{2, 1} { // first a waiter for 2, then one for 1
-		s := semaphore(t, e.locker(t), key, 2)
+		c := e.locker(t)
+		s := semaphore(t, c, key, 2)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -101,16 +101,18 @@ func testSemaphoreFIFO(t *testing.T, e *env) {
 				return
 			}
 			order <- i
-			time.Sleep(20 * time.Millisecond)
 			_ = le.Release(ctxFor(t, 10*time.Second))
 		}()
-		time.Sleep(gap)
+		// The next waiter starts once this one is in line.
+		e.inOrder(t, c, a.d, SemaphoreGrant, key, i+1, max(e.ttl/8, 200*time.Millisecond))
 	}
 	release(t, h1)
+	// A window, not a synchronisation: the time an unfair grant of the
+	// free permit to the later waiter gets to show.
 	select {
 	case i := <-order:
 		t.Fatalf("waiter %d was granted with one permit free, ahead of the waiter for 2 that came first", i)
-	case <-time.After(gap):
+	case <-time.After(max(e.ttl/8, 200*time.Millisecond)):
 	}
 	release(t, h2)
 	var got []int

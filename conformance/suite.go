@@ -170,7 +170,8 @@ func (e *env) key(name string) string { return e.prefix + name }
 // client is one Locker with its driver.
 type client struct {
 	*distlock.Locker
-	d backend.Driver
+	d     backend.Driver
+	probe *probe // what the Locker reports of its waits, renewals and leases
 }
 
 // locker makes a new independent Locker, closed when the case ends.
@@ -182,10 +183,11 @@ func (e *env) locker(t *testing.T, opts ...distlock.LockerOption) *client {
 	if err != nil {
 		t.Fatalf("NewDriver: %v", err)
 	}
-	opts = append([]distlock.LockerOption{distlock.WithDefaultTTL(e.ttl)}, opts...)
+	p := newProbe()
+	opts = append(append([]distlock.LockerOption{distlock.WithDefaultTTL(e.ttl)}, p.options()...), opts...)
 	l := distlock.New(d, opts...)
 	t.Cleanup(func() { _ = l.Close() })
-	return &client{Locker: l, d: d}
+	return &client{Locker: l, d: d, probe: p}
 }
 
 // ctx returns a context that ends after d, canceled when the case ends.
@@ -228,7 +230,8 @@ func isFree(t *testing.T, c *client, key string) bool {
 	return true
 }
 
-// eventually polls cond every 10ms until it holds or d passes.
+// eventually polls cond every 10ms until it holds or d passes: for
+// conditions no event announces (a store's state seen by another client).
 func eventually(d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
 	for {
@@ -238,7 +241,7 @@ func eventually(d time.Duration, cond func() bool) bool {
 		if time.Now().After(deadline) {
 			return false
 		}
-		time.Sleep(10 * time.Millisecond)
+		pause(10 * time.Millisecond)
 	}
 }
 
