@@ -28,6 +28,9 @@ type Driver struct {
 	noSpares bool
 	q        *statements
 	lwt      int // session innodb_lock_wait_timeout in seconds, 0 = server's
+	// assumeTxTimeout (tests): send transaction_timeout's SET whatever
+	// server_version says (see pgHasTxTimeout).
+	assumeTxTimeout bool
 
 	ids   connIDs
 	batch atomic.Int32 // batchUnknown, batchYes or batchNo
@@ -98,6 +101,11 @@ func newDriver(ctx context.Context, db *sql.DB, dia dialect, opts *Options) (*Dr
 	}
 	if !o.NoCreateTable {
 		if err := d.createTables(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if m, ok := dia.(interface{ mode() string }); ok {
+		if err := checkMode(ctx, d, m.mode()); err != nil {
 			return nil, err
 		}
 	}

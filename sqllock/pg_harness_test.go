@@ -109,15 +109,27 @@ func newPGDriver(t *testing.T, s *pgServer, opts sqllock.Options) (*sqllock.Driv
 type pgHarness struct {
 	proxied
 	s        *pgServer
-	advisory bool // Options.Advisory
+	advisory bool // Options.Advisory, on a table of its own (the table records its mode)
 }
+
+// table is the harness's lock table: advisory mode has its own, since a
+// table records the one mode it is used in.
+func (h *pgHarness) table() string {
+	if h.advisory {
+		return testAdvisoryTable
+	}
+	return testTable
+}
+
+// testAdvisoryTable is the PostgreSQL tests' lock table in advisory mode.
+const testAdvisoryTable = "distlock_test_adv"
 
 func newPGHarness(s *pgServer, ttl time.Duration) *pgHarness {
 	return &pgHarness{proxied: proxied{g: s.g, ttl: ttl, isCommand: isPGQuery, clients: map[backend.Driver]*client{}}, s: s}
 }
 
 func (h *pgHarness) NewDriver(ctx context.Context) (backend.Driver, error) {
-	return h.newDriver(ctx, h.s.addr, h.s.newDB, &sqllock.Options{Table: testTable, Advisory: h.advisory})
+	return h.newDriver(ctx, h.s.addr, h.s.newDB, &sqllock.Options{Table: h.table(), Advisory: h.advisory})
 }
 
 // isPGQuery reports whether chunk starts a PostgreSQL query message: Query
@@ -128,12 +140,17 @@ func isPGQuery(chunk []byte) bool {
 
 // Delete terminates the holder's session from an admin connection.
 func (h *pgHarness) Delete(ctx context.Context, key string) error {
-	return h.s.killHolder(ctx, key)
+	return h.s.killHolderIn(ctx, h.table(), key)
 }
 
 func (s *pgServer) killHolder(ctx context.Context, key string) error {
+	return s.killHolderIn(ctx, testTable, key)
+}
+
+// killHolderIn terminates the session of key's last holder in table.
+func (s *pgServer) killHolderIn(ctx context.Context, table, key string) error {
 	var ok bool
-	q := `SELECT pg_terminate_backend(holder_id::int) FROM "` + testTable + sqllock.FenceSuffix + `" WHERE name = $1`
+	q := `SELECT pg_terminate_backend(holder_id::int) FROM "` + table + sqllock.FenceSuffix + `" WHERE name = $1`
 	if err := s.admin.QueryRowContext(ctx, q, []byte(key)).Scan(&ok); err != nil {
 		return fmt.Errorf("holder of %q: %w", key, err)
 	}
