@@ -79,7 +79,11 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), bound)
 	l.mu.Lock()
 	l.stop = cancel
+	quit := l.quit
 	l.mu.Unlock()
+	if quit {
+		cancel() // a Release or Close gave up on the lock before this statement began
+	}
 	res := make(chan error, 1)
 	go func() {
 		defer l.leave()

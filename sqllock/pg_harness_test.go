@@ -14,6 +14,7 @@ import (
 	"github.com/distlock/distlock/sandbox"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -92,7 +93,11 @@ func (s *pgServer) newDB(addr func() string) *sql.DB {
 func newPGDriver(t *testing.T, s *pgServer, opts sqllock.Options) (*sqllock.Driver, *client) {
 	t.Helper()
 	c := &client{db: s.newDB(s.addr)}
-	if opts.Table == "" {
+	switch {
+	case opts.Table != "":
+	case opts.Advisory:
+		opts.Table = testAdvisoryTable // a table is used in one mode
+	default:
 		opts.Table = testTable
 	}
 	d, err := sqllock.New(ctxFor(t, 30*time.Second), c.db, &opts)
@@ -130,6 +135,43 @@ func newPGHarness(s *pgServer, ttl time.Duration) *pgHarness {
 
 func (h *pgHarness) NewDriver(ctx context.Context) (backend.Driver, error) {
 	return h.newDriver(ctx, h.s.addr, h.s.newDB, &sqllock.Options{Table: h.table(), Advisory: h.advisory})
+}
+
+// NewUserDriver makes a Driver as a service does: over its own pgx pool
+// (pgxpool.New with the connection string only: pgx's defaults, pool size
+// included) passed to NewPool, with nil Options but the harness's table
+// and mode, dialing through a proxy of its own for the faults. The pool
+// is closed with the harness, after the case closed the Driver.
+func (h *pgHarness) NewUserDriver(ctx context.Context) (backend.Driver, error) {
+	p, err := sandbox.StartProxy(h.s.addr)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.New(ctx, sandbox.PostgresURL(p.Addr()))
+	if err != nil {
+		_ = p.Close()
+		return nil, err
+	}
+	d, err := sqllock.NewPool(ctx, pool, &sqllock.Options{Table: h.table(), Advisory: h.advisory})
+	if err != nil {
+		pool.Close()
+		_ = p.Close()
+		return nil, err
+	}
+	h.add(d, &client{p: p, closeUser: func() { closePool(pool) }})
+	return d, nil
+}
+
+// closePool closes pool, which waits for its connections to be returned:
+// a case that hung with a lock held (the harness closed under it) must
+// not hang the harness's Close too, so that wait is bounded.
+func closePool(pool *pgxpool.Pool) {
+	done := make(chan struct{})
+	go func() { pool.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+	}
 }
 
 // isPGQuery reports whether chunk starts a PostgreSQL query message: Query

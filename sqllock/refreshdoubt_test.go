@@ -49,10 +49,12 @@ func TestRefreshGivenUpIsDoubt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = d.Close() })
 		other, err := h.NewDriver(ctxFor(t, 30*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = other.Close() })
 		key := uniqueKey("refresh-doubt")
 		lost := make(chan error, 1)
 		g, err := d.TryAcquire(ctxFor(t, 10*time.Second), backend.Request{Key: key, Owner: "owner-doubt-0123456789abc",
@@ -154,6 +156,7 @@ func TestBatchStallKeepsLongLease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = d.Close() })
 		short, long := uniqueKey("batch-short"), uniqueKey("batch-long")
 		var (
 			mu       sync.Mutex
@@ -256,5 +259,56 @@ func TestBatchStallKeepsLongLease(t *testing.T) {
 		if err := ll.Release(ctxFor(t, 10*time.Second)); err != nil {
 			t.Fatalf("Release: %v", err)
 		}
+	})
+}
+
+// TestReleaseDuringGivenUpRefresh: a Release that cannot wait for a
+// refresh still out on the lock's connection (the caller gave up on it)
+// does not leave the lock pinned: the statement is canceled, the
+// connection closed, and another client gets the lock once the server
+// sees it, long before the lock's 30 s idle timeout.
+func TestReleaseDuringGivenUpRefresh(t *testing.T) {
+	eachDialect(t, time.Second, func(t *testing.T, h faultHarness) {
+		d, err := h.NewDriver(ctxFor(t, 30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Close() })
+		other, err := h.NewDriver(ctxFor(t, 30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = other.Close() })
+		key := uniqueKey("release-doubt")
+		g, err := d.TryAcquire(ctxFor(t, 10*time.Second), backend.Request{Key: key, Owner: "owner-rel-0123456789abcde", TTL: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Partition(ctxFor(t, 10*time.Second), d); err != nil {
+			t.Fatal(err)
+		}
+		short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err = g.Lock.Refresh(short, 30*time.Second)
+		cancel()
+		if errors.Is(err, backend.ErrNotHeld) || !errors.Is(err, backend.ErrUnavailable) {
+			t.Fatalf("Refresh given up by the client = %v, want doubt", err)
+		}
+		short, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err = g.Lock.Release(short)
+		cancel()
+		t.Logf("Release while the refresh is out: %v", err)
+		if !errors.Is(err, backend.ErrUnavailable) {
+			t.Errorf("Release while a refresh is out = %v, want ErrUnavailable", err)
+		}
+		if err := h.Heal(ctxFor(t, 10*time.Second), d); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		g2, err := other.(backend.Waiter).Wait(ctxFor(t, 20*time.Second), backend.Request{Key: key, Owner: "owner-next-0123456789abc", TTL: 30 * time.Second})
+		if err != nil {
+			t.Fatalf("another client's Wait after the release: %v (the lock stayed pinned)", err)
+		}
+		t.Logf("freed for another client %v after the heal", time.Since(start).Round(time.Millisecond))
+		_ = g2.Lock.Release(ctxFor(t, 10*time.Second))
 	})
 }
