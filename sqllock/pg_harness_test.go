@@ -138,8 +138,8 @@ func (h *pgHarness) NewDriver(ctx context.Context) (backend.Driver, error) {
 }
 
 // NewUserDriver makes a Driver as a service does: over its own pgx pool
-// (pgxpool.New with the connection string only: pgx's defaults, pool size
-// included) passed to NewPool, with nil Options but the harness's table
+// (pgxpool.New with the connection string only: pgx's defaults, the pool's
+// size as NewPool's doc asks) passed to NewPool, with nil Options but the harness's table
 // and mode, dialing through a proxy of its own for the faults. The pool
 // is closed with the harness, after the case closed the Driver.
 func (h *pgHarness) NewUserDriver(ctx context.Context) (backend.Driver, error) {
@@ -147,7 +147,13 @@ func (h *pgHarness) NewUserDriver(ctx context.Context) (backend.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	pool, err := pgxpool.New(ctx, sandbox.PostgresURL(p.Addr()))
+	// pgx's defaults but the pool's size, which NewPool's doc asks users
+	// to set to the locks held at once plus two: the default (4, or the
+	// number of CPUs) is below what the stall case holds at once (a
+	// mutex, two read-write sides, a multi-lock of two, a leadership
+	// term), and an acquisition beyond it waits for a connection for its
+	// fencing token until its ctx ends.
+	pool, err := pgxpool.New(ctx, sandbox.PostgresURL(p.Addr())+"&pool_max_conns=16")
 	if err != nil {
 		_ = p.Close()
 		return nil, err
