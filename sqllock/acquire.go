@@ -184,7 +184,12 @@ func (lc *lockConn) end(err error) {
 
 // grant wraps a held row lock in a Lock.
 func (d *Driver) grant(lc *lockConn, req backend.Request, ttl int, token uint64, validFrom time.Time) (backend.Grant, error) {
-	l := &lock{conn: lc, key: req.Key, ttl: ttl, onLost: req.OnLost, sem: make(chan struct{}, 1)}
+	// The session's idle timer restarted at the locking statement: the
+	// idle bound counted from now is a little later than the server's,
+	// and later than the lease's deadline, counted from before the
+	// acquisition. It bounds a refresh the caller gave up on (lock.go).
+	confirmed := time.Now()
+	l := &lock{conn: lc, key: req.Key, ttl: ttl, confirmed: confirmed, onLost: req.OnLost, sem: make(chan struct{}, 1)}
 	// Tracked so that Close can abandon it; that fails once Close began.
 	if err := d.held.Track(l, req.Hooks()); err != nil {
 		lc.discard()

@@ -21,6 +21,9 @@ type lockConn struct {
 	beginTTL int      // the idle timeout (seconds) begin sets
 	beginLWT bool     // begin sets innodb_lock_wait_timeout
 	begun    bool     // the session has the settings begin sends
+	// PostgreSQL: whether the server has transaction_timeout (17+): 0
+	// not known yet, 1 yes, 2 no (see pgHasTxTimeout).
+	txTimeout int8
 
 	// The lock session's settings in place (autocommit off, wait_timeout
 	// sessTTL, innodb_lock_wait_timeout if sessLWT); sessTTL 0 when not

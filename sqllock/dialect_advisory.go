@@ -19,9 +19,11 @@ import (
 // docs/sql.md): it costs a needless wait, never a second holder.
 type pgAdvisory struct{ pgDialect }
 
+func (pgAdvisory) mode() string { return "advisory" }
+
 func (pgAdvisory) statements(table string) *statements {
 	q := pgDialect{}.statements(table)
-	q.ddl = []string{q.ddl[1], q.ddl[3]} // the fencing epochs and live counters only (no semaphore in advisory mode)
+	q.ddl = []string{q.ddl[1], q.ddl[3], q.ddl[4]} // the fencing epochs, live counters and the mode (no lock table, no semaphore in advisory mode)
 	// txid_current(): the transaction's id, which the fencing statement
 	// checks is still in progress (an advisory lock alone assigns none).
 	q.lockInto = "SELECT pg_advisory_xact_lock(?), txid_current()"

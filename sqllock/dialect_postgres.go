@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/distlock/distlock/backend"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 )
@@ -72,6 +73,7 @@ func (pgDialect) statements(table string) *statements {
 	lt := `"` + table + `"`
 	ft := `"` + table + FenceSuffix + `"`
 	vt := `"` + table + LiveSuffix + `"`
+	mt := `"` + table + ModeSuffix + `"`
 	return &statements{
 		table: table,
 		ddl: []string{
@@ -100,7 +102,21 @@ func (pgDialect) statements(table string) *statements {
 				"  holder_id  bigint NOT NULL,\n"+
 				"  granted_at timestamptz NOT NULL\n"+
 				")", vt),
+			// The table's mode (see checkMode): one row, written by the
+			// first Driver on the table.
+			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
+				"  id   integer NOT NULL PRIMARY KEY CHECK (id = 1),\n"+
+				"  mode text NOT NULL\n"+
+				")", mt),
 		},
+		modeRead: fmt.Sprintf("SELECT mode FROM %s WHERE id = 1", mt),
+		modeSet:  fmt.Sprintf("INSERT INTO %s (id, mode) VALUES (1, ?) ON CONFLICT (id) DO NOTHING; SELECT mode FROM %s WHERE id = 1", mt, mt),
+		// Whether the lock table exists, and whether it has rows (row mode
+		// was used on it): an advisory-mode Driver that would record the
+		// mode first asks (see checkMode). The name is a validated
+		// identifier.
+		lockTable: fmt.Sprintf("SELECT to_regclass('%s') IS NOT NULL", lt),
+		lockRows:  fmt.Sprintf("SELECT EXISTS (SELECT FROM %s)", lt),
 		// txid_current() gives the transaction its id (the row lock does
 		// too), which the fencing statement checks is still in progress.
 		lockInto:       fmt.Sprintf("SELECT txid_current() FROM %s WHERE name = ? FOR UPDATE", lt),
@@ -254,7 +270,9 @@ func pgLockBatch(ctx context.Context, lc *lockConn, begin, stmts string, nowait 
 	lr.id = lc.id
 	lc.begun = true
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s; SET LOCAL idle_in_transaction_session_timeout = '%ds'", begin, lc.beginTTL)
+	b.WriteString(begin)
+	b.WriteString("; ")
+	b.WriteString(lc.pgTxSettings())
 	if !nowait {
 		// The wait is bounded by the caller's ctx, not a server default.
 		b.WriteString("; SET LOCAL statement_timeout = 0")
@@ -267,6 +285,61 @@ func pgLockBatch(ctx context.Context, lc *lockConn, begin, stmts string, nowait 
 	res, err := pgExec(ctx, lc.c, b.String())
 	lc.setUp() // no session state: a connection that answered is in a known one
 	return lr, res, err
+}
+
+// pgTxSettings is the lock transaction's settings, sent right after its
+// BEGIN: the idle timeout (the TTL), and on PostgreSQL 17 and later
+// transaction_timeout off. A DBA's transaction_timeout (for the server,
+// database or role) would end the lock's session, and the lock, before its
+// TTL while its holder's validity runs, as MariaDB's
+// idle_transaction_timeout would (see noIdleTx); changed inside the
+// transaction it stops the timer BEGIN started. Both are LOCAL: the
+// ROLLBACK that ends the lock restores the session's values.
+func (lc *lockConn) pgTxSettings() string {
+	s := fmt.Sprintf("SET LOCAL idle_in_transaction_session_timeout = '%ds'", lc.beginTTL)
+	if lc.pgHasTxTimeout() {
+		s += "; " + pgNoTxTimeout
+	}
+	return s
+}
+
+// pgNoTxTimeout turns PostgreSQL 17's transaction_timeout off for the
+// transaction.
+const pgNoTxTimeout = "SET LOCAL transaction_timeout = 0"
+
+// pgHasTxTimeout reports whether lc's server has transaction_timeout
+// (PostgreSQL 17 and later), from the server_version it reported at the
+// connection's start-up (no round trip); learnt once per connection.
+func (lc *lockConn) pgHasTxTimeout() bool {
+	if lc.txTimeout == 0 {
+		lc.txTimeout = 2
+		if lc.d.assumeTxTimeout {
+			lc.txTimeout = 1
+		}
+		_ = lc.c.Raw(func(dc any) error {
+			if sc, ok := dc.(*stdlib.Conn); ok && pgVersionHasTxTimeout(sc.Conn().PgConn().ParameterStatus("server_version")) {
+				lc.txTimeout = 1
+			}
+			return nil
+		})
+	}
+	return lc.txTimeout == 1
+}
+
+// pgVersionHasTxTimeout reports whether a server_version ("15.18 (Debian
+// 15.18-0+deb12u1)", "17.2", "17beta1", "18devel") is 17 or later.
+func pgVersionHasTxTimeout(v string) bool {
+	n := 0
+	for _, r := range v {
+		if r < '0' || r > '9' {
+			break
+		}
+		n = n*10 + int(r-'0')
+		if n >= 17 {
+			return true
+		}
+	}
+	return false
 }
 
 // errLostBeforeToken: the lock's transaction ended before its fencing
@@ -417,6 +490,7 @@ func (pgDialect) lastGrant(ctx context.Context, d *Driver, key string) (lastGran
 
 // SQLSTATEs the driver reacts to.
 const (
+	pgUndefinedTable   = "42P01"
 	pgLockNotAvailable = "55P03" // NOWAIT conflict, lock_timeout
 	pgDeadlock         = "40P01"
 	pgSerialization    = "40001" // serialization_failure: a session default of repeatable read or serializable
@@ -473,4 +547,73 @@ func (pgDialect) connGone(err error) bool {
 func pgCreateRace(err error) bool {
 	c := pgCode(err)
 	return c == pgUniqueViolation || c == pgDuplicateTable
+}
+
+// mode is the table's mode that checkMode records: "row", or "advisory"
+// (pgAdvisory).
+func (pgDialect) mode() string { return "row" }
+
+// checkMode makes sure every Driver on the table locks the same way. Row
+// mode locks a row of the lock table, advisory mode an advisory lock: a
+// client of each would both hold one key. The first Driver records its
+// mode in the mode table (table+ModeSuffix); one of the other mode is
+// refused with ErrInvalidConfig. An advisory-mode Driver that would record
+// first while the lock table has rows refuses too: row-mode clients of a
+// version that records no mode may be running on it.
+func checkMode(ctx context.Context, d *Driver, mode string) error {
+	read := func(q string) (string, bool, error) {
+		res, err := pgExecDB(ctx, d, q)
+		if err != nil {
+			return "", false, err
+		}
+		last := res[len(res)-1]
+		if len(last.Rows) == 0 {
+			return "", false, nil
+		}
+		return string(last.Rows[0][0]), true, nil
+	}
+	mt := d.q.table + ModeSuffix
+	got, ok, err := read(d.q.modeRead)
+	if pgCode(err) == pgUndefinedTable {
+		return fmt.Errorf("sqllock: %w: the mode table %q is missing (tables created by hand from an earlier PostgresDDL): create it, see PostgresDDL and docs/sql.md", backend.ErrInvalidConfig, mt)
+	}
+	if err == nil && !ok {
+		if mode == "advisory" {
+			if err = d.refuseRowRows(ctx, mt); err != nil {
+				return err
+			}
+		}
+		got, ok, err = read(strings.Replace(d.q.modeSet, "?", "'"+mode+"'", 1)) // row or advisory: ours, not input
+	}
+	if err != nil {
+		return fmt.Errorf("sqllock: the table's mode (%s): %w", mt, d.classify(err))
+	}
+	if !ok {
+		return fmt.Errorf("sqllock: the table's mode (%s): no row after recording it", mt)
+	}
+	if got != mode {
+		return fmt.Errorf("sqllock: %w: table %q is used in %s mode (recorded in %q) and this Driver is in %s mode: "+
+			"the two lock different things, so a client of each would both hold a key; use one mode per table (docs/sql.md)",
+			backend.ErrInvalidConfig, d.q.table, got, mt, mode)
+	}
+	return nil
+}
+
+// refuseRowRows refuses to record advisory mode on a table whose lock
+// table has rows: row-mode clients were there, and may still run.
+func (d *Driver) refuseRowRows(ctx context.Context, mt string) error {
+	rows := pgDialect{}.statements(d.q.table)
+	for _, q := range []string{rows.lockTable, rows.lockRows} {
+		res, err := pgExecDB(ctx, d, q)
+		if err != nil {
+			return fmt.Errorf("sqllock: the table's mode (%s): %w", mt, d.classify(err))
+		}
+		if len(res) == 0 || len(res[0].Rows) == 0 || string(res[0].Rows[0][0]) != "t" {
+			return nil
+		}
+	}
+	return fmt.Errorf("sqllock: %w: table %q records no mode and its lock table has rows, so clients in row mode "+
+		"(of a version that records no mode) may be running on it; this Driver is in advisory mode, and a client of each "+
+		"would both hold a key: stop the row-mode clients, then record the mode (INSERT INTO %q VALUES (1, 'advisory')), see docs/sql.md",
+		backend.ErrInvalidConfig, d.q.table, mt)
 }

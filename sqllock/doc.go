@@ -34,7 +34,10 @@
 // uncontended pair, no WAL flush in steady state.
 // A canceled Wait is interrupted with pg_cancel_backend. In advisory mode
 // the lock is pg_advisory_xact_lock on the key hashed to 64 bits, in the
-// same kind of transaction. See docs/sql.md.
+// same kind of transaction. A table is used in one mode: the first Driver
+// records it (table+[ModeSuffix]) and New refuses a Driver of the other
+// mode with ErrInvalidConfig. On PostgreSQL 17 and later lock
+// transactions turn transaction_timeout off. See docs/sql.md.
 //
 // # MySQL/MariaDB URLs
 //
@@ -133,7 +136,11 @@
 // A key held by another session is a *backend.NotAcquiredError (matching
 // ErrNotAcquired). Network failures, timeouts and a killed connection wrap
 // ErrUnavailable during an acquisition, and ErrNotHeld for a held lock
-// (its connection, and with it the lock, is gone). A closed *sql.DB or
+// (its connection, and with it the lock, is gone). A Refresh whose ctx
+// ends before the server answers wraps ErrUnavailable (the lock is in
+// doubt): its statement goes on, bounded by the session's idle timeout,
+// so the client library does not close the lock's connection; the next
+// Refresh waits for it. A closed *sql.DB or
 // Driver is ErrClosed. The server's own error (*mysql.MySQLError) is
 // wrapped too. Passwords never appear in errors.
 package sqllock

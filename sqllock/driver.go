@@ -28,6 +28,9 @@ type Driver struct {
 	noSpares bool
 	q        *statements
 	lwt      int // session innodb_lock_wait_timeout in seconds, 0 = server's
+	// assumeTxTimeout (tests): send transaction_timeout's SET whatever
+	// server_version says (see pgHasTxTimeout).
+	assumeTxTimeout bool
 
 	ids   connIDs
 	batch atomic.Int32 // batchUnknown, batchYes or batchNo
@@ -59,6 +62,15 @@ var (
 // plus one makes acquisitions wait for a free connection. While db has no
 // connection limit, the Driver also keeps up to 8 idle spare connections
 // (see the package doc).
+//
+// db needs nothing beyond its library's defaults (a DSN or connection
+// string alone will do): every statement is bounded by a ctx, which both
+// libraries honour by closing the connection when it ends (go-sql-driver's
+// readTimeout may stay 0; pgx's default ctx handling). So that this does
+// not close a held lock's connection when a caller gives up on a Refresh,
+// the refresh statement's own ctx ends at the session's idle bound, not
+// the caller's (see the package doc); the portable layer ends the lease at
+// its deadline in any case.
 func New(ctx context.Context, db *sql.DB, opts *Options) (*Driver, error) {
 	if db == nil {
 		return nil, fmt.Errorf("sqllock: %w: nil *sql.DB", backend.ErrInvalidConfig)
@@ -98,6 +110,11 @@ func newDriver(ctx context.Context, db *sql.DB, dia dialect, opts *Options) (*Dr
 	}
 	if !o.NoCreateTable {
 		if err := d.createTables(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if m, ok := dia.(interface{ mode() string }); ok {
+		if err := checkMode(ctx, d, m.mode()); err != nil {
 			return nil, err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/sandbox"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/go-sql-driver/mysql"
@@ -107,6 +108,9 @@ func (s *server) newDB(addr func() string, batch bool) *sql.DB {
 type client struct {
 	db *sql.DB
 	p  *sandbox.Proxy
+	// closeUser closes a user-made client that is not db (a pgx pool);
+	// nil: closing db closes the client.
+	closeUser func()
 }
 
 // kill cuts every connection at once and refuses new ones: no rollback, no
@@ -115,8 +119,20 @@ type client struct {
 func (c *client) kill() error {
 	c.p.Refuse(true)
 	c.p.Reset()
-	_ = c.db.Close() // reports the connections just cut
+	if c.db != nil {
+		_ = c.db.Close() // reports the connections just cut
+	}
 	return nil
+}
+
+// close closes the client's store client and its proxy.
+func (c *client) close() {
+	_ = c.p.Close()
+	if c.closeUser != nil {
+		c.closeUser()
+	} else {
+		_ = c.db.Close()
+	}
 }
 
 // proxied is what the MySQL and PostgreSQL harnesses share: every
@@ -149,6 +165,13 @@ func (h *proxied) newDriver(ctx context.Context, addr func() string, newDB func(
 	h.clients[d] = c
 	h.mu.Unlock()
 	return d, nil
+}
+
+// add records d's client, for the fault hooks and Close.
+func (h *proxied) add(d backend.Driver, c *client) {
+	h.mu.Lock()
+	h.clients[d] = c
+	h.mu.Unlock()
 }
 
 func (h *proxied) client(d backend.Driver) (*client, error) {
@@ -219,8 +242,7 @@ func (h *proxied) Close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, c := range h.clients {
-		_ = c.db.Close()
-		_ = c.p.Close()
+		c.close()
 	}
 	clear(h.clients)
 	return nil
@@ -236,6 +258,35 @@ type harness struct {
 
 func newHarness(s *server, ttl time.Duration, m mode) *harness {
 	return &harness{proxied: proxied{g: s.g, ttl: ttl, isCommand: isCommand, clients: map[backend.Driver]*client{}}, s: s, m: m}
+}
+
+var (
+	_ conformance.UserClients = (*harness)(nil)
+	_ conformance.UserClients = (*pgHarness)(nil)
+)
+
+// NewUserDriver makes a Driver as a service does, over its own *sql.DB of
+// sql.Open("mysql", dsn) with the DSN only (the library's defaults: no
+// multiStatements, no read timeout, an unlimited pool) and nil Options
+// but the test table, dialing through a proxy of its own for the faults.
+func (h *harness) NewUserDriver(ctx context.Context) (backend.Driver, error) {
+	p, err := sandbox.StartProxy(h.s.addr)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("mysql", sandbox.MySQLDSN(p.Addr()))
+	if err != nil {
+		_ = p.Close()
+		return nil, err
+	}
+	d, err := sqllock.New(ctx, db, &sqllock.Options{Table: testTable})
+	if err != nil {
+		_ = db.Close()
+		_ = p.Close()
+		return nil, err
+	}
+	h.add(d, &client{db: db, p: p})
+	return d, nil
 }
 
 func (h *harness) NewDriver(ctx context.Context) (backend.Driver, error) {

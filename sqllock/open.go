@@ -37,7 +37,9 @@ type Options struct {
 	LockWaitTimeout time.Duration
 	// Advisory (PostgreSQL only; URL mode=advisory) takes
 	// pg_advisory_xact_lock on the key hashed to 64 bits instead of a row
-	// lock: no lock table, no row per key. See docs/sql.md.
+	// lock: no lock table, no row per key. A table is used in one mode
+	// (recorded by its first Driver in table+[ModeSuffix]): New refuses a
+	// Driver of the other mode with ErrInvalidConfig. See docs/sql.md.
 	Advisory bool
 	// NoProcedure (MySQL, MariaDB) keeps the Driver from creating and
 	// calling the stored procedure named Table+[ProcSuffix]. By default,

@@ -37,6 +37,11 @@ const (
 // forgotten when the MEMORY table is full (max_heap_table_size).
 const evictRows = 256
 
+// ModeSuffix is appended to the lock table's name to name PostgreSQL's
+// table that records the mode (row or advisory) the table is used in:
+// Drivers of the other mode are refused (see [Options.Advisory]).
+const ModeSuffix = "_mode"
+
 // SemSuffix is appended to the lock table's name to name the table of
 // semaphore permit slots (one row per permit, see semaphore.go).
 const SemSuffix = "_sem"
@@ -83,9 +88,10 @@ func DDL(table string) ([]string, error) {
 }
 
 // PostgresDDL returns the PostgreSQL statements that create the lock table,
-// its durable fencing-epoch table, the semaphores' table of permit slots
-// and its UNLOGGED table of live token counters (advisory mode needs only
-// the second and the last), for
+// its durable fencing-epoch table, the semaphores' table of permit slots,
+// its UNLOGGED table of live token counters and the table that records
+// the mode the tables are used in (table+[ModeSuffix]; advisory mode
+// needs only the second, fourth and last), for
 // DBAs who create them by hand (see docs/sql.md). The table name must be
 // valid (letters, digits, underscores; at most 58).
 func PostgresDDL(table string) ([]string, error) {
@@ -127,6 +133,9 @@ type statements struct {
 	liveEvict string
 	probe     string
 	killQuery string
+	// PostgreSQL: the table's mode (see checkMode).
+	modeRead, modeSet   string
+	lockTable, lockRows string
 }
 
 func newStatements(table string) *statements {

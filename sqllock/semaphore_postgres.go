@@ -23,7 +23,7 @@ func (pgDialect) semOnce(ctx context.Context, lc *lockConn, key, _, _ string, li
 	sr.lr.id = lc.id
 	lc.begun = true
 	st := pgSemTable(lc.d.q.table)
-	q := fmt.Sprintf("BEGIN; SET LOCAL idle_in_transaction_session_timeout = '%ds'; ", lc.beginTTL) +
+	q := "BEGIN; " + lc.pgTxSettings() + "; " +
 		bindPG(fmt.Sprintf("SELECT txid_current() FROM %s WHERE name = ? AND slot < ? ORDER BY slot LIMIT ? FOR UPDATE SKIP LOCKED; ", st), key, limit, n) +
 		bindPG(fmt.Sprintf("SELECT count(*), count(*) FILTER (WHERE slot < ?) FROM %s WHERE name = ?", st), limit, key)
 	res, err := pgExec(ctx, lc.c, q)
@@ -31,19 +31,21 @@ func (pgDialect) semOnce(ctx context.Context, lc *lockConn, key, _, _ string, li
 	if err != nil {
 		return sr, err
 	}
-	if len(res) != 4 || len(res[3].Rows) != 1 || len(res[3].Rows[0]) != 2 {
+	// BEGIN, the settings (one or two), the slots, the count.
+	if len(res) < 4 || len(res[len(res)-1].Rows) != 1 || len(res[len(res)-1].Rows[0]) != 2 {
 		return sr, fmt.Errorf("sqllock: the semaphore statements returned an unexpected result")
 	}
-	sr.got = len(res[2].Rows)
-	if sr.total, err = strconv.Atoi(string(res[3].Rows[0][0])); err != nil {
+	slots, count := res[len(res)-2], res[len(res)-1]
+	sr.got = len(slots.Rows)
+	if sr.total, err = strconv.Atoi(string(count.Rows[0][0])); err != nil {
 		return sr, err
 	}
-	if sr.below, err = strconv.Atoi(string(res[3].Rows[0][1])); err != nil {
+	if sr.below, err = strconv.Atoi(string(count.Rows[0][1])); err != nil {
 		return sr, err
 	}
 	if sr.got == n {
 		sr.lr.found = true
-		sr.lr.xid, err = strconv.ParseUint(string(res[2].Rows[0][0]), 10, 64)
+		sr.lr.xid, err = strconv.ParseUint(string(slots.Rows[0][0]), 10, 64)
 	}
 	return sr, err
 }

@@ -71,7 +71,7 @@ func TestPostgresSemaphoreLarge(t *testing.T) {
 // TestPostgresAdvisorySemaphore: advisory mode has no slot table, so it
 // offers no semaphore, and says so.
 func TestPostgresAdvisorySemaphore(t *testing.T) {
-	d, _ := newPGDriver(t, startPG(t), sqllock.Options{Advisory: true})
+	d, _ := newPGDriver(t, startPG(t), sqllock.Options{Advisory: true, Table: testAdvisoryTable})
 	if c := d.Capabilities(); c.Semaphore != "" {
 		t.Errorf("advisory mode: Capabilities().Semaphore = %q, want none", c.Semaphore)
 	}
