@@ -321,6 +321,10 @@ func redactRaw(raw string) string {
 // rather than too little), or to the closing quote.
 var secretKeyword = regexp.MustCompile(`(?i)(pass(?:word|wd)?|pwd)((?:\s|%20)*(?:=|%3D)(?:\s|%20)*)('(?:[^'\\]|\\.)*'?|(?:[^\s%]|%[^2]|%2[^0]|%2?$)*)`)
 
+// quotedSecretKeyword is secretKeyword for a message, where values may be
+// quoted with %q: a value also ends at an unescaped '"'.
+var quotedSecretKeyword = regexp.MustCompile(`(?i)(pass(?:word|wd)?|pwd)((?:\s|%20)*(?:=|%3D)(?:\s|%20)*)((?:[^\s"\\]|\\.)*)`)
+
 // scrubSecrets hides the value of every password keyword in s.
 func scrubSecrets(s string) string {
 	return secretKeyword.ReplaceAllString(s, "${1}${2}xxxxx")
@@ -522,7 +526,10 @@ func (p *Params) Err() error {
 	}
 	var msgs []string
 	for _, e := range errs {
-		if m := e.Error(); !slices.Contains(msgs, m) { // a value read twice is wrong once
+		// A driver's message may quote a path, a file name or a store's
+		// error holding a password keyword: its value is hidden.
+		m := quotedSecretKeyword.ReplaceAllString(e.Error(), "${1}${2}xxxxx")
+		if !slices.Contains(msgs, m) { // a value read twice is wrong once
 			msgs = append(msgs, m)
 		}
 	}
