@@ -1,5 +1,6 @@
 // Package distlock is a distributed lock with one API over Redis,
-// MySQL/MariaDB, ZooKeeper and etcd (and an in-process store for tests).
+// MySQL/MariaDB, PostgreSQL, ZooKeeper and etcd (and an in-process store
+// for tests).
 //
 //	locker, err := distlock.Open(ctx, "redis://127.0.0.1:6379/0?ttl=30s")
 //	...
@@ -29,8 +30,9 @@
 //
 // The parameter ttl sets the default lease TTL on every backend; the rest
 // are the backend's own (docs/configuration.md). Unknown parameters are
-// errors, and no error shows a password. [New] takes a driver made
-// directly, e.g. redislock.New(client, nil).
+// errors, and no error shows a password (nor any part of input that is
+// not a URL, such as a libpq "host=... password=..." string). [New] takes
+// a driver made directly, e.g. redislock.New(client, nil).
 //
 // # Semantics
 //

@@ -66,9 +66,10 @@ func (l *Locker) AcquireAll(ctx context.Context, keys []string, opts ...Option) 
 // (Capabilities().MultiAtomic) and can take this set so, the attempt is
 // that one step instead: one round trip, and when a key is held nothing
 // is taken at all, not even for a moment. (A set the store cannot take
-// in one step, such as more than 128 keys on etcd, or one with a key the
-// owner already holds through this Locker, goes key by key.) Otherwise it
-// is AcquireAll.
+// in one step goes key by key: more than 64 keys on etcd, whose
+// transactions take at most etcdlock.MaxMultiKeys, or a set with a key
+// the owner already holds through this Locker. Redis and memlock have no
+// such limit.) Otherwise it is AcquireAll.
 func (l *Locker) TryAcquireAll(ctx context.Context, keys []string, opts ...Option) (*MultiLease, error) {
 	return l.acquireAll(ctx, keys, opts, false)
 }

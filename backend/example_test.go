@@ -13,7 +13,7 @@ import (
 // parameters with Params, then calls Err, which names every bad value and
 // every parameter nobody read in one error. Redacted is the form to put in
 // messages: the password, and any parameter value not known to be
-// harmless, are masked.
+// harmless (SafeParams), are masked; Err does not show those values either.
 func ExampleParseURL() {
 	u, err := backend.ParseURL("queue://app:secret@q1:7000,q2/locks?ttl=5s&retries=ten&colour=blue")
 	if err != nil {
@@ -36,5 +36,5 @@ func ExampleParseURL() {
 	// [q1:7000 q2:7000]
 	// queue://app:xxxxx@q1:7000,q2/locks?colour=xxxxx&retries=xxxxx&ttl=5s
 	// true
-	// invalid configuration: parameter retries="ten": want an integer from 0 to 10; unknown parameter(s): colour
+	// invalid configuration: parameter retries: want an integer from 0 to 10; unknown parameter(s): colour
 }

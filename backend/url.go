@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,7 +28,9 @@ type URL struct {
 }
 
 // ParseURL parses raw. Its errors wrap ErrInvalidConfig and never contain
-// the password.
+// the password, nor the value of a password=, pass= or pwd= keyword. Input
+// that is not a URL (no "scheme://", such as a libpq keyword string
+// "host=... password=...") is not echoed at all.
 //
 // A password holding '/', '?', '#' or '@' must percent-encode them (%2F,
 // %3F, %23, %40): an '@' after the host part (in the path, the query or a
@@ -72,6 +75,10 @@ func ParseURL(raw string) (*URL, error) {
 	if hostlist != "" {
 		for h := range strings.SplitSeq(hostlist, ",") {
 			if err := checkHost(h); err != nil {
+				if scrubSecrets(h) != h {
+					// The error would quote the host, or its port.
+					err = errors.New("a host holds a password=, pass= or pwd= keyword: give a password as user:password@")
+				}
 				return nil, fmt.Errorf("%w: URL %q: %v", ErrInvalidConfig, redactRaw(raw), err)
 			}
 			u.Hosts = append(u.Hosts, h)
@@ -99,15 +106,24 @@ func splitScheme(raw string) (scheme, rest string, err error) {
 			// ("mem:?ttl=2s"): the same URL.
 			scheme, rest, ok = s, r, true
 		case r[0] == '/':
-			return "", "", fmt.Errorf("%w: URL %q: the '//' before the host is missing (want e.g. %s://host/...)", ErrInvalidConfig, redactRaw(raw), strings.ToLower(s))
+			// Not a URL: only the (valid) scheme is echoed.
+			return "", "", fmt.Errorf("%w: URL %q: the '//' before the host is missing (want e.g. %[3]s://host/...)", ErrInvalidConfig, strings.ToLower(s)+":...", strings.ToLower(s))
 		}
 	}
 	if !ok || scheme == "" {
-		return "", "", fmt.Errorf("%w: URL %q has no scheme (want e.g. redis://host:6379)", ErrInvalidConfig, redactRaw(raw))
+		// Not a URL, so nothing tells which part of it is a secret: none
+		// of it is echoed.
+		hint := ""
+		if strings.Contains(raw, "=") {
+			hint = "; a key=value connection string (host=... dbname=...) is not a URL: write it as postgres://user:password@host:5432/dbname?sslmode=..."
+		}
+		return "", "", fmt.Errorf("%w: the URL has no scheme (want e.g. redis://host:6379)%s", ErrInvalidConfig, hint)
 	}
 	scheme = strings.ToLower(scheme)
 	if !validScheme(scheme) {
-		return "", "", fmt.Errorf("%w: URL scheme %q is not valid", ErrInvalidConfig, redactRaw(scheme))
+		// What precedes "://" may be anything (a connection string
+		// holding a file:// name): not echoed.
+		return "", "", fmt.Errorf("%w: the URL's scheme (before \"://\") is not valid: want letters, digits, '+', '-' or '.'", ErrInvalidConfig)
 	}
 	return scheme, rest, nil
 }
@@ -211,19 +227,29 @@ func (u *URL) Redacted() string {
 	var b strings.Builder
 	b.WriteString(u.Scheme + "://")
 	if u.User != nil {
-		b.WriteString(url.PathEscape(u.User.Username()))
+		b.WriteString(url.PathEscape(scrubSecrets(u.User.Username())))
 		if _, ok := u.User.Password(); ok {
 			b.WriteString(":xxxxx")
 		}
 		b.WriteString("@")
 	}
-	b.WriteString(strings.Join(u.Hosts, ","))
-	b.WriteString((&url.URL{Path: u.Path}).EscapedPath())
+	for i, h := range u.Hosts {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(scrubSecrets(h))
+	}
+	b.WriteString((&url.URL{Path: scrubSecrets(u.Path)}).EscapedPath())
 	if u.Query != nil && len(u.Query.values) > 0 {
 		shown := url.Values{}
 		for name, vs := range u.Query.values {
 			if !safeParam(name) {
 				vs = slices.Repeat([]string{"xxxxx"}, len(vs))
+			} else {
+				vs = slices.Clone(vs)
+				for i, v := range vs {
+					vs[i] = scrubSecrets(v) // a password keyword mistyped into a value
+				}
 			}
 			shown[name] = vs
 		}
@@ -237,18 +263,21 @@ func (u *URL) Redacted() string {
 // (tls_key and tls_ca are file names). Any other parameter's value is
 // replaced by "xxxxx".
 var SafeParams = []string{
-	"acl", "cluster_refresh", "connect_timeout", "create_table", "dial_timeout",
-	"lock_wait_timeout", "mode", "pool_size", "prefix", "read_timeout",
-	"session_timeout", "table", "tls", "tls_ca", "tls_cert",
-	"tls_insecure_skip_verify", "tls_key", "tls_server_name", "ttl", "wait",
-	"wait_replicas", "wait_timeout", "write_timeout",
+	"acl", "allow_eviction", "application_name", "cluster_refresh",
+	"connect_timeout", "create_table", "dial_timeout", "lock_wait_timeout",
+	"mode", "pool_size", "prefix", "read_timeout", "session_timeout",
+	"sslcert", "sslkey", "sslmode", "sslrootcert", "table", "tls", "tls_ca",
+	"tls_cert", "tls_insecure_skip_verify", "tls_key", "tls_server_name",
+	"ttl", "wait", "wait_replicas", "wait_timeout", "write_timeout",
 }
 
 func safeParam(name string) bool { return slices.Contains(SafeParams, name) }
 
 // RedactURL returns raw with any password hidden, for messages and help
 // texts: the Redacted form when raw parses, else raw with everything
-// between "://" and the last '@' hidden.
+// between "://" and the last '@' hidden, the query hidden and the value of
+// any password=, pass= or pwd= keyword hidden; "xxxxx" for input that is
+// not a URL at all (no valid "scheme://").
 func RedactURL(raw string) string {
 	if u, err := ParseURL(raw); err == nil {
 		return u.Redacted()
@@ -260,24 +289,45 @@ func RedactURL(raw string) string {
 // password may hold any character, everything from "://" to the last '@'
 // anywhere in raw is hidden (too much, when an '@' belongs to the path or
 // query, rather than too little), and so is anything after a '?' (query
-// values may be secrets).
+// values may be secrets) and the value of a password keyword. Input with
+// no valid "scheme://" is not a URL: nothing tells which part of it is a
+// secret (a libpq string "host=... password=..."), so all of it is hidden.
 func redactRaw(raw string) string {
 	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		if strings.Contains(raw, "@") {
-			return "xxxxx"
-		}
-		return raw
+	if !ok || !validScheme(strings.ToLower(scheme)) {
+		return "xxxxx"
 	}
 	out := scheme + "://"
+	rest = scrubSecrets(rest) // first: a keyword's value may hold '@', '?' or '#'
 	if at := strings.LastIndex(rest, "@"); at >= 0 {
 		out += "xxxxx"
+		if strings.ContainsAny(rest[:at], "?#") && strings.ContainsAny(rest[at:], "=&") {
+			// The query began before that '@' ("?token=a@b&password=c"):
+			// what follows may be more of it.
+			return out + "@xxxxx"
+		}
 		rest = rest[at:]
 	}
 	if i := strings.IndexAny(rest, "?#"); i >= 0 {
 		rest = rest[:i+1] + "xxxxx"
 	}
 	return out + rest
+}
+
+// secretKeyword matches a password given as a keyword, as in libpq's
+// "password=..." (also with spaces around '=' or the value in quotes),
+// ODBC's "pwd=..." or "pass=...", percent-encoded or not, with its value:
+// up to a space (as libpq reads it: too much of an ODBC "pwd=x;server=h"
+// rather than too little), or to the closing quote.
+var secretKeyword = regexp.MustCompile(`(?i)(pass(?:word|wd)?|pwd)((?:\s|%20)*(?:=|%3D)(?:\s|%20)*)('(?:[^'\\]|\\.)*'?|(?:[^\s%]|%[^2]|%2[^0]|%2?$)*)`)
+
+// quotedSecretKeyword is secretKeyword for a message, where values may be
+// quoted with %q: a value also ends at an unescaped '"'.
+var quotedSecretKeyword = regexp.MustCompile(`(?i)(pass(?:word|wd)?|pwd)((?:\s|%20)*(?:=|%3D)(?:\s|%20)*)((?:[^\s"\\]|\\.)*)`)
+
+// scrubSecrets hides the value of every password keyword in s.
+func scrubSecrets(s string) string {
+	return secretKeyword.ReplaceAllString(s, "${1}${2}xxxxx")
 }
 
 // stripURL drops the URL from a *url.Error, which may hold a password.
@@ -290,11 +340,28 @@ func stripURL(err error) error {
 }
 
 // Params reads typed query parameters, records which were read, and
-// collects every problem so one error can name all of them.
+// collects every problem so one error can name all of them. Its errors
+// name each bad parameter, and show its value only where Redacted does
+// (SafeParams): a secret given to the wrong parameter stays hidden.
 type Params struct {
 	values url.Values
 	used   map[string]bool
 	errs   []error
+	bad    map[string]bool // parameters whose value has been found wrong
+}
+
+// badValue records err about parameter name's value, unless one was
+// recorded already: a value read twice (the portable layer and the driver
+// both read ttl, with different bounds) is wrong once.
+func (p *Params) badValue(name string, err error) {
+	if p.bad[name] {
+		return
+	}
+	if p.bad == nil {
+		p.bad = map[string]bool{}
+	}
+	p.bad[name] = true
+	p.errs = append(p.errs, err)
 }
 
 func (p *Params) get(name string) (string, bool) {
@@ -323,21 +390,69 @@ func (p *Params) String(name, def string) string {
 	return def
 }
 
-// Duration parses a Go duration ("1.5s", "300ms"); it must be > 0.
+// MaxParamDuration is the longest value a duration parameter takes: the
+// portable layer's TTLLimit (a year). No timeout, TTL or interval of a
+// lock is longer; a longer one is a typo (or a unit mistaken).
+const MaxParamDuration = TTLLimit
+
+// shown is how an error names parameter name given value v: name="v"
+// where Redacted shows the value (as Redacted shows it), else the name
+// alone.
+func shown(name, v string) string {
+	if safeParam(name) {
+		return fmt.Sprintf("%s=%q", name, scrubSecrets(v))
+	}
+	return name
+}
+
+// Duration parses a Go duration ("1.5s", "300ms"); it must be > 0 and at
+// most MaxParamDuration. NaN, infinities, exponents, a missing unit and
+// values beyond int64 nanoseconds are refused.
 func (p *Params) Duration(name string, def time.Duration) time.Duration {
 	v, ok := p.get(name)
 	if !ok {
 		return def
 	}
 	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		p.errs = append(p.errs, fmt.Errorf("parameter %s=%q: want a positive duration such as 30s or 500ms", name, v))
+	switch {
+	case err != nil || d <= 0:
+		p.badValue(name, fmt.Errorf("parameter %s: want a positive duration such as 30s or 500ms", shown(name, v)))
+		return def
+	case d > MaxParamDuration:
+		p.badValue(name, fmt.Errorf("parameter %s: want at most %s (a year)", shown(name, v), fmtDuration(MaxParamDuration)))
 		return def
 	}
 	return d
 }
 
-// Int parses an integer within [lo, hi].
+// DurationIn parses a Go duration within [lo, hi] (lo > 0, hi at most
+// MaxParamDuration).
+func (p *Params) DurationIn(name string, def, lo, hi time.Duration) time.Duration {
+	v, ok := p.get(name)
+	if !ok {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < lo || d > hi || d <= 0 || d > MaxParamDuration {
+		p.badValue(name, fmt.Errorf("parameter %s: want from %s to %s, a duration such as 30s or 500ms", shown(name, v), fmtDuration(lo), fmtDuration(hi)))
+		return def
+	}
+	return d
+}
+
+// fmtDuration writes d the short way: 24h rather than 24h0m0s.
+func fmtDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
+
+// Int parses a decimal integer within [lo, hi].
 func (p *Params) Int(name string, def, lo, hi int) int {
 	v, ok := p.get(name)
 	if !ok {
@@ -345,7 +460,7 @@ func (p *Params) Int(name string, def, lo, hi int) int {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < lo || n > hi {
-		p.errs = append(p.errs, fmt.Errorf("parameter %s=%q: want an integer from %d to %d", name, v, lo, hi))
+		p.badValue(name, fmt.Errorf("parameter %s: want an integer from %d to %d", shown(name, v), lo, hi))
 		return def
 	}
 	return n
@@ -359,7 +474,7 @@ func (p *Params) Bool(name string, def bool) bool {
 	}
 	b, err := strconv.ParseBool(v)
 	if err != nil {
-		p.errs = append(p.errs, fmt.Errorf("parameter %s=%q: want true or false", name, v))
+		p.badValue(name, fmt.Errorf("parameter %s: want true or false", shown(name, v)))
 		return def
 	}
 	return b
@@ -372,13 +487,22 @@ func (p *Params) Enum(name, def string, allowed ...string) string {
 		return def
 	}
 	if !slices.Contains(allowed, v) {
-		p.errs = append(p.errs, fmt.Errorf("parameter %s=%q: want one of %s", name, v, strings.Join(allowed, ", ")))
+		p.badValue(name, fmt.Errorf("parameter %s: want one of %s", shown(name, v), strings.Join(allowed, ", ")))
 		return def
 	}
 	return v
 }
 
-// Fail records a problem found by the caller's own validation.
+// FailValue records that parameter name's value is wrong, found by the
+// caller's own validation: "parameter name="value": want", with the value
+// shown only where Redacted shows it. Drivers use it, not Fail, for any
+// message about a parameter's value.
+func (p *Params) FailValue(name, value, want string) {
+	p.badValue(name, fmt.Errorf("parameter %s: %s", shown(name, value), want))
+}
+
+// Fail records a problem found by the caller's own validation. Its text
+// must not quote a parameter's value (FailValue does that safely).
 func (p *Params) Fail(format string, args ...any) {
 	p.errs = append(p.errs, fmt.Errorf(format, args...))
 }
@@ -402,7 +526,10 @@ func (p *Params) Err() error {
 	}
 	var msgs []string
 	for _, e := range errs {
-		if m := e.Error(); !slices.Contains(msgs, m) { // a value read twice is wrong once
+		// A driver's message may quote a path, a file name or a store's
+		// error holding a password keyword: its value is hidden.
+		m := quotedSecretKeyword.ReplaceAllString(e.Error(), "${1}${2}xxxxx")
+		if !slices.Contains(msgs, m) { // a value read twice is wrong once
 			msgs = append(msgs, m)
 		}
 	}

@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
@@ -74,7 +75,9 @@ func TestParamsReportsEverything(t *testing.T) {
 	u.Query.Duration("d", 0)
 	u.Query.Bool("e", false)
 	err = u.Query.Err()
-	for _, want := range []string{`b="nope": want an integer from 0 to 10`, `"c" given 2 times`, `d="-5s"`, `e="maybe"`, "unknown parameter(s): yy, zz"} {
+	// b, d and e are not SafeParams: their values, hidden by Redacted, are
+	// not echoed either (issue 27, item 7).
+	for _, want := range []string{`parameter b: want an integer from 0 to 10`, `"c" given 2 times`, `parameter d: want a positive duration`, `parameter e: want true or false`, "unknown parameter(s): yy, zz"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Err() = %v, want it to mention %q", err, want)
 		}
@@ -183,5 +186,111 @@ func TestParseURLNetURLForms(t *testing.T) {
 		if got.Scheme != u.Scheme || got.Query.String("ttl", "") != u.Query().Get("ttl") {
 			t.Errorf("ParseURL(%q) = %+v", raw, got)
 		}
+	}
+}
+
+// TestNotAURLNeverEchoed: input that is not a URL (a libpq keyword DSN, a
+// host:port, a scheme without "//") is not echoed, and a password=, pass=
+// or pwd= keyword shows in no error, Redacted or RedactURL form (issue 27,
+// item 7).
+func TestNotAURLNeverEchoed(t *testing.T) {
+	for _, tc := range []struct{ raw, secret string }{
+		{"host=127.0.0.1 port=25439 user=pgadmin password=PgSecretPw dbname=appdb", "PgSecretPw"},
+		{"host=127.0.0.1 password='Pg Secret Pw' dbname=appdb", "Secret"},
+		{"user=sa;pwd=PgSecretPw;server=h", "PgSecretPw"},
+		{"host=h pass=PgSecretPw", "PgSecretPw"},
+		{"host=h sslrootcert=file://x password=PgSecretPw", "PgSecretPw"},
+		{"redis:/h password=PgSecretPw", "PgSecretPw"},
+		{"mysql://h/db password=PgSecretPw", "PgSecretPw"},
+		{"mysql://h/db%20password=PgSecretPw", "PgSecretPw"},
+		{"mysql://h/db%20PASSWORD%20=%20PgSecretPw", "PgSecretPw"},
+		{"redis://password=PgSecretPw@h/0", "PgSecretPw"},
+		{"redis://h1,password=PgSecretPw:12/0", "PgSecretPw"},
+		{"redis://h1,password=x:PgSecretPw/0", "PgSecretPw"},
+		{"redis://h1 password=PgSecretPw/0", "PgSecretPw"},
+	} {
+		u, err := ParseURL(tc.raw)
+		var out string
+		if err != nil {
+			out = err.Error()
+			if !errors.Is(err, ErrInvalidConfig) {
+				t.Errorf("ParseURL(%q) = %v, want ErrInvalidConfig", tc.raw, err)
+			}
+		} else {
+			out = u.Redacted()
+		}
+		if strings.Contains(out, tc.secret) {
+			t.Errorf("ParseURL(%q): %q shows the secret %q", tc.raw, out, tc.secret)
+		}
+		if r := RedactURL(tc.raw); strings.Contains(r, tc.secret) {
+			t.Errorf("RedactURL(%q) = %q shows the secret %q", tc.raw, r, tc.secret)
+		}
+	}
+	// The error still says what is wrong.
+	_, err := ParseURL("host=127.0.0.1 port=25439 user=pgadmin password=PgSecretPw dbname=appdb")
+	if err == nil || !strings.Contains(err.Error(), "no scheme") || !strings.Contains(err.Error(), "postgres://") {
+		t.Errorf("a keyword DSN: %v, want it to say there is no scheme and show the URL form", err)
+	}
+}
+
+// TestParamErrorsHideWhatRedactedHides: a value Redacted hides is not
+// echoed by the error of the parameter it was given to (issue 27, item 7).
+func TestParamErrorsHideWhatRedactedHides(t *testing.T) {
+	const secret = "Hunter2Secret"
+	u, err := ParseURL("x://h?p1=" + secret + "&p2=" + secret + "&p3=" + secret + "&p4=" + secret + "&p5=" + secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Query.Duration("p1", 0)
+	u.Query.Int("p2", 0, 0, 1)
+	u.Query.Bool("p3", false)
+	u.Query.Enum("p4", "a", "a", "b")
+	u.Query.FailValue("p5", u.Query.String("p5", ""), "want something else")
+	msg := u.Query.Err().Error()
+	if strings.Contains(msg, secret) || strings.Contains(u.Redacted(), secret) {
+		t.Errorf("Err() = %q, Redacted = %q: the value shows", msg, u.Redacted())
+	}
+	for _, name := range []string{"p1", "p2", "p3", "p4", "p5"} {
+		if !strings.Contains(msg, "parameter "+name+":") {
+			t.Errorf("Err() = %q does not name parameter %s", msg, name)
+		}
+	}
+	// A value Redacted shows is named with its parameter.
+	u, _ = ParseURL("x://h?ttl=soon&table=a-b")
+	u.Query.Duration("ttl", 0)
+	u.Query.FailValue("table", u.Query.String("table", ""), "want letters")
+	if msg := u.Query.Err().Error(); !strings.Contains(msg, `ttl="soon"`) || !strings.Contains(msg, `table="a-b": want letters`) {
+		t.Errorf("Err() = %q, want the safe values shown", msg)
+	}
+}
+
+// TestDurationBounds: a duration parameter is a positive Go duration of at
+// most MaxParamDuration; NaN, infinities, exponents, negative, zero and
+// overflowing values are refused, naming the parameter (issue 27, item 6).
+func TestDurationBounds(t *testing.T) {
+	for _, v := range []string{"NaN", "Inf", "+Inf", "-Inf", "1e3s", "1e309", "-1s", "0", "0s", "-0s", "9999999999h",
+		"2562047h", "9223372036854775807ns", "8761h", "", "5", "5 s", "0x10s", "1_000s"} {
+		u, err := ParseURL("x://h?read_timeout=" + url.QueryEscape(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := u.Query.Duration("read_timeout", time.Second)
+		err = u.Query.Err()
+		if err == nil || !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "parameter read_timeout") || d != time.Second {
+			t.Errorf("read_timeout=%q: %v (got %v), want ErrInvalidConfig naming the parameter", v, err, d)
+		}
+	}
+	for v, want := range map[string]time.Duration{"1ns": 1, "1.5s": 1500 * time.Millisecond, "+2m": 2 * time.Minute, "8760h": MaxParamDuration} {
+		u, _ := ParseURL("x://h?read_timeout=" + url.QueryEscape(v))
+		if d := u.Query.Duration("read_timeout", time.Second); d != want || u.Query.Err() != nil {
+			t.Errorf("read_timeout=%q = %v, %v; want %v", v, d, u.Query.Err(), want)
+		}
+	}
+	u, _ := ParseURL("x://h?session_timeout=50ms&b=25h")
+	u.Query.DurationIn("session_timeout", time.Second, 100*time.Millisecond, 24*time.Hour)
+	u.Query.DurationIn("b", time.Second, time.Second, 24*time.Hour)
+	msg := fmt.Sprint(u.Query.Err())
+	if !strings.Contains(msg, `session_timeout="50ms": want from 100ms to 24h`) || !strings.Contains(msg, "parameter b: want from 1s to 24h") {
+		t.Errorf("DurationIn: %s", msg)
 	}
 }

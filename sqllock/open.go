@@ -111,12 +111,12 @@ func configFromURL(u *backend.URL) (*mysql.Config, Options, error) {
 	q := u.Query
 	opts.Table = q.String("table", DefaultTable)
 	opts.NoCreateTable = !q.Bool("create_table", true)
-	opts.LockWaitTimeout = q.Duration("lock_wait_timeout", 0)
+	opts.LockWaitTimeout = lockWaitParam(q, mysqlDialect{})
 	dial := q.Duration("dial_timeout", 10*time.Second)
 	tlsMode := q.String("tls", "false")
 	tlsCA := q.String("tls_ca", "")
 	if err := checkTable(opts.Table); err != nil {
-		q.Fail("parameter table=%q: want letters, digits or underscores (at most 58), not starting with a digit", opts.Table)
+		q.FailValue("table", opts.Table, "want letters, digits or underscores (at most 58), not starting with a digit")
 	}
 	if len(u.Hosts) != 1 {
 		q.Fail("want exactly one host, got %d", len(u.Hosts))
@@ -148,6 +148,17 @@ func configFromURL(u *backend.URL) (*mysql.Config, Options, error) {
 		return nil, opts, fmt.Errorf("sqllock: %w", err)
 	}
 	return cfg, opts, nil
+}
+
+// lockWaitParam reads lock_wait_timeout, at most the server's maximum
+// (which it would cut a longer one down to with only a warning).
+func lockWaitParam(q *backend.Params, dia dialect) time.Duration {
+	d := q.Duration("lock_wait_timeout", 0)
+	if d > dia.maxLockWait() {
+		q.FailValue("lock_wait_timeout", q.String("lock_wait_timeout", ""), fmt.Sprintf("want at most %v (the server's maximum lock-wait timeout)", dia.maxLockWait()))
+		return 0
+	}
+	return d
 }
 
 // tlsSeq numbers the TLS configurations registered for tls_ca, named

@@ -88,7 +88,7 @@ func pgConfigFromURL(u *backend.URL) (*pgx.ConnConfig, Options, error) {
 	q := u.Query
 	opts.Table = q.String("table", DefaultTable)
 	opts.NoCreateTable = !q.Bool("create_table", true)
-	opts.LockWaitTimeout = q.Duration("lock_wait_timeout", 0)
+	opts.LockWaitTimeout = lockWaitParam(q, pgDialect{})
 	dial := q.Duration("dial_timeout", 10*time.Second)
 	opts.Advisory = q.Enum("mode", "row", "row", "advisory") == "advisory"
 	pass := url.Values{}
@@ -101,14 +101,14 @@ func pgConfigFromURL(u *backend.URL) (*pgx.ConnConfig, Options, error) {
 		switch m {
 		case "disable", "allow", "prefer", "require", "verify-ca", "verify-full":
 		default:
-			q.Fail("parameter sslmode=%q: want disable, allow, prefer, require, verify-ca or verify-full", m)
+			q.FailValue("sslmode", m, "want disable, allow, prefer, require, verify-ca or verify-full")
 		}
 	}
 	if (pass.Get("sslcert") == "") != (pass.Get("sslkey") == "") {
 		q.Fail("parameters sslcert and sslkey go together (a client certificate and its key)")
 	}
 	if err := checkTable(opts.Table); err != nil {
-		q.Fail("parameter table=%q: want letters, digits or underscores (at most 58), not starting with a digit", opts.Table)
+		q.FailValue("table", opts.Table, "want letters, digits or underscores (at most 58), not starting with a digit")
 	}
 	if len(u.Hosts) != 1 {
 		q.Fail("want exactly one host, got %d", len(u.Hosts))
@@ -120,11 +120,15 @@ func pgConfigFromURL(u *backend.URL) (*pgx.ConnConfig, Options, error) {
 	if err := q.Err(); err != nil {
 		return nil, opts, fmt.Errorf("sqllock: %w", err)
 	}
-	cs := url.URL{Scheme: "postgres", User: u.User, Host: u.HostsWithDefaultPort(5432)[0], Path: "/" + dbname, RawQuery: pass.Encode()}
+	// pgx reads a '+' in a query value as itself, not as a space: a space
+	// (in a file name) goes as %20. Encode writes a '+' as %2B.
+	rawQuery := strings.ReplaceAll(pass.Encode(), "+", "%20")
+	cs := url.URL{Scheme: "postgres", User: u.User, Host: u.HostsWithDefaultPort(5432)[0], Path: "/" + dbname, RawQuery: rawQuery}
 	cfg, err := pgx.ParseConfig(cs.String())
 	if err != nil {
 		// pgx's error names the connection string with the password
-		// replaced; say only what is wrong.
+		// replaced; say only what is wrong (Params hides any password
+		// keyword a file name in it holds).
 		msg := "invalid connection settings"
 		var pe *pgconn.ParseConfigError
 		if errors.As(err, &pe) {
@@ -134,7 +138,8 @@ func pgConfigFromURL(u *backend.URL) (*pgx.ConnConfig, Options, error) {
 		} else {
 			msg += ": " + err.Error()
 		}
-		return nil, opts, fmt.Errorf("sqllock: %w: %s", backend.ErrInvalidConfig, msg)
+		q.Fail("%s", msg)
+		return nil, opts, fmt.Errorf("sqllock: %w", q.Err())
 	}
 	cfg.ConnectTimeout = dial
 	return cfg, opts, nil

@@ -21,7 +21,7 @@ func Example_badURL() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// distlock: open zk://app:xxxxx@zk1:2181,zk2/locks/?acl=all&session_timeout=fast: zklock: invalid configuration: parameter session_timeout="fast": want a positive duration such as 30s or 500ms; parameter acl="all": want one of open, creator, creator-read
+	// distlock: open zk://app:xxxxx@zk1:2181,zk2/locks/?acl=all&session_timeout=fast: zklock: invalid configuration: parameter session_timeout="fast": want from 100ms to 24h, a duration such as 30s or 500ms; parameter acl="all": want one of open, creator, creator-read
 }
 
 // Build the driver over a connection the program already has. Every lock

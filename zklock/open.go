@@ -20,6 +20,9 @@ const (
 	defaultPort           = 2181
 	defaultSessionTimeout = 10 * time.Second
 	defaultConnectTimeout = 10 * time.Second
+	// The session timeouts a URL may ask for.
+	minSessionTimeout = 100 * time.Millisecond
+	maxSessionTimeout = 24 * time.Hour
 )
 
 // The values of the acl URL parameter.
@@ -50,11 +53,9 @@ func parseURL(u *backend.URL) (urlConfig, error) {
 	c.opts.Base = base
 	// The session timeout is every lock's TTL here, so the portable ttl
 	// parameter sizes it unless session_timeout says otherwise.
-	c.dial.timeout = u.Query.Duration("session_timeout", u.Query.Duration("ttl", defaultSessionTimeout))
+	ttl := u.Query.DurationIn("ttl", defaultSessionTimeout, minSessionTimeout, maxSessionTimeout)
+	c.dial.timeout = u.Query.DurationIn("session_timeout", ttl, minSessionTimeout, maxSessionTimeout)
 	c.dial.connectTimeout = u.Query.Duration("connect_timeout", defaultConnectTimeout)
-	if c.dial.timeout < 100*time.Millisecond || c.dial.timeout > 24*time.Hour {
-		u.Query.Fail("parameter session_timeout=%v: want from 100ms to 24h", c.dial.timeout)
-	}
 	c.dial.user = u.Username()
 	pass, hasPass := u.Password()
 	c.dial.password = pass
