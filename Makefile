@@ -34,7 +34,7 @@ DOCKER_SKIP   ?= ^(TestConformanceModuleEtcd|TestConformanceNotify|TestConforman
 DOCKER_P      ?= 5
 # Fuzz targets as package:Name; `make fuzz` runs each for FUZZTIME, `make
 # test` for FUZZTIME_SHORT (go test runs one fuzz target at a time).
-FUZZ_TARGETS  ?= ./backend:FuzzParseURL .:FuzzCheckKey ./redislock:FuzzKeysFor ./redislock:FuzzParseAcquire ./redislock:FuzzKeyOf ./etcdlock:FuzzKeyOf \
+FUZZ_TARGETS  ?= ./backend:FuzzParseURL .:FuzzCheckKey .:FuzzOptions ./redislock:FuzzKeysFor ./redislock:FuzzParseAcquire ./redislock:FuzzKeyOf ./etcdlock:FuzzKeyOf \
                  ./etcdlock:FuzzLockRange ./zklock:FuzzParseName ./zklock:FuzzEncodeKeyDistinct
 FUZZTIME      ?= 60s
 # The short run is a count of inputs, not a duration: a duration-bounded

@@ -26,10 +26,9 @@ type doubtState struct {
 	// before at proves nothing about the store after it. Zero: in doubt
 	// by a failed refresh.
 	at         time.Time
-	until      time.Time   // the driver's until, kept for a pending hold
-	restoredAt time.Time   // the driver's last OnRestored
-	checking   bool        // in doubt: the watchdog refreshes it even without auto-renewal
-	expiry     *time.Timer // ends the hold at its deadline while a renewal is in flight (off the heap)
+	until      time.Time // the driver's until, kept for a pending hold
+	restoredAt time.Time // the driver's last OnRestored
+	checking   bool      // in doubt: the watchdog refreshes it even without auto-renewal
 }
 
 // extended records a successful refresh sent at sent for ttl. It returns
@@ -38,7 +37,19 @@ type doubtState struct {
 func (l *Locker) extended(h *hold, sent time.Time, ttl time.Duration) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.extendedLocked(h, sent, ttl)
+}
+
+// extendedLocked is extended with Locker.mu held. A success that comes
+// after h's validity ran out changes nothing: h is lost then, as the
+// watchdog (perhaps not yet scheduled) would have ended it at its
+// deadline.
+func (l *Locker) extendedLocked(h *hold, sent time.Time, ttl time.Duration) bool {
 	if h.state != holdHeld {
+		return true
+	}
+	if !time.Now().Before(h.deadline) {
+		l.loseLocked(h, h.doubt.ranOut("renewed"))
 		return true
 	}
 	if h.doubt.cause != nil && !sent.After(h.doubt.at) {
@@ -65,15 +76,18 @@ func (l *Locker) extended(h *hold, sent time.Time, ttl time.Duration) bool {
 }
 
 // refreshFailed records a failed refresh: the store said the lock is gone
-// (lost now), or could not be asked (in doubt until the deadline).
+// (lost now), or could not be asked or did not answer in time (in doubt
+// until the deadline). An answer after the deadline changes nothing.
 func (l *Locker) refreshFailed(h *hold, err error) {
-	if errors.Is(err, ErrNotHeld) {
-		l.lose(h, err)
-		return
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if h.state == holdHeld {
+	switch {
+	case h.state != holdHeld:
+	case !time.Now().Before(h.deadline):
+		l.loseLocked(h, h.doubt.ranOut("renewed"))
+	case errors.Is(err, ErrNotHeld):
+		l.loseLocked(h, err)
+	default:
 		l.failedLocked(h, err)
 	}
 }
@@ -125,14 +139,8 @@ func (l *Locker) driverDoubt(h *hold, cause error, until time.Time) {
 	}
 	h.doubt.checking = l.mayRecheck(h)
 	h.nextRenew = earliest(h.nextRenew, l.recheckAt(h, now))
-	if h.renewing {
-		// Off the heap until its renewal returns: end it at its deadline
-		// even if the renewal hangs until then.
-		h.stopExpiry()
-		h.doubt.expiry = time.AfterFunc(time.Until(h.deadline), func() { l.expire(h) })
-		return
-	}
-	l.wd.reschedule(h)
+	l.wd.reschedule(h) // a hold whose renewal is in flight is watched for its (new) deadline
+
 }
 
 // driverRestored is the OnRestored callback given to drivers: a lease in
@@ -168,28 +176,6 @@ func (l *Locker) recheckAt(h *hold, sent time.Time) time.Time {
 		return now
 	}
 	return now.Add(retryInterval(h.ttl))
-}
-
-// stopExpiry stops h's expiry timer, if any: h is back on the watchdog's
-// heap, or ended. Locker.mu is held.
-func (h *hold) stopExpiry() {
-	if h.doubt.expiry != nil {
-		h.doubt.expiry.Stop()
-		h.doubt.expiry = nil
-	}
-}
-
-// expire ends h if its validity has run out (for holds off the watchdog's
-// heap while a renewal is in flight).
-func (l *Locker) expire(h *hold) {
-	l.mu.Lock()
-	if h.state != holdHeld || time.Now().Before(h.deadline) {
-		l.mu.Unlock()
-		return
-	}
-	cause := h.doubt.ranOut("confirmed")
-	l.mu.Unlock()
-	l.lose(h, cause)
 }
 
 // ranOut is the cause of a loss at the deadline: the doubt if any, else
@@ -275,6 +261,11 @@ func (l *Locker) driverLost(h *hold, err error) {
 func (l *Locker) lose(h *hold, cause error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.loseLocked(h, cause)
+}
+
+// loseLocked is lose with Locker.mu held.
+func (l *Locker) loseLocked(h *hold, cause error) {
 	if h.state != holdHeld {
 		return
 	}
@@ -301,7 +292,7 @@ func (l *Locker) lose(h *hold, cause error) {
 	delete(l.holds, h.hk())
 	l.changed(h, EventLost, lost)
 	lock := h.grant.Lock
-	l.goBackground(func() { l.releaseQuietly(lock) })
+	l.goCall(func() { l.releaseQuietly(lock) })
 }
 
 // logHold logs a change of h's state, once per change, with what

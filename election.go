@@ -48,6 +48,8 @@ type Election struct {
 	opts     []Option
 	interval time.Duration
 
+	err error // an option refused (Election returns it)
+
 	mu          sync.Mutex
 	campaigning bool
 	cur         *Leadership
@@ -58,24 +60,41 @@ type ElectionOption func(*Election)
 
 // WithLeaderTTL sets the TTL of the leader's lease (WithTTL for the lock
 // behind the election): how long the store keeps a crashed leader in
-// office. Zero keeps the Locker's default TTL.
+// office. Zero keeps the Locker's default TTL; a negative TTL, or one above
+// the backend's maximum, is refused by Election (ErrInvalidConfig).
 func WithLeaderTTL(ttl time.Duration) ElectionOption {
 	return func(e *Election) {
-		if ttl != 0 {
+		switch {
+		case ttl < 0:
+			e.refuse(fmt.Errorf("%w: WithLeaderTTL(%v): the TTL is negative", ErrInvalidConfig, ttl))
+		case ttl > e.l.maxTTL():
+			e.refuse(fmt.Errorf("%w: WithLeaderTTL(%v): the TTL is above the %s backend's maximum of %v", ErrInvalidConfig, ttl, e.l.caps.Name, e.l.maxTTL()))
+		case ttl != 0:
 			e.opts = append(e.opts, WithTTL(ttl))
 		}
 	}
 }
 
 // WithObserveInterval sets how often Observe reads who leads (default
-// 1s). Where the store announces releases (backend.Notifier) a
-// resignation is seen sooner; a crashed leader's successor is seen within
-// this interval of taking office.
+// 1s; zero keeps it, a negative interval is refused by Election with
+// ErrInvalidConfig). Where the store announces releases
+// (backend.Notifier) a resignation is seen sooner; a crashed leader's
+// successor is seen within this interval of taking office.
 func WithObserveInterval(d time.Duration) ElectionOption {
 	return func(e *Election) {
-		if d > 0 {
+		switch {
+		case d > 0:
 			e.interval = d
+		case d < 0:
+			e.refuse(fmt.Errorf("%w: WithObserveInterval(%v): the interval is negative", ErrInvalidConfig, d))
 		}
+	}
+}
+
+// refuse records the first option Election refuses.
+func (e *Election) refuse(err error) {
+	if e.err == nil {
+		e.err = err
 	}
 }
 
@@ -84,7 +103,9 @@ const defaultObserveInterval = time.Second
 
 // Election returns a handle on the election called name (a key: the
 // election is the lock of that name, so do not use name as a lock of its
-// own). It sends nothing to the store.
+// own). It sends nothing to the store. It fails with ErrInvalidKey for a
+// name no store may see and with ErrInvalidConfig, naming the option, for
+// an option it refuses.
 func (l *Locker) Election(name string, opts ...ElectionOption) (*Election, error) {
 	if err := checkKey(name, l.maxKey); err != nil {
 		return nil, fmt.Errorf("distlock: election: %w", err)
@@ -92,6 +113,9 @@ func (l *Locker) Election(name string, opts ...ElectionOption) (*Election, error
 	e := &Election{l: l, name: name, interval: defaultObserveInterval}
 	for _, o := range opts {
 		o(e)
+	}
+	if e.err != nil {
+		return nil, fmt.Errorf("distlock: election %q: %w", name, e.err)
 	}
 	return e, nil
 }

@@ -28,13 +28,14 @@ type hold struct {
 	autoRenew bool
 	deadline  time.Time // client-side validity: reported lost at this instant
 	nextRenew time.Time
-	renewing  bool      // a renewal is in flight (the hold is off the heap)
+	renewing  bool      // a renewal is in flight (the hold waits on the heap for its deadline only)
 	renewAt   time.Time // when the renewal in flight was collected
 	early     error     // loss reported by the driver before the grant was recorded
 	heapIndex int
 	doubt     doubtState    // doubt.go
 	tel       holdTelemetry // observe.go
 	permits   int           // > 0: a semaphore's permits (semaphore.go), never re-entered
+	onEnd     []func()      // called when the hold ends (re-entries' extensions in flight)
 }
 
 type holdKey struct {
@@ -267,9 +268,20 @@ func (l *Locker) reenter(ctx context.Context, h *hold, ttl time.Duration, c acqu
 	lock := h.grant.Lock
 	l.mu.Unlock()
 	if longer {
-		sent := time.Now()
-		err := lock.Refresh(ctx, ttl)
-		l.renewal(ctx, h, sent, err)
+		// The extension ends with the hold too: a hold lost while the
+		// driver has not answered returns at once, whatever the driver
+		// does with ctx.
+		rctx, cancel := context.WithCancelCause(ctx)
+		l.mu.Lock()
+		if h.state != holdHeld {
+			l.mu.Unlock()
+			cancel(nil)
+			return nil, errHoldEnded
+		}
+		h.onEnd = append(h.onEnd, func() { cancel(errHoldEnded) })
+		l.mu.Unlock()
+		sent, err := l.refreshHold(rctx, h, lock, ttl)
+		cancel(nil)
 		if err != nil {
 			l.refreshFailed(h, err)
 			if l.ended(h) {
@@ -304,7 +316,7 @@ func (l *Locker) settle(ctx context.Context, h *hold, g backend.Grant, err error
 			cause = ErrClosed
 		}
 		lock := g.Lock
-		l.goBackground(func() { l.releaseQuietly(lock) })
+		l.goCall(func() { l.releaseQuietly(lock) })
 		err = cause
 	}
 	if err != nil {
@@ -358,7 +370,10 @@ func (l *Locker) newLease(ctx context.Context, h *hold) *Lease {
 func (l *Locker) endLocked(h *hold, cause error) {
 	h.state = holdEnded
 	l.wd.remove(h)
-	h.stopExpiry()
+	for _, f := range h.onEnd {
+		f()
+	}
+	h.onEnd = nil
 	for le := h.leases; le != nil; {
 		next := le.next
 		le.end(cause)
@@ -372,36 +387,102 @@ func (l *Locker) endLocked(h *hold, cause error) {
 // the store has answered, h stays in Locker.holds, ended, so that an
 // acquisition by the same owner waits for the release instead of
 // re-entering a hold that is going away or racing it in the store.
-func (l *Locker) endHold(ctx context.Context, h *hold, cause error) error {
+//
+// returned is called once the driver's call returns, which may be after
+// endHold has (the call outlived its ctx), or at once if h had ended
+// already.
+func (l *Locker) endHold(ctx context.Context, h *hold, cause error, returned func()) error {
 	l.mu.Lock()
 	if h.state != holdHeld {
 		l.mu.Unlock()
+		returned()
 		return nil
 	}
-	return l.releaseEnded(ctx, h, cause)
+	return l.releaseEnded(ctx, h, cause, returned)
 }
 
 // releaseEnded ends h (held) with cause and releases it in the store.
 // Locker.mu is held on entry and released before the store call, so the
 // decision to end h and the end itself are one step: a re-entry cannot
 // join h in between and be ended with it.
-func (l *Locker) releaseEnded(ctx context.Context, h *hold, cause error) error {
+func (l *Locker) releaseEnded(ctx context.Context, h *hold, cause error, returned func()) error {
 	l.endLocked(h, cause)
 	lock := h.grant.Lock
 	l.mu.Unlock()
-	err := lock.Release(ctx)
+	var err error
+	answered := true
+	if ctx.Done() == nil {
+		err = lock.Release(ctx) // a ctx that cannot end: no goroutine, no closures
+	} else {
+		sent := time.Now()
+		err, answered = l.call(ctx, lock.Release, func(error) {
+			l.releaseAnswered(h)
+			if returned != nil {
+				returned()
+			}
+		})
+		if !answered {
+			// The client has not answered and may never (it ignores
+			// ctx): the lease has ended all the same, and the lock
+			// expires by its TTL if the release never arrives.
+			err = fmt.Errorf("%w: release unanswered after %v (the caller's ctx ended: %w)",
+				ErrUnavailable, time.Since(sent).Round(time.Millisecond), context.Cause(ctx))
+		}
+	}
 	l.tel.storeError(ctx, "release", err)
 	if err != nil {
 		err = fmt.Errorf("distlock: release %q: %w", h.key, err)
 	}
+	if answered {
+		l.releaseAnswered(h)
+		if returned != nil {
+			returned()
+		}
+	}
+	l.mu.Lock()
+	l.changed(h, EventReleased, releasedCause(cause, err))
+	l.mu.Unlock()
+	return err
+}
+
+// releaseAnswered forgets h (ended) once the store has answered its
+// release: the owner may acquire again.
+func (l *Locker) releaseAnswered(h *hold) {
 	l.mu.Lock()
 	if hk := h.hk(); l.holds[hk] == h {
 		delete(l.holds, hk)
 	}
 	h.resolve()
-	l.changed(h, EventReleased, releasedCause(cause, err))
 	l.mu.Unlock()
-	return err
+}
+
+// refreshHold refreshes h's lock for ttl, bounded by ctx whatever the
+// driver does with it. It returns when the refresh was sent and its
+// outcome: the driver's error, or, if ctx ended first, an error matching
+// ErrUnavailable and ctx's that says the refresh went unanswered (the
+// driver's own error after ctx ended says the same). A refresh the caller
+// gave up on is not a loss: the caller records the error as doubt, and
+// the answer, if it comes later, is recorded then (an answer after the
+// deadline changes nothing).
+func (l *Locker) refreshHold(ctx context.Context, h *hold, lock backend.Lock, ttl time.Duration) (time.Time, error) {
+	sent := time.Now()
+	err, answered := l.call(ctx, func(ctx context.Context) error { return lock.Refresh(ctx, ttl) }, func(err error) {
+		if err == nil {
+			l.extended(h, sent, ttl)
+		} else {
+			l.refreshFailed(h, err)
+		}
+	})
+	switch {
+	case !answered:
+		err = fmt.Errorf("%w: refresh unanswered after %v (the caller's ctx ended: %w)",
+			ErrUnavailable, time.Since(sent).Round(time.Millisecond), context.Cause(ctx))
+	case err != nil && ctx.Err() != nil && !errors.Is(err, ErrNotHeld):
+		err = fmt.Errorf("%w: refresh unanswered after %v (the caller's ctx ended: %w): %w",
+			ErrUnavailable, time.Since(sent).Round(time.Millisecond), context.Cause(ctx), err)
+	}
+	l.renewal(ctx, h, sent, err)
+	return sent, err
 }
 
 // releasedCause is the Cause of an EventReleased: nil for a Release the

@@ -179,6 +179,12 @@ func (le *Lease) Deadline() time.Time {
 // ErrLost and ErrNotHeld. If the lease ends while the refresh is in flight
 // (its validity runs out first, or it is released), the error is its Err,
 // whatever the store answered.
+//
+// Refresh returns when ctx ends or the lease does, whether or not the
+// store's client has answered (a client may ignore ctx). A refresh left
+// unanswered when ctx ends is not a loss: the error matches ErrUnavailable
+// and ctx's error, the lease is in doubt until its deadline, and the
+// answer, if it comes while the lease lasts, is recorded then.
 func (le *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := le.Err(); err != nil {
 		return fmt.Errorf("distlock: refresh %q: %w", le.h.key, err)
@@ -196,13 +202,22 @@ func (le *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := le.l.checkMaxTTL(ttl); err != nil {
 		return fmt.Errorf("distlock: refresh %q: %w", le.h.key, err)
 	}
-	sent := time.Now()
-	err := lock.Refresh(ctx, ttl)
-	le.l.renewal(ctx, le.h, sent, err)
+	// The refresh ends with the lease too: a lease that ends (its
+	// validity ran out, it was released) while the driver has not
+	// answered returns at once, whatever the driver does with ctx.
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(le.Context(), func() { cancel(le.ended()) })
+	defer stop()
+	sent, err := le.l.refreshHold(rctx, le.h, lock, ttl)
 	if err != nil {
 		le.l.refreshFailed(le.h, err)
 		if errors.Is(err, ErrNotHeld) {
 			return fmt.Errorf("distlock: refresh %q: %w", le.h.key, le.Err())
+		}
+		if ended := le.ended(); ended != nil && context.Cause(rctx) == ended && ctx.Err() == nil {
+			return fmt.Errorf("distlock: refresh %q: ended while the refresh was in flight, unanswered after %v: %w",
+				le.h.key, time.Since(sent).Round(time.Millisecond), ended)
 		}
 		if ended := le.ended(); ended != nil {
 			return fmt.Errorf("distlock: refresh %q: ended while the refresh was in flight: %w (the store: %w)", le.h.key, ended, err)
@@ -229,7 +244,10 @@ func (le *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 // Releasing a lost lease returns its Err (matching ErrLost); the store no
 // longer held the lock. Releasing twice returns an error matching
 // ErrReleased. If the store cannot be reached the lease still ends here and
-// the lock expires by its TTL; the error matches ErrUnavailable.
+// the lock expires by its TTL; the error matches ErrUnavailable. The lease
+// ends before the store call, and Release returns when ctx ends whether or
+// not the store's client has answered (a client may ignore ctx): the call
+// goes on in the background, and an Acquire by the same owner waits for it.
 func (le *Lease) Release(ctx context.Context) error {
 	ctx, span := le.l.tel.startRelease(ctx, le.h)
 	freed, err := le.release(ctx)
@@ -258,7 +276,7 @@ func (le *Lease) release(ctx context.Context) (freed bool, err error) {
 		l.mu.Unlock()
 		return false, nil
 	}
-	return true, l.releaseEnded(ctx, h, ErrReleased) // unlocks
+	return true, l.releaseEnded(ctx, h, ErrReleased, nil) // unlocks
 }
 
 // leaseReleased is the cause a Lease's context ends with when its holder

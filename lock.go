@@ -32,7 +32,10 @@ type Locker struct {
 	closeCtx    context.Context // canceled by Close: ends waits
 	closeCancel context.CancelCauseFunc
 	ops         sync.WaitGroup // acquisitions in flight
-	bg          sync.WaitGroup // watchdog, renewals, background releases
+	bg          sync.WaitGroup // watchdog, event plumbing
+	calls       sync.WaitGroup // driver calls that may outlive their ctx: renewals, background and abandoned releases, refreshes a caller gave up on
+	callsMu     sync.Mutex     // guards callsDone
+	callsDone   bool           // Close waits for calls: later ones are not tracked
 
 	mu        sync.Mutex
 	closed    bool
@@ -224,11 +227,27 @@ func (l *Locker) Close() error {
 	errs := l.releaseAll(held, fmt.Errorf("distlock: locker closed: %w", ErrReleased))
 	close(l.wd.stop) // every hold has ended: nothing left to expire
 	l.bg.Wait()
+	// Driver calls still out (background releases, renewals and calls a
+	// caller gave up on) may finish within the release timeout; a store
+	// client that ignores ctx may hold them longer, until the driver is
+	// closed. Every hold has ended: their answers change nothing.
+	l.callsMu.Lock()
+	l.callsDone = true
+	l.callsMu.Unlock()
+	calls := make(chan struct{})
+	go func() { l.calls.Wait(); close(calls) }()
+	t := time.NewTimer(l.cfg.releaseTimeout)
+	select {
+	case <-calls:
+	case <-t.C:
+	}
+	t.Stop()
 	l.events.close()
 	for i, err := range errs {
 		errs[i] = ignoreExpected(err) // each on its own: one lock found gone must not hide another's failure
 	}
 	errs = append(errs, l.d.Close())
+	<-calls
 	return errors.Join(errs...)
 }
 
@@ -253,6 +272,11 @@ func (l *Locker) releaseAll(held []*hold, cause error) []error {
 	lastAnswer.Store(time.Now().UnixNano())
 	gone, giveUp := context.WithCancel(context.Background())
 	giveUp() // the ctx of releases not sent once the store stopped answering
+	// A release's slot is held until the driver returns, which may be
+	// after the release has given up on it (a client that ignores ctx):
+	// the store's client never has more than closeWorkers releases out.
+	slots := make(chan struct{}, closeWorkers)
+	returned := func() { <-slots }
 	var wg sync.WaitGroup
 	for range min(closeWorkers, len(held)) {
 		wg.Go(func() {
@@ -261,12 +285,13 @@ func (l *Locker) releaseAll(held []*hold, cause error) []error {
 				if i >= len(held) {
 					return
 				}
+				slots <- struct{}{}
 				if time.Since(time.Unix(0, lastAnswer.Load())) >= timeout {
-					errs[i] = l.endHold(gone, held[i], cause)
+					errs[i] = l.endHold(gone, held[i], cause, returned)
 					continue
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), timeout)
-				errs[i] = l.endHold(ctx, held[i], cause)
+				errs[i] = l.endHold(ctx, held[i], cause, returned)
 				cancel()
 				if answered(errs[i]) {
 					lastAnswer.Store(time.Now().UnixNano())
@@ -308,6 +333,53 @@ func (l *Locker) begin() bool {
 // goBackground runs f on a goroutine that Close waits for.
 func (l *Locker) goBackground(f func()) {
 	l.bg.Go(f)
+}
+
+// goCall runs f, which calls the driver, on a goroutine that Close waits
+// for after closing the driver: a store client that ignores ctx may keep
+// the call out long after its ctx ended.
+func (l *Locker) goCall(f func()) {
+	l.callsMu.Lock()
+	defer l.callsMu.Unlock()
+	if l.callsDone {
+		go f() // a call racing Close, on a hold Close has ended: its driver is closed or closing
+		return
+	}
+	l.calls.Go(f)
+}
+
+// call runs f (a driver call) bounded by ctx whatever the driver does with
+// it: if ctx ends before f returns, call returns at once with answered
+// false and f goes on in the background, where late (if set) gets its
+// error. A ctx that cannot end runs f on the caller's goroutine.
+func (l *Locker) call(ctx context.Context, f func(context.Context) error, late func(error)) (err error, answered bool) {
+	if ctx.Done() == nil {
+		return f(ctx), true
+	}
+	const (
+		waiting int32 = iota
+		returned
+		gaveUp
+	)
+	var state atomic.Int32
+	done := make(chan error, 1)
+	l.goCall(func() {
+		err := f(ctx)
+		if state.CompareAndSwap(waiting, returned) {
+			done <- err
+		} else if late != nil {
+			late(err)
+		}
+	})
+	select {
+	case err := <-done:
+		return err, true
+	case <-ctx.Done():
+	}
+	if state.CompareAndSwap(waiting, gaveUp) {
+		return nil, false
+	}
+	return <-done, true // it answered as ctx ended
 }
 
 // maxTTL is the longest TTL the Locker asks its driver for: the store's

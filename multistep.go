@@ -157,7 +157,7 @@ func (l *Locker) releaseGrants(grants []backend.Grant) {
 	for _, g := range grants {
 		if g.Lock != nil {
 			lock := g.Lock
-			l.goBackground(func() { l.releaseQuietly(lock) })
+			l.goCall(func() { l.releaseQuietly(lock) })
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package distlock
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -30,6 +31,7 @@ type lockerConfig struct {
 	tracers        trace.TracerProvider
 	keyLabel       func(key string) string
 	events         func(Event)
+	errs           []error // options refused when applied (check reports them)
 }
 
 func defaultLockerConfig() lockerConfig {
@@ -58,7 +60,10 @@ func WithDefaultTTL(ttl time.Duration) LockerOption {
 // shorter than its TTL: factor×TTL + fixed (default 0.01×TTL + 2ms, as in
 // Redlock). The margin covers clock-rate differences between this process
 // and the store; a lease is reported lost once TTL − margin has passed since
-// its last successful acquire or renewal was sent.
+// its last successful acquire or renewal was sent. factor must be a number
+// in [0, 0.5) and fixed in [0, backend.TTLLimit/2); New refuses anything
+// else (NaN, ±Inf, negative) with an error matching ErrInvalidConfig, as
+// it does a TTL the margin leaves no validity.
 func WithClockDrift(factor float64, fixed time.Duration) LockerOption {
 	return func(c *lockerConfig) {
 		c.driftFactor, c.driftFixed = factor, fixed
@@ -66,13 +71,17 @@ func WithClockDrift(factor float64, fixed time.Duration) LockerOption {
 }
 
 // WithReleaseTimeout bounds each release that Do and Close make on their
-// own (default 5s). Close releases many leases a few dozen at a time, each
-// within this timeout, and gives up on those not yet sent once the store
-// has answered none for this long.
+// own (default 5s; zero keeps it, a negative one is refused). Close
+// releases many leases a few dozen at a time, each within this timeout,
+// and gives up on those not yet sent once the store has answered none for
+// this long.
 func WithReleaseTimeout(d time.Duration) LockerOption {
 	return func(c *lockerConfig) {
-		if d > 0 {
+		switch {
+		case d > 0:
 			c.releaseTimeout = d
+		case d < 0:
+			c.errs = append(c.errs, fmt.Errorf("%w: WithReleaseTimeout(%v): the timeout is negative", ErrInvalidConfig, d))
 		}
 	}
 }
@@ -140,16 +149,28 @@ func WithEvents(fn func(Event)) LockerOption {
 	return func(c *lockerConfig) { c.events = fn }
 }
 
+// maxDriftFixed bounds WithClockDrift's fixed margin: one of half the
+// longest TTL leaves no TTL any validity, and keeps the margin's
+// arithmetic (factor×TTL + fixed) far from overflow.
+const maxDriftFixed = backend.TTLLimit / 2
+
 func (c lockerConfig) check() error {
+	if len(c.errs) > 0 {
+		return errors.Join(c.errs...)
+	}
 	if c.ttl < 0 {
-		return fmt.Errorf("%w: default TTL %v is negative", ErrInvalidConfig, c.ttl)
+		return fmt.Errorf("%w: WithDefaultTTL(%v): default TTL %v is negative", ErrInvalidConfig, c.ttl, c.ttl)
 	}
 	if c.ttl > backend.TTLLimit {
-		return fmt.Errorf("%w: default TTL %v is above the maximum of %v", ErrInvalidConfig, c.ttl, backend.TTLLimit)
+		return fmt.Errorf("%w: WithDefaultTTL(%v): default TTL %v is above the maximum of %v", ErrInvalidConfig, c.ttl, c.ttl, backend.TTLLimit)
 	}
-	if c.driftFactor < 0 || c.driftFactor >= 0.5 || c.driftFixed < 0 {
-		return fmt.Errorf("%w: clock drift factor %v must be in [0, 0.5) and fixed margin %v not negative",
-			ErrInvalidConfig, c.driftFactor, c.driftFixed)
+	// Written so that NaN fails: every comparison with NaN is false.
+	if !(c.driftFactor >= 0 && c.driftFactor < 0.5) || !(c.driftFixed >= 0 && c.driftFixed < maxDriftFixed) {
+		return fmt.Errorf("%w: WithClockDrift(%v, %v): clock drift factor %v must be a number in [0, 0.5) and fixed margin %v in [0, %v)",
+			ErrInvalidConfig, c.driftFactor, c.driftFixed, c.driftFactor, c.driftFixed, maxDriftFixed)
+	}
+	if c.releaseTimeout <= 0 {
+		return fmt.Errorf("%w: WithReleaseTimeout(%v): the timeout must be positive", ErrInvalidConfig, c.releaseTimeout)
 	}
 	return nil
 }

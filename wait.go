@@ -90,7 +90,7 @@ func (l *Locker) valid(g backend.Grant, ttl time.Duration, sent time.Time) (back
 	if late := time.Since(end); late < 0 {
 		return g, nil
 	} else if lock := g.Lock; lock != nil {
-		l.goBackground(func() { l.releaseQuietly(lock) })
+		l.goCall(func() { l.releaseQuietly(lock) })
 		return backend.Grant{}, fmt.Errorf("%w: the grant arrived %v after its validity ran out (counted from %s)", ErrUnavailable, late.Round(time.Millisecond), g.ValidFrom.Format(time.RFC3339Nano))
 	}
 	return backend.Grant{}, fmt.Errorf("%w: the grant arrived after its validity ran out", ErrUnavailable)

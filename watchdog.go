@@ -62,9 +62,12 @@ func (w *watchdog) close() {
 	}
 }
 
-// next returns when h needs attention: its renewal, or its deadline.
+// next returns when h needs attention: its renewal, or its deadline. A
+// hold whose renewal is in flight stays on the queue, watched for its
+// deadline only: the portable layer ends it then whatever the driver's
+// call does (a store client may ignore ctx and answer late, or never).
 func (h *hold) next() time.Time {
-	if (h.autoRenew || h.doubt.checking) && h.nextRenew.Before(h.deadline) {
+	if !h.renewing && (h.autoRenew || h.doubt.checking) && h.nextRenew.Before(h.deadline) {
 		return h.nextRenew
 	}
 	return h.deadline
@@ -73,7 +76,7 @@ func (h *hold) next() time.Time {
 // reschedule (re)places h on the queue and wakes the loop if h is due
 // before the loop would look next. Locker.mu is held.
 func (w *watchdog) reschedule(h *hold) {
-	if h.state != holdHeld || h.renewing {
+	if h.state != holdHeld {
 		return
 	}
 	if w.closing {
@@ -118,7 +121,7 @@ func (l *Locker) watch() {
 			l.lose(h, causes[i])
 		}
 		if len(due) > 0 {
-			l.goBackground(func() { l.renew(due) })
+			l.goCall(func() { l.renew(due) })
 		}
 		timer.Reset(wait)
 		select {
@@ -135,16 +138,26 @@ func (l *Locker) watch() {
 // it early costs little and saves a round trip later. Batches then stay
 // aligned: leases renewed together are due together.
 func (h *hold) renewableEarly(now time.Time) bool {
-	return h.autoRenew && h.nextRenew.Sub(now) <= h.ttl/6 && now.Before(h.deadline)
+	return h.autoRenew && !h.renewing && h.nextRenew.Sub(now) <= h.ttl/6 && now.Before(h.deadline)
 }
 
 // collect pops the holds whose event is due at now: those past their
 // deadline are returned as lost with the cause, those due for renewal are
-// marked renewing. It returns how long to sleep until the next event.
+// marked renewing and put back on the queue, where they wait for their
+// deadline until the renewal's answer. It returns how long to sleep until
+// the next event.
 func (l *Locker) collect(now time.Time) (due, lost []*hold, causes []error, wait time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.wd.wakes++
+	defer func() {
+		for _, h := range due {
+			heap.Push(&l.wd.queue, h) // watched for its deadline meanwhile
+			if dl := h.deadline; dl.Before(l.wd.wakeAt) {
+				l.wd.wakeAt, wait = dl, dl.Sub(now)
+			}
+		}
+	}()
 	for len(l.wd.queue) > 0 {
 		h := l.wd.queue[0]
 		if h.next().After(now) && !(len(due) > 0 && h.renewableEarly(now)) {
@@ -171,31 +184,68 @@ func (l *Locker) collect(now time.Time) (due, lost []*hold, causes []error, wait
 	return due, lost, causes, time.Hour
 }
 
-// renew refreshes due holds. Its context ends at the earliest deadline among
-// them, so a store that does not answer cannot keep a lease past validity.
+// renew refreshes due holds. Each refresh is bounded by its own hold's
+// deadline (a batch sent in one round trip, by the latest of its holds'):
+// one lease's deadline never cuts short another's refresh. The deadline
+// itself is the watchdog's: a hold whose refresh is still out when its
+// validity runs out is lost then, from the queue, whatever the driver does
+// with the ctx, and the late answer changes nothing. Each answer is
+// recorded as it comes.
 func (l *Locker) renew(due []*hold) {
 	locks := make([]backend.Lock, len(due))
 	ttls := make([]time.Duration, len(due))
-	rw := make([]bool, len(due)) // read-write locks: not for the driver's RefreshAll
+	deadlines := make([]time.Time, len(due))
+	var batched []int // the mutex locks, for the driver's BatchRefresher
 	l.mu.Lock()
-	deadline := due[0].deadline
 	for i, h := range due {
-		locks[i], ttls[i], rw[i] = h.grant.Lock, h.ttl, h.mode != 0
-		if h.deadline.Before(deadline) {
-			deadline = h.deadline
+		locks[i], ttls[i], deadlines[i] = h.grant.Lock, h.ttl, h.deadline
+		if l.batch != nil && h.mode == 0 {
+			batched = append(batched, i)
 		}
 	}
 	l.mu.Unlock()
-	ctx, cancel := context.WithDeadline(l.closeCtx, deadline)
-	defer cancel()
+	if len(batched) < 2 {
+		batched = nil
+	}
 	sent := time.Now()
 	stop := l.watchUnanswered(due, ttls, sent)
-	errs := l.refreshAll(ctx, locks, ttls, rw)
-	stop()
-	for i, h := range due {
-		l.renewal(ctx, h, sent, errs[i])
-		l.renewed(h, sent, ttls[i], errs[i])
+	defer stop()
+	record := func(ctx context.Context, i int, err error) {
+		l.renewal(ctx, due[i], sent, err)
+		l.renewed(due[i], sent, ttls[i], err)
 	}
+	var wg sync.WaitGroup
+	if batched != nil {
+		wg.Go(func() {
+			bl, bt := make([]backend.Lock, len(batched)), make([]time.Duration, len(batched))
+			latest := deadlines[batched[0]]
+			for j, i := range batched {
+				bl[j], bt[j] = locks[i], ttls[i]
+				if deadlines[i].After(latest) {
+					latest = deadlines[i]
+				}
+			}
+			ctx, cancel := context.WithDeadline(l.closeCtx, latest)
+			defer cancel()
+			for j, err := range l.batch.RefreshAll(ctx, bl, bt) {
+				record(ctx, batched[j], err)
+			}
+		})
+	}
+	sem := make(chan struct{}, maxParallelRefresh)
+	for i := range locks {
+		if batched != nil && due[i].mode == 0 {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			ctx, cancel := context.WithDeadline(l.closeCtx, deadlines[i])
+			defer cancel()
+			record(ctx, i, locks[i].Refresh(ctx, ttls[i]))
+		})
+	}
+	wg.Wait()
 }
 
 // watchUnanswered puts each of due (whose renewal, sent at sent, is in
@@ -241,63 +291,26 @@ func (l *Locker) watchUnanswered(due []*hold, ttls []time.Duration, sent time.Ti
 	}
 }
 
-func (l *Locker) refreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration, rw []bool) []error {
-	errs := make([]error, len(locks))
-	var batched []int // the mutex locks, for the driver's BatchRefresher
-	if l.batch != nil {
-		for i := range locks {
-			if !rw[i] {
-				batched = append(batched, i)
-			}
-		}
-	}
-	if len(batched) < 2 {
-		batched = nil
-	}
-	var wg sync.WaitGroup
-	if batched != nil {
-		wg.Go(func() {
-			bl, bt := make([]backend.Lock, len(batched)), make([]time.Duration, len(batched))
-			for j, i := range batched {
-				bl[j], bt[j] = locks[i], ttls[i]
-			}
-			for j, err := range l.batch.RefreshAll(ctx, bl, bt) {
-				errs[batched[j]] = err
-			}
-		})
-	}
-	sem := make(chan struct{}, maxParallelRefresh)
-	for i := range locks {
-		if batched != nil && !rw[i] {
-			continue
-		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			errs[i] = locks[i].Refresh(ctx, ttls[i])
-		})
-	}
-	wg.Wait()
-	return errs
-}
-
-// renewed records one renewal's outcome and puts the hold back on the queue.
+// renewed records one renewal's outcome, sent at sent for ttl: the hold is
+// extended, lost (the store said the lock is gone), or in doubt and
+// checked again soon. An answer that comes after the hold's validity ran
+// out changes nothing: the hold is lost (if the watchdog has not ended it
+// yet, it ends now), whatever the store said.
 func (l *Locker) renewed(h *hold, sent time.Time, ttl time.Duration, err error) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	h.renewing = false
-	h.stopExpiry() // back on the heap, which watches the deadline
-	l.mu.Unlock()
+	if h.state != holdHeld {
+		return
+	}
 	switch {
+	case !time.Now().Before(h.deadline):
+		l.loseLocked(h, h.doubt.ranOut("renewed"))
 	case err == nil:
-		l.extended(h, sent, ttl)
+		l.extendedLocked(h, sent, ttl)
 	case errors.Is(err, ErrNotHeld):
-		l.lose(h, err)
+		l.loseLocked(h, err)
 	default:
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if h.state != holdHeld {
-			return
-		}
 		if h.doubt.cause != nil {
 			l.logHold(slog.LevelDebug, "distlock: renewal failed again", h, "cause", err)
 		}

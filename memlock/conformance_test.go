@@ -23,12 +23,29 @@ func (h *harness) NewDriver(context.Context) (backend.Driver, error) {
 }
 func (h *harness) TTL() time.Duration { return 500 * time.Millisecond }
 func (h *harness) Kill(_ context.Context, d backend.Driver) error {
-	md, ok := d.(*memlock.Driver)
-	if !ok {
-		return fmt.Errorf("not a memlock driver: %T", d)
+	md, err := asMem(d)
+	if err != nil {
+		return err
 	}
 	md.Kill()
 	return nil
+}
+
+// userDriver is a driver over a "user-made client": one that ignores ctx.
+// memlock has no client of its own to build the way a service would, so
+// the profile is the behaviour such a client has under a stalled store:
+// Partition stalls it (memlock.Driver.Stall: its calls block until Heal
+// whatever their ctx, and no doubt is pushed), as a TCP black hole does to
+// go-redis without ContextTimeoutEnabled.
+type userDriver struct{ *memlock.Driver }
+
+// NewUserDriver implements conformance.UserClients.
+func (h *harness) NewUserDriver(context.Context) (backend.Driver, error) {
+	d, err := h.s.NewDriver(&memlock.Options{Wait: h.wait})
+	if err != nil {
+		return nil, err
+	}
+	return userDriver{d}, nil
 }
 func (h *harness) Delete(_ context.Context, key string) error { h.s.Delete(key); return nil }
 
@@ -37,6 +54,10 @@ func (h *harness) Delete(_ context.Context, key string) error { h.s.Delete(key);
 // locks are reported in doubt at once, vouched for until the expiry the
 // store last confirmed.
 func (h *harness) Partition(_ context.Context, d backend.Driver) error {
+	if ud, ok := d.(userDriver); ok {
+		ud.Stall()
+		return nil
+	}
 	md, err := asMem(d)
 	if err != nil {
 		return err
@@ -73,6 +94,9 @@ func (h *harness) Dropped(d backend.Driver) int {
 }
 
 func asMem(d backend.Driver) (*memlock.Driver, error) {
+	if ud, ok := d.(userDriver); ok {
+		return ud.Driver, nil
+	}
 	md, ok := d.(*memlock.Driver)
 	if !ok {
 		return nil, fmt.Errorf("not a memlock driver: %T", d)

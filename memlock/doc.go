@@ -32,6 +32,8 @@
 // holder's back (Delete), and a Driver killed as if its process died
 // (Kill), so tests can exercise outage and loss handling. A Driver can
 // also be cut off reversibly (Partition, Heal), putting its leases in
-// doubt, or lose its next reply (DropNextReply). The examples here, and
+// doubt, stalled as a black hole under a client that ignores ctx (Stall,
+// Heal: its calls block until healed, and nothing is reported), or lose its
+// next reply (DropNextReply). The examples here, and
 // distlock's ExampleLease_State, show them in use.
 package memlock

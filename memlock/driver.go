@@ -29,7 +29,8 @@ type Driver struct {
 	killed      bool
 	closed      bool
 	partitioned bool
-	dropNext    bool // DropNextReply armed
+	stalled     chan struct{} // Stall: closed by Heal, Kill or Close; nil: not stalled
+	dropNext    bool          // DropNextReply armed
 	dropped     int
 	subs        map[*subscription]struct{}
 	queued      map[*waiter]struct{}
@@ -91,6 +92,7 @@ func (d *Driver) Capabilities() backend.Capabilities {
 func (d *Driver) Kill() {
 	d.mu.Lock()
 	d.killed = true
+	d.unstallLocked()
 	d.mu.Unlock()
 	d.dropWaiters(fmt.Errorf("memlock: %w: client killed", backend.ErrUnavailable))
 }
@@ -116,11 +118,38 @@ func (d *Driver) Partition(trustFor time.Duration) {
 	d.held.Doubt(fmt.Errorf("memlock: %w: client partitioned from its store", backend.ErrUnavailable), until)
 }
 
-// Heal ends a Partition and reports contact restored
+// Stall black-holes the driver's path to its store under a client that
+// ignores ctx: every call of d, made now or already waiting to enter the
+// store, blocks until Heal (or Kill or Close), whatever its ctx, and then
+// runs as if its request had been held in the network: a late answer, taken
+// from the store as it is then. Nothing is reported to the portable layer
+// (no doubt is pushed): it learns only that its calls do not return. Its
+// locks keep expiring in the store meanwhile. Use it to test that leases
+// end at their deadline while a driver call is out and never returns (a
+// go-redis client without ContextTimeoutEnabled, behind a stalled server,
+// waits out its ReadTimeout).
+func (d *Driver) Stall() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stalled == nil {
+		d.stalled = make(chan struct{})
+	}
+}
+
+// unstallLocked ends a Stall: the calls it held go on. d.mu is held.
+func (d *Driver) unstallLocked() {
+	if d.stalled != nil {
+		close(d.stalled)
+		d.stalled = nil
+	}
+}
+
+// Heal ends a Partition or a Stall and reports contact restored
 // (backend.Request.OnRestored) for every lock the driver holds.
 func (d *Driver) Heal() {
 	d.mu.Lock()
 	d.partitioned = false
+	d.unstallLocked()
 	d.mu.Unlock()
 	d.held.Restored()
 }
@@ -181,6 +210,7 @@ func (d *Driver) grantLocked(g *backend.Grant, key, owner string, h backend.Hook
 func (d *Driver) Close() error {
 	d.mu.Lock()
 	d.closed = true
+	d.unstallLocked()
 	d.mu.Unlock()
 	d.dropWaiters(fmt.Errorf("memlock: %w", backend.ErrClosed))
 	d.s.mu.Lock()
@@ -207,9 +237,16 @@ func (d *Driver) dropWaiters(err error) {
 }
 
 // enter checks the driver and store can serve a call and locks the store.
-// On success the caller must unlock d.s.mu.
+// On success the caller must unlock d.s.mu. While the driver is stalled it
+// first waits, ignoring ctx, until the stall ends; the call then goes on
+// as a request delivered late would, whatever became of its ctx.
 func (d *Driver) enter(ctx context.Context, op string) error {
-	if err := ctx.Err(); err != nil {
+	d.mu.Lock()
+	stalled := d.stalled
+	d.mu.Unlock()
+	if stalled != nil {
+		<-stalled
+	} else if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memlock: %s: %w", op, err)
 	}
 	d.mu.Lock()
