@@ -21,17 +21,11 @@ import (
 
 // lateAllowance is how late after its Deadline() a lease's end may be
 // observed: the timer's goroutine and the observer's must be scheduled on
-// a machine whose cores may be busy. The stalled holder's Locker keeps at
-// least that much margin between a lease's deadline and the store's
-// expiry (stallMargin; the default, 1% of the TTL + 2 ms, is 7 ms for a
-// 500 ms TTL, less than a busy machine's scheduling delay), so a lease
-// ended within it still ended before the store could grant the lock again
-// (the overlap check says so directly).
+// a machine whose cores may be busy. It stays well below any drift margin
+// the portable layer keeps between a lease's deadline and the store's
+// expiry, so a lease ended within it still ended before the store could
+// grant the lock again (the overlap check says so directly).
 func lateAllowance(ttl time.Duration) time.Duration { return max(100*time.Millisecond, ttl/10) }
-
-// stallMargin is the fixed clock-drift margin of the stalled holder's
-// Locker: the lateness allowed, within a fifth of the TTL.
-func stallMargin(ttl time.Duration) time.Duration { return min(lateAllowance(ttl), ttl/5) }
 
 // stallHold is one lease of one primitive held across the stall.
 type stallHold struct {
@@ -142,7 +136,7 @@ func stallHolds(t *testing.T, e *env, a, b *client, tag string) []*stallHold {
 // before a rival (on a client the stall does not reach, where the harness
 // can partition one driver) is granted its lock.
 func runStall(t *testing.T, e *env, d backend.Driver) {
-	a := e.lockerOver(t, d, distlock.WithClockDrift(0.01, stallMargin(e.ttl)))
+	a := e.lockerOver(t, d)
 	b := e.locker(t)
 	hs := stallHolds(t, e, a, b, "stall")
 
