@@ -21,10 +21,11 @@ import (
 
 // lateAllowance is how late after its Deadline() a lease's end may be
 // observed: the timer's goroutine and the observer's must be scheduled on
-// a machine whose cores may be busy. It stays well below any drift margin
-// the portable layer keeps between a lease's deadline and the store's
-// expiry, so a lease ended within it still ended before the store could
-// grant the lock again (the overlap check says so directly).
+// a machine whose cores may be busy. The overlap check does not depend on
+// it: a rival's grant is compared with the lease's Deadline(), which the
+// portable layer keeps a drift margin before the store's expiry, so the
+// holder is told (Deadline, State) that its lease is over before anyone
+// else can hold the lock, however late its Done observer runs.
 func lateAllowance(ttl time.Duration) time.Duration { return max(100*time.Millisecond, ttl/10) }
 
 // stallHold is one lease of one primitive held across the stall.
