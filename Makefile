@@ -35,7 +35,13 @@ DOCKER_P      ?= 5
 # Fuzz targets as package:Name; `make fuzz` runs each for FUZZTIME, `make
 # test` for FUZZTIME_SHORT (go test runs one fuzz target at a time).
 FUZZ_TARGETS  ?= ./backend:FuzzParseURL .:FuzzCheckKey .:FuzzOptions ./redislock:FuzzKeysFor ./redislock:FuzzParseAcquire ./redislock:FuzzKeyOf ./etcdlock:FuzzKeyOf \
-                 ./etcdlock:FuzzLockRange ./zklock:FuzzParseName ./zklock:FuzzEncodeKeyDistinct
+                 ./etcdlock:FuzzLockRange ./zklock:FuzzParseName ./zklock:FuzzEncodeKeyDistinct \
+                 ./redislock:FuzzURLParams ./sqllock:FuzzURLParamsMySQL ./sqllock:FuzzURLParamsPostgres ./zklock:FuzzURLParams \
+                 ./etcdlock:FuzzURLParams ./memlock:FuzzURLParams
+# make test fuzzes the targets of packages it builds for fuzzing anyway
+# (an instrumented build of a package costs 30-60 s here); the seed corpora
+# of the others run as plain tests.
+FUZZ_SHORT_TARGETS ?= $(filter-out ./sqllock:% ./memlock:%,$(FUZZ_TARGETS))
 FUZZTIME      ?= 60s
 # The short run is a count of inputs, not a duration: a duration-bounded
 # fuzz run can end with a spurious "context deadline exceeded" failure when
@@ -117,7 +123,7 @@ fuzz:
 	done
 
 fuzz-short:
-	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT) FUZZ_TARGETS="$(FUZZ_SHORT_TARGETS)"
 
 # Every backend under a seeded random fault schedule for FAULTS_DURATION
 # each; prints per backend the operations, faults by kind, violations,
