@@ -40,3 +40,17 @@ func TestHungCaseClosesHarness(t *testing.T) {
 		t.Errorf("the hung case panicked the binary:\n%s", out)
 	}
 }
+
+// Every case marked exclusive exists: a renamed case would otherwise run
+// in parallel with the others while it stops the store.
+func TestExclusiveCasesExist(t *testing.T) {
+	names := map[string]bool{}
+	for _, c := range cases {
+		names[c.name] = true
+	}
+	for name := range exclusive {
+		if !names[name] {
+			t.Errorf("exclusive case %q is not in the suite", name)
+		}
+	}
+}

@@ -90,10 +90,31 @@ var cases = []testCase{
 	{"ServerDownBeyondTTL", "a holder whose server is down beyond the TTL reports the lease lost", testServerDownBeyondTTL},
 }
 
+// exclusive names the cases that stop or pause the store for everyone:
+// with Parallel they run alone, after the others.
+var exclusive = map[string]bool{"StallEndsAtDeadline": true, "ServerDown": true, "ServerDownBeyondTTL": true}
+
+// An Option changes how Run runs the cases.
+type Option func(*runConfig)
+
+type runConfig struct{ parallel int }
+
+// Parallel runs up to n cases at once, each with its own key prefix and
+// harness (the cases that stop or pause the store run alone, after the
+// others). The Maker is then called from several goroutines at once, and
+// the store must take the load: meant for stores as cheap as memlock's,
+// whose cases mostly wait for TTLs. n < 2 runs the cases one by one.
+func Parallel(n int) Option { return func(c *runConfig) { c.parallel = n } }
+
 // Run runs every conformance case against the store mk gives access to.
-func Run(t *testing.T, mk Maker) {
+// Every case has finished when it returns.
+func Run(t *testing.T, mk Maker, opts ...Option) {
 	t.Helper()
-	for _, c := range cases {
+	var cfg runConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	run := func(c testCase) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Logf("rule: %s", c.rule)
 			ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
@@ -111,6 +132,33 @@ func Run(t *testing.T, mk Maker) {
 			})
 			runGuarded(t, c.name, caseTimeout, func() { c.fn(t, e) }, closeHarness)
 		})
+	}
+	if cfg.parallel < 2 {
+		for _, c := range cases {
+			run(c)
+		}
+		return
+	}
+	// t.Run may be called from several goroutines at once; every call
+	// returns before Run does. (t.Parallel would be bounded by go test's
+	// -parallel, GOMAXPROCS by default, and would outlive Run.)
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, cfg.parallel)
+	for _, c := range cases {
+		if exclusive[c.name] {
+			continue
+		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			run(c)
+		})
+	}
+	wg.Wait()
+	for _, c := range cases {
+		if exclusive[c.name] {
+			run(c)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package memlock_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,20 +109,26 @@ func (h *harness) StartServer(context.Context) error { h.s.SetAvailable(true); r
 func (h *harness) Close() error                      { return nil }
 
 func TestConformance(t *testing.T) {
+	// The three wait kinds at once, a store each (t.Run from goroutines:
+	// t.Parallel would run only GOMAXPROCS of them at a time).
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for _, wait := range []backend.WaitKind{backend.WaitNotify, backend.WaitQueue, backend.WaitPoll} {
-		t.Run(string(wait), func(t *testing.T) {
-			s := memlock.NewStore()
-			conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
-				return &harness{s: s, wait: wait}, nil
+		wg.Go(func() {
+			t.Run(string(wait), func(t *testing.T) {
+				s := memlock.NewStore()
+				conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
+					return &harness{s: s, wait: wait}, nil
+				}, conformance.Parallel(8))
+				// Locks given up while the store was unreachable expire by their TTL.
+				deadline := time.Now().Add(2 * time.Second)
+				for s.Len() != 0 && time.Now().Before(deadline) {
+					time.Sleep(10 * time.Millisecond)
+				}
+				if n := s.Len(); n != 0 {
+					t.Errorf("after the suite the store still has state for %d keys: %q", n, s.Keys())
+				}
 			})
-			// Locks given up while the store was unreachable expire by their TTL.
-			deadline := time.Now().Add(2 * time.Second)
-			for s.Len() != 0 && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
-			if n := s.Len(); n != 0 {
-				t.Errorf("after the suite the store still has state for %d keys: %q", n, s.Keys())
-			}
 		})
 	}
 }
