@@ -22,13 +22,7 @@ import (
 // The suite must be able to fail. Each broken driver below wraps memlock
 // with one classic bug; the suite, run against it in a child process, must
 // fail, and in the cases named.
-var brokenDrivers = []struct {
-	name     string
-	wrap     func(s *memlock.Store, d backend.Driver) backend.Driver
-	retry    bool        // lost replies are retried by re-running the operation
-	multi    *naiveMulti // a broken multi-lock the multi-lock cases use instead of AcquireAll
-	mustFail []string
-}{
+var brokenDrivers = []brokenDriver{
 	{
 		name:     "release-without-owner-check",
 		wrap:     func(s *memlock.Store, d backend.Driver) backend.Driver { return &noOwnerCheck{Driver: d, s: s} },
@@ -125,23 +119,44 @@ func TestSuiteCatchesBrokenDrivers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the suite in child processes")
 	}
+	// The children mostly wait for TTLs: 8 at once (t.Parallel would run
+	// GOMAXPROCS of them at a time).
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	slots := make(chan struct{}, 8)
 	for _, b := range brokenDrivers {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			pattern := "^TestSuiteCatchesBrokenDrivers$/^(" + strings.Join(b.mustFail, "|") + ")$"
-			cmd := exec.Command(os.Args[0], "-test.run="+pattern, "-test.v", "-test.timeout=5m")
-			cmd.Env = append(os.Environ(), brokenEnv+"="+b.name)
-			out, err := cmd.CombinedOutput()
-			if err == nil {
-				t.Fatalf("the suite passed a driver with %s:\n%s", b.name, out)
-			}
-			for _, c := range b.mustFail {
-				if !strings.Contains(string(out), "--- FAIL: TestSuiteCatchesBrokenDrivers/"+c+" ") {
-					t.Errorf("case %s did not catch %s; output:\n%s", c, b.name, out)
-				}
-			}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			brokenChild(t, b)
 		})
 	}
+}
+
+type brokenDriver struct {
+	name     string
+	wrap     func(s *memlock.Store, d backend.Driver) backend.Driver
+	retry    bool        // lost replies are retried by re-running the operation
+	multi    *naiveMulti // a broken multi-lock the multi-lock cases use instead of AcquireAll
+	mustFail []string
+}
+
+// brokenChild runs the cases that must catch b in a child process.
+func brokenChild(t *testing.T, b brokenDriver) {
+	t.Run(b.name, func(t *testing.T) {
+		pattern := "^TestSuiteCatchesBrokenDrivers$/^(" + strings.Join(b.mustFail, "|") + ")$"
+		cmd := exec.Command(os.Args[0], "-test.run="+pattern, "-test.v", "-test.timeout=5m")
+		cmd.Env = append(os.Environ(), brokenEnv+"="+b.name)
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Fatalf("the suite passed a driver with %s:\n%s", b.name, out)
+		}
+		for _, c := range b.mustFail {
+			if !strings.Contains(string(out), "--- FAIL: TestSuiteCatchesBrokenDrivers/"+c+" ") {
+				t.Errorf("case %s did not catch %s; output:\n%s", c, b.name, out)
+			}
+		}
+	})
 }
 
 func runBroken(t *testing.T, name string) {
@@ -155,7 +170,7 @@ func runBroken(t *testing.T, name string) {
 		}
 		conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
 			return &brokenHarness{s: s, wrap: b.wrap, retry: b.retry, lossy: map[backend.Driver]*lossy{}}, nil
-		})
+		}, conformance.Parallel(8))
 		return
 	}
 	t.Fatalf("unknown broken driver %q", name)
