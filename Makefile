@@ -53,7 +53,7 @@ FUZZTIME_SHORT ?= 100000x
 # DISTLOCK_FAULTS_BACKENDS pass through (docs/testing.md).
 FAULTS_DURATION ?= 60s
 
-.PHONY: all deps servers images test test-unit test-local test-docker test-loaded fuzz fuzz-short faults lint bench demo clean-containers help
+.PHONY: all deps servers images test test-unit test-local test-docker test-loaded test-loaded-ci fuzz fuzz-short faults lint bench demo clean-containers help
 
 all: test
 
@@ -111,6 +111,9 @@ test-docker:
 # .ci/run runs a bounded set (LOADED_PKGS_CI).
 LOADED_PKGS    ?= ./...
 LOADED_PKGS_CI ?= . ./memlock/... ./conformance/... ./backend/...
+test-loaded-ci:
+	@$(MAKE) --no-print-directory test-loaded LOADED_PKGS="$(LOADED_PKGS_CI)"
+
 test-loaded: deps
 	DISTLOCK_SANDBOX=local scripts/cpu-hog.sh $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(LOADED_PKGS)
 
