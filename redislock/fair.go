@@ -66,7 +66,16 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 	}()
 	for attempt := 0; ; attempt++ {
 		sent := time.Now()
-		res, err := d.fairAttempt(ctx, ks, req.Owner, req.TTL, true, window, wait, attempt)
+		res, err := await(d, ctx, func() (acquireResult, error) {
+			return d.fairAttempt(ctx, ks, req.Owner, req.TTL, true, window, wait, attempt)
+		}, func(acquireResult, error) {
+			// The caller stopped waiting: leave the queue, giving back a
+			// lock the attempt may have confirmed.
+			_ = d.abandon(context.Background(), ks, req.Owner, wait)
+		})
+		if ab := (*abandonedError)(nil); errors.As(err, &ab) {
+			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w (the wait leaves the queue, giving back what it may hold, when the call ends)", req.Key, backend.ErrUnavailable, err)
+		}
 		if err != nil && notAllowed(err) && attempt == 0 {
 			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w", req.Key, backend.ErrInvalidConfig, err)
 		}
@@ -132,7 +141,7 @@ func queueEntry(window time.Duration, attempt int, inbox string) string {
 func (d *Driver) abandon(ctx context.Context, ks keyset, owner, wait string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if _, err := release(ctx, d.c, ks, owner, wait, "abandon"); err != nil {
+	if _, err := await(d, ctx, func() (int64, error) { return release(ctx, d.c, ks, owner, wait, "abandon") }, nil); err != nil {
 		return fmt.Errorf("leaving the queue failed; the place expires within its liveness window: %w", err)
 	}
 	return nil

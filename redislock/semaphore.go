@@ -155,7 +155,16 @@ func (d *Driver) TryAcquirePermits(ctx context.Context, req backend.SemaphoreReq
 	}
 	ks := d.semKeys(req.Key)
 	sent := time.Now()
-	v, err := semAcquireScript.Run(ctx, d.c, ks.list(), req.Owner, req.Permits, req.Limit, millis(req.TTL)).Int64Slice()
+	v, err := await(d, ctx, func() ([]int64, error) {
+		return semAcquireScript.Run(ctx, d.c, ks.list(), req.Owner, req.Permits, req.Limit, millis(req.TTL)).Int64Slice()
+	}, func(v []int64, err error) {
+		if (err == nil && len(v) > 0 && v[0] == 1) || (err != nil && !neverSent(err)) {
+			lateRelease(func(ctx context.Context) error { return d.semCleanup(ctx, ks, req.Owner) })
+		}
+	})
+	if ab := (*abandonedError)(nil); errors.As(err, &ab) {
+		return backend.Grant{}, fmt.Errorf("redislock: acquire permits of %q: %w: %w (permits it may take are given back when the call ends)", req.Key, backend.ErrUnavailable, err)
+	}
 	if err == nil && len(v) != 3 {
 		err = fmt.Errorf("unexpected reply %v from the semaphore acquire script", v)
 	}
@@ -179,7 +188,9 @@ func (d *Driver) TryAcquirePermits(ctx context.Context, req backend.SemaphoreReq
 func (d *Driver) semCleanup(ctx context.Context, ks semKeys, owner string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if err := semReleaseScript.Run(ctx, d.c, ks.releaseKeys(), owner, ks.channel).Err(); err != nil {
+	if _, err := await(d, ctx, func() (struct{}, error) {
+		return struct{}{}, semReleaseScript.Run(ctx, d.c, ks.releaseKeys(), owner, ks.channel).Err()
+	}, nil); err != nil {
 		return fmt.Errorf("cleanup failed, the permits expire by their TTL: %w", err)
 	}
 	return nil
@@ -208,7 +219,9 @@ type permitLock struct {
 
 // Refresh implements backend.Lock.
 func (l *permitLock) Refresh(ctx context.Context, ttl time.Duration) error {
-	n, err := semRefreshScript.Run(ctx, l.d.c, l.ks.list()[:2], l.owner, millis(ttl)).Int64()
+	n, err := await(l.d, ctx, func() (int64, error) {
+		return semRefreshScript.Run(ctx, l.d.c, l.ks.list()[:2], l.owner, millis(ttl)).Int64()
+	}, nil)
 	return l.refreshResult(n, err)
 }
 
@@ -228,7 +241,9 @@ func (l *permitLock) Release(ctx context.Context) error {
 	if !l.released.CompareAndSwap(false, true) {
 		return fmt.Errorf("redislock: release permits of %q: %w: already released", l.key, backend.ErrNotHeld)
 	}
-	n, err := semReleaseScript.Run(ctx, l.d.c, l.ks.releaseKeys(), l.owner, l.ks.channel).Int64()
+	n, err := await(l.d, ctx, func() (int64, error) {
+		return semReleaseScript.Run(ctx, l.d.c, l.ks.releaseKeys(), l.owner, l.ks.channel).Int64()
+	}, nil)
 	if err != nil {
 		l.d.suspect(err)
 		return fmt.Errorf("redislock: release permits of %q: %w: %w", l.key, errKind(err), err)
