@@ -111,11 +111,12 @@ func newUserStall(t *testing.T) *userStall {
 // of 3 s over a client with go-redis's defaults (ReadTimeout 5 s,
 // ContextTimeoutEnabled false), and the holder's path to the server
 // stalled both ways. Done must close no later than Deadline() plus a
-// small allowance, and the lock's key must still be in Redis then (PTTL >
-// 0: nobody else can have been granted it), gone only later. Before the
-// driver bounded its calls (and without the portable layer's deadline
-// timer) Done closed when the stuck renewal returned, at the ReadTimeout:
-// "Done closed 3.3s after Deadline()", the key gone 3.3 s earlier.
+// small allowance, and Deadline() must come before the key's expiry in
+// Redis (read from its PTTL during the stall): nobody else can be granted
+// the lock while the lease is live. Before the driver bounded its calls
+// (and without the portable layer's deadline timer) Done closed when the
+// stuck renewal returned, at the ReadTimeout: 6 s into the stall, 3 s
+// after Deadline(), the key gone from Redis 3 s earlier.
 func TestUserClientStallEndsLeaseAtDeadline(t *testing.T) {
 	s := newUserStall(t)
 	const ttl = 3 * time.Second
@@ -131,6 +132,15 @@ func TestUserClientStallEndsLeaseAtDeadline(t *testing.T) {
 	s.proxy.Blackhole(sandbox.Both)
 	stalled := time.Now()
 	defer s.proxy.Heal()
+	// The key's expiry in Redis: nothing renews it during the stall. The
+	// server read its PTTL no earlier than asked, so it expires no earlier
+	// than asked+PTTL (less PTTL's rounding to the millisecond).
+	asked := time.Now()
+	pttl, err := s.admin.PTTL(ctx, lockKey).Result()
+	if err != nil || pttl <= 0 {
+		t.Fatalf("PTTL %v: %v", pttl, err)
+	}
+	expires := asked.Add(pttl - time.Millisecond)
 
 	select {
 	case <-le.Done():
@@ -138,18 +148,14 @@ func TestUserClientStallEndsLeaseAtDeadline(t *testing.T) {
 		t.Fatalf("Done still open %v into the stall (deadline was %v after it began)", 3*ttl, le.Deadline().Sub(stalled))
 	}
 	ended := time.Now()
-	pttl, err := s.admin.PTTL(ctx, lockKey).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dl := le.Deadline()
-	t.Logf("Done closed %v into the stall, %v after Deadline(); the key's PTTL then: %v",
-		ended.Sub(stalled).Round(time.Millisecond), ended.Sub(dl).Round(time.Millisecond), pttl)
+	t.Logf("Done closed %v into the stall, %v after Deadline(); the key expires in Redis %v after Deadline()",
+		ended.Sub(stalled).Round(time.Millisecond), ended.Sub(dl).Round(time.Millisecond), expires.Sub(dl).Round(time.Millisecond))
 	if late := max(100*time.Millisecond, ttl/10); ended.After(dl.Add(late)) {
-		t.Errorf("Done closed %v after Deadline() (allowed %v)", ended.Sub(dl).Round(time.Millisecond), late)
+		t.Errorf("Done closed %v after Deadline() (allowed %v), %v after the key expired in Redis", ended.Sub(dl).Round(time.Millisecond), late, ended.Sub(expires).Round(time.Millisecond))
 	}
-	if pttl <= 0 {
-		t.Errorf("the lock's key was gone from Redis (PTTL %v) before Done closed: another client could hold the lock while this lease was live", pttl)
+	if !dl.Before(expires) {
+		t.Errorf("Deadline() is %v after the key's expiry in Redis", dl.Sub(expires))
 	}
 	if !errors.Is(le.Err(), distlock.ErrLost) {
 		t.Errorf("Err() = %v, want ErrLost", le.Err())
@@ -160,10 +166,13 @@ func TestUserClientStallEndsLeaseAtDeadline(t *testing.T) {
 			t.Fatal(err)
 		}
 		if n == 0 {
-			t.Logf("the key expired %v after Done closed", time.Since(ended).Round(time.Millisecond))
+			t.Logf("the key was gone from Redis when looked up %v after Done closed", time.Since(ended).Round(time.Millisecond))
 			break
 		}
-		time.Sleep(10 * time.Millisecond)
+		if time.Since(expires) > 10*time.Second {
+			t.Fatalf("the key is still in Redis %v after its expiry", time.Since(expires))
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
