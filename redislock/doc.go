@@ -2,7 +2,9 @@
 // or without replicas), a Redis Cluster, or Redlock over several independent
 // primaries. Import it for its side effect of registering the redis:// and
 // rediss:// schemes, or build a driver from a go-redis client you already
-// have with [New] or [NewRedlock].
+// have with [New] or [NewRedlock] ([New] says what the driver needs from
+// such a client: go-redis without ContextTimeoutEnabled does not end its
+// calls at their ctx's deadline).
 //
 // # URLs
 //

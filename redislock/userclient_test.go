@@ -57,6 +57,21 @@ func TestNewWarnsUnboundedClient(t *testing.T) {
 			}
 		})
 	}
+	t.Run("Redlock", func(t *testing.T) {
+		a := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+		b := redis.NewClient(&redis.Options{Addr: "127.0.0.1:2", ContextTimeoutEnabled: true})
+		defer a.Close()
+		defer b.Close()
+		var buf bytes.Buffer
+		r, err := NewRedlock([]redis.UniversalClient{a, b}, &Options{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		if got := buf.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, "node=0") || !strings.Contains(got, "ContextTimeoutEnabled false") {
+			t.Fatalf("NewRedlock logged %q, want one warning, about node 0", got)
+		}
+	})
 	t.Run("URL", func(t *testing.T) {
 		cfg, err := parseConfig(mustParseURL(t, "redis://127.0.0.1:1"))
 		if err != nil {
