@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -85,6 +86,10 @@ func refreshResult(key string, n int64, err error) error {
 // RefreshAll implements backend.BatchRefresher: every refresh goes out in
 // one pipeline (one round trip per Cluster node).
 func (d *Driver) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
+	if d.bounds.detach {
+		// An abandoned batch reads them on after this returns.
+		locks, ttls = slices.Clone(locks), slices.Clone(ttls)
+	}
 	errs, err := await(d, ctx, func() ([]error, error) { return d.refreshAll(ctx, locks, ttls), nil }, nil)
 	if err != nil {
 		errs = make([]error, len(locks))
