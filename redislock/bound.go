@@ -21,9 +21,10 @@ import (
 // later is never read as another call's; one whose reply comes in time
 // goes back to the pool.
 //
-// The driver's calls return by their ctx all the same: on a client that
-// would not end a call when its ctx ends, each call runs on a goroutine of
-// its own, and the driver stops waiting for it when ctx ends (await). The
+// The driver's calls return by their ctx's deadline all the same: on a
+// client that would not end a call then, each call with a deadline runs on
+// a goroutine of its own, and the driver stops waiting for it when the
+// deadline passes or ctx is cancelled (await). The
 // call goes on until go-redis returns it (the server's reply, or the
 // ReadTimeout); its connection stays busy until then, and a grant it
 // brings back late is given back (the acquire paths' late handlers).
@@ -103,18 +104,22 @@ func (e *abandonedError) Error() string {
 
 func (e *abandonedError) Unwrap() error { return e.cause }
 
-// await returns call's result, or an *abandonedError when ctx ends first
-// on a client that would not end the call then (clientBounds.detach; with
-// ContextTimeoutEnabled, also a ctx that can be cancelled but has no
-// deadline). The call then goes on on its goroutine, and late, if not nil,
-// gets its result when it ends. call must use ctx for its go-redis calls:
+// await returns call's result, or an *abandonedError when ctx's deadline
+// passes first on a client that would not end the call then
+// (clientBounds.detach). The call then goes on on its goroutine, and
+// late, if not nil, gets its result when it ends. A ctx without a deadline
+// is not awaited: call runs on the caller's goroutine. call must use ctx for its go-redis calls:
 // go-redis still ends its pool waits, dials and retries by it.
 func await[T any](d *Driver, ctx context.Context, call func() (T, error), late func(T, error)) (T, error) {
 	if !d.bounds.detach {
-		if _, ok := ctx.Deadline(); ok || ctx.Done() == nil {
-			return call()
-		}
-	} else if ctx.Done() == nil {
+		return call()
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		// As go-redis with ContextTimeoutEnabled: a ctx's cancellation
+		// does not end a call, its deadline does. The calls the portable
+		// layer must have back in time (renewals, releases) carry one; a
+		// goroutine per call for every ctx would slow every call (an
+		// acquisition's ctx is always cancellable: the Locker's Close).
 		return call()
 	}
 	type result struct {

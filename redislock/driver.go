@@ -159,28 +159,31 @@ var (
 // be nil.
 //
 // What the driver needs from c: nothing for safety (a lease ends at its
-// deadline whatever c does, and every driver call returns by its ctx), but
-// a client that ends its own calls at their ctx's deadline is the one that
-// does not pile up calls nobody waits for. go-redis ends a read or write
-// at the ctx's deadline only with ContextTimeoutEnabled: true and a
-// ReadTimeout and WriteTimeout that are not -2 (which disables deadlines);
-// without it (go-redis's default) a read waits its ReadTimeout (default
-// 5 s), whatever the ctx says. On such a client the driver runs each call
-// on a goroutine of its own and stops waiting for it when its ctx ends
-// (the watchdog's renewal at the lease's deadline, an Acquire's or a
-// Release's ctx): the call then goes on in the background, its connection
-// busy, until go-redis returns it, at the ReadTimeout or when the server
-// answers; a grant it brings back is given back. With ReadTimeout -1 (no
-// timeout) or -2, and a stalled server, that is never: each such call
-// holds a connection of c's pool and a goroutine until the server answers
-// or the connection breaks. New logs a warning (Options.Logger, else
-// slog.Default()) naming the setting when c does not end calls at their
-// ctx's deadline, and when c is not a *redis.Client, *redis.ClusterClient
-// or *redis.Ring (whose options it cannot read). Recommended:
-// ContextTimeoutEnabled: true, a ReadTimeout shorter than a third of the
-// shortest lease TTL, and MaxRetries -1 (the portable layer retries; go-redis
-// retries a timed-out read MaxRetries times, each waiting ReadTimeout, while
-// the ctx lasts). distlock.Open's clients are made that way.
+// deadline whatever c does, and every driver call returns by its ctx's
+// deadline), but a client that ends its own calls at their ctx's deadline
+// is the one that does not pile up calls nobody waits for. go-redis ends
+// a read or write at the ctx's deadline only with ContextTimeoutEnabled:
+// true and a ReadTimeout and WriteTimeout that are not -2 (which disables
+// deadlines); without it (go-redis's default) a read waits its ReadTimeout
+// (default 5 s), whatever the ctx says. On such a client the driver runs
+// each call whose ctx has a deadline on a goroutine of its own and stops
+// waiting for it when the deadline passes or ctx is cancelled (the
+// watchdog's renewal at the lease's deadline, an Acquire's or a Release's
+// deadline; a ctx without a deadline ends a call no sooner than with
+// ContextTimeoutEnabled, at go-redis's own timeouts). The call then goes
+// on in the background, its connection busy, until go-redis returns it,
+// at the ReadTimeout or when the server answers; a grant it brings back is
+// given back. With ReadTimeout -1 (no timeout) or -2, and a stalled
+// server, that is never: each such call holds a connection of c's pool and
+// a goroutine until the server answers or the connection breaks. New logs
+// a warning (Options.Logger, else slog.Default()) naming the setting when
+// c does not end calls at their ctx's deadline, and when c is not a
+// *redis.Client, *redis.ClusterClient or *redis.Ring (whose options it
+// cannot read). Recommended: ContextTimeoutEnabled: true, a ReadTimeout
+// shorter than a third of the shortest lease TTL, and MaxRetries -1 (the
+// portable layer retries; go-redis retries a timed-out read MaxRetries
+// times, each waiting ReadTimeout, while the ctx lasts). distlock.Open's
+// clients are made that way.
 func New(c redis.UniversalClient, opts *Options) (*Driver, error) {
 	if c == nil {
 		return nil, fmt.Errorf("redislock: %w: nil client", backend.ErrInvalidConfig)
