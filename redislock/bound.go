@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -111,15 +112,7 @@ func (e *abandonedError) Unwrap() error { return e.cause }
 // is not awaited: call runs on the caller's goroutine. call must use ctx for its go-redis calls:
 // go-redis still ends its pool waits, dials and retries by it.
 func await[T any](d *Driver, ctx context.Context, call func() (T, error), late func(T, error)) (T, error) {
-	if !d.bounds.detach {
-		return call()
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		// As go-redis with ContextTimeoutEnabled: a ctx's cancellation
-		// does not end a call, its deadline does. The calls the portable
-		// layer must have back in time (renewals, releases) carry one; a
-		// goroutine per call for every ctx would slow every call (an
-		// acquisition's ctx is always cancellable: the Locker's Close).
+	if !d.awaits(ctx) {
 		return call()
 	}
 	type result struct {
@@ -157,6 +150,28 @@ func await[T any](d *Driver, ctx context.Context, call func() (T, error), late f
 	gaveUp = true
 	var zero T
 	return zero, &abandonedError{cause: context.Cause(ctx)}
+}
+
+// awaits reports whether a call with ctx runs on a goroutine (await): on
+// a client that does not end calls at their ctx's deadline, when ctx has
+// one. As with go-redis's ContextTimeoutEnabled, a ctx's cancellation
+// alone does not end a call: the calls the portable layer must have back
+// in time (renewals, releases) carry a deadline, and a goroutine for every
+// cancellable ctx would slow every acquisition (whose ctx the Locker's
+// Close cancels). Call sites test it before making await's closures, which
+// the goroutine makes escape: the direct path allocates nothing more.
+func (d *Driver) awaits(ctx context.Context) bool {
+	if !d.bounds.detach {
+		return false
+	}
+	_, ok := ctx.Deadline()
+	return ok
+}
+
+// abandoned reports whether err is a call await stopped waiting for.
+func abandoned(err error) bool {
+	var ab *abandonedError
+	return errors.As(err, &ab)
 }
 
 // lateRelease is the late handler of an acquisition the caller stopped

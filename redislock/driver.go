@@ -269,15 +269,22 @@ func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.G
 	ks := d.keys(req.Key)
 	hold := newID()
 	sent := time.Now()
-	res, err := await(d, ctx, func() (acquireResult, error) { return d.acquire(ctx, ks, req.Owner, hold, req.TTL) },
-		func(res acquireResult, err error) {
-			// The caller stopped waiting: give back what the attempt may
-			// have taken.
-			if (err == nil && res.held) || (err != nil && !neverSent(err)) {
-				lateRelease(func(ctx context.Context) error { return d.cleanup(ctx, ks, req.Owner, hold) })
-			}
-		})
-	if ab := (*abandonedError)(nil); errors.As(err, &ab) {
+	var res acquireResult
+	var err error
+	if !d.awaits(ctx) {
+		res, err = d.acquire(ctx, ks, req.Owner, hold, req.TTL)
+	} else {
+		ks := ks // captured: a copy made on this path only
+		res, err = await(d, ctx, func() (acquireResult, error) { return d.acquire(ctx, ks, req.Owner, hold, req.TTL) },
+			func(res acquireResult, err error) {
+				// The caller stopped waiting: give back what the attempt
+				// may have taken.
+				if (err == nil && res.held) || (err != nil && !neverSent(err)) {
+					lateRelease(func(ctx context.Context) error { return d.cleanup(ctx, ks, req.Owner, hold) })
+				}
+			})
+	}
+	if err != nil && abandoned(err) {
 		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: %w (a hold it may take is given back when the call ends)", req.Key, backend.ErrUnavailable, err)
 	}
 	if err != nil {

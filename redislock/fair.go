@@ -66,14 +66,21 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 	}()
 	for attempt := 0; ; attempt++ {
 		sent := time.Now()
-		res, err := await(d, ctx, func() (acquireResult, error) {
-			return d.fairAttempt(ctx, ks, req.Owner, req.TTL, true, window, wait, attempt)
-		}, func(acquireResult, error) {
-			// The caller stopped waiting: leave the queue, giving back a
-			// lock the attempt may have confirmed.
-			_ = d.abandon(context.Background(), ks, req.Owner, wait)
-		})
-		if ab := (*abandonedError)(nil); errors.As(err, &ab) {
+		var res acquireResult
+		var err error
+		if !d.awaits(ctx) {
+			res, err = d.fairAttempt(ctx, ks, req.Owner, req.TTL, true, window, wait, attempt)
+		} else {
+			ks := ks // captured: a copy made on this path only
+			res, err = await(d, ctx, func() (acquireResult, error) {
+				return d.fairAttempt(ctx, ks, req.Owner, req.TTL, true, window, wait, attempt)
+			}, func(acquireResult, error) {
+				// The caller stopped waiting: leave the queue, giving
+				// back a lock the attempt may have confirmed.
+				_ = d.abandon(context.Background(), ks, req.Owner, wait)
+			})
+		}
+		if err != nil && abandoned(err) {
 			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w (the wait leaves the queue, giving back what it may hold, when the call ends)", req.Key, backend.ErrUnavailable, err)
 		}
 		if err != nil && notAllowed(err) && attempt == 0 {

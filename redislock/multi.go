@@ -125,13 +125,19 @@ func (d *Driver) TryAcquireMulti(ctx context.Context, reqs []backend.Request) ([
 		args = append(args, holds[i], millis(req.TTL))
 	}
 	sent := time.Now()
-	v, err := await(d, ctx, func() ([]int64, error) { return multiScript.Run(ctx, d.c, keys, args...).Int64Slice() },
-		func(v []int64, err error) {
-			if (err == nil && len(v) > 0 && v[0] == 1) || (err != nil && !neverSent(err)) {
-				lateRelease(func(ctx context.Context) error { return d.multiCleanup(ctx, kss, owner, holds) })
-			}
-		})
-	if ab := (*abandonedError)(nil); errors.As(err, &ab) {
+	var v []int64
+	var err error
+	if !d.awaits(ctx) {
+		v, err = multiScript.Run(ctx, d.c, keys, args...).Int64Slice()
+	} else {
+		v, err = await(d, ctx, func() ([]int64, error) { return multiScript.Run(ctx, d.c, keys, args...).Int64Slice() },
+			func(v []int64, err error) {
+				if (err == nil && len(v) > 0 && v[0] == 1) || (err != nil && !neverSent(err)) {
+					lateRelease(func(ctx context.Context) error { return d.multiCleanup(ctx, kss, owner, holds) })
+				}
+			})
+	}
+	if err != nil && abandoned(err) {
 		return nil, fmt.Errorf("redislock: acquire %d keys: %w: %w (holds it may take are given back when the call ends)", len(kss), backend.ErrUnavailable, err)
 	}
 	if err != nil {

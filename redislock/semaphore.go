@@ -155,14 +155,20 @@ func (d *Driver) TryAcquirePermits(ctx context.Context, req backend.SemaphoreReq
 	}
 	ks := d.semKeys(req.Key)
 	sent := time.Now()
-	v, err := await(d, ctx, func() ([]int64, error) {
-		return semAcquireScript.Run(ctx, d.c, ks.list(), req.Owner, req.Permits, req.Limit, millis(req.TTL)).Int64Slice()
-	}, func(v []int64, err error) {
-		if (err == nil && len(v) > 0 && v[0] == 1) || (err != nil && !neverSent(err)) {
-			lateRelease(func(ctx context.Context) error { return d.semCleanup(ctx, ks, req.Owner) })
-		}
-	})
-	if ab := (*abandonedError)(nil); errors.As(err, &ab) {
+	var v []int64
+	var err error
+	if !d.awaits(ctx) {
+		v, err = semAcquireScript.Run(ctx, d.c, ks.list(), req.Owner, req.Permits, req.Limit, millis(req.TTL)).Int64Slice()
+	} else {
+		v, err = await(d, ctx, func() ([]int64, error) {
+			return semAcquireScript.Run(ctx, d.c, ks.list(), req.Owner, req.Permits, req.Limit, millis(req.TTL)).Int64Slice()
+		}, func(v []int64, err error) {
+			if (err == nil && len(v) > 0 && v[0] == 1) || (err != nil && !neverSent(err)) {
+				lateRelease(func(ctx context.Context) error { return d.semCleanup(ctx, ks, req.Owner) })
+			}
+		})
+	}
+	if err != nil && abandoned(err) {
 		return backend.Grant{}, fmt.Errorf("redislock: acquire permits of %q: %w: %w (permits it may take are given back when the call ends)", req.Key, backend.ErrUnavailable, err)
 	}
 	if err == nil && len(v) != 3 {
@@ -219,9 +225,15 @@ type permitLock struct {
 
 // Refresh implements backend.Lock.
 func (l *permitLock) Refresh(ctx context.Context, ttl time.Duration) error {
-	n, err := await(l.d, ctx, func() (int64, error) {
-		return semRefreshScript.Run(ctx, l.d.c, l.ks.list()[:2], l.owner, millis(ttl)).Int64()
-	}, nil)
+	var n int64
+	var err error
+	if !l.d.awaits(ctx) {
+		n, err = semRefreshScript.Run(ctx, l.d.c, l.ks.list()[:2], l.owner, millis(ttl)).Int64()
+	} else {
+		n, err = await(l.d, ctx, func() (int64, error) {
+			return semRefreshScript.Run(ctx, l.d.c, l.ks.list()[:2], l.owner, millis(ttl)).Int64()
+		}, nil)
+	}
 	return l.refreshResult(n, err)
 }
 
@@ -241,9 +253,15 @@ func (l *permitLock) Release(ctx context.Context) error {
 	if !l.released.CompareAndSwap(false, true) {
 		return fmt.Errorf("redislock: release permits of %q: %w: already released", l.key, backend.ErrNotHeld)
 	}
-	n, err := await(l.d, ctx, func() (int64, error) {
-		return semReleaseScript.Run(ctx, l.d.c, l.ks.releaseKeys(), l.owner, l.ks.channel).Int64()
-	}, nil)
+	var n int64
+	var err error
+	if !l.d.awaits(ctx) {
+		n, err = semReleaseScript.Run(ctx, l.d.c, l.ks.releaseKeys(), l.owner, l.ks.channel).Int64()
+	} else {
+		n, err = await(l.d, ctx, func() (int64, error) {
+			return semReleaseScript.Run(ctx, l.d.c, l.ks.releaseKeys(), l.owner, l.ks.channel).Int64()
+		}, nil)
+	}
 	if err != nil {
 		l.d.suspect(err)
 		return fmt.Errorf("redislock: release permits of %q: %w: %w", l.key, errKind(err), err)
