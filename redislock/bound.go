@@ -108,10 +108,14 @@ func (e *abandonedError) Unwrap() error { return e.cause }
 // await returns call's result, or an *abandonedError when ctx's deadline
 // passes first on a client that would not end the call then
 // (clientBounds.detach). The call then goes on on its goroutine, and
-// late, if not nil, gets its result when it ends. A ctx without a deadline
-// is not awaited: call runs on the caller's goroutine. call must use ctx for its go-redis calls:
-// go-redis still ends its pool waits, dials and retries by it.
-func await[T any](d *Driver, ctx context.Context, call func() (T, error), late func(T, error)) (T, error) {
+// late, if not nil, gets its result when it ends: before await returns if
+// that is within grace after ctx's end (an acquisition waits cleanupTimeout
+// for it, so that what it may have taken is given back before it returns,
+// as on a client that ends the call itself), else in the background. A
+// ctx without a deadline is not awaited: call runs on the caller's
+// goroutine. call must use ctx for its go-redis calls: go-redis still
+// ends its pool waits, dials and retries by it.
+func await[T any](d *Driver, ctx context.Context, call func() (T, error), late func(T, error), grace time.Duration) (T, error) {
 	if !d.awaits(ctx) {
 		return call()
 	}
@@ -140,16 +144,36 @@ func await[T any](d *Driver, ctx context.Context, call func() (T, error), late f
 		return r.v, r.err
 	case <-ctx.Done():
 	}
+	var zero T
+	ab := &abandonedError{cause: context.Cause(ctx)}
+	settle := func(r result) (T, error) {
+		if late != nil {
+			late(r.v, r.err)
+		}
+		return zero, ab
+	}
+	if grace > 0 {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case r := <-done:
+			return settle(r)
+		case <-t.C:
+		}
+	}
 	mu.Lock()
-	defer mu.Unlock()
 	select {
 	case r := <-done:
+		mu.Unlock()
+		if grace > 0 {
+			return settle(r)
+		}
 		return r.v, r.err
 	default:
 	}
 	gaveUp = true
-	var zero T
-	return zero, &abandonedError{cause: context.Cause(ctx)}
+	mu.Unlock()
+	return zero, ab
 }
 
 // awaits reports whether a call with ctx runs on a goroutine (await): on

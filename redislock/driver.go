@@ -170,8 +170,9 @@ var (
 // waiting for it when the deadline passes or ctx is cancelled (the
 // watchdog's renewal at the lease's deadline, an Acquire's or a Release's
 // deadline; a ctx without a deadline ends a call no sooner than with
-// ContextTimeoutEnabled, at go-redis's own timeouts). The call then goes
-// on in the background, its connection busy, until go-redis returns it,
+// ContextTimeoutEnabled, at go-redis's own timeouts; an acquisition first
+// waits up to a second more for its call, to give back what it may have
+// taken before it returns). The call then goes on in the background, its connection busy, until go-redis returns it,
 // at the ReadTimeout or when the server answers; a grant it brings back is
 // given back. With ReadTimeout -1 (no timeout) or -2, and a stalled
 // server, that is never: each such call holds a connection of c's pool and
@@ -282,10 +283,10 @@ func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.G
 				if (err == nil && res.held) || (err != nil && !neverSent(err)) {
 					lateRelease(func(ctx context.Context) error { return d.cleanup(ctx, ks, req.Owner, hold) })
 				}
-			})
+			}, cleanupTimeout)
 	}
 	if err != nil && abandoned(err) {
-		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: %w (a hold it may take is given back when the call ends)", req.Key, backend.ErrUnavailable, err)
+		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: %w (a hold it took is given back; if the call is still out, when it ends)", req.Key, backend.ErrUnavailable, err)
 	}
 	if err != nil {
 		var wf *waitFailedError
@@ -369,7 +370,7 @@ func scriptRefused(err error) bool {
 func (d *Driver) cleanup(ctx context.Context, ks keyset, owner, hold string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	_, err := await(d, ctx, func() (int64, error) { return release(ctx, d.c, ks, owner, hold, "release") }, nil)
+	_, err := await(d, ctx, func() (int64, error) { return release(ctx, d.c, ks, owner, hold, "release") }, nil, 0)
 	if err != nil {
 		return fmt.Errorf("cleanup failed, the lock expires by its TTL: %w", err)
 	}

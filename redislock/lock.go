@@ -35,7 +35,7 @@ func (l *lock) Release(ctx context.Context) error {
 	if !l.d.awaits(ctx) {
 		n, err = release(ctx, l.d.c, l.ks, l.owner, l.hold, "release")
 	} else {
-		n, err = await(l.d, ctx, func() (int64, error) { return release(ctx, l.d.c, l.ks, l.owner, l.hold, "release") }, nil)
+		n, err = await(l.d, ctx, func() (int64, error) { return release(ctx, l.d.c, l.ks, l.owner, l.hold, "release") }, nil, 0)
 	}
 	if err != nil {
 		l.d.suspect(err)
@@ -56,7 +56,7 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	} else {
 		n, err = await(l.d, ctx, func() (int64, error) {
 			return refreshScript.Run(ctx, l.d.c, []string{l.ks.lock}, l.owner, millis(ttl), l.hold).Int64()
-		}, nil)
+		}, nil, 0)
 	}
 	l.d.suspect(err)
 	return refreshResult(l.key, n, err)
@@ -103,7 +103,7 @@ func (d *Driver) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []ti
 	}
 	// An abandoned batch reads them on after this returns.
 	locks, ttls = slices.Clone(locks), slices.Clone(ttls)
-	errs, err := await(d, ctx, func() ([]error, error) { return d.refreshAll(ctx, locks, ttls), nil }, nil)
+	errs, err := await(d, ctx, func() ([]error, error) { return d.refreshAll(ctx, locks, ttls), nil }, nil, 0)
 	if err != nil {
 		errs = make([]error, len(locks))
 		for i := range errs {

@@ -135,10 +135,10 @@ func (d *Driver) TryAcquireMulti(ctx context.Context, reqs []backend.Request) ([
 				if (err == nil && len(v) > 0 && v[0] == 1) || (err != nil && !neverSent(err)) {
 					lateRelease(func(ctx context.Context) error { return d.multiCleanup(ctx, kss, owner, holds) })
 				}
-			})
+			}, cleanupTimeout)
 	}
 	if err != nil && abandoned(err) {
-		return nil, fmt.Errorf("redislock: acquire %d keys: %w: %w (holds it may take are given back when the call ends)", len(kss), backend.ErrUnavailable, err)
+		return nil, fmt.Errorf("redislock: acquire %d keys: %w: %w (holds it took are given back; if the call is still out, when it ends)", len(kss), backend.ErrUnavailable, err)
 	}
 	if err != nil {
 		return nil, d.multiFailed(ctx, kss, owner, holds, err)
@@ -203,6 +203,6 @@ func (d *Driver) multiCleanup(ctx context.Context, kss []keyset, owner string, h
 			}
 		}
 		return struct{}{}, errors.Join(errs...)
-	}, nil)
+	}, nil, 0)
 	return err
 }

@@ -74,10 +74,10 @@ func (d *Driver) TryAcquireRW(ctx context.Context, req backend.Request, mode bac
 				l := &rwLock{d: d, key: req.Key, ks: ks, owner: req.Owner, mode: mode, hold: hold}
 				lateRelease(func(ctx context.Context) error { _, err := l.release(ctx); return err })
 			}
-		})
+		}, cleanupTimeout)
 	}
 	if err != nil && abandoned(err) {
-		return backend.Grant{}, fmt.Errorf("redislock: acquire %q (%v): %w: %w (a hold it may take is given back when the call ends)", req.Key, mode, backend.ErrUnavailable, err)
+		return backend.Grant{}, fmt.Errorf("redislock: acquire %q (%v): %w: %w (a hold it took is given back; if the call is still out, when it ends)", req.Key, mode, backend.ErrUnavailable, err)
 	}
 	if err == nil && len(v) != 3 {
 		err = fmt.Errorf("unexpected reply %v from the read-write acquire script", v)
@@ -113,7 +113,7 @@ func (d *Driver) WithdrawRW(ctx context.Context, req backend.Request) error {
 	ks := d.rwKeys(req.Key)
 	_, err := await(d, ctx, func() (struct{}, error) {
 		return struct{}{}, rwReleaseScript.Run(ctx, d.c, ks.releaseKeys(), req.Owner, "m", "", ks.channel, millis(releasedMemory)).Err()
-	}, nil)
+	}, nil, 0)
 	if err != nil {
 		d.suspect(err)
 		return fmt.Errorf("redislock: withdraw %q: %w: %w", req.Key, errKind(err), err)
@@ -153,7 +153,7 @@ func (l *rwLock) Refresh(ctx context.Context, ttl time.Duration) error {
 	} else {
 		n, err = await(l.d, ctx, func() (int64, error) {
 			return rwRefreshScript.Run(ctx, l.d.c, l.ks.keys(), l.owner, millis(ttl), rwModeArg(l.mode), l.hold).Int64()
-		}, nil)
+		}, nil, 0)
 	}
 	if err != nil {
 		l.d.suspect(err)
@@ -187,5 +187,5 @@ func (l *rwLock) release(ctx context.Context) (int64, error) {
 	}
 	return await(l.d, ctx, func() (int64, error) {
 		return rwReleaseScript.Run(ctx, l.d.c, l.ks.releaseKeys(), l.owner, rwModeArg(l.mode), l.hold, l.ks.channel, millis(releasedMemory)).Int64()
-	}, nil)
+	}, nil, 0)
 }

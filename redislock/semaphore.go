@@ -166,10 +166,10 @@ func (d *Driver) TryAcquirePermits(ctx context.Context, req backend.SemaphoreReq
 			if (err == nil && len(v) > 0 && v[0] == 1) || (err != nil && !neverSent(err)) {
 				lateRelease(func(ctx context.Context) error { return d.semCleanup(ctx, ks, req.Owner) })
 			}
-		})
+		}, cleanupTimeout)
 	}
 	if err != nil && abandoned(err) {
-		return backend.Grant{}, fmt.Errorf("redislock: acquire permits of %q: %w: %w (permits it may take are given back when the call ends)", req.Key, backend.ErrUnavailable, err)
+		return backend.Grant{}, fmt.Errorf("redislock: acquire permits of %q: %w: %w (permits it took are given back; if the call is still out, when it ends)", req.Key, backend.ErrUnavailable, err)
 	}
 	if err == nil && len(v) != 3 {
 		err = fmt.Errorf("unexpected reply %v from the semaphore acquire script", v)
@@ -196,7 +196,7 @@ func (d *Driver) semCleanup(ctx context.Context, ks semKeys, owner string) error
 	defer cancel()
 	if _, err := await(d, ctx, func() (struct{}, error) {
 		return struct{}{}, semReleaseScript.Run(ctx, d.c, ks.releaseKeys(), owner, ks.channel).Err()
-	}, nil); err != nil {
+	}, nil, 0); err != nil {
 		return fmt.Errorf("cleanup failed, the permits expire by their TTL: %w", err)
 	}
 	return nil
@@ -232,7 +232,7 @@ func (l *permitLock) Refresh(ctx context.Context, ttl time.Duration) error {
 	} else {
 		n, err = await(l.d, ctx, func() (int64, error) {
 			return semRefreshScript.Run(ctx, l.d.c, l.ks.list()[:2], l.owner, millis(ttl)).Int64()
-		}, nil)
+		}, nil, 0)
 	}
 	return l.refreshResult(n, err)
 }
@@ -260,7 +260,7 @@ func (l *permitLock) Release(ctx context.Context) error {
 	} else {
 		n, err = await(l.d, ctx, func() (int64, error) {
 			return semReleaseScript.Run(ctx, l.d.c, l.ks.releaseKeys(), l.owner, l.ks.channel).Int64()
-		}, nil)
+		}, nil, 0)
 	}
 	if err != nil {
 		l.d.suspect(err)
