@@ -84,6 +84,7 @@
 // than noeviction: an evicted lock or fencing counter breaks exclusion and
 // token order), unless the URL says allow_eviction=true. When an acquisition
 // fails after its script may have run, the driver releases what it may have
-// taken (owner-checked) before returning; if it cannot, the lock expires by
-// its TTL.
+// taken (owner-checked) before returning (on a client that ignores ctx
+// deadlines, a call still out a second after its ctx ended is given back
+// when it ends; see [New]); if it cannot, the lock expires by its TTL.
 package redislock
