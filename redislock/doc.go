@@ -2,7 +2,9 @@
 // or without replicas), a Redis Cluster, or Redlock over several independent
 // primaries. Import it for its side effect of registering the redis:// and
 // rediss:// schemes, or build a driver from a go-redis client you already
-// have with [New] or [NewRedlock].
+// have with [New] or [NewRedlock] ([New] says what the driver needs from
+// such a client: go-redis without ContextTimeoutEnabled does not end its
+// calls at their ctx's deadline).
 //
 // # URLs
 //
@@ -82,6 +84,7 @@
 // than noeviction: an evicted lock or fencing counter breaks exclusion and
 // token order), unless the URL says allow_eviction=true. When an acquisition
 // fails after its script may have run, the driver releases what it may have
-// taken (owner-checked) before returning; if it cannot, the lock expires by
-// its TTL.
+// taken (owner-checked) before returning (on a client that ignores ctx
+// deadlines, a call still out a second after its ctx ended is given back
+// when it ends; see [New]); if it cannot, the lock expires by its TTL.
 package redislock

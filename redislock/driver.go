@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -49,6 +50,10 @@ type Options struct {
 	// Redlock, without WaitReplicas), else WaitNotify. Every client of a
 	// key must use the same mode.
 	Wait WaitMode
+	// Logger receives New's warning about a client whose calls its ctx
+	// cannot end (see New); slog.Default() if nil. The driver logs nothing
+	// else.
+	Logger *slog.Logger
 }
 
 // WaitMode is how waiters of a held lock wait for it.
@@ -132,6 +137,7 @@ type Driver struct {
 	caps   backend.Capabilities
 	notify *notifier
 	inbox  string // queue mode: the channel hand-offs to this driver's waiters go to
+	bounds clientBounds
 
 	closeOnce sync.Once
 	closeErr  error
@@ -151,6 +157,34 @@ var (
 // or a *redis.ClusterClient. The driver never closes c; the caller does,
 // after closing the Driver (or the distlock.Locker that owns it). opts may
 // be nil.
+//
+// What the driver needs from c: nothing for safety (a lease ends at its
+// deadline whatever c does, and every driver call returns by its ctx's
+// deadline), but a client that ends its own calls at their ctx's deadline
+// is the one that does not pile up calls nobody waits for. go-redis ends
+// a read or write at the ctx's deadline only with ContextTimeoutEnabled:
+// true and a ReadTimeout and WriteTimeout that are not -2 (which disables
+// deadlines); without it (go-redis's default) a read waits its ReadTimeout
+// (default 5 s), whatever the ctx says. On such a client the driver runs
+// each call whose ctx has a deadline on a goroutine of its own and stops
+// waiting for it when the deadline passes or ctx is cancelled (the
+// watchdog's renewal at the lease's deadline, an Acquire's or a Release's
+// deadline; a ctx without a deadline ends a call no sooner than with
+// ContextTimeoutEnabled, at go-redis's own timeouts; an acquisition first
+// waits up to a second more for its call, to give back what it may have
+// taken before it returns). The call then goes on in the background, its connection busy, until go-redis returns it,
+// at the ReadTimeout or when the server answers; a grant it brings back is
+// given back. With ReadTimeout -1 (no timeout) or -2, and a stalled
+// server, that is never: each such call holds a connection of c's pool and
+// a goroutine until the server answers or the connection breaks. New logs
+// a warning (Options.Logger, else slog.Default()) naming the setting when
+// c does not end calls at their ctx's deadline, and when c is not a
+// *redis.Client, *redis.ClusterClient or *redis.Ring (whose options it
+// cannot read). Recommended: ContextTimeoutEnabled: true, a ReadTimeout
+// shorter than a third of the shortest lease TTL, and MaxRetries -1 (the
+// portable layer retries; go-redis retries a timed-out read MaxRetries
+// times, each waiting ReadTimeout, while the ctx lasts). distlock.Open's
+// clients are made that way.
 func New(c redis.UniversalClient, opts *Options) (*Driver, error) {
 	if c == nil {
 		return nil, fmt.Errorf("redislock: %w: nil client", backend.ErrInvalidConfig)
@@ -163,7 +197,12 @@ func New(c redis.UniversalClient, opts *Options) (*Driver, error) {
 	if cluster && o.WaitReplicas > 0 {
 		return nil, fmt.Errorf("redislock: %w: WaitReplicas (wait_replicas) is not supported with a Redis Cluster client", backend.ErrInvalidConfig)
 	}
-	d := &Driver{c: c, opts: o, notify: newNotifier(c), inbox: o.Prefix + ":inbox:" + newID()}
+	d := &Driver{c: c, opts: o, notify: newNotifier(c), inbox: o.Prefix + ":inbox:" + newID(), bounds: boundsOf(c)}
+	lg := o.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	d.bounds.warn(lg)
 	d.caps = backend.Capabilities{
 		Name:                "redis",
 		Wait:                backend.WaitNotify,
@@ -231,7 +270,24 @@ func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.G
 	ks := d.keys(req.Key)
 	hold := newID()
 	sent := time.Now()
-	res, err := d.acquire(ctx, ks, req.Owner, hold, req.TTL)
+	var res acquireResult
+	var err error
+	if !d.awaits(ctx) {
+		res, err = d.acquire(ctx, ks, req.Owner, hold, req.TTL)
+	} else {
+		ks := ks // captured: a copy made on this path only
+		res, err = await(d, ctx, func() (acquireResult, error) { return d.acquire(ctx, ks, req.Owner, hold, req.TTL) },
+			func(res acquireResult, err error) {
+				// The caller stopped waiting: give back what the attempt
+				// may have taken.
+				if (err == nil && res.held) || (err != nil && !neverSent(err)) {
+					lateRelease(func(ctx context.Context) error { return d.cleanup(ctx, ks, req.Owner, hold) })
+				}
+			}, cleanupTimeout)
+	}
+	if err != nil && abandoned(err) {
+		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: %w (a hold it took is given back; if the call is still out, when it ends)", req.Key, backend.ErrUnavailable, err)
+	}
 	if err != nil {
 		var wf *waitFailedError
 		if notAllowed(err) && !errors.As(err, &wf) {
@@ -314,7 +370,7 @@ func scriptRefused(err error) bool {
 func (d *Driver) cleanup(ctx context.Context, ks keyset, owner, hold string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	_, err := release(ctx, d.c, ks, owner, hold, "release")
+	_, err := await(d, ctx, func() (int64, error) { return release(ctx, d.c, ks, owner, hold, "release") }, nil, 0)
 	if err != nil {
 		return fmt.Errorf("cleanup failed, the lock expires by its TTL: %w", err)
 	}

@@ -66,7 +66,23 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 	}()
 	for attempt := 0; ; attempt++ {
 		sent := time.Now()
-		res, err := d.fairAttempt(ctx, ks, req.Owner, req.TTL, true, window, wait, attempt)
+		var res acquireResult
+		var err error
+		if !d.awaits(ctx) {
+			res, err = d.fairAttempt(ctx, ks, req.Owner, req.TTL, true, window, wait, attempt)
+		} else {
+			ks := ks // captured: a copy made on this path only
+			res, err = await(d, ctx, func() (acquireResult, error) {
+				return d.fairAttempt(ctx, ks, req.Owner, req.TTL, true, window, wait, attempt)
+			}, func(acquireResult, error) {
+				// The caller stopped waiting: leave the queue, giving
+				// back a lock the attempt may have confirmed.
+				_ = d.abandon(context.Background(), ks, req.Owner, wait)
+			}, cleanupTimeout)
+		}
+		if err != nil && abandoned(err) {
+			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w (the wait left the queue, giving back what it held; if the call is still out, it does so when the call ends)", req.Key, backend.ErrUnavailable, err)
+		}
 		if err != nil && notAllowed(err) && attempt == 0 {
 			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w", req.Key, backend.ErrInvalidConfig, err)
 		}
@@ -132,7 +148,7 @@ func queueEntry(window time.Duration, attempt int, inbox string) string {
 func (d *Driver) abandon(ctx context.Context, ks keyset, owner, wait string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if _, err := release(ctx, d.c, ks, owner, wait, "abandon"); err != nil {
+	if _, err := await(d, ctx, func() (int64, error) { return release(ctx, d.c, ks, owner, wait, "abandon") }, nil, 0); err != nil {
 		return fmt.Errorf("leaving the queue failed; the place expires within its liveness window: %w", err)
 	}
 	return nil

@@ -19,8 +19,8 @@ import (
 	"github.com/distlock/distlock/sandbox"
 )
 
-// harness is a conformance.Harness (with ServerControl, Partitioner and
-// ReplyDropper) over sandbox Redis servers in one of the driver's modes:
+// harness is a conformance.Harness (with ServerControl, Partitioner,
+// ReplyDropper and UserClients) over sandbox Redis servers in one of the driver's modes:
 // "single", "redlock" (every node an independent primary) or "cluster".
 //
 // Every driver ("process") reaches every node through proxies of its own
@@ -268,9 +268,57 @@ func (h *harness) newProxiedClients(ps *paths) ([]redis.UniversalClient, error) 
 	return cs, nil
 }
 
+// newUserClients returns the clients of one driver built as a service
+// builds them, with go-redis's defaults (ReadTimeout 5 s, MaxRetries 3,
+// ContextTimeoutEnabled false: ctx deadlines do not bound a read), each
+// node reached through a proxy of ps. Single and Redlock: NewClient with
+// only Addr (the proxy's). Cluster: NewClusterClient with only Addrs, and
+// a Dialer that routes each node address the client learns from the
+// cluster through that node's proxy (it sets no timeout).
+func (h *harness) newUserClients(ps *paths) ([]redis.UniversalClient, error) {
+	if h.mode == "cluster" {
+		return []redis.UniversalClient{redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: h.g.Addrs(),
+			Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				p, err := ps.forAddr(addr)
+				if err != nil {
+					return nil, err
+				}
+				var d net.Dialer
+				return d.DialContext(ctx, network, p.Addr())
+			},
+		})}, nil
+	}
+	nodes := h.g.Nodes()
+	if h.mode != "redlock" {
+		nodes = nodes[:1]
+	}
+	var cs []redis.UniversalClient
+	for _, n := range nodes {
+		p, err := ps.add(n.Addr)
+		if err != nil {
+			closeAll(cs)
+			return nil, err
+		}
+		cs = append(cs, redis.NewClient(&redis.Options{Addr: p.Addr()}))
+	}
+	return cs, nil
+}
+
 func (h *harness) NewDriver(context.Context) (backend.Driver, error) {
+	return h.newDriver(h.newProxiedClients)
+}
+
+// NewUserDriver implements conformance.UserClients: a driver over clients
+// made with go-redis's defaults (newUserClients), passed to New or
+// NewRedlock, through proxies as NewDriver's, and closed by the harness.
+func (h *harness) NewUserDriver(context.Context) (backend.Driver, error) {
+	return h.newDriver(h.newUserClients)
+}
+
+func (h *harness) newDriver(clients func(*paths) ([]redis.UniversalClient, error)) (backend.Driver, error) {
 	ps := newPaths()
-	cs, err := h.newProxiedClients(ps)
+	cs, err := clients(ps)
 	if err != nil {
 		ps.close()
 		return nil, err
@@ -469,3 +517,10 @@ func grantedEverywhere(t *testing.T, ctx context.Context, clients []redis.Univer
 		}
 	}
 }
+
+var (
+	_ conformance.ServerControl = (*harness)(nil)
+	_ conformance.Partitioner   = (*harness)(nil)
+	_ conformance.ReplyDropper  = (*harness)(nil)
+	_ conformance.UserClients   = (*harness)(nil)
+)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -29,7 +30,13 @@ func (l *lock) Release(ctx context.Context) error {
 	if !l.released.CompareAndSwap(false, true) {
 		return fmt.Errorf("redislock: release %q: %w: already released", l.key, backend.ErrNotHeld)
 	}
-	n, err := release(ctx, l.d.c, l.ks, l.owner, l.hold, "release")
+	var n int64
+	var err error
+	if !l.d.awaits(ctx) {
+		n, err = release(ctx, l.d.c, l.ks, l.owner, l.hold, "release")
+	} else {
+		n, err = await(l.d, ctx, func() (int64, error) { return release(ctx, l.d.c, l.ks, l.owner, l.hold, "release") }, nil, 0)
+	}
 	if err != nil {
 		l.d.suspect(err)
 		return fmt.Errorf("redislock: release %q: %w: %w", l.key, errKind(err), err)
@@ -42,7 +49,15 @@ func (l *lock) Release(ctx context.Context) error {
 
 // Refresh implements backend.Lock.
 func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
-	n, err := refreshScript.Run(ctx, l.d.c, []string{l.ks.lock}, l.owner, millis(ttl), l.hold).Int64()
+	var n int64
+	var err error
+	if !l.d.awaits(ctx) {
+		n, err = refreshScript.Run(ctx, l.d.c, []string{l.ks.lock}, l.owner, millis(ttl), l.hold).Int64()
+	} else {
+		n, err = await(l.d, ctx, func() (int64, error) {
+			return refreshScript.Run(ctx, l.d.c, []string{l.ks.lock}, l.owner, millis(ttl), l.hold).Int64()
+		}, nil, 0)
+	}
 	l.d.suspect(err)
 	return refreshResult(l.key, n, err)
 }
@@ -83,6 +98,22 @@ func refreshResult(key string, n int64, err error) error {
 // RefreshAll implements backend.BatchRefresher: every refresh goes out in
 // one pipeline (one round trip per Cluster node).
 func (d *Driver) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
+	if !d.awaits(ctx) {
+		return d.refreshAll(ctx, locks, ttls)
+	}
+	// An abandoned batch reads them on after this returns.
+	locks, ttls = slices.Clone(locks), slices.Clone(ttls)
+	errs, err := await(d, ctx, func() ([]error, error) { return d.refreshAll(ctx, locks, ttls), nil }, nil, 0)
+	if err != nil {
+		errs = make([]error, len(locks))
+		for i := range errs {
+			errs[i] = fmt.Errorf("redislock: refresh: %w: %w", backend.ErrUnavailable, err)
+		}
+	}
+	return errs
+}
+
+func (d *Driver) refreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
 	errs := make([]error, len(locks))
 	mine := make([]*lock, len(locks))
 	var permits []*permitLock // semaphore.go

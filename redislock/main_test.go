@@ -1,9 +1,17 @@
 package redislock
 
 import (
+	"log/slog"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks for leaked goroutines. The harness's and most tests'
+// clients ignore ctx deadlines (no ContextTimeoutEnabled), so New warns
+// about every one of them through slog.Default(): the tests discard those
+// warnings (TestNewWarnsUnboundedClient checks them).
+func TestMain(m *testing.M) {
+	slog.SetDefault(slog.New(slog.DiscardHandler))
+	goleak.VerifyTestMain(m)
+}

@@ -125,7 +125,21 @@ func (d *Driver) TryAcquireMulti(ctx context.Context, reqs []backend.Request) ([
 		args = append(args, holds[i], millis(req.TTL))
 	}
 	sent := time.Now()
-	v, err := multiScript.Run(ctx, d.c, keys, args...).Int64Slice()
+	var v []int64
+	var err error
+	if !d.awaits(ctx) {
+		v, err = multiScript.Run(ctx, d.c, keys, args...).Int64Slice()
+	} else {
+		v, err = await(d, ctx, func() ([]int64, error) { return multiScript.Run(ctx, d.c, keys, args...).Int64Slice() },
+			func(v []int64, err error) {
+				if (err == nil && len(v) > 0 && v[0] == 1) || (err != nil && !neverSent(err)) {
+					lateRelease(func(ctx context.Context) error { return d.multiCleanup(ctx, kss, owner, holds) })
+				}
+			}, cleanupTimeout)
+	}
+	if err != nil && abandoned(err) {
+		return nil, fmt.Errorf("redislock: acquire %d keys: %w: %w (holds it took are given back; if the call is still out, when it ends)", len(kss), backend.ErrUnavailable, err)
+	}
 	if err != nil {
 		return nil, d.multiFailed(ctx, kss, owner, holds, err)
 	}
@@ -168,7 +182,18 @@ func (d *Driver) multiFailed(ctx context.Context, kss []keyset, owner string, ho
 	if !neverSent(err) {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
-		cmds, perr := pipelineScript(cctx, d.c, releaseScript, len(kss), func(i int) ([]string, []any, bool) {
+		if e := d.multiCleanup(cctx, kss, owner, holds); e != nil {
+			cerr = fmt.Errorf("cleanup failed, the locks expire by their TTL: %w", e)
+		}
+	}
+	return fmt.Errorf("redislock: acquire %d keys: %w: %w", len(kss), errKind(err), errors.Join(err, cerr))
+}
+
+// multiCleanup gives back the holds of one multiScript run, in one
+// pipeline.
+func (d *Driver) multiCleanup(ctx context.Context, kss []keyset, owner string, holds []string) error {
+	_, err := await(d, ctx, func() (struct{}, error) {
+		cmds, perr := pipelineScript(ctx, d.c, releaseScript, len(kss), func(i int) ([]string, []any, bool) {
 			return kss[i].releaseKeys(), releaseArgs(owner, holds[i], "release"), true
 		})
 		errs := []error{perr}
@@ -177,9 +202,7 @@ func (d *Driver) multiFailed(ctx context.Context, kss []keyset, owner string, ho
 				errs = append(errs, c.Err())
 			}
 		}
-		if e := errors.Join(errs...); e != nil {
-			cerr = fmt.Errorf("cleanup failed, the locks expire by their TTL: %w", e)
-		}
-	}
-	return fmt.Errorf("redislock: acquire %d keys: %w: %w", len(kss), errKind(err), errors.Join(err, cerr))
+		return struct{}{}, errors.Join(errs...)
+	}, nil, 0)
+	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -76,6 +77,12 @@ const (
 // primary (at least 1; 3 or 5 in practice). The driver never closes them.
 // Options.WaitReplicas is not supported in Redlock mode. Options.Wait
 // defaults to WaitQueue: waiters queue on the first node (see Wait).
+//
+// Each node call is bounded by the caller's ctx and the node's share of
+// the TTL whatever the client does (see eachNode); what the clients need
+// is what New says, and NewRedlock logs New's warning (Options.Logger,
+// else slog.Default()) for each client that does not end calls at their
+// ctx's deadline, with the node's index.
 func NewRedlock(clients []redis.UniversalClient, opts *Options) (*Redlock, error) {
 	if len(clients) == 0 {
 		return nil, fmt.Errorf("redislock: %w: Redlock needs at least one client", backend.ErrInvalidConfig)
@@ -95,6 +102,13 @@ func NewRedlock(clients []redis.UniversalClient, opts *Options) (*Redlock, error
 		}
 		r.all = append(r.all, len(r.nodes))
 		r.nodes = append(r.nodes, &node{c: c, notify: newNotifier(c)})
+	}
+	lg := o.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	for i, c := range clients {
+		boundsOf(c).warn(lg.With("node", i))
 	}
 	r.caps = backend.Capabilities{
 		Name:                "redlock",

@@ -62,7 +62,23 @@ func (d *Driver) TryAcquireRW(ctx context.Context, req backend.Request, mode bac
 		w = "1"
 	}
 	sent := time.Now()
-	v, err := rwAcquireScript.Run(ctx, d.c, ks.keys(), req.Owner, millis(req.TTL), rwModeArg(mode), w, hold).Int64Slice()
+	var v []int64
+	var err error
+	if !d.awaits(ctx) {
+		v, err = rwAcquireScript.Run(ctx, d.c, ks.keys(), req.Owner, millis(req.TTL), rwModeArg(mode), w, hold).Int64Slice()
+	} else {
+		v, err = await(d, ctx, func() ([]int64, error) {
+			return rwAcquireScript.Run(ctx, d.c, ks.keys(), req.Owner, millis(req.TTL), rwModeArg(mode), w, hold).Int64Slice()
+		}, func(v []int64, err error) {
+			if (err == nil && len(v) > 0 && v[0] == 1) || (err != nil && !neverSent(err)) {
+				l := &rwLock{d: d, key: req.Key, ks: ks, owner: req.Owner, mode: mode, hold: hold}
+				lateRelease(func(ctx context.Context) error { _, err := l.release(ctx); return err })
+			}
+		}, cleanupTimeout)
+	}
+	if err != nil && abandoned(err) {
+		return backend.Grant{}, fmt.Errorf("redislock: acquire %q (%v): %w: %w (a hold it took is given back; if the call is still out, when it ends)", req.Key, mode, backend.ErrUnavailable, err)
+	}
 	if err == nil && len(v) != 3 {
 		err = fmt.Errorf("unexpected reply %v from the read-write acquire script", v)
 	}
@@ -95,7 +111,9 @@ func (d *Driver) TryAcquireRW(ctx context.Context, req backend.Request, mode bac
 // WithdrawRW implements backend.RWLocker.
 func (d *Driver) WithdrawRW(ctx context.Context, req backend.Request) error {
 	ks := d.rwKeys(req.Key)
-	err := rwReleaseScript.Run(ctx, d.c, ks.releaseKeys(), req.Owner, "m", "", ks.channel, millis(releasedMemory)).Err()
+	_, err := await(d, ctx, func() (struct{}, error) {
+		return struct{}{}, rwReleaseScript.Run(ctx, d.c, ks.releaseKeys(), req.Owner, "m", "", ks.channel, millis(releasedMemory)).Err()
+	}, nil, 0)
 	if err != nil {
 		d.suspect(err)
 		return fmt.Errorf("redislock: withdraw %q: %w: %w", req.Key, errKind(err), err)
@@ -128,7 +146,15 @@ type rwLock struct {
 
 // Refresh implements backend.Lock.
 func (l *rwLock) Refresh(ctx context.Context, ttl time.Duration) error {
-	n, err := rwRefreshScript.Run(ctx, l.d.c, l.ks.keys(), l.owner, millis(ttl), rwModeArg(l.mode), l.hold).Int64()
+	var n int64
+	var err error
+	if !l.d.awaits(ctx) {
+		n, err = rwRefreshScript.Run(ctx, l.d.c, l.ks.keys(), l.owner, millis(ttl), rwModeArg(l.mode), l.hold).Int64()
+	} else {
+		n, err = await(l.d, ctx, func() (int64, error) {
+			return rwRefreshScript.Run(ctx, l.d.c, l.ks.keys(), l.owner, millis(ttl), rwModeArg(l.mode), l.hold).Int64()
+		}, nil, 0)
+	}
 	if err != nil {
 		l.d.suspect(err)
 		return fmt.Errorf("redislock: refresh %q (%v): %w: %w", l.key, l.mode, errKind(err), err)
@@ -156,5 +182,10 @@ func (l *rwLock) Release(ctx context.Context) error {
 }
 
 func (l *rwLock) release(ctx context.Context) (int64, error) {
-	return rwReleaseScript.Run(ctx, l.d.c, l.ks.releaseKeys(), l.owner, rwModeArg(l.mode), l.hold, l.ks.channel, millis(releasedMemory)).Int64()
+	if !l.d.awaits(ctx) {
+		return rwReleaseScript.Run(ctx, l.d.c, l.ks.releaseKeys(), l.owner, rwModeArg(l.mode), l.hold, l.ks.channel, millis(releasedMemory)).Int64()
+	}
+	return await(l.d, ctx, func() (int64, error) {
+		return rwReleaseScript.Run(ctx, l.d.c, l.ks.releaseKeys(), l.owner, rwModeArg(l.mode), l.hold, l.ks.channel, millis(releasedMemory)).Int64()
+	}, nil, 0)
 }

@@ -155,7 +155,22 @@ func (d *Driver) TryAcquirePermits(ctx context.Context, req backend.SemaphoreReq
 	}
 	ks := d.semKeys(req.Key)
 	sent := time.Now()
-	v, err := semAcquireScript.Run(ctx, d.c, ks.list(), req.Owner, req.Permits, req.Limit, millis(req.TTL)).Int64Slice()
+	var v []int64
+	var err error
+	if !d.awaits(ctx) {
+		v, err = semAcquireScript.Run(ctx, d.c, ks.list(), req.Owner, req.Permits, req.Limit, millis(req.TTL)).Int64Slice()
+	} else {
+		v, err = await(d, ctx, func() ([]int64, error) {
+			return semAcquireScript.Run(ctx, d.c, ks.list(), req.Owner, req.Permits, req.Limit, millis(req.TTL)).Int64Slice()
+		}, func(v []int64, err error) {
+			if (err == nil && len(v) > 0 && v[0] == 1) || (err != nil && !neverSent(err)) {
+				lateRelease(func(ctx context.Context) error { return d.semCleanup(ctx, ks, req.Owner) })
+			}
+		}, cleanupTimeout)
+	}
+	if err != nil && abandoned(err) {
+		return backend.Grant{}, fmt.Errorf("redislock: acquire permits of %q: %w: %w (permits it took are given back; if the call is still out, when it ends)", req.Key, backend.ErrUnavailable, err)
+	}
 	if err == nil && len(v) != 3 {
 		err = fmt.Errorf("unexpected reply %v from the semaphore acquire script", v)
 	}
@@ -179,7 +194,9 @@ func (d *Driver) TryAcquirePermits(ctx context.Context, req backend.SemaphoreReq
 func (d *Driver) semCleanup(ctx context.Context, ks semKeys, owner string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if err := semReleaseScript.Run(ctx, d.c, ks.releaseKeys(), owner, ks.channel).Err(); err != nil {
+	if _, err := await(d, ctx, func() (struct{}, error) {
+		return struct{}{}, semReleaseScript.Run(ctx, d.c, ks.releaseKeys(), owner, ks.channel).Err()
+	}, nil, 0); err != nil {
 		return fmt.Errorf("cleanup failed, the permits expire by their TTL: %w", err)
 	}
 	return nil
@@ -208,7 +225,15 @@ type permitLock struct {
 
 // Refresh implements backend.Lock.
 func (l *permitLock) Refresh(ctx context.Context, ttl time.Duration) error {
-	n, err := semRefreshScript.Run(ctx, l.d.c, l.ks.list()[:2], l.owner, millis(ttl)).Int64()
+	var n int64
+	var err error
+	if !l.d.awaits(ctx) {
+		n, err = semRefreshScript.Run(ctx, l.d.c, l.ks.list()[:2], l.owner, millis(ttl)).Int64()
+	} else {
+		n, err = await(l.d, ctx, func() (int64, error) {
+			return semRefreshScript.Run(ctx, l.d.c, l.ks.list()[:2], l.owner, millis(ttl)).Int64()
+		}, nil, 0)
+	}
 	return l.refreshResult(n, err)
 }
 
@@ -228,7 +253,15 @@ func (l *permitLock) Release(ctx context.Context) error {
 	if !l.released.CompareAndSwap(false, true) {
 		return fmt.Errorf("redislock: release permits of %q: %w: already released", l.key, backend.ErrNotHeld)
 	}
-	n, err := semReleaseScript.Run(ctx, l.d.c, l.ks.releaseKeys(), l.owner, l.ks.channel).Int64()
+	var n int64
+	var err error
+	if !l.d.awaits(ctx) {
+		n, err = semReleaseScript.Run(ctx, l.d.c, l.ks.releaseKeys(), l.owner, l.ks.channel).Int64()
+	} else {
+		n, err = await(l.d, ctx, func() (int64, error) {
+			return semReleaseScript.Run(ctx, l.d.c, l.ks.releaseKeys(), l.owner, l.ks.channel).Int64()
+		}, nil, 0)
+	}
 	if err != nil {
 		l.d.suspect(err)
 		return fmt.Errorf("redislock: release permits of %q: %w: %w", l.key, errKind(err), err)
