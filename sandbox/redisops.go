@@ -65,9 +65,26 @@ func createRedisCluster(ctx context.Context, members []member, primaries int, tc
 			return fmt.Errorf("sandbox: redis cluster: meet %s at %s:%d@%d: %w", members[i].Name(), host, port, bus, err)
 		}
 	}
+	ids := make([]string, n)
+	peers := make([]string, n)
+	for i, c := range clients {
+		id, err := c.Do(ctx, "CLUSTER", "MYID").Text()
+		if err != nil {
+			return fmt.Errorf("sandbox: redis cluster: node id of %s: %w", members[i].Name(), err)
+		}
+		host, port, bus, err := members[i].peer(ctx)
+		if err != nil {
+			return fmt.Errorf("sandbox: redis cluster: address of %s: %w", members[i].Name(), err)
+		}
+		ids[i], peers[i] = id, fmt.Sprintf("%s:%d@%d", host, port, bus)
+	}
+	if err := checkRedisPeers(ctx, clients[0], ids, peers); err != nil {
+		return fmt.Errorf("sandbox: redis cluster: %w", err)
+	}
 	for i := primaries; i < n; i++ {
-		if err := replicateRedis(ctx, clients[i], clients[i%primaries]); err != nil {
-			return fmt.Errorf("sandbox: redis cluster: make %s a replica of %s: %w", members[i].Name(), members[i%primaries].Name(), err)
+		p := i % primaries
+		if err := replicateRedis(ctx, clients[i], ids[p], peers[p]); err != nil {
+			return fmt.Errorf("sandbox: redis cluster: make %s a replica of %s: %w", members[i].Name(), members[p].Name(), err)
 		}
 	}
 	addrs := make([]string, n)
@@ -113,16 +130,71 @@ func waitClusterView(ctx context.Context, addrs []string, replicas int, tc *tls.
 	return nil
 }
 
-// replicateRedis makes the cluster node of replica follow the one of
-// primary, once the replica has learnt the primary's node id by gossip.
-func replicateRedis(ctx context.Context, replica, primary *redis.Client) error {
-	id, err := primary.Do(ctx, "CLUSTER", "MYID").Text()
-	if err != nil {
-		return err
-	}
+// checkRedisPeers waits until node 0 (c) has finished its handshake with
+// every node it was introduced to, and checks that the node it reached at
+// each address (peers[i], host:port@bus) is the one the sandbox started
+// there (ids[i], its CLUSTER MYID): a server of another group answering on
+// a port of this one would otherwise show only as gossip that never
+// converges.
+//
+// A peer node 0 does not know is met again: CLUSTER MEET only starts a
+// handshake, and a node drops a handshake that has not completed within
+// the node timeout (1 s in a cluster with replicas) and never tries
+// again, so on a busy machine one MEET can leave a node out of the
+// cluster for good (a MEET while the handshake is still in progress does
+// nothing).
+func checkRedisPeers(ctx context.Context, c *redis.Client, ids, peers []string) error {
 	return waitUntil(ctx, func(ctx context.Context) error {
-		nodes, err := replica.ClusterNodes(ctx).Result()
+		nodes, err := c.ClusterNodes(ctx).Result()
 		if err != nil {
+			return err
+		}
+		known := map[string]string{} // host:port@bus -> id
+		for line := range strings.Lines(nodes) {
+			f := strings.Fields(line)
+			if len(f) < 3 || strings.Contains(f[2], "handshake") {
+				continue
+			}
+			addr, _, _ := strings.Cut(f[1], ",") // host:port@bus[,hostname]
+			known[addr] = f[0]
+		}
+		for i := 1; i < len(ids); i++ {
+			id, ok := known[peers[i]]
+			switch {
+			case !ok:
+				host, ports, _ := strings.Cut(peers[i], ":")
+				port, bus, _ := strings.Cut(ports, "@")
+				if err := c.Do(ctx, "CLUSTER", "MEET", host, port, bus).Err(); err != nil {
+					return fmt.Errorf("meet %s again: %w", peers[i], err)
+				}
+				return fmt.Errorf("node 0 has not finished its handshake with %s yet; it knows:\n%s", peers[i], nodes)
+			case id != ids[i]:
+				return fmt.Errorf("node 0 reached node id %s at %s, but the server the sandbox started there is %s (another group's server on this port?); node 0 knows:\n%s",
+					id, peers[i], ids[i], nodes)
+			}
+		}
+		return nil
+	})
+}
+
+// replicateRedis makes the cluster node of replica follow the primary
+// whose node id is id, at peer (host:port@bus). The replica is introduced
+// to the primary directly (CLUSTER MEET, again on each try: harmless if
+// they know each other already, and a dropped handshake is started
+// again; see checkRedisPeers) rather than left to learn of it by node 0's
+// gossip alone, and
+// REPLICATE is sent once the replica knows the primary's id. A replica
+// that never does reports what it knows.
+func replicateRedis(ctx context.Context, replica *redis.Client, id, peer string) error {
+	host, ports, _ := strings.Cut(peer, ":")
+	port, bus, _ := strings.Cut(ports, "@")
+	var nodes string
+	err := waitUntil(ctx, func(ctx context.Context) error {
+		if err := replica.Do(ctx, "CLUSTER", "MEET", host, port, bus).Err(); err != nil {
+			return fmt.Errorf("meet the primary at %s: %w", peer, err)
+		}
+		var err error
+		if nodes, err = replica.ClusterNodes(ctx).Result(); err != nil {
 			return err
 		}
 		if !strings.Contains(nodes, id) {
@@ -130,6 +202,10 @@ func replicateRedis(ctx context.Context, replica, primary *redis.Client) error {
 		}
 		return replica.Do(ctx, "CLUSTER", "REPLICATE", id).Err()
 	})
+	if err != nil && nodes != "" {
+		return fmt.Errorf("%w; the replica knows:\n%s", err, nodes)
+	}
+	return err
 }
 
 // waitRedisCluster waits until every node reports cluster_state:ok and

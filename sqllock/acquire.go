@@ -75,7 +75,30 @@ func (d *Driver) acquireWith(ctx context.Context, req backend.Request, name stri
 		lc.discard() // frees the row; a counter may have moved on, which is harmless
 		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: fencing token: %w", op, req.Key, lc.d.classify(err))
 	}
-	return d.grant(lc, req, ttl, tok, time.Time{})
+	// The lease's validity counts from when the locking statement was
+	// sent (lr.sent), not from before pin, which may have opened a new
+	// connection (connect, authentication, a new server process: on a
+	// busy machine, longer than a short TTL). That is safe because the
+	// store's bound on the lock starts later than lr.sent:
+	//   - nothing was locked before that statement: a spare or a pooled
+	//     connection has no transaction open and holds no lock, and an
+	//     earlier attempt of lockRow that found no row locked nothing
+	//     (and was rolled back);
+	//   - the server frees the lock only when the session ends, and the
+	//     bound the TTL stands for is the session's idle timeout
+	//     (wait_timeout; idle_in_transaction_session_timeout or
+	//     idle_session_timeout), of seconds(req.TTL) >= req.TTL, set
+	//     before or with the locking statement (lc.begin) and counted
+	//     from the end of the session's last statement: no earlier than
+	//     the end of the locking statement, which the server received
+	//     after lr.sent.
+	// So lr.sent + TTL is no later than the earliest moment the server
+	// can free the lock on its own. (Other ends of the session, a
+	// restart or a KILL, are losses the lease learns of at its next
+	// renewal, as for any other grant; the portable layer's drift
+	// allowance covers the clocks' rates.) granted uses the same bound for
+	// waits.
+	return d.grant(lc, req, ttl, tok, lr.sent)
 }
 
 // pinFor pins a connection for one acquisition of req and prepares the
@@ -146,11 +169,10 @@ func (lc *lockConn) waitRow(ctx context.Context, name, key, owner string) (time.
 		return fail(err)
 	}
 	for {
-		sent := time.Now()
 		lr, err := lc.blockingLock(ctx, name, owner)
 		switch {
 		case err == nil && ctx.Err() == nil:
-			return sent, lr, nil
+			return lr.sent, lr, nil
 		case err == nil: // won just as the caller gave up: let it go
 			lc.end(nil)
 			return time.Time{}, lockResult{}, fmt.Errorf("sqllock: wait %q: %w", key, context.Cause(ctx))
@@ -186,8 +208,9 @@ func (lc *lockConn) end(err error) {
 func (d *Driver) grant(lc *lockConn, req backend.Request, ttl int, token uint64, validFrom time.Time) (backend.Grant, error) {
 	// The session's idle timer restarted at the locking statement: the
 	// idle bound counted from now is a little later than the server's,
-	// and later than the lease's deadline, counted from before the
-	// acquisition. It bounds a refresh the caller gave up on (lock.go).
+	// and later than the lease's deadline, counted from validFrom (the
+	// locking statement's send time, or earlier). It bounds a refresh the
+	// caller gave up on (lock.go).
 	confirmed := time.Now()
 	l := &lock{conn: lc, key: req.Key, ttl: ttl, confirmed: confirmed, onLost: req.OnLost, sem: make(chan struct{}, 1)}
 	// Tracked so that Close can abandon it; that fails once Close began.

@@ -13,6 +13,9 @@ type lockResult struct {
 	id    uint64 // the session's server id (CONNECTION_ID(), pg_backend_pid())
 	token uint64 // MySQL: the live counter's next token; 0 when a new epoch must start
 	xid   uint64 // PostgreSQL: the lock transaction's id
+	// sent is when the locking statement that won the lock was sent: the
+	// start of the lease's validity (see acquireWith).
+	sent time.Time
 }
 
 // lockRow takes the lock row's exclusive row lock inside the open
@@ -23,8 +26,10 @@ type lockResult struct {
 // locking statement, ectx the creation.
 func (lc *lockConn) lockRow(ctx, ectx context.Context, key, owner string, nowait bool) (lockResult, error) {
 	for range 3 {
+		sent := time.Now()
 		lr, err := lc.lockOnce(ctx, key, owner, nowait)
 		if err != nil || lr.found {
+			lr.sent = sent
 			return lr, err
 		}
 		if _, err := lc.c.ExecContext(ctx, lc.d.q.rollback); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/hooktest"
@@ -14,7 +13,7 @@ import (
 func TestPostgresConformance(t *testing.T) {
 	s := startPG(t)
 	conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
-		return newPGHarness(s, time.Second), nil
+		return newPGHarness(s, conformanceTTL), nil
 	})
 }
 
@@ -22,7 +21,7 @@ func TestPostgresConformance(t *testing.T) {
 // ReplyDropper before the conformance cases rely on them.
 func TestPostgresHarnessHooks(t *testing.T) {
 	s := startPG(t)
-	hooktest.Run(t, newPGHarness(s, time.Second))
+	hooktest.Run(t, newPGHarness(s, conformanceTTL))
 }
 
 // TestPostgresAdvisoryConformance runs the suite in advisory mode
@@ -34,7 +33,7 @@ func TestPostgresAdvisoryConformance(t *testing.T) {
 	}
 	s := startPG(t)
 	conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
-		h := newPGHarness(s, time.Second)
+		h := newPGHarness(s, conformanceTTL)
 		h.advisory = true
 		return h, nil
 	})

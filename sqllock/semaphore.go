@@ -149,7 +149,9 @@ func (d *Driver) TryAcquirePermits(ctx context.Context, req backend.SemaphoreReq
 	}
 	ck := semCounter(req.Key)
 	var sr semResult
+	var sent time.Time // when the attempt that took the permits was sent
 	for attempt := 0; ; attempt++ {
+		sent = time.Now()
 		sr, err = sd.semOnce(ctx, lc, req.Key, ck, req.Owner, req.Limit, req.Permits)
 		if err != nil {
 			return fail(err)
@@ -189,7 +191,10 @@ func (d *Driver) TryAcquirePermits(ctx context.Context, req backend.SemaphoreReq
 		lc.discard()
 		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: fencing token: %w", op, req.Key, d.classify(err))
 	}
-	return d.grant(lc, req.Request, ttl, token, time.Time{})
+	// Valid from the send of the statement that took the permits, as a
+	// mutex's grant (see acquireWith): the attempts before it were
+	// rolled back and held nothing.
+	return d.grant(lc, req.Request, ttl, token, sent)
 }
 
 // semRefused returns lc, whose transaction has been rolled back, and

@@ -12,15 +12,15 @@ import (
 
 func TestConformance(t *testing.T) {
 	c := startCluster(t, 1)
-	conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
-		return newHarness(c), nil
+	conformance.Run(t, func(_ context.Context, t *testing.T) (conformance.Harness, error) {
+		return conformanceHarness(c, t), nil
 	})
 }
 
 func TestConformanceEnsemble(t *testing.T) {
 	c := startCluster(t, 3)
-	conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
-		return newHarness(c), nil
+	conformance.Run(t, func(_ context.Context, t *testing.T) (conformance.Harness, error) {
+		return conformanceHarness(c, t), nil
 	})
 }
 

@@ -78,6 +78,10 @@ func (d *Driver) stateChanged(state zk.State) {
 		d.sessionExpired()
 	case zk.StateHasSession:
 		d.heldSet().Restored()
+		// The orphans left while there was no session can be deleted
+		// now: at once, since each may hold its lock as a ghost
+		// (TestGhostReapedWhenSessionBack).
+		d.orphans.wake()
 	}
 }
 

@@ -34,8 +34,12 @@ type orphan struct {
 // reaper deletes it.
 const reuseWindow = 2 * time.Second
 
-// reapRetry is how often the reaper retries while the server is unreachable.
-const reapRetry = 500 * time.Millisecond
+// reapRetry is how often the reaper retries an orphan it could not
+// delete. Orphans left while the connection has no session are retried as
+// soon as it has one again (wake, from stateChanged): this period only
+// bounds the retries of calls that failed with a session (a test makes it
+// an hour).
+var reapRetry = 500 * time.Millisecond
 
 type orphans struct {
 	mu   sync.Mutex
@@ -50,6 +54,12 @@ func (o *orphans) add(x orphan) {
 	o.mu.Lock()
 	o.list = append(o.list, x)
 	o.mu.Unlock()
+	o.wake()
+}
+
+// wake makes the reaper look at its orphans now. It never blocks (it runs
+// on go-zookeeper's receive goroutine through stateChanged).
+func (o *orphans) wake() {
 	select {
 	case o.kick <- struct{}{}:
 	default:
