@@ -98,7 +98,7 @@ func newLocker(d backend.Driver, opts []LockerOption) (*Locker, error) {
 }
 
 // Open returns a Locker for the backend named by rawURL's scheme (redis,
-// rediss, mysql, zk, etcd, mem, ...), which must have been registered by
+// rediss, mysql, postgres, zk, etcd, mem, ...), which must have been registered by
 // importing its package, e.g. import _ "github.com/distlock/distlock/memlock".
 //
 // The URL parameter ttl (e.g. ?ttl=10s) sets the default lease TTL for every
