@@ -102,8 +102,13 @@ func TestRWWaitFanout(t *testing.T) {
 	creates := float64(watches) / acq
 	t.Logf("%g acquisitions in %v: %v; %.2f requests besides put and delete, %.2f watches created, %.2f deletion events received and %.2f watch events sent (etcd) per acquisition",
 		acq, elapsed.Round(time.Millisecond), calls, extra, creates, float64(deliveries)/acq, events/acq)
-	if creates > 0.3 {
-		t.Errorf("%.2f watches created per acquisition, want at most 0.3", creates)
+	// A waiter that opens a watch for each key it waits for creates 0.93-1.00
+	// per acquisition here. The lasting watches create 0.09-0.16 on an idle
+	// machine, and up to 0.38 with CI's other server packages under test
+	// beside it (which keys a waiter follows depends on how the six drivers'
+	// queue entries interleave): half of the broken count tells them apart.
+	if creates > 0.5 {
+		t.Errorf("%.2f watches created per acquisition, want at most 0.5 (a new watch per wait makes about 1)", creates)
 	}
 	if dups > 0 {
 		t.Errorf("%d deletions reached a driver more than once, want each at most once per driver", dups)
