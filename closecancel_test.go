@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -106,30 +107,32 @@ func TestCloseDuringRenewal(t *testing.T) {
 }
 
 func testCloseDuringRenewal(t *testing.T, badConn bool) {
-	inner, err := memlock.NewStore().NewDriver(&memlock.Options{Wait: backend.WaitPoll})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &cancelLosesDriver{Driver: inner, refreshing: make(chan struct{}, 1), badConn: badConn}
-	l := distlock.New(d)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	le, err := l.Acquire(ctx, "k", distlock.WithTTL(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-d.refreshing:
-	case <-ctx.Done():
-		t.Fatal("no renewal started")
-	}
-	if err := l.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	<-le.Done()
-	if err := le.Err(); !errors.Is(err, distlock.ErrReleased) || errors.Is(err, distlock.ErrLost) {
-		t.Errorf("lease after Close during its renewal: %v, want ErrReleased and not ErrLost", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		inner, err := memlock.NewStore().NewDriver(&memlock.Options{Wait: backend.WaitPoll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &cancelLosesDriver{Driver: inner, refreshing: make(chan struct{}, 1), badConn: badConn}
+		l := distlock.New(d)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		le, err := l.Acquire(ctx, "k", distlock.WithTTL(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-d.refreshing:
+		case <-ctx.Done():
+			t.Fatal("no renewal started")
+		}
+		if err := l.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		<-le.Done()
+		if err := le.Err(); !errors.Is(err, distlock.ErrReleased) || errors.Is(err, distlock.ErrLost) {
+			t.Errorf("lease after Close during its renewal: %v, want ErrReleased and not ErrLost", err)
+		}
+	})
 }
 
 // TestCloseDuringRenewalLossInWindow: a loss the driver reports after
@@ -142,47 +145,49 @@ func testCloseDuringRenewal(t *testing.T, badConn bool) {
 // first, so the loss lands in that window every run. Before the fix only a
 // loss naming context.Canceled was ignored there, and this lease was lost.
 func TestCloseDuringRenewalLossInWindow(t *testing.T) {
-	inner, err := memlock.NewStore().NewDriver(&memlock.Options{Wait: backend.WaitPoll})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &cancelLosesDriver{
-		Driver: inner, refreshing: make(chan struct{}, 1), badConn: true,
-		stallKey: "stall", stalled: make(chan struct{}), reported: make(chan struct{}),
-	}
-	l := distlock.New(d)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	le, err := l.Acquire(ctx, "k", distlock.WithTTL(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stallErr := make(chan error, 1)
-	go func() {
-		_, err := l.TryAcquire(ctx, "stall")
-		stallErr <- err
-	}()
-	for _, c := range []struct {
-		ch   <-chan struct{}
-		what string
-	}{{d.stalled, "the stalled acquisition did not reach the driver"}, {d.refreshing, "no renewal started"}} {
-		select {
-		case <-c.ch:
-		case <-ctx.Done():
-			t.Fatal(c.what)
+	synctest.Test(t, func(t *testing.T) {
+		inner, err := memlock.NewStore().NewDriver(&memlock.Options{Wait: backend.WaitPoll})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if err := l.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	if err := <-stallErr; err == nil {
-		t.Error("the acquisition in flight during Close got a lease")
-	}
-	if c := d.cause.Load(); c == nil || !errors.Is(*c, distlock.ErrClosed) {
-		t.Fatal("the renewal did not end by Close: the loss missed the window under test")
-	}
-	<-le.Done()
-	if err := le.Err(); !errors.Is(err, distlock.ErrReleased) || errors.Is(err, distlock.ErrLost) {
-		t.Errorf("lease whose renewal reported a loss after Close began: %v, want ErrReleased and not ErrLost", err)
-	}
+		d := &cancelLosesDriver{
+			Driver: inner, refreshing: make(chan struct{}, 1), badConn: true,
+			stallKey: "stall", stalled: make(chan struct{}), reported: make(chan struct{}),
+		}
+		l := distlock.New(d)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		le, err := l.Acquire(ctx, "k", distlock.WithTTL(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stallErr := make(chan error, 1)
+		go func() {
+			_, err := l.TryAcquire(ctx, "stall")
+			stallErr <- err
+		}()
+		for _, c := range []struct {
+			ch   <-chan struct{}
+			what string
+		}{{d.stalled, "the stalled acquisition did not reach the driver"}, {d.refreshing, "no renewal started"}} {
+			select {
+			case <-c.ch:
+			case <-ctx.Done():
+				t.Fatal(c.what)
+			}
+		}
+		if err := l.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if err := <-stallErr; err == nil {
+			t.Error("the acquisition in flight during Close got a lease")
+		}
+		if c := d.cause.Load(); c == nil || !errors.Is(*c, distlock.ErrClosed) {
+			t.Fatal("the renewal did not end by Close: the loss missed the window under test")
+		}
+		<-le.Done()
+		if err := le.Err(); !errors.Is(err, distlock.ErrReleased) || errors.Is(err, distlock.ErrLost) {
+			t.Errorf("lease whose renewal reported a loss after Close began: %v, want ErrReleased and not ErrLost", err)
+		}
+	})
 }

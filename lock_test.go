@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -98,53 +99,57 @@ func TestConcurrentReentryBySameOwner(t *testing.T) {
 }
 
 func TestInDoubtThenRecovered(t *testing.T) {
-	ctx := context.Background()
-	s := memlock.NewStore()
-	l := newLocker(t, s, "")
-	le, err := l.Acquire(ctx, "k", distlock.WithTTL(900*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.SetAvailable(false)
-	deadline := time.Now().Add(2 * time.Second)
-	for le.State() != distlock.StateInDoubt && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if st := le.State(); st != distlock.StateInDoubt {
-		t.Fatalf("with the store down, State() = %v, want in doubt (err %v)", st, le.Err())
-	}
-	s.SetAvailable(true)
-	for le.State() != distlock.StateHeld && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if st := le.State(); st != distlock.StateHeld {
-		t.Fatalf("after the store came back, State() = %v, want held (err %v)", st, le.Err())
-	}
-	if err := le.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		s := memlock.NewStore()
+		l := newLocker(t, s, "")
+		le, err := l.Acquire(ctx, "k", distlock.WithTTL(900*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.SetAvailable(false)
+		deadline := time.Now().Add(2 * time.Second)
+		for le.State() != distlock.StateInDoubt && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if st := le.State(); st != distlock.StateInDoubt {
+			t.Fatalf("with the store down, State() = %v, want in doubt (err %v)", st, le.Err())
+		}
+		s.SetAvailable(true)
+		for le.State() != distlock.StateHeld && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if st := le.State(); st != distlock.StateHeld {
+			t.Fatalf("after the store came back, State() = %v, want held (err %v)", st, le.Err())
+		}
+		if err := le.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 func TestDriverReportedLoss(t *testing.T) {
-	ctx := context.Background()
-	d := &lossDriver{}
-	d.Driver, _ = memlock.NewStore().NewDriver(nil)
-	l := distlock.New(d)
-	defer l.Close()
-	le, err := l.Acquire(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cause := errors.New("session expired")
-	d.onLost.Load().(func(error))(cause)
-	select {
-	case <-le.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("a loss the driver reported did not end the lease")
-	}
-	if !errors.Is(le.Err(), distlock.ErrLost) || !errors.Is(le.Err(), cause) {
-		t.Errorf("Err() = %v, want ErrLost wrapping the driver's cause", le.Err())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		d := &lossDriver{}
+		d.Driver, _ = memlock.NewStore().NewDriver(nil)
+		l := distlock.New(d)
+		defer l.Close()
+		le, err := l.Acquire(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cause := errors.New("session expired")
+		d.onLost.Load().(func(error))(cause)
+		select {
+		case <-le.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("a loss the driver reported did not end the lease")
+		}
+		if !errors.Is(le.Err(), distlock.ErrLost) || !errors.Is(le.Err(), cause) {
+			t.Errorf("Err() = %v, want ErrLost wrapping the driver's cause", le.Err())
+		}
+	})
 }
 
 type lossDriver struct {
@@ -163,39 +168,41 @@ func (d *lossDriver) TryAcquire(ctx context.Context, req backend.Request) (backe
 
 // A Locker with many leases renews them in batches from one goroutine.
 func TestRenewalsAreBatched(t *testing.T) {
-	ctx := context.Background()
-	inner, _ := memlock.NewStore().NewDriver(nil)
-	d := &batchDriver{Driver: inner}
-	l := distlock.New(d)
-	defer l.Close()
-	before := runtime.NumGoroutine()
-	const n = 1000
-	leases := make([]*distlock.Lease, n)
-	for i := range n {
-		var err error
-		if leases[i], err = l.Acquire(ctx, "k"+strings.Repeat("x", i%7)+string(rune('a'+i%26))+time.Duration(i).String(), distlock.WithTTL(1500*time.Millisecond)); err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		inner, _ := memlock.NewStore().NewDriver(nil)
+		d := &batchDriver{Driver: inner}
+		l := distlock.New(d)
+		defer l.Close()
+		before := runtime.NumGoroutine()
+		const n = 1000
+		leases := make([]*distlock.Lease, n)
+		for i := range n {
+			var err error
+			if leases[i], err = l.Acquire(ctx, "k"+strings.Repeat("x", i%7)+string(rune('a'+i%26))+time.Duration(i).String(), distlock.WithTTL(1500*time.Millisecond)); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	if g := runtime.NumGoroutine() - before; g > 5 {
-		t.Errorf("%d goroutines for %d leases, want a handful", g, n)
-	}
-	// Every lease is due for renewal TTL/3 (500 ms) after its grant; the
-	// TTL is long enough that a slow machine acquiring the 1000 leases
-	// (with -race, under load) loses none before its first renewal.
-	time.Sleep(800 * time.Millisecond)
-	calls, locks := d.calls.Load(), d.locks.Load()
-	if locks < n || calls > locks/20 {
-		t.Errorf("%d batch calls renewed %d leases; want every lease renewed, in few calls", calls, locks)
-	}
-	for _, le := range leases {
-		if le.Err() != nil {
-			t.Fatalf("lease lost: %v", le.Err())
+		if g := runtime.NumGoroutine() - before; g > 5 {
+			t.Errorf("%d goroutines for %d leases, want a handful", g, n)
 		}
-		if err := le.Release(ctx); err != nil {
-			t.Fatal(err)
+		// Every lease is due for renewal TTL/3 (500 ms) after its grant; the
+		// TTL is long enough that a slow machine acquiring the 1000 leases
+		// (with -race, under load) loses none before its first renewal.
+		time.Sleep(800 * time.Millisecond)
+		calls, locks := d.calls.Load(), d.locks.Load()
+		if locks < n || calls > locks/20 {
+			t.Errorf("%d batch calls renewed %d leases; want every lease renewed, in few calls", calls, locks)
 		}
-	}
+		for _, le := range leases {
+			if le.Err() != nil {
+				t.Fatalf("lease lost: %v", le.Err())
+			}
+			if err := le.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
 }
 
 type batchDriver struct {
@@ -279,38 +286,40 @@ func (d maxTTLDriver) Capabilities() backend.Capabilities {
 // it, and renewals ask for the requested TTL, so the lease then lives its
 // full TTL.
 func TestShortFirstLife(t *testing.T) {
-	ctx := context.Background()
-	inner, _ := memlock.NewStore().NewDriver(nil)
-	d := &shortLifeDriver{Driver: inner, life: 600 * time.Millisecond}
-	l := distlock.New(d)
-	defer l.Close()
-	const ttl = 5 * time.Second
-	start := time.Now()
-	le, err := l.Acquire(ctx, "k", distlock.WithTTL(ttl))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer le.Release(ctx)
-	if dl := le.Deadline(); dl.After(start.Add(d.life)) || dl.Before(start.Add(d.life/2)) {
-		t.Fatalf("deadline %v after acquire, want within the first life %v", dl.Sub(start), d.life)
-	}
-	// The first renewal is due after a third of the first life.
-	for deadline := time.Now().Add(3 * time.Second); d.renewals.Load() == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("no renewal within the short first life")
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		inner, _ := memlock.NewStore().NewDriver(nil)
+		d := &shortLifeDriver{Driver: inner, life: 600 * time.Millisecond}
+		l := distlock.New(d)
+		defer l.Close()
+		const ttl = 5 * time.Second
+		start := time.Now()
+		le, err := l.Acquire(ctx, "k", distlock.WithTTL(ttl))
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if got := time.Duration(d.asked.Load()); got != ttl {
-		t.Errorf("renewal asked for %v, want the requested TTL %v", got, ttl)
-	}
-	time.Sleep(50 * time.Millisecond)
-	if dl := le.Deadline(); time.Until(dl) < ttl/2 {
-		t.Errorf("after a renewal the lease is valid for %v more, want about %v", time.Until(dl), ttl)
-	}
-	if le.Err() != nil {
-		t.Fatal(le.Err())
-	}
+		defer le.Release(ctx)
+		if dl := le.Deadline(); dl.After(start.Add(d.life)) || dl.Before(start.Add(d.life/2)) {
+			t.Fatalf("deadline %v after acquire, want within the first life %v", dl.Sub(start), d.life)
+		}
+		// The first renewal is due after a third of the first life.
+		for deadline := time.Now().Add(3 * time.Second); d.renewals.Load() == 0; {
+			if time.Now().After(deadline) {
+				t.Fatal("no renewal within the short first life")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := time.Duration(d.asked.Load()); got != ttl {
+			t.Errorf("renewal asked for %v, want the requested TTL %v", got, ttl)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if dl := le.Deadline(); time.Until(dl) < ttl/2 {
+			t.Errorf("after a renewal the lease is valid for %v more, want about %v", time.Until(dl), ttl)
+		}
+		if le.Err() != nil {
+			t.Fatal(le.Err())
+		}
+	})
 }
 
 type shortLifeDriver struct {

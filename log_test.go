@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -45,51 +46,53 @@ func (r *recorder) atLeast(l slog.Level) []slog.Record {
 // many renewals fail meanwhile) and one when it is held again, each with
 // the key, the owner and the token.
 func TestDoubtLoggedOnce(t *testing.T) {
-	rec := &recorder{}
-	d, err := memlock.NewStore().NewDriver(&memlock.Options{Wait: backend.WaitPoll})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := distlock.New(d, distlock.WithLogger(slog.New(rec)), distlock.WithDefaultTTL(600*time.Millisecond))
-	defer l.Close()
-	le, err := l.TryAcquire(context.Background(), "jobs/nightly")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Partition(0)
-	time.Sleep(350 * time.Millisecond) // several renewals fail
-	d.Heal()
-	for end := time.Now().Add(2 * time.Second); le.State() != distlock.StateHeld && time.Now().Before(end); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if le.State() != distlock.StateHeld {
-		t.Fatalf("lease state %v after the heal", le.State())
-	}
-	lines := rec.atLeast(slog.LevelInfo)
-	var doubt, back int
-	for _, r := range lines {
-		switch {
-		case strings.Contains(r.Message, "in doubt"):
-			doubt++
-			if r.Level != slog.LevelWarn {
-				t.Errorf("%q logged at %v, want WARN", r.Message, r.Level)
-			}
-		case strings.Contains(r.Message, "held again"):
-			back++
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		d, err := memlock.NewStore().NewDriver(&memlock.Options{Wait: backend.WaitPoll})
+		if err != nil {
+			t.Fatal(err)
 		}
-		attrs := map[string]bool{}
-		r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = true; return true })
-		for _, k := range []string{"key", "owner", "token"} {
-			if !attrs[k] {
-				t.Errorf("%q has no %s", r.Message, k)
-			}
+		l := distlock.New(d, distlock.WithLogger(slog.New(rec)), distlock.WithDefaultTTL(600*time.Millisecond))
+		defer l.Close()
+		le, err := l.TryAcquire(context.Background(), "jobs/nightly")
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if doubt != 1 || back != 1 || len(lines) != 2 {
-		var msgs []string
+		d.Partition(0)
+		time.Sleep(350 * time.Millisecond) // several renewals fail
+		d.Heal()
+		for end := time.Now().Add(2 * time.Second); le.State() != distlock.StateHeld && time.Now().Before(end); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if le.State() != distlock.StateHeld {
+			t.Fatalf("lease state %v after the heal", le.State())
+		}
+		lines := rec.atLeast(slog.LevelInfo)
+		var doubt, back int
 		for _, r := range lines {
-			msgs = append(msgs, r.Level.String()+" "+r.Message)
+			switch {
+			case strings.Contains(r.Message, "in doubt"):
+				doubt++
+				if r.Level != slog.LevelWarn {
+					t.Errorf("%q logged at %v, want WARN", r.Message, r.Level)
+				}
+			case strings.Contains(r.Message, "held again"):
+				back++
+			}
+			attrs := map[string]bool{}
+			r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = true; return true })
+			for _, k := range []string{"key", "owner", "token"} {
+				if !attrs[k] {
+					t.Errorf("%q has no %s", r.Message, k)
+				}
+			}
 		}
-		t.Errorf("logged %d lines at INFO or above (%d in doubt, %d held again), want one of each:\n%s", len(lines), doubt, back, strings.Join(msgs, "\n"))
-	}
+		if doubt != 1 || back != 1 || len(lines) != 2 {
+			var msgs []string
+			for _, r := range lines {
+				msgs = append(msgs, r.Level.String()+" "+r.Message)
+			}
+			t.Errorf("logged %d lines at INFO or above (%d in doubt, %d held again), want one of each:\n%s", len(lines), doubt, back, strings.Join(msgs, "\n"))
+		}
+	})
 }

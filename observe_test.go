@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -131,77 +132,79 @@ func TestMetricsAcquisitionOutcomes(t *testing.T) {
 // lease's key, owner and token) and counted; the callback runs without the
 // Locker's lock (it calls State, which takes it).
 func TestDoubtEventsAndMetrics(t *testing.T) {
-	ctx := context.Background()
-	mp := newFakeMeterProvider()
-	var log eventLog
-	var cur atomic.Pointer[distlock.Lease]
-	d, _ := memlock.NewStore().NewDriver(nil)
-	l := distlock.New(d, distlock.WithMeterProvider(mp), distlock.WithEvents(func(ev distlock.Event) {
-		if le := cur.Load(); le != nil {
-			_ = le.State() // takes the Locker's lock: deadlocks if called under it
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		mp := newFakeMeterProvider()
+		var log eventLog
+		var cur atomic.Pointer[distlock.Lease]
+		d, _ := memlock.NewStore().NewDriver(nil)
+		l := distlock.New(d, distlock.WithMeterProvider(mp), distlock.WithEvents(func(ev distlock.Event) {
+			if le := cur.Load(); le != nil {
+				_ = le.State() // takes the Locker's lock: deadlocks if called under it
+			}
+			log.add(ev)
+		}))
+		defer l.Close()
+		le, err := l.Acquire(ctx, "k", distlock.WithTTL(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
 		}
-		log.add(ev)
-	}))
-	defer l.Close()
-	le, err := l.Acquire(ctx, "k", distlock.WithTTL(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cur.Store(le)
-	d.Partition(0)
-	if !log.waitCount(distlock.EventInDoubt, 1, time.Second) {
-		t.Fatalf("no in-doubt event after a partition; events %v", log.kinds())
-	}
-	if sum, _ := mp.m.get("distlock.lease.count", "distlock.lease.state", "in_doubt"); sum != 1 {
-		t.Errorf("distlock.lease.count{in_doubt} = %v while in doubt, want 1", sum)
-	}
-	d.Heal()
-	if !log.waitCount(distlock.EventRestored, 1, time.Second) {
-		t.Fatalf("no restored event after the heal; events %v", log.kinds())
-	}
-	d.Partition(300 * time.Millisecond)
-	defer d.Heal()
-	if !log.waitCount(distlock.EventLost, 1, 2*time.Second) {
-		t.Fatalf("no lost event; events %v", log.kinds())
-	}
+		cur.Store(le)
+		d.Partition(0)
+		if !log.waitCount(distlock.EventInDoubt, 1, time.Second) {
+			t.Fatalf("no in-doubt event after a partition; events %v", log.kinds())
+		}
+		if sum, _ := mp.m.get("distlock.lease.count", "distlock.lease.state", "in_doubt"); sum != 1 {
+			t.Errorf("distlock.lease.count{in_doubt} = %v while in doubt, want 1", sum)
+		}
+		d.Heal()
+		if !log.waitCount(distlock.EventRestored, 1, time.Second) {
+			t.Fatalf("no restored event after the heal; events %v", log.kinds())
+		}
+		d.Partition(300 * time.Millisecond)
+		defer d.Heal()
+		if !log.waitCount(distlock.EventLost, 1, 2*time.Second) {
+			t.Fatalf("no lost event; events %v", log.kinds())
+		}
 
-	want := []distlock.EventKind{distlock.EventAcquired, distlock.EventInDoubt, distlock.EventRestored, distlock.EventInDoubt, distlock.EventLost}
-	if got := log.kinds(); !slices.Equal(got, want) {
-		t.Fatalf("events %v, want %v", got, want)
-	}
-	for _, ev := range log.events() {
-		if ev.Key != "k" || ev.Owner != le.Owner() || ev.Token != le.Token() || ev.Time.IsZero() {
-			t.Errorf("%v event: key %q owner %q token %d time %v, want the lease's", ev.Kind, ev.Key, ev.Owner, ev.Token, ev.Time)
+		want := []distlock.EventKind{distlock.EventAcquired, distlock.EventInDoubt, distlock.EventRestored, distlock.EventInDoubt, distlock.EventLost}
+		if got := log.kinds(); !slices.Equal(got, want) {
+			t.Fatalf("events %v, want %v", got, want)
 		}
-		switch ev.Kind {
-		case distlock.EventInDoubt:
-			if ev.Cause == nil || ev.Deadline.IsZero() {
-				t.Errorf("in-doubt event with cause %v and deadline %v, want both", ev.Cause, ev.Deadline)
+		for _, ev := range log.events() {
+			if ev.Key != "k" || ev.Owner != le.Owner() || ev.Token != le.Token() || ev.Time.IsZero() {
+				t.Errorf("%v event: key %q owner %q token %d time %v, want the lease's", ev.Kind, ev.Key, ev.Owner, ev.Token, ev.Time)
 			}
-		case distlock.EventLost:
-			if !errors.Is(ev.Cause, distlock.ErrLost) || !ev.Deadline.IsZero() {
-				t.Errorf("lost event with cause %v and deadline %v, want ErrLost and none", ev.Cause, ev.Deadline)
+			switch ev.Kind {
+			case distlock.EventInDoubt:
+				if ev.Cause == nil || ev.Deadline.IsZero() {
+					t.Errorf("in-doubt event with cause %v and deadline %v, want both", ev.Cause, ev.Deadline)
+				}
+			case distlock.EventLost:
+				if !errors.Is(ev.Cause, distlock.ErrLost) || !ev.Deadline.IsZero() {
+					t.Errorf("lost event with cause %v and deadline %v, want ErrLost and none", ev.Cause, ev.Deadline)
+				}
 			}
 		}
-	}
-	m := mp.m
-	for name, want := range map[string]float64{"distlock.lease.in_doubt": 2, "distlock.lease.restored": 1, "distlock.lease.count": 0} {
-		if got, _ := m.get(name); got != want {
-			t.Errorf("%s = %v, want %v", name, got, want)
+		m := mp.m
+		for name, want := range map[string]float64{"distlock.lease.in_doubt": 2, "distlock.lease.restored": 1, "distlock.lease.count": 0} {
+			if got, _ := m.get(name); got != want {
+				t.Errorf("%s = %v, want %v", name, got, want)
+			}
 		}
-	}
-	if got, _ := m.get("distlock.lease.lost", "distlock.lost.reason", "expired"); got != 1 {
-		t.Errorf("distlock.lease.lost{expired} = %v, want 1", got)
-	}
-	if _, n := m.get("distlock.lease.duration", "distlock.outcome", "lost"); n != 1 {
-		t.Errorf("distlock.lease.duration{lost} has %d measurements, want 1", n)
-	}
-	if failed, _ := m.get("distlock.renewals", "distlock.outcome", "error"); failed == 0 {
-		t.Error("no failed renewal counted during a partition")
-	}
-	if got, _ := m.get("distlock.store.errors", "distlock.operation", "refresh", "error.type", "unavailable"); got == 0 {
-		t.Error("no store error counted for the refreshes a partition failed")
-	}
+		if got, _ := m.get("distlock.lease.lost", "distlock.lost.reason", "expired"); got != 1 {
+			t.Errorf("distlock.lease.lost{expired} = %v, want 1", got)
+		}
+		if _, n := m.get("distlock.lease.duration", "distlock.outcome", "lost"); n != 1 {
+			t.Errorf("distlock.lease.duration{lost} has %d measurements, want 1", n)
+		}
+		if failed, _ := m.get("distlock.renewals", "distlock.outcome", "error"); failed == 0 {
+			t.Error("no failed renewal counted during a partition")
+		}
+		if got, _ := m.get("distlock.store.errors", "distlock.operation", "refresh", "error.type", "unavailable"); got == 0 {
+			t.Error("no store error counted for the refreshes a partition failed")
+		}
+	})
 }
 
 // Close returns after the released events of the leases it ended are
@@ -387,33 +390,35 @@ func waitSpan(t *testing.T, tr *fakeTracer, name string) *fakeSpan {
 // A renewal that goes unanswered for a sixth of the TTL puts the lease in
 // doubt, with an event, as State reports it; its late success restores it.
 func TestUnansweredRenewalEvent(t *testing.T) {
-	ctx := context.Background()
-	inner, _ := memlock.NewStore().NewDriver(nil)
-	d := &hookDriver{Driver: inner, gate: make(chan struct{}), refreshed: make(chan struct{}, 1)}
-	var log eventLog
-	l := distlock.New(d, distlock.WithEvents(log.add))
-	defer l.Close()
-	le, err := l.Acquire(ctx, "k", distlock.WithTTL(1500*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-d.refreshed: // the renewal is in flight, held at the gate
-	case <-time.After(2 * time.Second):
-		t.Fatalf("no renewal within 2s of a 1.5s TTL; events %v, State() %v", log.kinds(), le.State())
-	}
-	if !log.waitCount(distlock.EventInDoubt, 1, time.Second) {
-		t.Fatalf("no in-doubt event for an unanswered renewal; events %v, State() %v", log.kinds(), le.State())
-	}
-	if ev := log.events()[1]; !errors.Is(ev.Cause, distlock.ErrUnavailable) || !strings.Contains(ev.Cause.Error(), "unanswered") {
-		t.Errorf("in-doubt cause %v, want an unanswered renewal matching ErrUnavailable", ev.Cause)
-	}
-	if st := le.State(); st != distlock.StateInDoubt {
-		t.Errorf("State() = %v with an in-doubt event delivered", st)
-	}
-	close(d.gate)
-	if !log.waitCount(distlock.EventRestored, 1, time.Second) {
-		t.Fatalf("no restored event once the renewal was answered; events %v", log.kinds())
-	}
-	_ = le.Release(ctx)
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		inner, _ := memlock.NewStore().NewDriver(nil)
+		d := &hookDriver{Driver: inner, gate: make(chan struct{}), refreshed: make(chan struct{}, 1)}
+		var log eventLog
+		l := distlock.New(d, distlock.WithEvents(log.add))
+		defer l.Close()
+		le, err := l.Acquire(ctx, "k", distlock.WithTTL(1500*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-d.refreshed: // the renewal is in flight, held at the gate
+		case <-time.After(2 * time.Second):
+			t.Fatalf("no renewal within 2s of a 1.5s TTL; events %v, State() %v", log.kinds(), le.State())
+		}
+		if !log.waitCount(distlock.EventInDoubt, 1, time.Second) {
+			t.Fatalf("no in-doubt event for an unanswered renewal; events %v, State() %v", log.kinds(), le.State())
+		}
+		if ev := log.events()[1]; !errors.Is(ev.Cause, distlock.ErrUnavailable) || !strings.Contains(ev.Cause.Error(), "unanswered") {
+			t.Errorf("in-doubt cause %v, want an unanswered renewal matching ErrUnavailable", ev.Cause)
+		}
+		if st := le.State(); st != distlock.StateInDoubt {
+			t.Errorf("State() = %v with an in-doubt event delivered", st)
+		}
+		close(d.gate)
+		if !log.waitCount(distlock.EventRestored, 1, time.Second) {
+			t.Fatalf("no restored event once the renewal was answered; events %v", log.kinds())
+		}
+		_ = le.Release(ctx)
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -44,42 +45,44 @@ func TestElectionWithoutInspector(t *testing.T) {
 }
 
 func TestObserveEndsWithLocker(t *testing.T) {
-	s := memlock.NewStore()
-	d1, _ := s.NewDriver(nil)
-	d2, _ := s.NewDriver(nil)
-	a, o := distlock.New(d1), distlock.New(d2)
-	defer a.Close()
-	ea, _ := a.Election("e")
-	eo, _ := o.Election("e", distlock.WithObserveInterval(10*time.Millisecond))
-	ch, err := eo.Observe(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := <-ch; got.Leading {
-		t.Errorf("first report %+v, want nobody leading", got)
-	}
-	ld, err := ea.Campaign(context.Background(), "alpha")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := <-ch
-	if !got.Leading || got.Value != "alpha" || got.Term != ld.Term() || !strings.HasPrefix(got.Owner, "alpha.") {
-		t.Errorf("report %+v after alpha was elected with term %d", got, ld.Term())
-	}
-	if err := o.Close(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case _, ok := <-ch:
-		for ok {
-			_, ok = <-ch
+	synctest.Test(t, func(t *testing.T) {
+		s := memlock.NewStore()
+		d1, _ := s.NewDriver(nil)
+		d2, _ := s.NewDriver(nil)
+		a, o := distlock.New(d1), distlock.New(d2)
+		defer a.Close()
+		ea, _ := a.Election("e")
+		eo, _ := o.Election("e", distlock.WithObserveInterval(10*time.Millisecond))
+		ch, err := eo.Observe(context.Background())
+		if err != nil {
+			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Observe's channel still open after its Locker closed")
-	}
-	if _, err := eo.Observe(context.Background()); !errors.Is(err, distlock.ErrClosed) {
-		t.Errorf("Observe on a closed Locker: %v, want ErrClosed", err)
-	}
+		if got := <-ch; got.Leading {
+			t.Errorf("first report %+v, want nobody leading", got)
+		}
+		ld, err := ea.Campaign(context.Background(), "alpha")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := <-ch
+		if !got.Leading || got.Value != "alpha" || got.Term != ld.Term() || !strings.HasPrefix(got.Owner, "alpha.") {
+			t.Errorf("report %+v after alpha was elected with term %d", got, ld.Term())
+		}
+		if err := o.Close(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case _, ok := <-ch:
+			for ok {
+				_, ok = <-ch
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Observe's channel still open after its Locker closed")
+		}
+		if _, err := eo.Observe(context.Background()); !errors.Is(err, distlock.ErrClosed) {
+			t.Errorf("Observe on a closed Locker: %v, want ErrClosed", err)
+		}
+	})
 }
 
 func TestLeaderValueOfPlainLock(t *testing.T) {
@@ -98,31 +101,33 @@ func TestLeaderValueOfPlainLock(t *testing.T) {
 }
 
 func TestMultiLeaseEndsWithLocker(t *testing.T) {
-	l := distlock.New(must(memlock.NewStore().NewDriver(nil)))
-	m, err := l.AcquireAll(context.Background(), []string{"b", "a", "c"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Err(); err != nil || m.State() != distlock.StateHeld {
-		t.Fatalf("Err %v, State %v", err, m.State())
-	}
-	owner := m.Owner()
-	le, err := l.Acquire(m.Context(), "b") // the Context re-enters
-	if err != nil || le.Owner() != owner {
-		t.Fatalf("re-entry through the Context: %v (owner %q, want %q)", err, le.Owner(), owner)
-	}
-	_ = le.Release(context.Background())
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-m.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("multi-lease not ended by Close")
-	}
-	if !errors.Is(m.Err(), distlock.ErrReleased) || m.State() != distlock.StateReleased {
-		t.Errorf("after Close Err %v, State %v; want released", m.Err(), m.State())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		l := distlock.New(must(memlock.NewStore().NewDriver(nil)))
+		m, err := l.AcquireAll(context.Background(), []string{"b", "a", "c"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Err(); err != nil || m.State() != distlock.StateHeld {
+			t.Fatalf("Err %v, State %v", err, m.State())
+		}
+		owner := m.Owner()
+		le, err := l.Acquire(m.Context(), "b") // the Context re-enters
+		if err != nil || le.Owner() != owner {
+			t.Fatalf("re-entry through the Context: %v (owner %q, want %q)", err, le.Owner(), owner)
+		}
+		_ = le.Release(context.Background())
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-m.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("multi-lease not ended by Close")
+		}
+		if !errors.Is(m.Err(), distlock.ErrReleased) || m.State() != distlock.StateReleased {
+			t.Errorf("after Close Err %v, State %v; want released", m.Err(), m.State())
+		}
+	})
 }
 
 func must[T any](v T, err error) T {

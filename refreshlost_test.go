@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -52,33 +53,35 @@ func (l *slowReplyLock) Refresh(ctx context.Context, ttl time.Duration) error {
 // nil, telling the caller its lease was extended while it had ended and
 // its lock had been freed in the store.
 func TestRefreshAnsweredAfterLoss(t *testing.T) {
-	ctx := context.Background()
-	store := memlock.NewStore()
-	inner, err := store.NewDriver(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &slowReplyDriver{Driver: inner, refreshed: make(chan struct{}, 1), gate: make(chan struct{})}
-	l := distlock.New(d)
-	defer l.Close()
-	le, err := l.TryAcquire(ctx, "k", distlock.WithTTL(100*time.Millisecond), distlock.WithoutAutoRenew())
-	if err != nil {
-		t.Fatal(err)
-	}
-	refreshed := make(chan error, 1)
-	go func() { refreshed <- le.Refresh(ctx, 0) }()
-	<-d.refreshed
-	select {
-	case <-le.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("the lease did not end at its deadline")
-	}
-	// The Locker releases a lost lease's lock (in the background).
-	for i := 0; store.Len() != 0 && i < 200; i++ {
-		time.Sleep(5 * time.Millisecond)
-	}
-	close(d.gate)
-	if err := <-refreshed; !errors.Is(err, distlock.ErrLost) {
-		t.Errorf("Refresh answered after the lease was lost (store holds %d locks) = %v, want ErrLost", store.Len(), err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memlock.NewStore()
+		inner, err := store.NewDriver(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &slowReplyDriver{Driver: inner, refreshed: make(chan struct{}, 1), gate: make(chan struct{})}
+		l := distlock.New(d)
+		defer l.Close()
+		le, err := l.TryAcquire(ctx, "k", distlock.WithTTL(100*time.Millisecond), distlock.WithoutAutoRenew())
+		if err != nil {
+			t.Fatal(err)
+		}
+		refreshed := make(chan error, 1)
+		go func() { refreshed <- le.Refresh(ctx, 0) }()
+		<-d.refreshed
+		select {
+		case <-le.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("the lease did not end at its deadline")
+		}
+		// The Locker releases a lost lease's lock (in the background).
+		for i := 0; store.Len() != 0 && i < 200; i++ {
+			time.Sleep(5 * time.Millisecond)
+		}
+		close(d.gate)
+		if err := <-refreshed; !errors.Is(err, distlock.ErrLost) {
+			t.Errorf("Refresh answered after the lease was lost (store holds %d locks) = %v, want ErrLost", store.Len(), err)
+		}
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -78,59 +79,63 @@ func newCounting(t *testing.T) (*countingDriver, *memlock.Store, *distlock.Locke
 // once by the portable layer (the driver answers ErrNotHeld), so drivers
 // need no bookkeeping of their own for gone locks.
 func TestGoneLockReleased(t *testing.T) {
-	d, s, l := newCounting(t)
-	le, err := l.Acquire(context.Background(), "gone", distlock.WithTTL(300*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Delete("gone")
-	select {
-	case <-le.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("a lock deleted in the store was not reported lost")
-	}
-	if !errors.Is(le.Err(), distlock.ErrLost) || !errors.Is(le.Err(), distlock.ErrNotHeld) {
-		t.Errorf("Err() = %v, want ErrLost wrapping ErrNotHeld", le.Err())
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(d.released()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if err := le.Release(context.Background()); !errors.Is(err, distlock.ErrLost) {
-		t.Errorf("the user's Release of the lost lease = %v, want ErrLost", err)
-	}
-	_ = l.Close()
-	errs := d.released()
-	if len(errs) != 1 {
-		t.Fatalf("the lock was released %d times (%v), want once", len(errs), errs)
-	}
-	if !errors.Is(errs[0], backend.ErrNotHeld) {
-		t.Errorf("the driver's Release of a gone lock = %v, want ErrNotHeld", errs[0])
-	}
+	synctest.Test(t, func(t *testing.T) {
+		d, s, l := newCounting(t)
+		le, err := l.Acquire(context.Background(), "gone", distlock.WithTTL(300*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Delete("gone")
+		select {
+		case <-le.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("a lock deleted in the store was not reported lost")
+		}
+		if !errors.Is(le.Err(), distlock.ErrLost) || !errors.Is(le.Err(), distlock.ErrNotHeld) {
+			t.Errorf("Err() = %v, want ErrLost wrapping ErrNotHeld", le.Err())
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for len(d.released()) == 0 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if err := le.Release(context.Background()); !errors.Is(err, distlock.ErrLost) {
+			t.Errorf("the user's Release of the lost lease = %v, want ErrLost", err)
+		}
+		_ = l.Close()
+		errs := d.released()
+		if len(errs) != 1 {
+			t.Fatalf("the lock was released %d times (%v), want once", len(errs), errs)
+		}
+		if !errors.Is(errs[0], backend.ErrNotHeld) {
+			t.Errorf("the driver's Release of a gone lock = %v, want ErrNotHeld", errs[0])
+		}
+	})
 }
 
 // TestRepeatedOnLost: OnLost may be called more than once; the first call
 // ends the lease with its cause, later ones change nothing, and the lock
 // is released once.
 func TestRepeatedOnLost(t *testing.T) {
-	d, _, l := newCounting(t)
-	le, err := l.Acquire(context.Background(), "lost-twice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, second := errors.New("session expired"), errors.New("connection closed")
-	d.mu.Lock()
-	onLost := d.onLost
-	d.mu.Unlock()
-	onLost(first)
-	onLost(second)
-	<-le.Done()
-	if !errors.Is(le.Err(), first) || errors.Is(le.Err(), second) {
-		t.Errorf("Err() = %v, want the first cause only", le.Err())
-	}
-	_ = l.Close()
-	onLost(second) // after the hold ended, and the Locker closed
-	if n := len(d.released()); n != 1 {
-		t.Errorf("the lock was released %d times, want once", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		d, _, l := newCounting(t)
+		le, err := l.Acquire(context.Background(), "lost-twice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, second := errors.New("session expired"), errors.New("connection closed")
+		d.mu.Lock()
+		onLost := d.onLost
+		d.mu.Unlock()
+		onLost(first)
+		onLost(second)
+		<-le.Done()
+		if !errors.Is(le.Err(), first) || errors.Is(le.Err(), second) {
+			t.Errorf("Err() = %v, want the first cause only", le.Err())
+		}
+		_ = l.Close()
+		onLost(second) // after the hold ended, and the Locker closed
+		if n := len(d.released()); n != 1 {
+			t.Errorf("the lock was released %d times, want once", n)
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/distlock/distlock/backend"
@@ -202,38 +203,40 @@ func TestRenewalBoundByOwnDeadline(t *testing.T) {
 // deadline forward (OnDoubt with an until) meanwhile. (This was a timer of
 // its own per hold before, while the hold was off the watchdog's heap.)
 func TestRenewingHoldEndsAtPushedDeadline(t *testing.T) {
-	d, _ := memlock.NewStore().NewDriver(nil)
-	l := New(d)
-	defer l.Close()
-	le, err := l.Acquire(context.Background(), "pushed", WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := le.h
-	l.mu.Lock()
-	h.renewing, h.renewAt = true, time.Now() // as collect marks it, on the heap
-	l.wd.reschedule(h)
-	l.mu.Unlock()
-	until := time.Now().Add(time.Second) // less the drift margin (602ms for a minute's TTL)
-	l.driverDoubt(h, errors.New("connection dropped"), until)
-	if dl := le.Deadline(); !dl.After(time.Now()) || dl.After(until) {
-		t.Fatalf("deadline %v from now, want before the pushed until (%v from now)", time.Until(dl), time.Until(until))
-	}
-	select {
-	case <-le.Done():
-	case <-time.After(20 * time.Second):
-		t.Fatal("the hold was not ended at the deadline its driver pushed")
-	}
-	if late := time.Since(le.Deadline()); late > time.Second {
-		t.Errorf("ended %v after the pushed deadline", late)
-	}
-	l.renewed(h, h.renewAt, time.Minute, nil) // its late answer
-	if err := le.Err(); !errors.Is(err, ErrLost) {
-		t.Errorf("after the late answer: Err() = %v, want ErrLost", err)
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if h.heapIndex >= 0 {
-		t.Error("the ended hold is still on the watchdog's heap")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		d, _ := memlock.NewStore().NewDriver(nil)
+		l := New(d)
+		defer l.Close()
+		le, err := l.Acquire(context.Background(), "pushed", WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := le.h
+		l.mu.Lock()
+		h.renewing, h.renewAt = true, time.Now() // as collect marks it, on the heap
+		l.wd.reschedule(h)
+		l.mu.Unlock()
+		until := time.Now().Add(time.Second) // less the drift margin (602ms for a minute's TTL)
+		l.driverDoubt(h, errors.New("connection dropped"), until)
+		if dl := le.Deadline(); !dl.After(time.Now()) || dl.After(until) {
+			t.Fatalf("deadline %v from now, want before the pushed until (%v from now)", time.Until(dl), time.Until(until))
+		}
+		select {
+		case <-le.Done():
+		case <-time.After(20 * time.Second):
+			t.Fatal("the hold was not ended at the deadline its driver pushed")
+		}
+		if late := time.Since(le.Deadline()); late > time.Second {
+			t.Errorf("ended %v after the pushed deadline", late)
+		}
+		l.renewed(h, h.renewAt, time.Minute, nil) // its late answer
+		if err := le.Err(); !errors.Is(err, ErrLost) {
+			t.Errorf("after the late answer: Err() = %v, want ErrLost", err)
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if h.heapIndex >= 0 {
+			t.Error("the ended hold is still on the watchdog's heap")
+		}
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -49,42 +50,44 @@ func (d *batchOnlyMutex) RefreshAll(ctx context.Context, locks []backend.Lock, t
 }
 
 func TestRWLeasesRenewedBesideBatch(t *testing.T) {
-	d, _ := memlock.NewStore().NewDriver(nil)
-	bd := &batchOnlyMutex{Driver: d}
-	l := distlock.New(bd, distlock.WithDefaultTTL(150*time.Millisecond))
-	defer l.Close()
-	ctx := context.Background()
-	m, err := l.RWMutex("rw")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var leases []*distlock.Lease
-	for _, k := range []string{"a", "b"} {
-		le, err := l.Acquire(ctx, k)
+	synctest.Test(t, func(t *testing.T) {
+		d, _ := memlock.NewStore().NewDriver(nil)
+		bd := &batchOnlyMutex{Driver: d}
+		l := distlock.New(bd, distlock.WithDefaultTTL(150*time.Millisecond))
+		defer l.Close()
+		ctx := context.Background()
+		m, err := l.RWMutex("rw")
 		if err != nil {
 			t.Fatal(err)
 		}
-		leases = append(leases, le)
-	}
-	r, err := m.RLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m2, _ := l.RWMutex("rw2")
-	w, err := m2.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leases = append(leases, r, w)
-	time.Sleep(600 * time.Millisecond) // four TTLs: renewed several times
-	for _, le := range leases {
-		if err := le.Err(); err != nil {
-			t.Errorf("lease on %q: %v", le.Key(), err)
+		var leases []*distlock.Lease
+		for _, k := range []string{"a", "b"} {
+			le, err := l.Acquire(ctx, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			leases = append(leases, le)
 		}
-	}
-	if bd.batched.Load() == 0 {
-		t.Error("the mutex leases were never renewed through RefreshAll")
-	}
+		r, err := m.RLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m2, _ := l.RWMutex("rw2")
+		w, err := m2.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, r, w)
+		time.Sleep(600 * time.Millisecond) // four TTLs: renewed several times
+		for _, le := range leases {
+			if err := le.Err(); err != nil {
+				t.Errorf("lease on %q: %v", le.Key(), err)
+			}
+		}
+		if bd.batched.Load() == 0 {
+			t.Error("the mutex leases were never renewed through RefreshAll")
+		}
+	})
 }
 
 // TestRWUpgradeWhileReading: an owner whose read is still waiting is as

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -172,22 +173,24 @@ func (silentDriver) TryAcquire(ctx context.Context, _ backend.Request) (backend.
 // the deadline stays recognisable; a ctx the caller canceled is not
 // unavailability.
 func TestUnansweredTryAcquireUnavailable(t *testing.T) {
-	d, err := memlock.NewStore().NewDriver(&memlock.Options{Wait: backend.WaitPoll})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := distlock.New(silentDriver{d})
-	defer l.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	_, err = l.TryAcquire(ctx, "k")
-	if !errors.Is(err, distlock.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("TryAcquire on a silent store = %v, want ErrUnavailable and DeadlineExceeded", err)
-	}
-	cctx, ccancel := context.WithCancel(context.Background())
-	time.AfterFunc(20*time.Millisecond, ccancel)
-	_, err = l.TryAcquire(cctx, "k")
-	if errors.Is(err, distlock.ErrUnavailable) || !errors.Is(err, context.Canceled) {
-		t.Errorf("TryAcquire canceled by its caller = %v, want context.Canceled only", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		d, err := memlock.NewStore().NewDriver(&memlock.Options{Wait: backend.WaitPoll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := distlock.New(silentDriver{d})
+		defer l.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_, err = l.TryAcquire(ctx, "k")
+		if !errors.Is(err, distlock.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("TryAcquire on a silent store = %v, want ErrUnavailable and DeadlineExceeded", err)
+		}
+		cctx, ccancel := context.WithCancel(context.Background())
+		time.AfterFunc(20*time.Millisecond, ccancel)
+		_, err = l.TryAcquire(cctx, "k")
+		if errors.Is(err, distlock.ErrUnavailable) || !errors.Is(err, context.Canceled) {
+			t.Errorf("TryAcquire canceled by its caller = %v, want context.Canceled only", err)
+		}
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -88,143 +89,145 @@ func stalledLocker(t *testing.T, opts ...distlock.LockerOption) (*memlock.Driver
 // Refresh), every primitive's lease ends no later than its Deadline(), the
 // calls return then, and the late answers after Heal change nothing.
 func TestStallEndsEveryLeaseAtDeadline(t *testing.T) {
-	d, l, evs := stalledLocker(t)
-	ctx := context.Background()
-	type held struct {
-		what     string
-		key      string
-		done     <-chan struct{}
-		err      func() error
-		deadline func() time.Time
-		ended    time.Time
-	}
-	var hs []*held
-	add := func(what string) func(*distlock.Lease, error) *distlock.Lease {
-		return func(le *distlock.Lease, err error) *distlock.Lease {
-			t.Helper()
-			if err != nil {
-				t.Fatalf("%s: %v", what, err)
+	synctest.Test(t, func(t *testing.T) {
+		d, l, evs := stalledLocker(t)
+		ctx := context.Background()
+		type held struct {
+			what     string
+			key      string
+			done     <-chan struct{}
+			err      func() error
+			deadline func() time.Time
+			ended    time.Time
+		}
+		var hs []*held
+		add := func(what string) func(*distlock.Lease, error) *distlock.Lease {
+			return func(le *distlock.Lease, err error) *distlock.Lease {
+				t.Helper()
+				if err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				hs = append(hs, &held{what: what, key: le.Key(), done: le.Done(), err: le.Err, deadline: le.Deadline})
+				return le
 			}
-			hs = append(hs, &held{what: what, key: le.Key(), done: le.Done(), err: le.Err, deadline: le.Deadline})
-			return le
 		}
-	}
-	add("mutex")(l.Acquire(ctx, "mutex"))
-	noRenew := add("lease refreshed by its user")(l.Acquire(ctx, "user-refresh", distlock.WithoutAutoRenew()))
-	reentered := add("re-entered lease")(l.Acquire(ctx, "reenter"))
-	sem, err := l.Semaphore("sem", 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	add("semaphore permit")(sem.Acquire(ctx))
-	rw, err := l.RWMutex("rw-read")
-	if err != nil {
-		t.Fatal(err)
-	}
-	add("read hold")(rw.RLock(ctx))
-	rw2, _ := l.RWMutex("rw-write")
-	add("write hold")(rw2.Lock(ctx))
-	ml, err := l.AcquireAll(ctx, []string{"multi-1", "multi-2"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs = append(hs, &held{what: "multi-lock", key: "multi-1", done: ml.Done(), err: ml.Err, deadline: ml.Deadline})
-	el, err := l.Election("election")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ld, err := el.Campaign(ctx, "me")
-	if err != nil {
-		t.Fatal(err)
-	}
-	add("leadership term")(ld.Lease(), nil)
+		add("mutex")(l.Acquire(ctx, "mutex"))
+		noRenew := add("lease refreshed by its user")(l.Acquire(ctx, "user-refresh", distlock.WithoutAutoRenew()))
+		reentered := add("re-entered lease")(l.Acquire(ctx, "reenter"))
+		sem, err := l.Semaphore("sem", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		add("semaphore permit")(sem.Acquire(ctx))
+		rw, err := l.RWMutex("rw-read")
+		if err != nil {
+			t.Fatal(err)
+		}
+		add("read hold")(rw.RLock(ctx))
+		rw2, _ := l.RWMutex("rw-write")
+		add("write hold")(rw2.Lock(ctx))
+		ml, err := l.AcquireAll(ctx, []string{"multi-1", "multi-2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, &held{what: "multi-lock", key: "multi-1", done: ml.Done(), err: ml.Err, deadline: ml.Deadline})
+		el, err := l.Election("election")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ld, err := el.Campaign(ctx, "me")
+		if err != nil {
+			t.Fatal(err)
+		}
+		add("leadership term")(ld.Lease(), nil)
 
-	d.Stall()
-	stalled := time.Now()
-	calls := map[string]chan error{"Lease.Refresh": make(chan error, 1), "MultiLease.Refresh": make(chan error, 1)}
-	go func() { calls["Lease.Refresh"] <- noRenew.Refresh(ctx, 0) }()
-	go func() { calls["MultiLease.Refresh"] <- ml.Refresh(ctx, 0) }()
-	// A re-entry asking for a longer TTL: its extension hangs too. Once
-	// the hold is lost it acquires afresh, which waits for the stall to end
-	// (acquisitions are not leases: they have no deadline of their own).
-	reentry := make(chan error, 1)
-	go func() {
-		rctx, cancel := context.WithTimeout(ctx, 5*stallTTL)
-		defer cancel()
-		le, err := l.Acquire(rctx, "reenter", distlock.WithOwner(reentered.Owner()), distlock.WithTTL(10*stallTTL))
-		if err == nil {
-			_ = le.Release(ctx)
-		}
-		reentry <- err
-	}()
-
-	bound := 20 * stallTTL
-	var wg sync.WaitGroup
-	for _, h := range hs {
-		wg.Go(func() {
-			select {
-			case <-h.done:
-				h.ended = time.Now()
-			case <-time.After(bound):
-			}
-		})
-	}
-	wg.Wait()
-	for _, h := range hs {
-		dl := h.deadline()
-		switch {
-		case h.ended.IsZero():
-			t.Errorf("%s: not ended %v into the stall (deadline %v into it)", h.what, bound, dl.Sub(stalled).Round(time.Millisecond))
-		case h.ended.After(dl.Add(stallTTL)):
-			t.Errorf("%s: ended %v after its deadline", h.what, h.ended.Sub(dl).Round(time.Millisecond))
-		}
-		if err := h.err(); !errors.Is(err, distlock.ErrLost) {
-			t.Errorf("%s: Err() = %v, want ErrLost", h.what, err)
-		}
-	}
-	for what, ch := range calls {
-		select {
-		case err := <-ch:
+		d.Stall()
+		stalled := time.Now()
+		calls := map[string]chan error{"Lease.Refresh": make(chan error, 1), "MultiLease.Refresh": make(chan error, 1)}
+		go func() { calls["Lease.Refresh"] <- noRenew.Refresh(ctx, 0) }()
+		go func() { calls["MultiLease.Refresh"] <- ml.Refresh(ctx, 0) }()
+		// A re-entry asking for a longer TTL: its extension hangs too. Once
+		// the hold is lost it acquires afresh, which waits for the stall to end
+		// (acquisitions are not leases: they have no deadline of their own).
+		reentry := make(chan error, 1)
+		go func() {
+			rctx, cancel := context.WithTimeout(ctx, 5*stallTTL)
+			defer cancel()
+			le, err := l.Acquire(rctx, "reenter", distlock.WithOwner(reentered.Owner()), distlock.WithTTL(10*stallTTL))
 			if err == nil {
-				t.Errorf("%s on a lease that ended while it was out: nil error", what)
+				_ = le.Release(ctx)
 			}
-			t.Logf("%s: %v", what, err)
-		case <-time.After(bound):
-			t.Errorf("%s: still not returned %v into the stall, after its lease ended", what, bound)
-		}
-	}
+			reentry <- err
+		}()
 
-	d.Heal() // the late answers come now
-	select {
-	case err := <-reentry:
-		t.Logf("re-entry: %v", err)
-	case <-time.After(bound):
-		t.Errorf("re-entry: not returned %v after the stall ended", bound)
-	}
-	if err := l.Close(); err != nil {
-		t.Logf("Close: %v", err)
-	} // waits for them
-	for _, h := range hs {
-		if err := h.err(); !errors.Is(err, distlock.ErrLost) {
-			t.Errorf("%s: after the late answers, Err() = %v, want ErrLost still", h.what, err)
+		bound := 20 * stallTTL
+		var wg sync.WaitGroup
+		for _, h := range hs {
+			wg.Go(func() {
+				select {
+				case <-h.done:
+					h.ended = time.Now()
+				case <-time.After(bound):
+				}
+			})
 		}
-	}
-	type grant struct {
-		key   string
-		token uint64
-	}
-	lost := map[grant]bool{}
-	for _, ev := range evs.all() {
-		g := grant{ev.Key, ev.Token}
-		switch {
-		case ev.Kind == distlock.EventLost:
-			lost[g] = true
-		case ev.Kind == distlock.EventAcquired:
-			lost[g] = false // a new hold (the same owner may re-enter the store's hold, token and all)
-		case lost[g]:
-			t.Errorf("%v event for %q (token %d) after its loss: a late answer changed something", ev.Kind, ev.Key, ev.Token)
+		wg.Wait()
+		for _, h := range hs {
+			dl := h.deadline()
+			switch {
+			case h.ended.IsZero():
+				t.Errorf("%s: not ended %v into the stall (deadline %v into it)", h.what, bound, dl.Sub(stalled).Round(time.Millisecond))
+			case h.ended.After(dl.Add(stallTTL)):
+				t.Errorf("%s: ended %v after its deadline", h.what, h.ended.Sub(dl).Round(time.Millisecond))
+			}
+			if err := h.err(); !errors.Is(err, distlock.ErrLost) {
+				t.Errorf("%s: Err() = %v, want ErrLost", h.what, err)
+			}
 		}
-	}
+		for what, ch := range calls {
+			select {
+			case err := <-ch:
+				if err == nil {
+					t.Errorf("%s on a lease that ended while it was out: nil error", what)
+				}
+				t.Logf("%s: %v", what, err)
+			case <-time.After(bound):
+				t.Errorf("%s: still not returned %v into the stall, after its lease ended", what, bound)
+			}
+		}
+
+		d.Heal() // the late answers come now
+		select {
+		case err := <-reentry:
+			t.Logf("re-entry: %v", err)
+		case <-time.After(bound):
+			t.Errorf("re-entry: not returned %v after the stall ended", bound)
+		}
+		if err := l.Close(); err != nil {
+			t.Logf("Close: %v", err)
+		} // waits for them
+		for _, h := range hs {
+			if err := h.err(); !errors.Is(err, distlock.ErrLost) {
+				t.Errorf("%s: after the late answers, Err() = %v, want ErrLost still", h.what, err)
+			}
+		}
+		type grant struct {
+			key   string
+			token uint64
+		}
+		lost := map[grant]bool{}
+		for _, ev := range evs.all() {
+			g := grant{ev.Key, ev.Token}
+			switch {
+			case ev.Kind == distlock.EventLost:
+				lost[g] = true
+			case ev.Kind == distlock.EventAcquired:
+				lost[g] = false // a new hold (the same owner may re-enter the store's hold, token and all)
+			case lost[g]:
+				t.Errorf("%v event for %q (token %d) after its loss: a late answer changed something", ev.Kind, ev.Key, ev.Token)
+			}
+		}
+	})
 }
 
 // TestStalledReleaseReturnsAtCtx: a Release whose driver call hangs
@@ -232,54 +235,56 @@ func TestStallEndsEveryLeaseAtDeadline(t *testing.T) {
 // by the same owner waits for the release's late answer instead of racing
 // it in the store.
 func TestStalledReleaseReturnsAtCtx(t *testing.T) {
-	d, l, _ := stalledLocker(t)
-	ctx := context.Background()
-	le, err := l.Acquire(ctx, "release", distlock.WithTTL(10*stallTTL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Stall()
-	rctx, cancel := context.WithTimeout(ctx, stallTTL/3)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- le.Release(rctx) }()
-	select {
-	case err = <-done:
-	case <-time.After(20 * stallTTL):
-		t.Fatal("Release still not returned 20 TTLs after its ctx ended")
-	}
-	if !errors.Is(err, distlock.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Release = %v, want ErrUnavailable and DeadlineExceeded", err)
-	}
-	t.Logf("Release: %v", err)
-	select {
-	case <-le.Done():
-	default:
-		t.Error("Done not closed after Release returned")
-	}
-	if err := le.Err(); !errors.Is(err, distlock.ErrReleased) {
-		t.Errorf("Err() = %v, want ErrReleased", err)
-	}
-	again := make(chan error, 1)
-	go func() {
-		le2, err := l.Acquire(ctx, "release", distlock.WithOwner(le.Owner()))
-		if err == nil {
-			if le2.Token() == le.Token() {
-				err = errors.New("re-acquired with the released hold's token: it re-entered a hold being released")
-			}
-			_ = le2.Release(ctx)
-		}
-		again <- err
-	}()
-	d.Heal()
-	select {
-	case err := <-again:
+	synctest.Test(t, func(t *testing.T) {
+		d, l, _ := stalledLocker(t)
+		ctx := context.Background()
+		le, err := l.Acquire(ctx, "release", distlock.WithTTL(10*stallTTL))
 		if err != nil {
-			t.Errorf("Acquire by the same owner after the late release: %v", err)
+			t.Fatal(err)
 		}
-	case <-time.After(20 * stallTTL):
-		t.Fatal("Acquire by the same owner not returned after the stall ended")
-	}
+		d.Stall()
+		rctx, cancel := context.WithTimeout(ctx, stallTTL/3)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- le.Release(rctx) }()
+		select {
+		case err = <-done:
+		case <-time.After(20 * stallTTL):
+			t.Fatal("Release still not returned 20 TTLs after its ctx ended")
+		}
+		if !errors.Is(err, distlock.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Release = %v, want ErrUnavailable and DeadlineExceeded", err)
+		}
+		t.Logf("Release: %v", err)
+		select {
+		case <-le.Done():
+		default:
+			t.Error("Done not closed after Release returned")
+		}
+		if err := le.Err(); !errors.Is(err, distlock.ErrReleased) {
+			t.Errorf("Err() = %v, want ErrReleased", err)
+		}
+		again := make(chan error, 1)
+		go func() {
+			le2, err := l.Acquire(ctx, "release", distlock.WithOwner(le.Owner()))
+			if err == nil {
+				if le2.Token() == le.Token() {
+					err = errors.New("re-acquired with the released hold's token: it re-entered a hold being released")
+				}
+				_ = le2.Release(ctx)
+			}
+			again <- err
+		}()
+		d.Heal()
+		select {
+		case err := <-again:
+			if err != nil {
+				t.Errorf("Acquire by the same owner after the late release: %v", err)
+			}
+		case <-time.After(20 * stallTTL):
+			t.Fatal("Acquire by the same owner not returned after the stall ended")
+		}
+	})
 }
 
 // TestStalledRefreshIsDoubt: a user's Refresh whose ctx ends before the
@@ -325,37 +330,39 @@ func TestStalledRefreshIsDoubt(t *testing.T) {
 // extension goes unanswered until its short ctx ends fails, and the hold
 // stays: in doubt, not lost.
 func TestStalledReentryKeepsHold(t *testing.T) {
-	d, l, _ := stalledLocker(t)
-	ctx := context.Background()
-	le, err := l.Acquire(ctx, "reenter", distlock.WithTTL(30*stallTTL), distlock.WithoutAutoRenew())
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Stall()
-	actx, cancel := context.WithTimeout(le.Context(), stallTTL/3)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		le2, err := l.Acquire(actx, "reenter", distlock.WithTTL(100*stallTTL))
-		if err == nil {
-			err = errors.New("re-entered while the extension was unanswered")
-			_ = le2.Release(ctx)
+	synctest.Test(t, func(t *testing.T) {
+		d, l, _ := stalledLocker(t)
+		ctx := context.Background()
+		le, err := l.Acquire(ctx, "reenter", distlock.WithTTL(30*stallTTL), distlock.WithoutAutoRenew())
+		if err != nil {
+			t.Fatal(err)
 		}
-		done <- err
-	}()
-	select {
-	case err = <-done:
-	case <-time.After(20 * stallTTL):
-		t.Fatal("the re-entry still not returned 20 TTLs after its ctx ended")
-	}
-	if !errors.Is(err, distlock.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("re-entry = %v, want ErrUnavailable and DeadlineExceeded", err)
-	}
-	t.Logf("re-entry: %v", err)
-	if err := le.Err(); err != nil {
-		t.Errorf("the first lease after the cut extension: Err() = %v, want nil", err)
-	}
-	if s := le.State(); s != distlock.StateInDoubt {
-		t.Errorf("State() = %v, want in doubt", s)
-	}
+		d.Stall()
+		actx, cancel := context.WithTimeout(le.Context(), stallTTL/3)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			le2, err := l.Acquire(actx, "reenter", distlock.WithTTL(100*stallTTL))
+			if err == nil {
+				err = errors.New("re-entered while the extension was unanswered")
+				_ = le2.Release(ctx)
+			}
+			done <- err
+		}()
+		select {
+		case err = <-done:
+		case <-time.After(20 * stallTTL):
+			t.Fatal("the re-entry still not returned 20 TTLs after its ctx ended")
+		}
+		if !errors.Is(err, distlock.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("re-entry = %v, want ErrUnavailable and DeadlineExceeded", err)
+		}
+		t.Logf("re-entry: %v", err)
+		if err := le.Err(); err != nil {
+			t.Errorf("the first lease after the cut extension: Err() = %v, want nil", err)
+		}
+		if s := le.State(); s != distlock.StateInDoubt {
+			t.Errorf("State() = %v, want in doubt", s)
+		}
+	})
 }

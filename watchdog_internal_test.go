@@ -3,6 +3,7 @@ package distlock
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/distlock/distlock/memlock"
@@ -18,28 +19,30 @@ import (
 // (the queue was empty when it looked, so it slept an hour, and the next
 // acquisition, due sooner, woke it again).
 func TestWatchdogSleepsThroughShortLeases(t *testing.T) {
-	d, err := memlock.NewStore().NewDriver(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := New(d)
-	defer l.Close()
-	ctx := context.Background()
-	const pairs = 50
-	for range pairs {
-		le, err := l.Acquire(ctx, "short", WithTTL(time.Minute))
+	synctest.Test(t, func(t *testing.T) {
+		d, err := memlock.NewStore().NewDriver(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := le.Release(ctx); err != nil {
-			t.Fatal(err)
+		l := New(d)
+		defer l.Close()
+		ctx := context.Background()
+		const pairs = 50
+		for range pairs {
+			le, err := l.Acquire(ctx, "short", WithTTL(time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := le.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait() // a woken loop has run
 		}
-		time.Sleep(200 * time.Microsecond) // time for a woken loop to run
-	}
-	l.mu.Lock()
-	wakes := l.wd.wakes
-	l.mu.Unlock()
-	if wakes > 3 {
-		t.Errorf("the watchdog looked at its queue %d times for %d short leases, want at most 3", wakes, pairs)
-	}
+		l.mu.Lock()
+		wakes := l.wd.wakes
+		l.mu.Unlock()
+		if wakes > 3 {
+			t.Errorf("the watchdog looked at its queue %d times for %d short leases, want at most 3", wakes, pairs)
+		}
+	})
 }
