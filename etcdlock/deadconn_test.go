@@ -21,10 +21,9 @@ type freezer struct {
 	ln     net.Listener
 	target string
 
-	mu     sync.Mutex
-	conns  []*frozenLink
-	closed bool
-	wg     sync.WaitGroup
+	mu    sync.Mutex
+	conns []*frozenLink
+	wg    sync.WaitGroup
 }
 
 type frozenLink struct {

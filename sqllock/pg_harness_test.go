@@ -191,10 +191,6 @@ func (h *pgHarness) Delete(ctx context.Context, key string) error {
 	return h.s.killHolderIn(ctx, h.table(), key)
 }
 
-func (s *pgServer) killHolder(ctx context.Context, key string) error {
-	return s.killHolderIn(ctx, testTable, key)
-}
-
 // killHolderIn terminates the session of key's last holder in table.
 func (s *pgServer) killHolderIn(ctx context.Context, table, key string) error {
 	var ok bool
