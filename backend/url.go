@@ -71,6 +71,14 @@ func ParseURL(raw string) (*URL, error) {
 	if parsed.Fragment != "" || strings.Contains(tail, "#") {
 		return nil, fmt.Errorf("%w: URL %q: fragments (#...) are not allowed", ErrInvalidConfig, redactRaw(raw))
 	}
+	rawPath, _, _ := strings.Cut(tail, "?")
+	if scrubSecrets(rawPath) != rawPath || scrubSecrets(parsed.Path) != parsed.Path {
+		// A keyword's value runs to the next space, as libpq reads it, so
+		// a '?' in it would start the query and show the rest of it as
+		// parameter names: the URL is refused, and echoed as redactRaw
+		// shows it (every keyword's value hidden).
+		return nil, fmt.Errorf("%w: URL %q: the path holds a password=, pass= or pwd= keyword: give a password as user:password@", ErrInvalidConfig, redactRaw(raw))
+	}
 	u.Path = parsed.Path
 	if hostlist != "" {
 		for h := range strings.SplitSeq(hostlist, ",") {
