@@ -136,9 +136,9 @@ func (l *Locker) acquireMode(ctx context.Context, key string, opts []Option, wai
 	}
 	var g backend.Grant
 	if mode == 0 {
-		g, err = l.obtain(ctx, req, wait)
+		g, err = l.obtain(ctx, h, req, wait)
 	} else {
-		g, err = l.obtainRW(ctx, req, mode, wait)
+		g, err = l.obtainRW(ctx, h, req, mode, wait)
 	}
 	return l.settle(ctx, h, g, err, ttl, !c.noRenew)
 }
@@ -319,6 +319,9 @@ func (l *Locker) settle(ctx context.Context, h *hold, g backend.Grant, err error
 		l.goCall(func() { l.releaseQuietly(lock) })
 		err = cause
 	}
+	if err == nil {
+		err = l.lateAtSettle(h, g, ttl)
+	}
 	if err != nil {
 		h.state = holdEnded
 		delete(l.holds, h.hk())
@@ -349,6 +352,23 @@ func (l *Locker) settle(ctx context.Context, h *hold, g backend.Grant, err error
 	l.wd.reschedule(h)
 	l.startWatchdog()
 	return l.newLease(ctx, h), nil
+}
+
+// lateAtSettle gives g's lock back and returns an error matching
+// ErrUnavailable if g's validity (grantEnd, a doubt pushed while h was
+// pending included) has run out by the time it is recorded: the wait's own
+// check (Locker.valid) came before a scheduler delay, or a doubt pushed
+// after it. Never a Lease whose Deadline has passed. Locker.mu is held.
+func (l *Locker) lateAtSettle(h *hold, g backend.Grant, ttl time.Duration) error {
+	end := l.grantEnd(h, g, grantLife(g, ttl))
+	late := time.Since(end)
+	if late < 0 {
+		return nil
+	}
+	if lock := g.Lock; lock != nil {
+		l.goCall(func() { l.releaseQuietly(lock) })
+	}
+	return fmt.Errorf("%w: the grant's validity ran out %v before it was recorded", ErrUnavailable, late.Round(time.Millisecond))
 }
 
 // newLease makes a Lease on h. Locker.mu is held.

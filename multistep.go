@@ -69,7 +69,7 @@ func (l *Locker) takeAtOnce(ctx context.Context, keys []string, owner string, op
 		err = fmt.Errorf("the %s driver granted %d locks for %d keys", l.caps.Name, len(grants), len(reqs))
 	}
 	if err == nil {
-		err = l.lateGrants(grants, ttl, started)
+		err = l.lateGrants(holds, grants, ttl, started)
 	}
 	if err != nil {
 		for i, h := range holds {
@@ -86,13 +86,17 @@ func (l *Locker) takeAtOnce(ctx context.Context, keys []string, owner string, op
 
 // lateGrants gives every grant of a store step back and returns an error
 // matching ErrUnavailable if any of them arrived after its validity ran
-// out (see Locker.valid); nil if all are valid.
-func (l *Locker) lateGrants(grants []backend.Grant, ttl time.Duration, sent time.Time) error {
-	for _, g := range grants {
+// out (see Locker.valid); nil if all are valid. holds[i] is the pending
+// hold of grants[i].
+func (l *Locker) lateGrants(holds []*hold, grants []backend.Grant, ttl time.Duration, sent time.Time) error {
+	for i, g := range grants {
 		if g.ValidFrom.IsZero() {
 			g.ValidFrom = sent
 		}
-		if late := time.Since(validUntil(g, ttl, l.cfg.drift)); late >= 0 {
+		l.mu.Lock()
+		end := l.grantEnd(holds[i], g, grantLife(g, ttl))
+		l.mu.Unlock()
+		if late := time.Since(end); late >= 0 {
 			l.releaseGrants(grants)
 			return fmt.Errorf("%w: the grants arrived %v after their validity ran out", ErrUnavailable, late.Round(time.Millisecond))
 		}

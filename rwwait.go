@@ -11,11 +11,12 @@ import (
 // store's release announcements or backoff. A wait for the write side that
 // ends without a grant withdraws its waiting mark, so a writer that gave
 // up keeps no reader out.
-func (l *Locker) obtainRW(ctx context.Context, req backend.Request, mode backend.RWMode, wait bool) (backend.Grant, error) {
+func (l *Locker) obtainRW(ctx context.Context, h *hold, req backend.Request, mode backend.RWMode, wait bool) (backend.Grant, error) {
 	rw := l.d.(backend.RWLocker)
 	ops := storeOps{
-		key:   req.Key,
-		ttl:   req.TTL,
+		key:     req.Key,
+		ttl:     req.TTL,
+		pending: h,
 		try:   func(ctx context.Context) (backend.Grant, error) { return rw.TryAcquireRW(ctx, req, mode, false) },
 		retry: func(ctx context.Context) (backend.Grant, error) { return rw.TryAcquireRW(ctx, req, mode, true) },
 	}

@@ -152,7 +152,9 @@ func (s *Semaphore) acquireAs(ctx context.Context, n int, opts []Option, wait bo
 		},
 		Limit: s.limit, Permits: n,
 	}
-	g, err := l.obtainWith(ctx, s.ops(req), wait)
+	ops := s.ops(req)
+	ops.pending = h
+	g, err := l.obtainWith(ctx, ops, wait)
 	return l.settle(ctx, h, g, err, ttl, !c.noRenew)
 }
 

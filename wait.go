@@ -22,8 +22,8 @@ const (
 
 // obtain gets a grant from the driver: one attempt, the driver's own queue,
 // or a retry loop woken by store notifications or backoff.
-func (l *Locker) obtain(ctx context.Context, req backend.Request, wait bool) (backend.Grant, error) {
-	return l.obtainWith(ctx, storeOps{key: req.Key, ttl: req.TTL, lock: req, isLock: true}, wait)
+func (l *Locker) obtain(ctx context.Context, h *hold, req backend.Request, wait bool) (backend.Grant, error) {
+	return l.obtainWith(ctx, storeOps{key: req.Key, ttl: req.TTL, lock: req, isLock: true, pending: h}, wait)
 }
 
 // storeOps are the store calls a wait is made of, for a lock or for a
@@ -47,6 +47,9 @@ type storeOps struct {
 	// maxDelay, if positive, caps each sleep of a retry loop (a waiting
 	// writer's mark must be renewed within its TTL).
 	maxDelay time.Duration
+	// pending is the hold the grant is for: a doubt the driver pushed
+	// while it was pending may end a grant's validity sooner (grantEnd).
+	pending *hold
 }
 
 // obtainWith gets a grant through ops: one attempt, the store's queue, or
@@ -63,7 +66,7 @@ func (l *Locker) obtainWith(ctx context.Context, ops storeOps, wait bool) (backe
 	case !wait:
 		g, err = l.try(ctx, &ops, false)
 		if err == nil {
-			g, err = l.valid(g, ops.ttl, started)
+			g, err = l.valid(g, &ops, started)
 		}
 		err = unanswered(ctx, err)
 		l.tel.storeError(ctx, "acquire", err)
@@ -82,11 +85,13 @@ func (l *Locker) obtainWith(ctx context.Context, ops storeOps, wait bool) (backe
 // handed the lock to someone else by now (a reply slower than the TTL, or
 // a queue's grant counted from a session last confirmed longer ago). ttl
 // is the TTL asked for. A wait then tries again, as after an outage.
-func (l *Locker) valid(g backend.Grant, ttl time.Duration, sent time.Time) (backend.Grant, error) {
+func (l *Locker) valid(g backend.Grant, ops *storeOps, sent time.Time) (backend.Grant, error) {
 	if g.ValidFrom.IsZero() {
 		g.ValidFrom = sent
 	}
-	end := validUntil(g, ttl, l.cfg.drift)
+	l.mu.Lock()
+	end := l.grantEnd(ops.pending, g, grantLife(g, ops.ttl))
+	l.mu.Unlock()
 	if late := time.Since(end); late < 0 {
 		return g, nil
 	} else if lock := g.Lock; lock != nil {
@@ -96,15 +101,27 @@ func (l *Locker) valid(g backend.Grant, ttl time.Duration, sent time.Time) (back
 	return backend.Grant{}, fmt.Errorf("%w: the grant arrived after its validity ran out", ErrUnavailable)
 }
 
-// validUntil is the end of a grant's client-side validity: from its
-// ValidFrom, the life the store applied (g.TTL, else the TTL asked for)
-// less the drift margin.
-func validUntil(g backend.Grant, ttl time.Duration, drift func(time.Duration) time.Duration) time.Time {
-	life := ttl
+// grantLife is the life the store applied to g: g.TTL, else the TTL
+// asked for.
+func grantLife(g backend.Grant, ttl time.Duration) time.Duration {
 	if g.TTL > 0 {
-		life = g.TTL
+		return g.TTL
 	}
-	return g.ValidFrom.Add(life - drift(life))
+	return ttl
+}
+
+// grantEnd is the end of a grant's client-side validity, for the pending
+// hold h (nil if none): from its ValidFrom, the life the store applied
+// less the drift margin; and no later than the end of a doubt the driver
+// pushed while h was pending, unless the grant was confirmed after that
+// doubt began (doubtAtGrant applies the same rule to the hold). Locker.mu
+// is held.
+func (l *Locker) grantEnd(h *hold, g backend.Grant, life time.Duration) time.Time {
+	end := g.ValidFrom.Add(life - l.cfg.drift(life))
+	if h != nil && h.doubt.cause != nil && !h.doubt.until.IsZero() && !g.ValidFrom.After(h.doubt.at) {
+		end = earliest(end, h.doubt.until.Add(-l.cfg.drift(life)))
+	}
+	return end
 }
 
 // unanswered marks a single attempt that ended with its ctx's deadline,
@@ -171,7 +188,7 @@ func (l *Locker) queueWait(ctx context.Context, ops *storeOps, started time.Time
 			g, err = ops.wait(ctx)
 		}
 		if err == nil {
-			g, err = l.valid(g, ops.ttl, started)
+			g, err = l.valid(g, ops, started)
 		}
 		l.tel.storeError(ctx, "wait", err)
 		if err == nil || !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
@@ -195,7 +212,7 @@ func (l *Locker) retryWait(ctx context.Context, ops *storeOps) (backend.Grant, e
 		sent := time.Now()
 		g, err := l.try(ctx, ops, true)
 		if err == nil {
-			g, err = l.valid(g, ops.ttl, sent)
+			g, err = l.valid(g, ops, sent)
 		}
 		l.tel.storeError(ctx, "acquire", err)
 		if err == nil {
