@@ -17,8 +17,8 @@ func (l *Locker) obtainRW(ctx context.Context, h *hold, req backend.Request, mod
 		key:     req.Key,
 		ttl:     req.TTL,
 		pending: h,
-		try:   func(ctx context.Context) (backend.Grant, error) { return rw.TryAcquireRW(ctx, req, mode, false) },
-		retry: func(ctx context.Context) (backend.Grant, error) { return rw.TryAcquireRW(ctx, req, mode, true) },
+		try:     func(ctx context.Context) (backend.Grant, error) { return rw.TryAcquireRW(ctx, req, mode, false) },
+		retry:   func(ctx context.Context) (backend.Grant, error) { return rw.TryAcquireRW(ctx, req, mode, true) },
 	}
 	if mode == backend.Write {
 		// A writer attempts at least every third of its TTL, which keeps
