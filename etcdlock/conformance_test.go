@@ -17,7 +17,7 @@ func runConformance(t *testing.T, nodes int) *cluster {
 	prefix := "conformance/" + t.Name() + "/"
 	conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
 		return newHarness(c, prefix), nil
-	})
+	}, conformance.Parallel(4))
 	// Keys of dead or given-up clients expire with their lease.
 	var left []string
 	deadline := time.Now().Add(3 * testTTL)

@@ -53,7 +53,7 @@ func TestConformanceModuleEtcd(t *testing.T) {
 	t.Run("Conformance", func(t *testing.T) {
 		conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
 			return newHarness(c, "conformance-module/"), nil
-		})
+		}, conformance.Parallel(4))
 	})
 	for _, near := range []int{2, 1} {
 		t.Run(fmt.Sprintf("FIFO/near=%d", near), func(t *testing.T) { testFIFO(t, c, near) })

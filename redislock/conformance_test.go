@@ -11,7 +11,7 @@ import (
 
 func TestConformanceSingle(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
-	conformance.Run(t, newHarness(g, "single").maker())
+	conformance.Run(t, newHarness(g, "single").maker(), conformance.Parallel(4))
 }
 
 func TestConformanceRedlock(t *testing.T) {
@@ -19,7 +19,7 @@ func TestConformanceRedlock(t *testing.T) {
 		t.Skip("short mode")
 	}
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
-	conformance.Run(t, newHarness(g, "redlock").maker())
+	conformance.Run(t, newHarness(g, "redlock").maker(), conformance.Parallel(4))
 }
 
 func TestConformanceCluster(t *testing.T) {
@@ -27,7 +27,7 @@ func TestConformanceCluster(t *testing.T) {
 		t.Skip("short mode")
 	}
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Topology: sandbox.Cluster})
-	conformance.Run(t, newHarness(g, "cluster").maker())
+	conformance.Run(t, newHarness(g, "cluster").maker(), conformance.Parallel(4))
 }
 
 // TestConformanceSingle, TestConformanceRedlock and TestConformanceCluster run the default wait
@@ -37,7 +37,7 @@ func TestConformanceNotify(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
 	h := newHarness(g, "single")
 	h.opts = &Options{Wait: WaitNotify}
-	conformance.Run(t, h.maker())
+	conformance.Run(t, h.maker(), conformance.Parallel(4))
 }
 
 func TestConformanceRedlockNotify(t *testing.T) {
@@ -47,7 +47,7 @@ func TestConformanceRedlockNotify(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
 	h := newHarness(g, "redlock")
 	h.opts = &Options{Wait: WaitNotify}
-	conformance.Run(t, h.maker())
+	conformance.Run(t, h.maker(), conformance.Parallel(4))
 }
 
 func TestConformanceClusterNotify(t *testing.T) {
@@ -57,7 +57,7 @@ func TestConformanceClusterNotify(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Topology: sandbox.Cluster})
 	h := newHarness(g, "cluster")
 	h.opts = &Options{Wait: WaitNotify}
-	conformance.Run(t, h.maker())
+	conformance.Run(t, h.maker(), conformance.Parallel(4))
 }
 
 // TestHarnessHooks checks the harness's Partitioner and ReplyDropper
