@@ -39,8 +39,8 @@ func TestKeysOnTheWire(t *testing.T) {
 			t.Errorf("key %q: semaphore parent %q, want %q", c.key, got, c.sem)
 		}
 		seg := c.mutex[len(defaultBase)+1:]
-		if k, err := decodeKey(seg); err != nil || k != c.key {
-			t.Errorf("decodeKey(%q) = %q, %v; want %q", seg, k, err, c.key)
+		if k, ok := decodeKey(seg); !ok || k != c.key {
+			t.Errorf("decodeKey(%q) = %q, %v; want %q", seg, k, ok, c.key)
 		}
 	}
 }
