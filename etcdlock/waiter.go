@@ -61,8 +61,8 @@ func (w *waiter) wait(ctx context.Context, qv queueView) error {
 // waitInLine steps a waiter's view v forward (step waits for the next
 // change ahead of it) until holds says it holds. A step failing with
 // ErrUnavailable keeps the waiter's place in line: pause waits with
-// backoff (5 ms doubling to 1 s, jittered) and decides whether to go on; any other
-// error ends the wait.
+// backoff (5 ms doubling to 1 s, jittered) and decides whether to go on;
+// any other error ends the wait.
 func waitInLine[V any](ctx context.Context, v V, holds func(V) bool,
 	step func(context.Context, V) (V, error), pause func(context.Context, time.Duration, error) error) error {
 	var bo backoff.Backoff

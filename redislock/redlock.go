@@ -767,10 +767,10 @@ func countVotes(res []acquireResult, errs []error) votes {
 func (v votes) split(quorum int) bool { return v.held < quorum && v.held+v.refused >= quorum }
 
 // askAgain asks the nodes that refused the attempt again, with a jittered
-// pause doubling from 100 µs to 5 ms, while mine() holds and the vote is split,
-// for at most splitWait(ttl) since first or until ctx ends; ask sends the
-// attempt to the given nodes and records their answers in res and errs.
-// It returns the final count.
+// pause doubling from 100 µs to 5 ms, while mine() holds and the vote is
+// split, for at most splitWait(ttl) since first or until ctx ends; ask
+// sends the attempt to the given nodes and records their answers in res
+// and errs. It returns the final count.
 func (r *Redlock) askAgain(ctx context.Context, ttl time.Duration, first time.Time, res []acquireResult, errs []error, ask func(only []int), mine func() bool) votes {
 	v := countVotes(res, errs)
 	budget := splitWait(ttl)

@@ -23,8 +23,8 @@ import (
 // part of a name.
 type Escaper struct{ escaped [256]bool }
 
-// The escapings of the stores whose names need one (sqllock hashes long
-// keys instead, memlock needs none).
+// The escapings of the stores whose names need one (sqllock and memlock
+// need none).
 var (
 	// Redis escapes '{' and '}': the escaped key stands inside a hash tag,
 	// which either would end early (or start anew).
