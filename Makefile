@@ -34,8 +34,8 @@ DOCKER_SKIP   ?= ^(TestConformanceModuleEtcd|TestConformanceNotify|TestConforman
 DOCKER_P      ?= 5
 # Fuzz targets as package:Name; `make fuzz` runs each for FUZZTIME, `make
 # test` for FUZZTIME_SHORT (go test runs one fuzz target at a time).
-FUZZ_TARGETS  ?= ./backend:FuzzParseURL .:FuzzCheckKey .:FuzzOptions ./redislock:FuzzKeysFor ./redislock:FuzzParseAcquire ./redislock:FuzzKeyOf ./etcdlock:FuzzKeyOf \
-                 ./etcdlock:FuzzLockRange ./zklock:FuzzParseName ./zklock:FuzzEncodeKeyDistinct \
+FUZZ_TARGETS  ?= ./backend:FuzzParseURL .:FuzzCheckKey .:FuzzOptions ./internal/keys:FuzzEscape ./redislock:FuzzKeysFor ./redislock:FuzzParseAcquire \
+                 ./etcdlock:FuzzLockRange ./etcdlock:FuzzTombName ./zklock:FuzzParseName \
                  ./redislock:FuzzURLParams ./sqllock:FuzzURLParamsMySQL ./sqllock:FuzzURLParamsPostgres ./zklock:FuzzURLParams \
                  ./etcdlock:FuzzURLParams ./memlock:FuzzURLParams
 # make test fuzzes all but the URL parameter targets (FuzzURLParams*,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/backoff"
 )
 
 // Waiting bounds. Polling starts fast, because most locks are held briefly,
@@ -178,7 +179,7 @@ func (l *Locker) subscribe(ctx context.Context, ops *storeOps) (<-chan struct{},
 // queueWait lets the driver wait in its store's queue, retrying the whole
 // wait (after backoff) if the store became unreachable.
 func (l *Locker) queueWait(ctx context.Context, ops *storeOps, started time.Time) (backend.Grant, error) {
-	var bo backoff
+	var bo backoff.Backoff
 	for {
 		var g backend.Grant
 		var err error
@@ -194,7 +195,7 @@ func (l *Locker) queueWait(ctx context.Context, ops *storeOps, started time.Time
 		if err == nil || !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
 			return g, waitErr(ctx, err, nil)
 		}
-		if serr := sleep(ctx, bo.next(pollMin, outageMax), nil); serr != nil {
+		if serr := sleep(ctx, bo.Next(pollMin, outageMax), nil); serr != nil {
 			return g, waitErr(ctx, serr, err)
 		}
 	}
@@ -204,7 +205,7 @@ func (l *Locker) queueWait(ctx context.Context, ops *storeOps, started time.Time
 // release announcements where the driver offers them.
 func (l *Locker) retryWait(ctx context.Context, ops *storeOps) (backend.Grant, error) {
 	var wake <-chan struct{}
-	var bo backoff
+	var bo backoff.Backoff
 	var lastErr error
 	unsubscribe := func() {}
 	defer func() { unsubscribe() }()
@@ -236,7 +237,7 @@ func (l *Locker) retryWait(ctx context.Context, ops *storeOps) (backend.Grant, e
 			delay = l.waitDelay(&bo, backend.RetryAfter(err), wake != nil)
 		case errors.Is(err, ErrUnavailable):
 			lastErr = err
-			delay = bo.next(pollMin, outageMax)
+			delay = bo.Next(pollMin, outageMax)
 		default:
 			return g, err
 		}
@@ -252,31 +253,18 @@ func (l *Locker) retryWait(ctx context.Context, ops *storeOps) (backend.Grant, e
 // waitDelay is how long a waiter sleeps after finding the lock held. A
 // notified waiter sleeps until the holder's TTL runs out (it is woken
 // earlier by a release); a polling one backs off, never past that TTL.
-func (l *Locker) waitDelay(bo *backoff, holderTTL time.Duration, notified bool) time.Duration {
+func (l *Locker) waitDelay(bo *backoff.Backoff, holderTTL time.Duration, notified bool) time.Duration {
 	if notified {
 		if holderTTL <= 0 || holderTTL > notifyMax {
 			holderTTL = notifyMax
 		}
 		return holderTTL + rand.N(pollMin)
 	}
-	d := bo.next(pollMin, pollMax)
+	d := bo.Next(pollMin, pollMax)
 	if holderTTL > 0 && holderTTL < d {
 		d = holderTTL + rand.N(pollMin)
 	}
 	return d
-}
-
-// backoff is jittered exponential backoff: each delay is drawn from the
-// upper half of a range that doubles up to a cap.
-type backoff struct{ cur time.Duration }
-
-func (b *backoff) next(lo, hi time.Duration) time.Duration {
-	if b.cur < lo {
-		b.cur = lo
-	} else {
-		b.cur = min(b.cur*2, hi)
-	}
-	return b.cur/2 + rand.N(b.cur/2+1)
 }
 
 // sleep waits for d, a wake-up, or the end of ctx.

@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/backoff"
 )
 
 // The watchdog is one goroutine per Locker that renews every auto-renewed
@@ -325,8 +325,7 @@ func (l *Locker) renewed(h *hold, sent time.Time, ttl time.Duration, err error) 
 // retryInterval is how soon a failed renewal is retried: a tenth of the TTL,
 // at most a second, jittered so many Lockers do not retry in step.
 func retryInterval(ttl time.Duration) time.Duration {
-	d := min(ttl/10, time.Second)
-	return d/2 + rand.N(d/2+1)
+	return backoff.Jitter(min(ttl/10, time.Second))
 }
 
 // holdHeap orders holds by their next event.

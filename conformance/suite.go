@@ -14,6 +14,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/testctx"
 )
 
 // caseTimeout bounds each case; a case that runs longer fails the run.
@@ -238,12 +239,9 @@ func (e *env) locker(t *testing.T, opts ...distlock.LockerOption) *client {
 	return &client{Locker: l, d: d, probe: p}
 }
 
-// ctx returns a context that ends after d, canceled when the case ends.
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxFor returns a context that ends after d, canceled when the case's
+// cleanups run (testctx.For).
+var ctxFor = testctx.For
 
 // mustAcquire acquires key or fails the case.
 func mustAcquire(t *testing.T, c *client, key string, opts ...distlock.Option) *distlock.Lease {

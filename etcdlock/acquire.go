@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/backoff"
 )
 
 // cleanupTimeout bounds the deletion of a key left by a failed attempt.
@@ -208,7 +209,7 @@ func (d *Driver) orphan(s *session, k ekey, put bool) {
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
-		delay := 50 * time.Millisecond
+		var bo backoff.Backoff
 		for {
 			ctx, cancel := context.WithTimeout(d.ctx, cleanupTimeout)
 			err := d.cleanup(ctx, s, k, put)
@@ -216,7 +217,7 @@ func (d *Driver) orphan(s *session, k ekey, put bool) {
 			if err == nil {
 				return
 			}
-			t := time.NewTimer(delay)
+			t := time.NewTimer(bo.Next(50*time.Millisecond, time.Second))
 			select {
 			case <-t.C:
 			case <-s.done:
@@ -226,7 +227,6 @@ func (d *Driver) orphan(s *session, k ekey, put bool) {
 				t.Stop()
 				return
 			}
-			delay = min(2*delay, time.Second)
 		}
 	}()
 }

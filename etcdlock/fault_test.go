@@ -1,7 +1,6 @@
 package etcdlock_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/internal/testctx"
 	"github.com/distlock/distlock/sandbox"
 )
 
@@ -46,11 +46,8 @@ func lockerTTL(t *testing.T, ttl time.Duration, endpoints ...string) (*distlock.
 	return l, d
 }
 
-func ctxT(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxT returns a context that ends after d (testctx.For).
+var ctxT = testctx.For
 
 // queued waits until key's range holds n keys (holder and waiters).
 func queued(t *testing.T, d *etcdlock.Driver, key string, n int64) {

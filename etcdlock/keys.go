@@ -1,10 +1,12 @@
 package etcdlock
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/keys"
 )
 
 // DefaultPrefix is the key prefix under which locks live when none is given.
@@ -31,42 +33,28 @@ func normalizePrefix(p string) (string, error) {
 	if p == "" {
 		return DefaultPrefix, nil
 	}
-	for seg := range strings.SplitSeq(p, "/") {
-		if seg == "" {
-			return "", fmt.Errorf("%w: prefix %q has an empty segment", backend.ErrInvalidConfig, p)
-		}
-		if strings.HasPrefix(seg, "%") {
-			return "", fmt.Errorf("%w: prefix %q: a segment may not start with '%%' (reserved for lock keys)", backend.ErrInvalidConfig, p)
-		}
-		for _, r := range seg {
-			if r < 0x20 || r == 0x7f {
-				return "", fmt.Errorf("%w: prefix %q has a control character", backend.ErrInvalidConfig, p)
-			}
-		}
+	if err := keys.CheckSegments(p, checkSegment); err != nil {
+		return "", fmt.Errorf("%w: prefix %q: %w", backend.ErrInvalidConfig, p, err)
 	}
 	return p + "/", nil
 }
 
-// escapeKey writes key with '%' and '/' percent-encoded, so the result has
-// no '/'.
-func escapeKey(key string) string {
-	if !strings.ContainsAny(key, "%/") {
-		return key
+// checkSegment reports why seg cannot be a segment of a prefix.
+func checkSegment(seg string) error {
+	if strings.HasPrefix(seg, "%") {
+		return errors.New("may not start with '%' (reserved for lock keys)")
 	}
-	var b strings.Builder
-	b.Grow(len(key) + 8)
-	for i := 0; i < len(key); i++ {
-		switch c := key[i]; c {
-		case '%':
-			b.WriteString("%25")
-		case '/':
-			b.WriteString("%2F")
-		default:
-			b.WriteByte(c)
+	for _, r := range seg {
+		if r < 0x20 || r == 0x7f {
+			return errors.New("has a control character")
 		}
 	}
-	return b.String()
+	return nil
 }
+
+// escapeKey writes key with '%' and '/' percent-encoded (keys.Etcd), so
+// the result has no '/'.
+func escapeKey(key string) string { return keys.Etcd.Escape(key) }
 
 // tombName returns the tombstone of the acquisition key name under prefix:
 //
@@ -104,27 +92,4 @@ func keyOf(prefix, k string) (string, bool) {
 }
 
 // unescapeKey reverses escapeKey; false if esc is not its output.
-func unescapeKey(esc string) (string, bool) {
-	if !strings.Contains(esc, "%") {
-		return esc, !strings.Contains(esc, "/")
-	}
-	var b strings.Builder
-	for i := 0; i < len(esc); i++ {
-		c := esc[i]
-		switch {
-		case c == '/':
-			return "", false
-		case c != '%':
-			b.WriteByte(c)
-		case strings.HasPrefix(esc[i:], "%25"):
-			b.WriteByte('%')
-			i += 2
-		case strings.HasPrefix(esc[i:], "%2F"):
-			b.WriteByte('/')
-			i += 2
-		default:
-			return "", false
-		}
-	}
-	return b.String(), true
-}
+func unescapeKey(esc string) (string, bool) { return keys.Etcd.Unescape(esc) }

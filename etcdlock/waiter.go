@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/backoff"
 )
 
 // A waiter follows the near keys just ahead of its own (DefaultNear; the
@@ -61,32 +61,32 @@ func (w *waiter) wait(ctx context.Context, qv queueView) error {
 // waitInLine steps a waiter's view v forward (step waits for the next
 // change ahead of it) until holds says it holds. A step failing with
 // ErrUnavailable keeps the waiter's place in line: pause waits with
-// backoff (5 ms doubling to 1 s) and decides whether to go on; any other
-// error ends the wait.
+// backoff (5 ms doubling to 1 s, jittered) and decides whether to go on;
+// any other error ends the wait.
 func waitInLine[V any](ctx context.Context, v V, holds func(V) bool,
 	step func(context.Context, V) (V, error), pause func(context.Context, time.Duration, error) error) error {
-	delay := 5 * time.Millisecond
+	var bo backoff.Backoff
 	for !holds(v) {
 		next, err := step(ctx, v)
 		if err == nil {
-			v, delay = next, 5*time.Millisecond
+			v = next
+			bo.Reset()
 			continue
 		}
 		if !errors.Is(err, backend.ErrUnavailable) {
 			return err
 		}
-		if err := pause(ctx, delay, err); err != nil {
+		if err := pause(ctx, bo.Next(5*time.Millisecond, time.Second), err); err != nil {
 			return err
 		}
-		delay = min(2*delay, time.Second)
 	}
 	return nil
 }
 
-// pause waits about delay before a wait that failed with err (transient)
-// tries again; it returns nil then, or the error that ends the wait.
+// pause waits delay before a wait that failed with err (transient) tries
+// again; it returns nil then, or the error that ends the wait.
 func (w *waiter) pause(ctx context.Context, delay time.Duration, err error) error {
-	t := time.NewTimer(delay/2 + rand.N(delay/2+1))
+	t := time.NewTimer(delay)
 	defer t.Stop()
 	select {
 	case <-t.C:

@@ -13,16 +13,14 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testctx"
 	"github.com/distlock/distlock/sandbox"
 )
 
 // Fault tests beyond the conformance suite, on real servers.
 
-func testCtx(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+// testCtx returns a context that ends after d (testctx.For).
+var testCtx = testctx.For
 
 // singleLocker returns a Locker over node n with its own client.
 func singleLocker(t *testing.T, n sandbox.Node, ttl time.Duration) *distlock.Locker {

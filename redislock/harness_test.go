@@ -498,10 +498,6 @@ func (h *harness) Close() error {
 
 func distlockUnavailable(err error) bool { return errors.Is(err, backend.ErrUnavailable) }
 
-func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), d)
-}
-
 // grantedEverywhere waits (at most 5 s per node) until every node has the
 // lock key lock: a Redlock attempt returns once its answers decide the
 // grant, and the last node's grant may still be on its way. A test that

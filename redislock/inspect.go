@@ -57,7 +57,7 @@ func infoFrom(key string, h map[string]string, pttl time.Duration, fence string)
 // that is neither a *redis.Client nor a *redis.ClusterClient cannot be
 // scanned: ErrUnsupported.
 func (d *Driver) List(ctx context.Context, prefix string, limit int) ([]backend.Info, error) {
-	pattern := globEscape(d.opts.Prefix+":{"+escaper.Replace(prefix)) + "*}:lock"
+	pattern := globEscape(d.opts.Prefix+":{"+escaper.Escape(prefix)) + "*}:lock"
 	var mu sync.Mutex
 	var keys []string
 	scan := func(ctx context.Context, c *redis.Client) error {

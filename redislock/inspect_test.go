@@ -25,8 +25,7 @@ func TestInspect(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A second owner queues: its Wait runs until its ctx ends.
-	wctx, cancel := contextWithTimeout(300 * time.Millisecond)
-	defer cancel()
+	wctx := testCtx(t, 300*time.Millisecond)
 	done := make(chan error, 1)
 	go func() {
 		_, err := d.Wait(wctx, backend.Request{Key: "inspect", Owner: "owner-b", TTL: 5 * time.Second})

@@ -3,6 +3,8 @@ package redislock
 import (
 	"fmt"
 	"strings"
+
+	"github.com/distlock/distlock/internal/keys"
 )
 
 // DefaultPrefix starts every Redis key and channel the driver uses.
@@ -34,7 +36,7 @@ func (ks keyset) waitKeys() []string { return ks.wait }
 // escaper makes user keys safe inside a hash tag: '{' and '}' would end the
 // tag early, and '%' is escaped so that the encoding stays injective
 // (distinct keys never map to the same Redis key).
-var escaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+var escaper = keys.Redis
 
 // keySuffixes name a lock's keys after its hash tag, in keyset's order.
 var keySuffixes = [...]string{":lock", ":fence", ":released", ":queue", ":alive", ":last"}
@@ -43,10 +45,7 @@ var keySuffixes = [...]string{":lock", ":fence", ":released", ":queue", ":alive"
 // attempt makes them, so they are cut from one string, and the scripts'
 // KEYS lists share one slice: two allocations in all.
 func keysFor(prefix, key string) keyset {
-	esc := key
-	if strings.ContainsAny(key, "%{}") {
-		esc = escaper.Replace(key)
-	}
+	esc := escaper.Escape(key)
 	tag := len(prefix) + len(":{") + len(esc) + len("}")
 	var b strings.Builder
 	b.Grow(len(keySuffixes)*tag + len(":lock:fence:released:queue:alive:last"))
@@ -79,9 +78,6 @@ func checkPrefix(prefix string) error {
 	return nil
 }
 
-// unescaper reverses escaper.
-var unescaper = strings.NewReplacer("%25", "%", "%7B", "{", "%7D", "}")
-
 // keyOf returns the user key whose lock hash is the Redis key k under
 // prefix; false for a key the driver did not write.
 func keyOf(prefix, k string) (string, bool) {
@@ -90,11 +86,10 @@ func keyOf(prefix, k string) (string, bool) {
 		return "", false
 	}
 	esc, ok := strings.CutSuffix(rest, "}:lock")
-	if !ok || strings.ContainsAny(esc, "{}") {
+	if !ok {
 		return "", false
 	}
-	key := unescaper.Replace(esc)
-	return key, escaper.Replace(key) == esc
+	return escaper.Unescape(esc)
 }
 
 // globEscape escapes the characters a SCAN MATCH pattern treats specially.

@@ -12,7 +12,7 @@ import (
 func TestKeysFor(t *testing.T) {
 	for _, key := range []string{"k", "", "a{b}c", "100%", "%7B", "ключ"} {
 		ks := keysFor("pfx", key)
-		tag := "pfx:{" + escaper.Replace(key) + "}"
+		tag := "pfx:{" + escaper.Escape(key) + "}"
 		want := keyset{lock: tag + ":lock", fence: tag + ":fence", channel: tag + ":released", queue: tag + ":queue", alive: tag + ":alive", last: tag + ":last"}
 		if ks.lock != want.lock || ks.fence != want.fence || ks.channel != want.channel || ks.queue != want.queue || ks.alive != want.alive || ks.last != want.last {
 			t.Errorf("keysFor(%q) = %+v, want %+v", key, ks, want)

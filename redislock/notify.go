@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock/internal/backoff"
 )
 
 // notifier shares ONE pub/sub connection among every waiter of a Driver (of
@@ -170,7 +172,7 @@ func (n *notifier) start() {
 // read dispatches what the pub/sub connection receives until close.
 func (n *notifier) read(ps *redis.PubSub) {
 	defer close(n.stopped)
-	backoff := 10 * time.Millisecond
+	var bo backoff.Backoff
 	for {
 		msg, err := ps.Receive(context.Background())
 		if err != nil {
@@ -186,12 +188,11 @@ func (n *notifier) read(ps *redis.PubSub) {
 			select {
 			case <-n.stop:
 				return
-			case <-time.After(backoff):
+			case <-time.After(bo.Next(10*time.Millisecond, time.Second)):
 			}
-			backoff = min(2*backoff, time.Second)
 			continue
 		}
-		backoff = 10 * time.Millisecond
+		bo.Reset()
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/backoff"
 )
 
 // Redlock is a backend.Driver over N independent Redis primaries (the
@@ -765,20 +766,22 @@ func countVotes(res []acquireResult, errs []error) votes {
 // be freed.
 func (v votes) split(quorum int) bool { return v.held < quorum && v.held+v.refused >= quorum }
 
-// askAgain asks the nodes that refused the attempt again, with a pause
-// doubling from 100 µs to 5 ms, while mine() holds and the vote is split,
-// for at most splitWait(ttl) since first or until ctx ends; ask sends the
-// attempt to the given nodes and records their answers in res and errs.
-// It returns the final count.
+// askAgain asks the nodes that refused the attempt again, with a jittered
+// pause doubling from 100 µs to 5 ms, while mine() holds and the vote is
+// split, for at most splitWait(ttl) since first or until ctx ends; ask
+// sends the attempt to the given nodes and records their answers in res
+// and errs. It returns the final count.
 func (r *Redlock) askAgain(ctx context.Context, ttl time.Duration, first time.Time, res []acquireResult, errs []error, ask func(only []int), mine func() bool) votes {
 	v := countVotes(res, errs)
 	budget := splitWait(ttl)
-	pause := 100 * time.Microsecond
+	const pauseMin, pauseMax = 100 * time.Microsecond, 5 * time.Millisecond
+	var bo backoff.Backoff
+	pause := bo.Next(pauseMin, pauseMax)
 	for v.split(r.quorum) && mine() && time.Since(first)+pause < budget && ctx.Err() == nil {
 		if sleepCtx(ctx, pause) != nil {
 			break
 		}
-		pause = min(2*pause, 5*time.Millisecond)
+		pause = bo.Next(pauseMin, pauseMax)
 		var again []int
 		for i := range res {
 			if errs[i] == nil && !res[i].held {

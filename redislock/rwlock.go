@@ -29,7 +29,7 @@ type rwKeyset struct {
 }
 
 func (d *Driver) rwKeys(key string) rwKeyset {
-	tag := d.opts.Prefix + ":{" + escaper.Replace(key) + "}"
+	tag := d.opts.Prefix + ":{" + escaper.Escape(key) + "}"
 	return rwKeyset{hash: tag + ":rw", readers: tag + ":rw-readers", fence: tag + ":rw-fence", channel: tag + ":rw-released", gone: tag + ":rw-gone"}
 }
 

@@ -46,7 +46,7 @@ type semKeys struct {
 }
 
 func (d *Driver) semKeys(key string) semKeys {
-	tag := d.opts.Prefix + ":sem:{" + escaper.Replace(key) + "}"
+	tag := d.opts.Prefix + ":sem:{" + escaper.Escape(key) + "}"
 	return semKeys{grants: tag + ":grants", permits: tag + ":permits", fence: tag + ":fence", channel: tag + ":released", released: tag + ":gone"}
 }
 

@@ -3,6 +3,8 @@ package sqllock
 import (
 	"context"
 	"time"
+
+	"github.com/distlock/distlock/internal/backoff"
 )
 
 // killGrace is how long a waiter whose ctx ended waits for KILL QUERY to
@@ -10,7 +12,7 @@ import (
 const killGrace = 5 * time.Second
 
 // killRetry is the first pause before the interruption is sent again to a
-// statement that has not ended; it doubles up to killRetryMax.
+// statement that has not ended; it doubles up to killRetryMax (jittered).
 const (
 	killRetry    = 10 * time.Millisecond
 	killRetryMax = 250 * time.Millisecond
@@ -40,12 +42,13 @@ func (lc *lockConn) interruptible(ctx context.Context, fn func(sctx context.Cont
 		defer close(done)
 		kctx, kcancel := context.WithTimeout(context.Background(), killGrace)
 		defer kcancel()
-		for pause := killRetry; ; pause = min(2*pause, killRetryMax) {
+		var bo backoff.Backoff
+		for {
 			if err := lc.d.dia.cancel(kctx, lc.d, lc.id); err != nil {
 				scancel()
 				return
 			}
-			t := time.NewTimer(pause)
+			t := time.NewTimer(bo.Next(killRetry, killRetryMax))
 			select {
 			case <-returned:
 				t.Stop()

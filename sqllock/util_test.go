@@ -1,13 +1,13 @@
 package sqllock_test
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testctx"
 	"github.com/distlock/distlock/sqllock"
 )
 
@@ -17,11 +17,8 @@ func uniqueKey(name string) string {
 	return "sqllock-test-" + name + "-" + hex.EncodeToString(b[:])
 }
 
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxFor returns a context that ends after d (testctx.For).
+var ctxFor = testctx.For
 
 // newDriver makes a Driver over its own *sql.DB, closed when the test ends.
 func newDriver(t *testing.T, s *server, opts sqllock.Options) (*sqllock.Driver, *client) {

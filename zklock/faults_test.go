@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testctx"
 )
 
 // client is one Locker over its own session, with its network path.
@@ -36,11 +37,8 @@ func newClientAt(t *testing.T, c *cluster, session time.Duration, hosts []string
 	return &client{Locker: l, d: d, k: k}
 }
 
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxFor returns a context that ends after d (testctx.For).
+var ctxFor = testctx.For
 
 func uniqueKey(t *testing.T) string { return fmt.Sprintf("%s-%s", t.Name(), newGUID()[:8]) }
 

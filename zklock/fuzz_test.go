@@ -56,31 +56,6 @@ func FuzzParseName(f *testing.F) {
 	})
 }
 
-// FuzzEncodeKeyDistinct: two distinct keys never share a node, and every
-// key's node path (under the default base) is a path ZooKeeper accepts.
-func FuzzEncodeKeyDistinct(f *testing.F) {
-	f.Fuzz(func(t *testing.T, a, b string) {
-		ea, eb := encodeKey(a), encodeKey(b)
-		if a != b && ea == eb {
-			t.Fatalf("keys %q and %q both encode to %q", a, b, ea)
-		}
-		if a == b && ea != eb {
-			t.Fatalf("key %q encodes to %q and %q", a, ea, eb)
-		}
-		for _, k := range []string{a, b} {
-			if k == "" {
-				continue // the portable layer rejects empty keys
-			}
-			if err := validZKPath(defaultBase + "/" + encodeKey(k)); err != nil {
-				t.Fatalf("key %q: %v", k, err)
-			}
-		}
-		if _, err := decodeKey(a); err != nil {
-			_ = err // arbitrary input may be malformed; it must not panic
-		}
-	})
-}
-
 // validZKPath applies the server's rules (org.apache.zookeeper.common.
 // PathUtils.validatePath) to a non-sequential path.
 func validZKPath(p string) error {

@@ -72,7 +72,7 @@ func (d *Driver) List(ctx context.Context, prefix string, limit int) ([]backend.
 	}
 	keys := make([]string, 0, len(children))
 	for _, c := range children {
-		if k, err := decodeKey(c); err == nil && encodeKey(k) == c {
+		if k, ok := decodeKey(c); ok {
 			keys = append(keys, k)
 		}
 	}
