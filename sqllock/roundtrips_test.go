@@ -209,6 +209,21 @@ func perPair(before, after map[byte]int, pairs int, kinds []byte) map[byte]float
 	return out
 }
 
+// steadyPairs runs pair 4 times (the warm-up: rows, epochs, spares,
+// cached statements), then 20 times, and returns what wc counted per pair
+// of those 20, by kind.
+func steadyPairs(wc *wireCounter, kinds []byte, pair func(i int)) map[byte]float64 {
+	const pairs = 20
+	for i := range 4 {
+		pair(i)
+	}
+	before := wc.snapshot()
+	for i := range pairs {
+		pair(i)
+	}
+	return perPair(before, wc.snapshot(), pairs, kinds)
+}
+
 // sameCounts reports whether got has want's count of every kind (a kind
 // missing in want: none).
 func sameCounts(got, want map[byte]float64, kinds []byte) bool {

@@ -116,14 +116,12 @@ func TestRWWriterFirst(t *testing.T) {
 	})
 }
 
-// rwPairs runs pairs uncontended TryAcquireRW+Release of the mode side
-// after a warm-up (row creation, spare, cached statements) and returns
-// how many of each command kind were sent per pair, by snapshot.
-func rwPairs(t *testing.T, d *sqllock.Driver, mode backend.RWMode, snapshot func() map[byte]int, kinds ...byte) map[byte]float64 {
+// rwPairs runs uncontended TryAcquireRW+Release of the mode side in
+// steady state (steadyPairs) and returns what was sent per pair.
+func rwPairs(t *testing.T, d *sqllock.Driver, mode backend.RWMode, wc *wireCounter, kinds []byte) map[byte]float64 {
 	t.Helper()
-	const pairs = 20
 	key := uniqueKey("rw-roundtrips")
-	pair := func(i int) {
+	return steadyPairs(wc, kinds, func(i int) {
 		ctx := ctxFor(t, 10*time.Second)
 		g, err := d.TryAcquireRW(ctx, rwReq(key, "rw-owner"), mode, false)
 		if err != nil {
@@ -132,20 +130,7 @@ func rwPairs(t *testing.T, d *sqllock.Driver, mode backend.RWMode, snapshot func
 		if err := g.Lock.Release(ctx); err != nil {
 			t.Fatalf("%v pair %d: release: %v", mode, i, err)
 		}
-	}
-	for i := range 4 {
-		pair(i)
-	}
-	before := snapshot()
-	for i := range pairs {
-		pair(i)
-	}
-	after := snapshot()
-	out := map[byte]float64{}
-	for _, k := range kinds {
-		out[k] = float64(after[k]-before[k]) / pairs
-	}
-	return out
+	})
 }
 
 // TestRWRoundTrips: per uncontended TryAcquireRW+Release in steady state,
@@ -168,7 +153,7 @@ func TestRWRoundTrips(t *testing.T) {
 	eachDialect(t, mysqlProc|mysqlBatched|pgRow, func(t *testing.T, d *dialect) {
 		dr, wc := d.countedDriver(t, d.server(t), "")
 		for mode, want := range want[d.id] {
-			got := rwPairs(t, dr, mode, wc.snapshot, d.wireKinds()...)
+			got := rwPairs(t, dr, mode, wc, d.wireKinds())
 			if !sameCounts(got, want, d.wireKinds()) {
 				t.Errorf("%v: sent per pair %v, want %v", mode, got, want)
 			}

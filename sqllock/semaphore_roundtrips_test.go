@@ -8,14 +8,13 @@ import (
 	"github.com/distlock/distlock/sqllock"
 )
 
-// semPairs runs pairs uncontended TryAcquirePermits+Release of n permits
-// of a semaphore of limit permits after a warm-up (slot creation, first
-// epoch, spare; with pre > 0 first one grant of pre permits of a
-// semaphore of pre, which leaves pre slots), and returns how many of each command were sent per pair,
-// by snapshot (a counter of commands by kind).
-func semPairs(t *testing.T, d *sqllock.Driver, pre, limit, n int, snapshot func() map[byte]int, kinds ...byte) map[byte]float64 {
+// semPairs runs uncontended TryAcquirePermits+Release of n permits of a
+// semaphore of limit permits in steady state (steadyPairs: slot creation,
+// first epoch, spare in the warm-up; with pre > 0 first one grant of pre
+// permits of a semaphore of pre, which leaves pre slots), and returns
+// what was sent per pair.
+func semPairs(t *testing.T, d *sqllock.Driver, pre, limit, n int, wc *wireCounter, kinds []byte) map[byte]float64 {
 	t.Helper()
-	const pairs = 20
 	key := uniqueKey("sem-roundtrips")
 	grant := func(i, limit, n int) {
 		ctx := ctxFor(t, 10*time.Second)
@@ -30,23 +29,10 @@ func semPairs(t *testing.T, d *sqllock.Driver, pre, limit, n int, snapshot func(
 			t.Fatalf("pair %d: release: %v", i, err)
 		}
 	}
-	pair := func(i int) { grant(i, limit, n) }
 	if pre > 0 {
 		grant(-1, pre, pre)
 	}
-	for i := range 4 {
-		pair(i)
-	}
-	before := snapshot()
-	for i := range pairs {
-		pair(i)
-	}
-	after := snapshot()
-	out := map[byte]float64{}
-	for _, k := range kinds {
-		out[k] = float64(after[k]-before[k]) / pairs
-	}
-	return out
+	return steadyPairs(wc, kinds, func(i int) { grant(i, limit, n) })
 }
 
 // TestSemaphoreRoundTrips: per uncontended TryAcquirePermits+Release in
@@ -73,12 +59,12 @@ func TestSemaphoreRoundTrips(t *testing.T) {
 		dr, wc := d.countedDriver(t, d.server(t), "")
 		w := wants[d.id]
 		for _, n := range []int{1, 3} {
-			got := semPairs(t, dr, 0, 4, n, wc.snapshot, d.wireKinds()...)
+			got := semPairs(t, dr, 0, 4, n, wc, d.wireKinds())
 			if !sameCounts(got, w.pair, d.wireKinds()) {
 				t.Errorf("%d permits: sent per pair %v, want %v", n, got, w.pair)
 			}
 		}
-		got := semPairs(t, dr, 6, 4, 1, wc.snapshot, d.wireKinds()...)
+		got := semPairs(t, dr, 6, 4, 1, wc, d.wireKinds())
 		if !sameCounts(got, w.extra, d.wireKinds()) {
 			t.Errorf("6 slots, limit 4: sent per pair %v, want %v", got, w.extra)
 		}

@@ -130,6 +130,21 @@ func liveLost(t *testing.T, d *dialect, s *server, l *distlock.Locker, key strin
 	newEpoch(t, d, s, l, key, epoch, last)
 }
 
+// afterEvent runs, for each row of set, a new key's steady state
+// (steady), then event (a restart, a crash, a change of the counters),
+// then check, with the Locker, the key's epoch and its last token.
+func afterEvent(t *testing.T, set rowSet, event func(t *testing.T, d *dialect, s *server, key string),
+	check func(t *testing.T, d *dialect, s *server, l *distlock.Locker, key string, epoch, last uint64)) {
+	eachDialect(t, set, func(t *testing.T, d *dialect) {
+		s := d.server(t)
+		l, _ := d.newLocker(t, s, 5*time.Second, sqllock.Options{})
+		key := uniqueKey("tokens")
+		epoch, last := steady(t, d, s, l, key)
+		event(t, d, s, key)
+		check(t, d, s, l, key, epoch, last)
+	})
+}
+
 // TestTokensAcrossRestart: in steady state tokens come from the live
 // counter (consecutive, the durable epoch untouched). A clean restart
 // empties MySQL's MEMORY table of live counters: the next grant starts a
@@ -138,14 +153,11 @@ func liveLost(t *testing.T, d *dialect, s *server, l *distlock.Locker, key strin
 // so the live counters survive and tokens go on in the same epoch (no
 // durable write).
 func TestTokensAcrossRestart(t *testing.T) {
-	eachDialect(t, allRows, func(t *testing.T, d *dialect) {
-		s := d.server(t)
-		l, _ := d.newLocker(t, s, 5*time.Second, sqllock.Options{})
-		key := uniqueKey("restart")
-		epoch, last := steady(t, d, s, l, key)
+	afterEvent(t, allRows, func(t *testing.T, _ *dialect, s *server, _ string) {
 		if err := s.restart(ctxFor(t, 3*time.Minute)); err != nil {
 			t.Fatal(err)
 		}
+	}, func(t *testing.T, d *dialect, s *server, l *distlock.Locker, key string, epoch, last uint64) {
 		if !d.restartKeepsLive {
 			liveLost(t, d, s, l, key, epoch, last)
 			return
@@ -165,16 +177,11 @@ func TestTokensAcrossRestart(t *testing.T) {
 // next grant starts a new durable epoch, above every token before the
 // crash.
 func TestTokensAcrossCrash(t *testing.T) {
-	eachDialect(t, pgRow, func(t *testing.T, d *dialect) {
-		s := d.server(t)
-		l, _ := d.newLocker(t, s, 5*time.Second, sqllock.Options{})
-		key := uniqueKey("crash")
-		epoch, last := steady(t, d, s, l, key)
+	afterEvent(t, pgRow, func(t *testing.T, _ *dialect, s *server, _ string) {
 		if err := s.crash(ctxFor(t, 3*time.Minute)); err != nil {
 			t.Fatal(err)
 		}
-		liveLost(t, d, s, l, key, epoch, last)
-	})
+	}, liveLost)
 }
 
 // TestTokensAcrossBackendCrash: SIGKILL of one PostgreSQL backend makes
@@ -182,15 +189,10 @@ func TestTokensAcrossCrash(t *testing.T) {
 // empties the live counters as a whole-server crash does. Local provider
 // only (the backend's pid is a host pid there).
 func TestTokensAcrossBackendCrash(t *testing.T) {
-	eachDialect(t, pgRow, func(t *testing.T, d *dialect) {
-		s := d.server(t)
+	afterEvent(t, pgRow, func(t *testing.T, _ *dialect, s *server, _ string) {
 		if !s.local() {
 			t.Skipf("signals a backend by its pid: local provider only (this is %q)", s.provider())
 		}
-		l, _ := d.newLocker(t, s, 5*time.Second, sqllock.Options{})
-		key := uniqueKey("backend-crash")
-		epoch, last := steady(t, d, s, l, key)
-
 		c, err := s.admin.Conn(ctxFor(t, 10*time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -203,6 +205,7 @@ func TestTokensAcrossBackendCrash(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = c.Close()
+	}, func(t *testing.T, d *dialect, s *server, l *distlock.Locker, key string, epoch, last uint64) {
 		if n := liveRows(t, d, s, key); n != 0 {
 			t.Fatalf("crash recovery left %d live counter rows", n)
 		}
@@ -213,35 +216,26 @@ func TestTokensAcrossBackendCrash(t *testing.T) {
 // TestTokenMissingCounter: a key whose live counter row is gone (deleted
 // here, as crash recovery would) starts a new durable epoch.
 func TestTokenMissingCounter(t *testing.T) {
-	eachDialect(t, mysqlProc|pgRow|pgAdvisory, func(t *testing.T, d *dialect) {
-		s := d.server(t)
-		l, _ := d.newLocker(t, s, 5*time.Second, sqllock.Options{})
-		key := uniqueKey("missing")
-		epoch, last := steady(t, d, s, l, key)
+	afterEvent(t, mysqlProc|pgRow|pgAdvisory, func(t *testing.T, d *dialect, s *server, key string) {
 		retry(t, func() error {
 			_, err := s.admin.ExecContext(ctxFor(t, 10*time.Second),
 				d.sql("DELETE FROM `"+d.table()+sqllock.LiveSuffix+"` WHERE name = ?"), []byte(key))
 			return err
 		})
-		newEpoch(t, d, s, l, key, epoch, last)
-	})
+	}, newEpoch)
 }
 
 // TestTokenEpochEnd: a live counter at the last token of its epoch is not
 // moved into the next epoch's range; a new durable epoch starts instead.
 func TestTokenEpochEnd(t *testing.T) {
-	eachDialect(t, allMySQL|pgRow, func(t *testing.T, d *dialect) {
-		s := d.server(t)
-		l, _ := d.newLocker(t, s, 5*time.Second, sqllock.Options{})
-		key := uniqueKey("epochend")
-		epoch, _ := steady(t, d, s, l, key)
-		mask := uint64(1)<<d.seqBits - 1
+	afterEvent(t, allMySQL|pgRow, func(t *testing.T, d *dialect, s *server, key string) {
 		retry(t, func() error {
 			_, err := s.admin.ExecContext(ctxFor(t, 10*time.Second),
-				d.sql(fmt.Sprintf("UPDATE `%s%s` SET token = token | %d WHERE name = ?", d.table(), sqllock.LiveSuffix, mask)), []byte(key))
+				d.sql(fmt.Sprintf("UPDATE `%s%s` SET token = token | %d WHERE name = ?", d.table(), sqllock.LiveSuffix, uint64(1)<<d.seqBits-1)), []byte(key))
 			return err
 		})
-		newEpoch(t, d, s, l, key, epoch, epoch<<d.seqBits|mask)
+	}, func(t *testing.T, d *dialect, s *server, l *distlock.Locker, key string, epoch, _ uint64) {
+		newEpoch(t, d, s, l, key, epoch, epoch<<d.seqBits|(1<<d.seqBits-1))
 	})
 }
 
