@@ -230,7 +230,9 @@ func testHolderSIGKILL(t *testing.T, s *procServer) {
 // idle_in_transaction_session_timeout), the next holder gets the lock, and
 // the paused holder's fenced write, once it resumes, is rejected.
 func TestSilentHolder(t *testing.T) {
-	eachDialect(t, mysqlProc|pgRow, func(t *testing.T, d *dialect) { testSilentHolder(t, procServerOf(t, d)) })
+	// One server at a time: the bound (TTL + 1 s) leaves little to a
+	// loaded machine, and the rows take 2 s each.
+	eachDialectSerial(t, mysqlProc|pgRow, func(t *testing.T, d *dialect) { testSilentHolder(t, procServerOf(t, d)) })
 }
 
 func testSilentHolder(t *testing.T, s *procServer) {
