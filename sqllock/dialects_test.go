@@ -75,55 +75,60 @@ type dialect struct {
 	// checkPool checks the idle connections of c's pool for what a lock
 	// may leave on them (see pool_test.go).
 	checkPool func(t *testing.T, c *client)
-	// lockWait is LockWaitTimeout's hold: a hold longer than the server's
-	// lock-wait timeout of 1 s, and a caller's deadline past one such
-	// timeout.
-	lockWait struct{ hold, deadline time.Duration }
+	// lockWait: TestLockWaitTimeout's timing.
+	lockWait lockWait
 }
 
-var dialects = []*dialect{
-	{id: mysqlProc, db: "mysql", mode: "procedure"},
-	{id: mysqlBatched, db: "mysql", mode: "batched", m: mode{batch: true}},
-	{id: mysqlStatements, db: "mysql", mode: "statements", m: mode{noProc: true}},
-	{id: pgRow, db: "postgres", mode: "row", pg: true},
-	{id: pgAdvisory, db: "postgres", mode: "advisory", pg: true, opts: sqllock.Options{Advisory: true, Table: testAdvisoryTable}},
-}
+// lockWait is the timing of TestLockWaitTimeout: the holder's hold, longer
+// than the server's lock-wait timeout of 1 s, and a caller's deadline past
+// one such timeout.
+type lockWait struct{ hold, deadline time.Duration }
 
-func init() {
-	for _, d := range dialects {
-		if d.opts.Table == "" {
-			d.opts.Table = testTable
-		}
-		d.opts.NoProcedure = d.m.noProc
-		if d.pg {
-			d.semaphore = !d.opts.Advisory // no slot table in advisory mode
-			d.seqBits, d.restartKeepsLive = 32, true
-			d.deadlock = func(err error) bool {
-				var pe *pgconn.PgError
-				return errors.As(err, &pe) && pe.Code == "40P01"
-			}
-			d.isCommand = isPGQuery
-			d.newUserClient = newPGPoolClient
-			d.checkPool = checkPGPool
-			d.lockWait.hold, d.lockWait.deadline = 1500*time.Millisecond, 1200*time.Millisecond
-		} else {
-			d.semaphore = true
-			d.seqBits = 24
-			d.deadlock = func(err error) bool {
-				var me *mysql.MySQLError
-				return errors.As(err, &me) && me.Number == 1213
-			}
-			d.isCommand = isMySQLCommand
-			d.nativeError = mysqlNativeError
-			d.newUserClient = newMySQLUserClient
-			d.checkPool = checkMySQLPool
-			d.lockWait.hold, d.lockWait.deadline = 2500*time.Millisecond, 1500*time.Millisecond
-		}
+// The dialects' own ways, which the rows of their modes share.
+var (
+	mysqlBase = dialect{
+		db: "mysql", semaphore: true, seqBits: 24,
+		deadlock: func(err error) bool {
+			var me *mysql.MySQLError
+			return errors.As(err, &me) && me.Number == 1213
+		},
+		isCommand: isMySQLCommand, nativeError: mysqlNativeError,
+		newUserClient: newMySQLUserClient, checkPool: checkMySQLPool,
+		lockWait: lockWait{hold: 2500 * time.Millisecond, deadline: 1500 * time.Millisecond},
 	}
+	postgresBase = dialect{
+		db: "postgres", pg: true, semaphore: true, seqBits: 32, restartKeepsLive: true,
+		deadlock: func(err error) bool {
+			var pe *pgconn.PgError
+			return errors.As(err, &pe) && pe.Code == "40P01"
+		},
+		isCommand: isPGQuery, newUserClient: newPGPoolClient, checkPool: checkPGPool,
+		lockWait: lockWait{hold: 1500 * time.Millisecond, deadline: 1200 * time.Millisecond},
+	}
+)
+
+// dialects are the rows: a dialect's own ways and a mode.
+var dialects = []*dialect{
+	row(mysqlBase, mysqlProc, "procedure", nil),
+	row(mysqlBase, mysqlBatched, "batched", func(d *dialect) { d.m.batch = true }),
+	row(mysqlBase, mysqlStatements, "statements", func(d *dialect) { d.m.noProc, d.opts.NoProcedure = true, true }),
+	row(postgresBase, pgRow, "row", nil),
+	row(postgresBase, pgAdvisory, "advisory", func(d *dialect) {
+		d.opts.Advisory, d.opts.Table = true, testAdvisoryTable // a table records the one mode it is used in
+		d.semaphore = false                                     // no slot table in advisory mode
+	}),
 }
 
-// name is the row's subtest path.
-func (d *dialect) name() string { return d.db + "/" + d.mode }
+// row is base in the mode named mode (id), as set makes it; the test
+// table unless set names another.
+func row(base dialect, id rowSet, mode string, set func(d *dialect)) *dialect {
+	d := base
+	d.id, d.mode, d.opts.Table = id, mode, testTable
+	if set != nil {
+		set(&d)
+	}
+	return &d
+}
 
 // eachDialect runs f for each row of set: one subtest per server, run in
 // parallel with the other servers' (they share nothing), and in it one
