@@ -37,13 +37,8 @@ func newDriverMode(t *testing.T, s *server, opts sqllock.Options, m mode) (*sqll
 	return mysqlRow(m).newDriver(t, s, opts)
 }
 
-// newLocker makes a MySQL Locker over a new Driver, closed when the test
-// ends.
-func newLocker(t *testing.T, s *server, ttl time.Duration) *distlock.Locker {
-	t.Helper()
-	return newLockerMode(t, s, ttl, mode{})
-}
-
+// newLockerMode makes a MySQL Locker in mode m over a new Driver, closed
+// when the test ends.
 func newLockerMode(t *testing.T, s *server, ttl time.Duration, m mode) *distlock.Locker {
 	t.Helper()
 	l, _ := mysqlRow(m).newLocker(t, s, ttl, sqllock.Options{})
