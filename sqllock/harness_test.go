@@ -3,118 +3,33 @@ package sqllock_test
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"net"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/conformance"
-	"github.com/distlock/distlock/sandbox"
 	"github.com/distlock/distlock/sqllock"
-	"github.com/go-sql-driver/mysql"
 )
 
 const testTable = "distlock_test_locks"
 
-// server is one sandbox MariaDB shared by a test's cases.
-type server struct {
-	g     *sandbox.Group
-	admin *sql.DB
-}
+// testAdvisoryTable is the PostgreSQL tests' lock table in advisory mode
+// (a table records the one mode it is used in).
+const testAdvisoryTable = "distlock_test_adv"
 
-// The package's tests share one server, started by the first test that
-// needs it and stopped by TestMain.
-var shared struct {
-	mu  sync.Mutex
-	srv *server
-	err error
-}
-
-// startServer returns the shared MariaDB, starting it on first use. When no
-// provider can run it, the test is skipped in auto mode and fails when a
-// provider was asked for (DISTLOCK_SANDBOX=docker or local).
-func startServer(t *testing.T) *server {
-	t.Helper()
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.srv == nil && shared.err == nil {
-		spec := sandbox.Spec{Kind: sandbox.MariaDB, Logf: func(string, ...any) {}}
-		ctx, cancel := context.WithTimeout(context.Background(), sandbox.DefaultStartTimeout+time.Minute)
-		defer cancel()
-		g, err := sandbox.Start(ctx, spec)
-		if err != nil {
-			shared.err = err
-		} else {
-			s := &server{g: g}
-			s.admin = s.newDB(s.addr, false)
-			shared.srv = s
-		}
-	}
-	if shared.err != nil {
-		setting, serr := sandbox.ProviderSetting(sandbox.Spec{Kind: sandbox.MariaDB})
-		if serr == nil && setting == sandbox.ProviderAuto && errors.Is(shared.err, sandbox.ErrUnavailable) {
-			t.Skipf("no MariaDB here: %v", shared.err)
-		}
-		t.Fatalf("starting MariaDB: %v", shared.err)
-	}
-	return shared.srv
-}
-
-// stopServer stops the shared server, if one was started.
-func stopServer() error {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.srv == nil {
-		return nil
-	}
-	_ = shared.srv.admin.Close()
-	return shared.srv.g.Close()
-}
-
-// addr is the server's current address (a container's port changes when it
-// is started again).
-func (s *server) addr() string { return s.g.Node(0).Addr() }
-
-// newDB opens a *sql.DB whose connections dial addr() (the server's
-// current address, or a proxy's), asked per connection.
-//
-// batch turns on multiStatements, as a URL-opened Driver does, so the
-// Driver sends its statements in batches; without it, one at a time.
-func (s *server) newDB(addr func() string, batch bool) *sql.DB {
-	cfg, err := mysql.ParseDSN(sandbox.MySQLDSN(s.addr()))
-	if err != nil {
-		panic(err)
-	}
-	cfg.InterpolateParams = true
-	cfg.MultiStatements = batch
-	cfg.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", addr())
-	}
-	conn, err := mysql.NewConnector(cfg)
-	if err != nil {
-		panic(err)
-	}
-	db := sql.OpenDB(conn)
-	db.SetMaxIdleConns(16)
-	return db
-}
-
-// client is one Driver with its own *sql.DB, whose connections go through
-// a proxy of its own (nil for clients that need no faults).
+// client is one Driver's store client, whose connections go through a
+// proxy of its own (nil for clients that need no faults).
 type client struct {
 	db *sql.DB
-	p  *sandbox.Proxy
+	p  *proxy
 	// closeUser closes a user-made client that is not db (a pgx pool);
 	// nil: closing db closes the client.
 	closeUser func()
 }
 
 // kill cuts every connection at once and refuses new ones: no rollback, no
-// COM_QUIT, the server sees the connections end as for a process that
+// quit message, the server sees the connections end as for a process that
 // died (with an RST).
 func (c *client) kill() error {
 	c.p.Refuse(true)
@@ -135,46 +50,97 @@ func (c *client) close() {
 	}
 }
 
-// proxied is what the MySQL and PostgreSQL harnesses share: every
-// Driver over a pool of its own behind a proxy to the shared server, the
-// faults made through the proxies, and the server's restarts. isCommand
-// tells DropNextReply which packet starts a command of the dialect.
-type proxied struct {
-	g         *sandbox.Group
-	ttl       time.Duration
-	isCommand func(chunk []byte) bool
-	mu        sync.Mutex
-	clients   map[backend.Driver]*client
+// harness implements conformance.Harness, Partitioner, ReplyDropper,
+// ServerControl, Killer, Deleter and UserClients for a dialect row over
+// its shared server: every Driver over a pool of its own behind a proxy
+// to the server, the faults made through the proxies.
+type harness struct {
+	s       *server
+	d       *dialect
+	ttl     time.Duration
+	mu      sync.Mutex
+	clients map[backend.Driver]*client
 }
 
-// newDriver makes a Driver over newDB's pool, which dials through a new
-// proxy to addr.
-func (h *proxied) newDriver(ctx context.Context, addr func() string, newDB func(addr func() string) *sql.DB, opts *sqllock.Options) (backend.Driver, error) {
-	p, err := sandbox.StartProxy(addr)
+// nativeHarness is a harness whose dialect knows its client's errors.
+type nativeHarness struct{ *harness }
+
+func (h nativeHarness) NativeError(err error) bool { return h.d.nativeError(err) }
+
+var (
+	_ conformance.UserClients  = (*harness)(nil)
+	_ conformance.NativeErrors = nativeHarness{}
+)
+
+func newHarness(d *dialect, s *server, ttl time.Duration) *harness {
+	return &harness{s: s, d: d, ttl: ttl, clients: map[backend.Driver]*client{}}
+}
+
+// conformanceHarness is newHarness as the suite takes it: with
+// NativeErrors when the dialect has it.
+func conformanceHarness(d *dialect, s *server, ttl time.Duration) conformance.Harness {
+	h := newHarness(d, s, ttl)
+	if d.nativeError != nil {
+		return nativeHarness{h}
+	}
+	return h
+}
+
+// NewDriver makes a Driver of the row over newDB's pool, which dials
+// through a new proxy to the server.
+func (h *harness) NewDriver(ctx context.Context) (backend.Driver, error) {
+	p, err := startProxy(h.s.addr)
 	if err != nil {
 		return nil, err
 	}
-	c := &client{db: newDB(p.Addr), p: p}
-	d, err := sqllock.New(ctx, c.db, opts)
+	c := &client{db: h.s.newDB(p.Addr, h.d.m.batch), p: p}
+	opts := h.d.options(sqllock.Options{})
+	d, err := sqllock.New(ctx, c.db, &opts)
 	if err != nil {
 		_ = c.db.Close()
 		_ = p.Close()
 		return nil, err
 	}
-	h.mu.Lock()
-	h.clients[d] = c
-	h.mu.Unlock()
+	h.add(d, c)
 	return d, nil
 }
 
+// NewUserDriver makes a Driver as a service does (the dialect's
+// newUserClient), with nil Options but the row's table and mode, dialing
+// through a proxy of its own for the faults. The client is closed with
+// the harness, after the case closed the Driver.
+func (h *harness) NewUserDriver(ctx context.Context) (backend.Driver, error) {
+	p, err := startProxy(h.s.addr)
+	if err != nil {
+		return nil, err
+	}
+	opts := &sqllock.Options{Table: h.d.table(), Advisory: h.d.opts.Advisory}
+	d, db, closeUser, err := h.d.newUserClient(ctx, p.Addr(), opts)
+	if err != nil {
+		_ = p.Close()
+		return nil, err
+	}
+	c := &client{db: db, p: p}
+	if db == nil {
+		c.closeUser = closeUser
+	}
+	h.add(d, c)
+	return d, nil
+}
+
+// Delete ends the holder's session from an admin connection.
+func (h *harness) Delete(ctx context.Context, key string) error {
+	return h.d.killHolder(ctx, h.s, key)
+}
+
 // add records d's client, for the fault hooks and Close.
-func (h *proxied) add(d backend.Driver, c *client) {
+func (h *harness) add(d backend.Driver, c *client) {
 	h.mu.Lock()
 	h.clients[d] = c
 	h.mu.Unlock()
 }
 
-func (h *proxied) client(d backend.Driver) (*client, error) {
+func (h *harness) client(d backend.Driver) (*client, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := h.clients[d]
@@ -185,16 +151,16 @@ func (h *proxied) client(d backend.Driver) (*client, error) {
 }
 
 // Partition black-holes d's connections, current and new.
-func (h *proxied) Partition(_ context.Context, d backend.Driver) error {
+func (h *harness) Partition(_ context.Context, d backend.Driver) error {
 	c, err := h.client(d)
 	if err != nil {
 		return err
 	}
-	c.p.Blackhole(sandbox.Both)
+	blackhole(c.p)
 	return nil
 }
 
-func (h *proxied) Heal(_ context.Context, d backend.Driver) error {
+func (h *harness) Heal(_ context.Context, d backend.Driver) error {
 	c, err := h.client(d)
 	if err != nil {
 		return err
@@ -206,16 +172,16 @@ func (h *proxied) Heal(_ context.Context, d backend.Driver) error {
 // DropNextReply loses the reply to d's next command (isCommand), not to a
 // connection's handshake. The connection then closes, which ends whatever
 // it held.
-func (h *proxied) DropNextReply(_ context.Context, d backend.Driver) error {
+func (h *harness) DropNextReply(_ context.Context, d backend.Driver) error {
 	c, err := h.client(d)
 	if err != nil {
 		return err
 	}
-	c.p.DropReply(h.isCommand, nil)
+	c.p.DropReply(h.d.isCommand, nil)
 	return nil
 }
 
-func (h *proxied) Dropped(d backend.Driver) int {
+func (h *harness) Dropped(d backend.Driver) int {
 	c, err := h.client(d)
 	if err != nil {
 		return 0
@@ -223,11 +189,11 @@ func (h *proxied) Dropped(d backend.Driver) int {
 	return c.p.Dropped()
 }
 
-func (h *proxied) TTL() time.Duration { return h.ttl }
+func (h *harness) TTL() time.Duration { return h.ttl }
 
 // Kill resets every connection of d through its proxy and refuses new
 // ones: no rollback, no quit message, as for a process that died.
-func (h *proxied) Kill(_ context.Context, d backend.Driver) error {
+func (h *harness) Kill(_ context.Context, d backend.Driver) error {
 	c, err := h.client(d)
 	if err != nil {
 		return err
@@ -235,10 +201,10 @@ func (h *proxied) Kill(_ context.Context, d backend.Driver) error {
 	return c.kill()
 }
 
-func (h *proxied) StopServer(ctx context.Context) error  { return h.g.Node(0).Stop(ctx) }
-func (h *proxied) StartServer(ctx context.Context) error { return h.g.Node(0).Start(ctx) }
+func (h *harness) StopServer(ctx context.Context) error  { return h.s.stop(ctx) }
+func (h *harness) StartServer(ctx context.Context) error { return h.s.start(ctx) }
 
-func (h *proxied) Close() error {
+func (h *harness) Close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, c := range h.clients {
@@ -246,71 +212,4 @@ func (h *proxied) Close() error {
 	}
 	clear(h.clients)
 	return nil
-}
-
-// harness implements conformance.Harness, Partitioner and ReplyDropper
-// over the shared server.
-type harness struct {
-	proxied
-	s *server
-	m mode
-}
-
-func newHarness(s *server, ttl time.Duration, m mode) *harness {
-	return &harness{proxied: proxied{g: s.g, ttl: ttl, isCommand: isCommand, clients: map[backend.Driver]*client{}}, s: s, m: m}
-}
-
-var (
-	_ conformance.UserClients = (*harness)(nil)
-	_ conformance.UserClients = (*pgHarness)(nil)
-)
-
-// NewUserDriver makes a Driver as a service does, over its own *sql.DB of
-// sql.Open("mysql", dsn) with the DSN only (the library's defaults: no
-// multiStatements, no read timeout, an unlimited pool) and nil Options
-// but the test table, dialing through a proxy of its own for the faults.
-func (h *harness) NewUserDriver(ctx context.Context) (backend.Driver, error) {
-	p, err := sandbox.StartProxy(h.s.addr)
-	if err != nil {
-		return nil, err
-	}
-	db, err := sql.Open("mysql", sandbox.MySQLDSN(p.Addr()))
-	if err != nil {
-		_ = p.Close()
-		return nil, err
-	}
-	d, err := sqllock.New(ctx, db, &sqllock.Options{Table: testTable})
-	if err != nil {
-		_ = db.Close()
-		_ = p.Close()
-		return nil, err
-	}
-	h.add(d, &client{db: db, p: p})
-	return d, nil
-}
-
-func (h *harness) NewDriver(ctx context.Context) (backend.Driver, error) {
-	newDB := func(addr func() string) *sql.DB { return h.s.newDB(addr, h.m.batch) }
-	return h.newDriver(ctx, h.s.addr, newDB, &sqllock.Options{Table: testTable, NoProcedure: h.m.noProc})
-}
-
-// isCommand reports whether chunk starts a MySQL command packet.
-func isCommand(chunk []byte) bool {
-	const comQuit = 0x01
-	return len(chunk) >= 5 && chunk[3] == 0 && chunk[4] != comQuit
-}
-
-// Delete kills the holder's session from an admin connection.
-func (h *harness) Delete(ctx context.Context, key string) error {
-	return h.s.killHolder(ctx, key)
-}
-
-func (s *server) killHolder(ctx context.Context, key string) error {
-	var id uint64
-	q := "SELECT holder_id FROM `" + testTable + sqllock.LiveSuffix + "` WHERE name = ?"
-	if err := s.admin.QueryRowContext(ctx, q, key).Scan(&id); err != nil {
-		return fmt.Errorf("holder of %q: %w", key, err)
-	}
-	_, err := s.admin.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id))
-	return err
 }

@@ -14,9 +14,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/sandbox"
 	"github.com/distlock/distlock/sqllock"
-	"github.com/go-sql-driver/mysql"
 )
 
 // killRace stages the race a canceled Wait's KILL QUERY can lose: the
@@ -72,25 +70,7 @@ func (c *killRaceConn) Read(b []byte) (int, error) {
 
 // newKillRaceDB is newDB whose connections stage r.
 func (s *server) newKillRaceDB(r *killRace, batch bool) *sql.DB {
-	cfg, err := mysql.ParseDSN(sandbox.MySQLDSN(s.addr()))
-	if err != nil {
-		panic(err)
-	}
-	cfg.InterpolateParams = true
-	cfg.MultiStatements = batch
-	cfg.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", s.addr())
-		if err != nil {
-			return nil, err
-		}
-		return &killRaceConn{Conn: c, r: r}, nil
-	}
-	conn, err := mysql.NewConnector(cfg)
-	if err != nil {
-		panic(err)
-	}
-	return sql.OpenDB(conn)
+	return sql.OpenDB(s.mysqlConnector(s.addr, batch, func(c net.Conn) net.Conn { return &killRaceConn{Conn: c, r: r} }))
 }
 
 // TestWaitCancelBetweenStatements: a Wait whose ctx ends while its

@@ -15,12 +15,8 @@ func TestMain(m *testing.M) {
 	// The driver logs every connection it finds cut; the tests cut many.
 	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
 	code := m.Run()
-	if err := stopServer(); err != nil {
-		fmt.Fprintf(os.Stderr, "stopping the MariaDB sandbox: %v\n", err)
-		code = 1
-	}
-	if err := stopPG(); err != nil {
-		fmt.Fprintf(os.Stderr, "stopping the PostgreSQL sandbox: %v\n", err)
+	if err := stopServers(); err != nil {
+		fmt.Fprintf(os.Stderr, "%v\n", err)
 		code = 1
 	}
 	if code == 0 {

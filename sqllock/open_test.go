@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"github.com/distlock/distlock/backend"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/sqllock"
@@ -96,5 +98,48 @@ func TestNewOptions(t *testing.T) {
 	}
 	if _, err := sqllock.New(ctx, nil, nil); !errors.Is(err, distlock.ErrInvalidConfig) {
 		t.Errorf("New(nil db, nil opts) = %v, want ErrInvalidConfig", err)
+	}
+}
+
+// TestPostgresURL: postgres:// and postgresql:// open a Driver; bad
+// parameters are named; a wrong password fails without showing it.
+func TestPostgresURL(t *testing.T) {
+	s := startPG(t)
+	for _, scheme := range []string{"postgres", "postgresql"} {
+		u := strings.Replace(pgURL(s.addr()), "postgres://", scheme+"://", 1) + "&table=" + testTable + "&lock_wait_timeout=2s"
+		l, err := distlock.Open(ctxFor(t, 30*time.Second), u, distlock.WithDefaultTTL(5*time.Second))
+		if err != nil {
+			t.Fatalf("Open(%s://): %v", scheme, err)
+		}
+		le, err := l.Acquire(ctxFor(t, 10*time.Second), uniqueKey("pg-url"))
+		if err != nil {
+			t.Fatalf("%s: Acquire: %v", scheme, err)
+		}
+		release(t, le)
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := pgURL(s.addr())
+	for _, tc := range []struct{ url, want string }{
+		{base + "&sslmode=sometimes", "sslmode"},
+		{base + "&table=no-dash", "table"},
+		{base + "&colour=blue", "colour"},
+		{base + "&sslcert=/tmp/x.pem", "sslkey"},
+		{strings.Replace(base, "/"+dbName, "/", 1), "DBNAME"},
+	} {
+		_, err := distlock.Open(ctxFor(t, 10*time.Second), tc.url)
+		if !errors.Is(err, backend.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%s): %v, want ErrInvalidConfig naming %q", tc.url, err, tc.want)
+		}
+	}
+	const bad = "Wr0ng-pw-4e1c"
+	wrong := strings.Replace(base, ":"+pgPassword+"@", ":"+bad+"@", 1)
+	_, err := distlock.Open(ctxFor(t, 10*time.Second), wrong)
+	if err == nil || !strings.Contains(err.Error(), "password authentication failed") {
+		t.Errorf("a wrong password: %v, want the server's refusal", err)
+	}
+	if err != nil && strings.Contains(err.Error(), bad) {
+		t.Errorf("the error shows the password: %v", err)
 	}
 }

@@ -4,17 +4,20 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"github.com/distlock/distlock/backend"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/sqllock"
+	"github.com/jackc/pgx/v5/stdlib"
 )
 
-// checkPool takes every idle connection of c's pool at once and checks
+// checkMySQLPool takes every idle connection of c's pool at once and checks
 // that none has a transaction open, autocommit off, or a session timeout
 // left by a lock.
-func checkPool(t *testing.T, c *client) {
+func checkMySQLPool(t *testing.T, c *client) {
 	t.Helper()
 	ctx := ctxFor(t, 30*time.Second)
 	idle := c.db.Stats().Idle
@@ -47,6 +50,44 @@ func checkPool(t *testing.T, c *client) {
 	t.Logf("%d pooled connections clean", idle)
 }
 
+// checkPGPool checks every idle connection of c's pool: no transaction
+// open, and the server's defaults for the settings the driver changes (it
+// changes them only with SET LOCAL).
+func checkPGPool(t *testing.T, c *client) {
+	t.Helper()
+	ctx := ctxFor(t, 10*time.Second)
+	n := c.db.Stats().Idle
+	conns := make([]interface{ Close() error }, 0, n)
+	for range n {
+		conn, err := c.db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, conn)
+		var inTx bool
+		_ = conn.Raw(func(dc any) error {
+			inTx = dc.(*stdlib.Conn).Conn().PgConn().TxStatus() != 'I'
+			return nil
+		})
+		var idle, lt, st string
+		err = conn.QueryRowContext(ctx, "SELECT current_setting('idle_in_transaction_session_timeout'), current_setting('lock_timeout'), "+
+			"current_setting('statement_timeout')").Scan(&idle, &lt, &st)
+		if err != nil {
+			t.Fatalf("a pooled connection: %v", err)
+		}
+		if idle != "0" || lt != "0" || st != "0" || inTx {
+			t.Errorf("a pooled connection: idle_in_transaction_session_timeout=%s lock_timeout=%s statement_timeout=%s in a transaction=%v; want the defaults, none open", idle, lt, st, inTx)
+		}
+	}
+	for _, conn := range conns {
+		_ = conn.Close()
+	}
+	if n == 0 {
+		t.Error("no idle connection in the pool to check")
+	}
+	t.Logf("%d pooled connections clean", n)
+}
+
 // TestPoolHygiene: after a release, a refused TryAcquire, a canceled or
 // timed-out wait, a renewal that changed the session's timeout and a lock
 // whose session was killed, no connection in the pool has a transaction
@@ -66,13 +107,13 @@ func testPoolHygiene(t *testing.T, m mode) {
 		t.Fatalf("Refresh to a longer TTL: %v", err)
 	}
 	release(t, le)
-	checkPool(t, c)
+	checkMySQLPool(t, c)
 
 	held := mustAcquire(t, other, key)
 	if _, err := l.TryAcquire(ctxFor(t, 10*time.Second), key); !errors.Is(err, distlock.ErrNotAcquired) {
 		t.Fatalf("TryAcquire of a held key: %v", err)
 	}
-	checkPool(t, c)
+	checkMySQLPool(t, c)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond) // past one server lock-wait timeout
 	_, err := l.Acquire(ctx, key)
@@ -86,7 +127,7 @@ func testPoolHygiene(t *testing.T, m mode) {
 		t.Fatalf("canceled Acquire: %v", err)
 	}
 	release(t, held)
-	checkPool(t, c)
+	checkMySQLPool(t, c)
 
 	le = mustAcquire(t, l, key)
 	if err := s.killHolder(ctxFor(t, 10*time.Second), key); err != nil {
@@ -100,5 +141,51 @@ func testPoolHygiene(t *testing.T, m mode) {
 	if err := le.Release(ctxFor(t, 10*time.Second)); err == nil {
 		t.Error("Release of a lost lease succeeded")
 	}
-	checkPool(t, c)
+	checkMySQLPool(t, c)
+}
+
+// TestPostgresNewPool: a Driver over a *pgxpool.Pool locks, excludes, and
+// leaves the pool open and whole when it closes.
+func TestPostgresNewPool(t *testing.T) {
+	s := startPG(t)
+	ctx := ctxFor(t, 30*time.Second)
+	pool, err := pgxpool.New(ctx, pgURL(s.addr())+"&pool_max_conns=6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	d, err := sqllock.NewPool(ctx, pool, &sqllock.Options{Table: testTable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := uniqueKey("pg-pool")
+	g, err := d.TryAcquire(ctx, backend.Request{Key: key, Owner: "a", TTL: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.TryAcquire(ctx, backend.Request{Key: key, Owner: "b", TTL: 5 * time.Second}); !errors.Is(err, backend.ErrNotAcquired) {
+		t.Fatalf("second TryAcquire: %v, want ErrNotAcquired", err)
+	}
+	if err := g.Lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 { // more pairs than the pool has connections: none is kept
+		g, err := d.TryAcquire(ctx, backend.Request{Key: key, Owner: "c", TTL: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Lock.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var one int
+	if err := pool.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		t.Fatalf("the pool after the Driver closed: %v", err)
+	}
+	if _, err := sqllock.NewPool(ctx, nil, nil); !errors.Is(err, backend.ErrInvalidConfig) {
+		t.Errorf("NewPool(nil): %v", err)
+	}
 }

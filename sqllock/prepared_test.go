@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/sandbox"
 	"github.com/distlock/distlock/sqllock"
 )
 
@@ -17,7 +16,7 @@ import (
 // increase.
 func TestServerSidePrepare(t *testing.T) {
 	s := startServer(t)
-	db, err := sql.Open("mysql", sandbox.MySQLDSN(s.addr()))
+	db, err := sql.Open("mysql", mysqlDSN(s.addr()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,5 +54,5 @@ func TestServerSidePrepare(t *testing.T) {
 			t.Errorf("round %d: Release: %v", i, err)
 		}
 	}
-	checkPool(t, &client{db: db})
+	checkMySQLPool(t, &client{db: db})
 }

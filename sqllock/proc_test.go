@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/sandbox"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/go-sql-driver/mysql"
 )
@@ -24,7 +23,7 @@ func TestProcedurePrivileges(t *testing.T) {
 	s := startServer(t)
 	ctx := ctxFor(t, 2*time.Minute)
 	table := "proc_" + uniqueKey("t")[len("sqllock-test-t-"):]
-	proc := "`" + sandbox.Database + "`.`" + table + sqllock.ProcSuffix + "`"
+	proc := "`" + dbName + "`.`" + table + sqllock.ProcSuffix + "`"
 	const user, pass = "dl_noroutine", "dl-noroutine-pw"
 	admin := func(q string) {
 		t.Helper()
@@ -35,14 +34,14 @@ func TestProcedurePrivileges(t *testing.T) {
 	admin("DROP USER IF EXISTS '" + user + "'@'%'")
 	admin("CREATE USER '" + user + "'@'%' IDENTIFIED BY '" + pass + "'")
 	t.Cleanup(func() { _, _ = s.admin.Exec("DROP USER IF EXISTS '" + user + "'@'%'") })
-	admin("GRANT SELECT, INSERT, UPDATE, DELETE, CREATE ON `" + sandbox.Database + "`.* TO '" + user + "'@'%'")
+	admin("GRANT SELECT, INSERT, UPDATE, DELETE, CREATE ON `" + dbName + "`.* TO '" + user + "'@'%'")
 	t.Cleanup(func() { _, _ = s.admin.Exec("DROP PROCEDURE IF EXISTS " + proc) })
 
 	exists := func() bool {
 		t.Helper()
 		var n int
 		err := s.admin.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = ? AND ROUTINE_NAME = ?",
-			sandbox.Database, table+sqllock.ProcSuffix).Scan(&n)
+			dbName, table+sqllock.ProcSuffix).Scan(&n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +55,7 @@ func TestProcedurePrivileges(t *testing.T) {
 	driver := func(t *testing.T, name string, opts sqllock.Options) (*sqllock.Driver, *countingDialer) {
 		t.Helper()
 		c := &countingDialer{}
-		cfg, err := mysql.ParseDSN(sandbox.MySQLDSN(s.addr()))
+		cfg, err := mysql.ParseDSN(mysqlDSN(s.addr()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +63,7 @@ func TestProcedurePrivileges(t *testing.T) {
 			cfg.User, cfg.Passwd = name, pass
 		}
 		cfg.InterpolateParams = true
-		cfg.DialFunc = c.dial
+		cfg.DialFunc = dialer(s.addr, c.wrap)
 		conn, err := mysql.NewConnector(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -244,7 +243,7 @@ func TestProcedureLongestTable(t *testing.T) {
 	d, _ := newDriver(t, s, sqllock.Options{Table: table})
 	var n int
 	err := s.admin.QueryRowContext(ctxFor(t, 10*time.Second), "SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = ? AND ROUTINE_NAME = ?",
-		sandbox.Database, table+sqllock.ProcSuffix).Scan(&n)
+		dbName, table+sqllock.ProcSuffix).Scan(&n)
 	if err != nil || n != 1 {
 		t.Fatalf("procedure of a %d-character table: %d found, %v", len(table), n, err)
 	}

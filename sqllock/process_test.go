@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/sandbox"
 	"github.com/distlock/distlock/sqllock"
 )
 
@@ -32,10 +31,10 @@ const (
 
 const resourceTable = "distlock_test_resource"
 
-// procServer is what the process tests need of a MySQL or PostgreSQL
-// server: how the child reaches it, a Locker of the test's own, the
-// protected resource's fenced write, and the query that counts sessions
-// waiting in the server for a lock's row.
+// procServer is what the process tests need of a row's server: how the
+// child reaches it, a Locker of the test's own, the protected resource's
+// fenced write, and the query that counts sessions waiting in the server
+// for a lock's row.
 type procServer struct {
 	pg        bool // PostgreSQL, else MySQL
 	admin     *sql.DB
@@ -47,38 +46,30 @@ type procServer struct {
 	waiting  string // counts sessions waiting for a row lock FOR UPDATE
 }
 
-func mysqlProc(t *testing.T) *procServer {
-	s := startServer(t)
-	return &procServer{
-		admin: s.admin, sqlDriver: "mysql",
-		url: sandbox.MySQLURL(s.addr()) + "?table=" + testTable, dsn: sandbox.MySQLDSN(s.addr()),
-		newLocker: func(t *testing.T, ttl time.Duration) *distlock.Locker { return newLocker(t, s, ttl) },
-		resource: func(t *testing.T, id int) {
-			mustExec(t, s.admin, "CREATE TABLE IF NOT EXISTS "+resourceTable+" (id INT PRIMARY KEY, val VARCHAR(64) NOT NULL, token BIGINT UNSIGNED NOT NULL)")
-			mustExec(t, s.admin, "INSERT INTO "+resourceTable+" VALUES (?, '', 0)", id)
-		},
-		waiting: "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND = 'Query' AND ID <> CONNECTION_ID() " +
-			"AND INFO LIKE 'SELECT % FROM `" + testTable + "` WHERE name = %FOR UPDATE%'",
+func procServerOf(t *testing.T, d *dialect) *procServer {
+	s := d.server(t)
+	sep := "?"
+	if s.pg {
+		sep = "&"
 	}
-}
-
-func pgProc(t *testing.T) *procServer {
-	s := startPG(t)
-	return &procServer{
-		pg: true, admin: s.admin, sqlDriver: "pgx",
-		url: sandbox.PostgresURL(s.addr()) + "&table=" + testTable, dsn: sandbox.PostgresURL(s.addr()),
+	ps := &procServer{
+		pg: s.pg, admin: s.admin, sqlDriver: s.sqlDriver(),
+		url: s.url() + sep + "table=" + d.table(), dsn: s.dsn(),
 		newLocker: func(t *testing.T, ttl time.Duration) *distlock.Locker {
-			d, _ := newPGDriver(t, s, sqllock.Options{})
-			l := distlock.New(d, distlock.WithDefaultTTL(ttl))
-			t.Cleanup(func() { _ = l.Close() })
+			l, _ := d.newLocker(t, s, ttl, sqllock.Options{})
 			return l
 		},
 		resource: func(t *testing.T, id int) {
-			mustExec(t, s.admin, "CREATE TABLE IF NOT EXISTS "+resourceTable+" (id INT PRIMARY KEY, val VARCHAR(64) NOT NULL, token BIGINT NOT NULL)")
-			mustExec(t, s.admin, "INSERT INTO "+resourceTable+" VALUES ($1, '', 0)", id)
+			mustExec(t, s.admin, d.sql("CREATE TABLE IF NOT EXISTS "+resourceTable+" (id INT PRIMARY KEY, val VARCHAR(64) NOT NULL, token BIGINT"+map[bool]string{false: " UNSIGNED", true: ""}[s.pg]+" NOT NULL)"))
+			mustExec(t, s.admin, d.sql("INSERT INTO "+resourceTable+" VALUES (?, '', 0)"), id)
 		},
-		waiting: "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%' AND pid <> pg_backend_pid()",
+		waiting: "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND = 'Query' AND ID <> CONNECTION_ID() " +
+			"AND INFO LIKE 'SELECT % FROM `" + d.table() + "` WHERE name = %FOR UPDATE%'",
 	}
+	if s.pg {
+		ps.waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%' AND pid <> pg_backend_pid()"
+	}
+	return ps
 }
 
 // TestHelperHolder is not a test: it is the body of the child process that
@@ -202,12 +193,13 @@ func (c *child) line(t *testing.T, prefix string) string {
 
 // TestHolderSIGKILL: a holder process killed with SIGKILL frees the lock as
 // soon as the server sees its connection close, long before its TTL.
-func TestHolderSIGKILL(t *testing.T)         { testHolderSIGKILL(t, mysqlProc(t), "sigkill") }
-func TestPostgresHolderSIGKILL(t *testing.T) { testHolderSIGKILL(t, pgProc(t), "pg-sigkill") }
+func TestHolderSIGKILL(t *testing.T) {
+	eachDialect(t, mysqlProc|pgRow, func(t *testing.T, d *dialect) { testHolderSIGKILL(t, procServerOf(t, d)) })
+}
 
-func testHolderSIGKILL(t *testing.T, s *procServer, name string) {
+func testHolderSIGKILL(t *testing.T, s *procServer) {
 	const ttl = 20 * time.Second
-	key := uniqueKey(name)
+	key := uniqueKey("sigkill")
 	c, tok := s.startHolder(t, key, ttl, 0)
 	l := s.newLocker(t, ttl)
 	if _, err := l.TryAcquire(ctxFor(t, 10*time.Second), key); err == nil {
@@ -237,14 +229,17 @@ func testHolderSIGKILL(t *testing.T, s *procServer, name string) {
 // the TTL (MySQL's wait_timeout, PostgreSQL's
 // idle_in_transaction_session_timeout), the next holder gets the lock, and
 // the paused holder's fenced write, once it resumes, is rejected.
-func TestSilentHolder(t *testing.T)         { testSilentHolder(t, mysqlProc(t), "silent") }
-func TestPostgresSilentHolder(t *testing.T) { testSilentHolder(t, pgProc(t), "pg-silent") }
+func TestSilentHolder(t *testing.T) {
+	// One server at a time: the bound (TTL + 1 s) leaves little to a
+	// loaded machine, and the rows take 2 s each.
+	eachDialectSerial(t, mysqlProc|pgRow, func(t *testing.T, d *dialect) { testSilentHolder(t, procServerOf(t, d)) })
+}
 
-func testSilentHolder(t *testing.T, s *procServer, name string) {
+func testSilentHolder(t *testing.T, s *procServer) {
 	const ttl = 2 * time.Second
 	resID := int(time.Now().UnixNano() % 1e9)
 	s.resource(t, resID)
-	key := uniqueKey(name)
+	key := uniqueKey("silent")
 	c, tok := s.startHolder(t, key, ttl, resID)
 	if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -288,11 +283,12 @@ func testSilentHolder(t *testing.T, s *procServer, name string) {
 
 // TestWaiterSIGKILL: a process killed while it waits in the server leaves
 // no waiter behind that could take the lock once it is released.
-func TestWaiterSIGKILL(t *testing.T)         { testWaiterSIGKILL(t, mysqlProc(t), "deadwaiter") }
-func TestPostgresWaiterSIGKILL(t *testing.T) { testWaiterSIGKILL(t, pgProc(t), "pg-deadwaiter") }
+func TestWaiterSIGKILL(t *testing.T) {
+	eachDialect(t, mysqlProc|pgRow, func(t *testing.T, d *dialect) { testWaiterSIGKILL(t, procServerOf(t, d)) })
+}
 
-func testWaiterSIGKILL(t *testing.T, s *procServer, name string) {
-	key := uniqueKey(name)
+func testWaiterSIGKILL(t *testing.T, s *procServer) {
+	key := uniqueKey("deadwaiter")
 	holder, third := s.newLocker(t, 5*time.Second), s.newLocker(t, 5*time.Second)
 	le := mustAcquire(t, holder, key)
 	c := s.startChild(t, key, 5*time.Second, 0)

@@ -18,25 +18,29 @@ type faultHarness interface {
 	conformance.Partitioner
 }
 
-// eachDialect runs f with a harness of each dialect (and mode) over the
-// shared servers, closed when f's test ends.
-func eachDialect(t *testing.T, ttl time.Duration, f func(t *testing.T, h faultHarness)) {
-	t.Run("mysql", func(t *testing.T) {
-		h := newHarness(startServer(t), ttl, mode{})
+// eachHarness runs f with a harness of each row that the refresh-doubt
+// tests cover, over the shared servers, closed when f's test ends.
+func eachHarness(t *testing.T, ttl time.Duration, f func(t *testing.T, h faultHarness)) {
+	eachDialect(t, mysqlProc|allPG, func(t *testing.T, d *dialect) {
+		h := newHarness(d, d.server(t), ttl)
 		t.Cleanup(func() { _ = h.Close() })
 		f(t, h)
 	})
-	t.Run("postgres", func(t *testing.T) {
-		h := newPGHarness(startPG(t), ttl)
-		t.Cleanup(func() { _ = h.Close() })
-		f(t, h)
-	})
-	t.Run("postgres-advisory", func(t *testing.T) {
-		h := newPGHarness(startPG(t), ttl)
-		h.advisory = true
-		t.Cleanup(func() { _ = h.Close() })
-		f(t, h)
-	})
+}
+
+// newDrivers makes n Drivers of h, closed when the test ends.
+func newDrivers(t *testing.T, h faultHarness, n int) []backend.Driver {
+	t.Helper()
+	ds := make([]backend.Driver, n)
+	for i := range ds {
+		d, err := h.NewDriver(ctxFor(t, 30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Close() })
+		ds[i] = d
+	}
+	return ds
 }
 
 // TestRefreshGivenUpIsDoubt: a Refresh whose ctx ends before the server
@@ -44,17 +48,9 @@ func eachDialect(t *testing.T, ttl time.Duration, f func(t *testing.T, h faultHa
 // held: the session is not closed under it, the next Refresh (after the
 // stall) confirms it, and another client still cannot take the lock.
 func TestRefreshGivenUpIsDoubt(t *testing.T) {
-	eachDialect(t, time.Second, func(t *testing.T, h faultHarness) {
-		d, err := h.NewDriver(ctxFor(t, 30*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = d.Close() })
-		other, err := h.NewDriver(ctxFor(t, 30*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = other.Close() })
+	eachHarness(t, time.Second, func(t *testing.T, h faultHarness) {
+		ds := newDrivers(t, h, 2)
+		d, other := ds[0], ds[1]
 		key := uniqueKey("refresh-doubt")
 		lost := make(chan error, 1)
 		g, err := d.TryAcquire(ctxFor(t, 10*time.Second), backend.Request{Key: key, Owner: "owner-doubt-0123456789abc",
@@ -151,12 +147,8 @@ func (l *hookLock) Refresh(ctx context.Context, ttl time.Duration) error {
 // at the batch's end, stays in doubt and is held again after the stall,
 // with some 25 s of validity left: its session was not closed.
 func TestBatchStallKeepsLongLease(t *testing.T) {
-	eachDialect(t, time.Second, func(t *testing.T, h faultHarness) {
-		d, err := h.NewDriver(ctxFor(t, 30*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = d.Close() })
+	eachHarness(t, time.Second, func(t *testing.T, h faultHarness) {
+		d := newDrivers(t, h, 1)[0]
 		short, long := uniqueKey("batch-short"), uniqueKey("batch-long")
 		var (
 			mu       sync.Mutex
@@ -268,17 +260,9 @@ func TestBatchStallKeepsLongLease(t *testing.T) {
 // connection closed, and another client gets the lock once the server
 // sees it, long before the lock's 30 s idle timeout.
 func TestReleaseDuringGivenUpRefresh(t *testing.T) {
-	eachDialect(t, time.Second, func(t *testing.T, h faultHarness) {
-		d, err := h.NewDriver(ctxFor(t, 30*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = d.Close() })
-		other, err := h.NewDriver(ctxFor(t, 30*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = other.Close() })
+	eachHarness(t, time.Second, func(t *testing.T, h faultHarness) {
+		ds := newDrivers(t, h, 2)
+		d, other := ds[0], ds[1]
 		key := uniqueKey("release-doubt")
 		g, err := d.TryAcquire(ctxFor(t, 10*time.Second), backend.Request{Key: key, Owner: "owner-rel-0123456789abcde", TTL: 30 * time.Second})
 		if err != nil {

@@ -3,15 +3,10 @@ package sqllock_test
 import (
 	"context"
 	"errors"
-	"net"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-
 	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/sandbox"
 	"github.com/distlock/distlock/sqllock"
 )
 
@@ -112,32 +107,21 @@ func rwWriterFirst(t *testing.T, newDriver func() *sqllock.Driver) {
 }
 
 // TestRWWriterFirst: MariaDB queues a LOCK IN SHARE MODE request behind a
-// waiting FOR UPDATE on the same row.
-func TestRWWriterFirst(t *testing.T) {
-	s := startServer(t)
-	rwWriterFirst(t, func() *sqllock.Driver { d, _ := newDriver(t, s, sqllock.Options{}); return d })
-}
-
-// TestPostgresRWWriterFirst: PostgreSQL queues a shared advisory lock
+// waiting FOR UPDATE on the same row; PostgreSQL a shared advisory lock
 // request behind a waiting exclusive one, in both modes.
-func TestPostgresRWWriterFirst(t *testing.T) {
-	s := startPG(t)
-	bothPGModes(t, func(t *testing.T, advisory bool) {
-		rwWriterFirst(t, func() *sqllock.Driver {
-			d, _ := newPGDriver(t, s, sqllock.Options{Advisory: advisory})
-			return d
-		})
+func TestRWWriterFirst(t *testing.T) {
+	eachDialect(t, mysqlProc|allPG, func(t *testing.T, d *dialect) {
+		s := d.server(t)
+		rwWriterFirst(t, func() *sqllock.Driver { dr, _ := d.newDriver(t, s, sqllock.Options{}); return dr })
 	})
 }
 
-// rwPairs runs pairs uncontended TryAcquireRW+Release of the mode side
-// after a warm-up (row creation, spare, cached statements) and returns
-// how many of each command kind were sent per pair, by snapshot.
-func rwPairs(t *testing.T, d *sqllock.Driver, mode backend.RWMode, snapshot func() map[byte]int, kinds ...byte) map[byte]float64 {
+// rwPairs runs uncontended TryAcquireRW+Release of the mode side in
+// steady state (steadyPairs) and returns what was sent per pair.
+func rwPairs(t *testing.T, d *sqllock.Driver, mode backend.RWMode, wc *wireCounter, kinds []byte) map[byte]float64 {
 	t.Helper()
-	const pairs = 20
 	key := uniqueKey("rw-roundtrips")
-	pair := func(i int) {
+	return steadyPairs(wc, kinds, func(i int) {
 		ctx := ctxFor(t, 10*time.Second)
 		g, err := d.TryAcquireRW(ctx, rwReq(key, "rw-owner"), mode, false)
 		if err != nil {
@@ -146,94 +130,36 @@ func rwPairs(t *testing.T, d *sqllock.Driver, mode backend.RWMode, snapshot func
 		if err := g.Lock.Release(ctx); err != nil {
 			t.Fatalf("%v pair %d: release: %v", mode, i, err)
 		}
-	}
-	for i := range 4 {
-		pair(i)
-	}
-	before := snapshot()
-	for i := range pairs {
-		pair(i)
-	}
-	after := snapshot()
-	out := map[byte]float64{}
-	for _, k := range kinds {
-		out[k] = float64(after[k]-before[k]) / pairs
-	}
-	return out
+	})
 }
 
 // TestRWRoundTrips: per uncontended TryAcquireRW+Release in steady state,
-// the commands sent, counted on the wire. A reader: the locking read,
+// what is sent, counted on the wire. MySQL, a reader: the locking read,
 // the read of the last write's token, COMMIT; with multiStatements the
 // first two are one batch. A writer: the locking read, the committed
 // token increment (another connection), a ping of the pinned session
-// (still holding after the commit), COMMIT.
+// (still holding after the commit), COMMIT. PostgreSQL, a reader: two
+// round trips (the batch that opens the transaction, takes the shared
+// advisory lock and reads the last write's token; ROLLBACK); a writer
+// three (the batch; the committed token increment on another connection,
+// which checks that the holding transaction is in progress, as Bind,
+// Execute and Sync; ROLLBACK).
 func TestRWRoundTrips(t *testing.T) {
-	s := startServer(t)
-	for _, tc := range []struct {
-		name        string
-		params      string
-		read, write map[byte]float64
-	}{
-		{"default pool", "", map[byte]float64{comQuery: 3}, map[byte]float64{comQuery: 3, comPing: 1}},
-		{"multiStatements", "&multiStatements=true", map[byte]float64{comQuery: 2}, map[byte]float64{comQuery: 3, comPing: 1}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			db, cc := openCounted(t, s, tc.params)
-			d, err := sqllock.New(ctxFor(t, 30*time.Second), db, &sqllock.Options{Table: testTable})
-			if err != nil {
-				t.Fatal(err)
+	want := map[rowSet]map[backend.RWMode]map[byte]float64{
+		mysqlProc:    {backend.Read: {comQuery: 3}, backend.Write: {comQuery: 3, comPing: 1}},
+		mysqlBatched: {backend.Read: {comQuery: 2}, backend.Write: {comQuery: 3, comPing: 1}},
+		pgRow:        {backend.Read: {'Q': 2}, backend.Write: {'Q': 2, 'B': 1, 'E': 1, 'S': 1}},
+	}
+	eachDialect(t, mysqlProc|mysqlBatched|pgRow, func(t *testing.T, d *dialect) {
+		dr, wc := d.countedDriver(t, d.server(t), "")
+		for mode, want := range want[d.id] {
+			got := rwPairs(t, dr, mode, wc, d.wireKinds())
+			if !sameCounts(got, want, d.wireKinds()) {
+				t.Errorf("%v: sent per pair %v, want %v", mode, got, want)
 			}
-			t.Cleanup(func() { _ = d.Close() })
-			for mode, want := range map[backend.RWMode]map[byte]float64{backend.Read: tc.read, backend.Write: tc.write} {
-				got := rwPairs(t, d, mode, cc.snapshot, comQuery, comPing, comStmtPrepare, comStmtExecute)
-				for _, k := range []byte{comQuery, comPing, comStmtPrepare, comStmtExecute} {
-					if got[k] != want[k] {
-						t.Errorf("%v: commands per pair %v, want %v", mode, got, want)
-						break
-					}
-				}
-				t.Logf("%v: commands per pair %v", mode, got)
-			}
-		})
-	}
-}
-
-// TestPostgresRWRoundTrips: per uncontended TryAcquireRW+Release, a
-// reader sends two round trips (the batch that opens the transaction,
-// takes the shared advisory lock and reads the last write's token;
-// ROLLBACK), a writer three (the batch; the committed token increment on
-// another connection, which checks that the holding transaction is in
-// progress; ROLLBACK).
-func TestPostgresRWRoundTrips(t *testing.T) {
-	s := startPG(t)
-	cfg, err := pgx.ParseConfig(sandbox.PostgresURL(s.addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc := &pgCounter{n: map[byte]int{}}
-	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		var d net.Dialer
-		c, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
+			t.Logf("%v: sent per pair %v", mode, got)
 		}
-		return &pgCountConn{Conn: c, pc: pc}, nil
-	}
-	db := stdlib.OpenDB(*cfg)
-	t.Cleanup(func() { _ = db.Close() })
-	d, err := sqllock.New(ctxFor(t, 30*time.Second), db, &sqllock.Options{Table: testTable})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
-	for mode, want := range map[backend.RWMode]float64{backend.Read: 2, backend.Write: 3} {
-		got := rwPairs(t, d, mode, pc.snapshot, 'Q', 'S')
-		if rt := got['Q'] + got['S']; rt != want {
-			t.Errorf("%v: %v round trips per pair (Query %v, Sync %v), want %v", mode, rt, got['Q'], got['S'], want)
-		}
-		t.Logf("%v: round trips per pair: Query %v, Sync %v", mode, got['Q'], got['S'])
-	}
+	})
 }
 
 // rwTokensAcrossRestart: a write's token is durable: after restart (the
@@ -276,27 +202,16 @@ func rwTokensAcrossRestart(t *testing.T, d func() *sqllock.Driver, restart func(
 	releaseGrant(t, w)
 }
 
-// TestRWTokensAcrossRestart: MySQL/MariaDB, a clean restart.
+// TestRWTokensAcrossRestart: a write's token is durable across the
+// restart that loses the live counters: MySQL/MariaDB's clean restart,
+// PostgreSQL's crash (SIGKILL of every process) and crash recovery.
 func TestRWTokensAcrossRestart(t *testing.T) {
-	s := startServer(t)
-	rwTokensAcrossRestart(t, func() *sqllock.Driver { d, _ := newDriver(t, s, sqllock.Options{}); return d },
-		func(ctx context.Context) error {
-			if err := s.g.Node(0).Stop(ctx); err != nil {
-				return err
-			}
-			return s.g.Node(0).Start(ctx)
-		})
-}
-
-// TestPostgresRWTokensAcrossCrash: PostgreSQL, a crash (SIGKILL of every
-// process) and crash recovery.
-func TestPostgresRWTokensAcrossCrash(t *testing.T) {
-	s := startPG(t)
-	rwTokensAcrossRestart(t, func() *sqllock.Driver { d, _ := newPGDriver(t, s, sqllock.Options{}); return d },
-		func(ctx context.Context) error {
-			if err := s.g.Node(0).Kill(ctx); err != nil {
-				return err
-			}
-			return s.g.Node(0).Start(ctx)
-		})
+	eachDialect(t, mysqlProc|pgRow, func(t *testing.T, d *dialect) {
+		s := d.server(t)
+		restart := s.restart
+		if d.restartKeepsLive {
+			restart = s.crash
+		}
+		rwTokensAcrossRestart(t, func() *sqllock.Driver { dr, _ := d.newDriver(t, s, sqllock.Options{}); return dr }, restart)
+	})
 }

@@ -35,15 +35,8 @@ func rwNameCollision(t *testing.T, d *sqllock.Driver) {
 // TestRWNameCollision: different keys never address the same read-write
 // lock, even a short key that spells a long key's hashed name.
 func TestRWNameCollision(t *testing.T) {
-	s := startServer(t)
-	d, _ := newDriver(t, s, sqllock.Options{})
-	rwNameCollision(t, d)
-}
-
-func TestPostgresRWNameCollision(t *testing.T) {
-	s := startPG(t)
-	bothPGModes(t, func(t *testing.T, advisory bool) {
-		d, _ := newPGDriver(t, s, sqllock.Options{Advisory: advisory})
-		rwNameCollision(t, d)
+	eachDialect(t, mysqlProc|allPG, func(t *testing.T, d *dialect) {
+		dr, _ := d.newDriver(t, d.server(t), sqllock.Options{})
+		rwNameCollision(t, dr)
 	})
 }

@@ -55,29 +55,36 @@ func semLarge(t *testing.T, d *sqllock.Driver) {
 	release(t, le5)
 }
 
+// TestSemaphoreLarge: semLarge in every mode that has semaphores.
 func TestSemaphoreLarge(t *testing.T) {
-	s := startServer(t)
-	bothModes(t, func(t *testing.T, m mode) {
-		d, _ := newDriverMode(t, s, sqllock.Options{}, m)
-		semLarge(t, d)
+	eachDialect(t, mysqlProc|mysqlBatched|pgRow, func(t *testing.T, d *dialect) {
+		dr, _ := d.newDriver(t, d.server(t), sqllock.Options{})
+		semLarge(t, dr)
 	})
 }
 
-func TestPostgresSemaphoreLarge(t *testing.T) {
-	d, _ := newPGDriver(t, startPG(t), sqllock.Options{})
-	semLarge(t, d)
-}
-
-// TestPostgresAdvisorySemaphore: advisory mode has no slot table, so it
-// offers no semaphore, and says so.
-func TestPostgresAdvisorySemaphore(t *testing.T) {
-	d, _ := newPGDriver(t, startPG(t), sqllock.Options{Advisory: true, Table: testAdvisoryTable})
-	if c := d.Capabilities(); c.Semaphore != "" {
-		t.Errorf("advisory mode: Capabilities().Semaphore = %q, want none", c.Semaphore)
-	}
-	l := distlock.New(d)
-	t.Cleanup(func() { _ = l.Close() })
-	if _, err := l.Semaphore("k", 2); !errors.Is(err, distlock.ErrUnsupported) {
-		t.Errorf("advisory mode: Semaphore: %v, want ErrUnsupported", err)
-	}
+// TestSemaphoreCapability: a mode offers semaphores, or says it offers
+// none: PostgreSQL's advisory mode has no slot table.
+func TestSemaphoreCapability(t *testing.T) {
+	eachDialect(t, allRows, func(t *testing.T, d *dialect) {
+		dr, _ := d.newDriver(t, d.server(t), sqllock.Options{})
+		l := distlock.New(dr)
+		t.Cleanup(func() { _ = l.Close() })
+		c := dr.Capabilities()
+		if d.semaphore {
+			if c.Semaphore == "" {
+				t.Errorf("Capabilities().Semaphore is empty, want semaphores")
+			}
+			if _, err := l.Semaphore(uniqueKey("semcap"), 2); err != nil {
+				t.Errorf("Semaphore: %v", err)
+			}
+			return
+		}
+		if c.Semaphore != "" {
+			t.Errorf("Capabilities().Semaphore = %q, want none", c.Semaphore)
+		}
+		if _, err := l.Semaphore("k", 2); !errors.Is(err, distlock.ErrUnsupported) {
+			t.Errorf("Semaphore: %v, want ErrUnsupported", err)
+		}
+	})
 }

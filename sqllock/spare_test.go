@@ -58,7 +58,7 @@ func testSpares(t *testing.T, m mode) {
 	if n := c.db.Stats().InUse; n != 0 {
 		t.Errorf("after Close %d connections are still checked out", n)
 	}
-	checkPool(t, c)
+	checkMySQLPool(t, c)
 
 	// A spare unused for half its lock's TTL goes back to the pool.
 	d2, c2 := newDriverMode(t, s, sqllock.Options{}, m)
@@ -75,7 +75,7 @@ func testSpares(t *testing.T, m mode) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	checkPool(t, c2)
+	checkMySQLPool(t, c2)
 
 	// A pool with a connection limit keeps its connections.
 	d3, c3 := newDriverMode(t, s, sqllock.Options{}, m)

@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/sandbox"
+	"github.com/distlock/distlock/sqllock"
+	"github.com/jackc/pgx/v5"
 )
 
 // tlsPassword is the TLS test user's password, looked for in every error.
@@ -23,30 +24,19 @@ const tlsPassword = "Pw-s3cret-tls-7fd2"
 // or without TLS, Open fails with an error that says why and never shows
 // the password.
 func TestTLS(t *testing.T) {
-	certs, err := sandbox.WriteCerts(t.TempDir())
+	certs, err := writeCerts(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := sandbox.WriteCerts(t.TempDir())
+	other, err := writeCerts(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), sandbox.DefaultStartTimeout+time.Minute)
-	defer cancel()
-	g, err := sandbox.Start(ctx, sandbox.Spec{Kind: sandbox.MariaDB, Logf: func(string, ...any) {},
-		MariaDBTLS: &sandbox.ServerTLS{CA: certs.CA, Cert: certs.ServerCert, Key: certs.ServerKey, Require: true}})
-	if err != nil {
-		setting, serr := sandbox.ProviderSetting(sandbox.Spec{Kind: sandbox.MariaDB})
-		if serr == nil && setting == sandbox.ProviderAuto && errors.Is(err, sandbox.ErrUnavailable) {
-			t.Skipf("no MariaDB here: %v", err)
-		}
-		t.Fatalf("starting MariaDB with TLS: %v", err)
-	}
-	t.Cleanup(func() { _ = g.Close() })
-	addr := g.Addrs()[0]
+	addr, _, _ := startTLSServer(t, false, certs)
+	ctx := ctxFor(t, time.Minute)
 	_, port, _ := net.SplitHostPort(addr)
 
-	admin, err := sql.Open("mysql", sandbox.MySQLDSN(addr)+"&tls=skip-verify")
+	admin, err := sql.Open("mysql", mysqlDSN(addr)+"&tls=skip-verify")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +47,7 @@ func TestTLS(t *testing.T) {
 	}
 	for _, q := range []string{
 		"CREATE USER 'tlsuser'@'%' IDENTIFIED BY '" + tlsPassword + "' REQUIRE SSL",
-		"GRANT ALL ON `" + sandbox.Database + "`.* TO 'tlsuser'@'%'",
+		"GRANT ALL ON `" + dbName + "`.* TO 'tlsuser'@'%'",
 	} {
 		if _, err := admin.ExecContext(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
@@ -67,11 +57,11 @@ func TestTLS(t *testing.T) {
 	// The certificate names 127.0.0.1 and localhost.
 	mkURL := func(host, query string) string {
 		u := url.URL{Scheme: "mysql", User: url.UserPassword("tlsuser", tlsPassword),
-			Host: net.JoinHostPort(host, port), Path: "/" + sandbox.Database, RawQuery: query}
+			Host: net.JoinHostPort(host, port), Path: "/" + dbName, RawQuery: query}
 		return u.String()
 	}
 	rootURL := func(u string) string {
-		return strings.Replace(u, "tlsuser:"+tlsPassword, "root:"+sandbox.RootPassword, 1)
+		return strings.Replace(u, "tlsuser:"+tlsPassword, "root:"+rootPassword, 1)
 	}
 	caParam := "tls=true&tls_ca=" + url.QueryEscape(certs.CA)
 	for _, tc := range []struct{ name, url string }{
@@ -130,8 +120,60 @@ func TestTLS(t *testing.T) {
 		if !found {
 			t.Errorf("%s: error %q names none of %q", tc.name, err, tc.want)
 		}
-		if strings.Contains(err.Error(), tlsPassword) || strings.Contains(err.Error(), ":"+sandbox.RootPassword+"@") {
+		if strings.Contains(err.Error(), tlsPassword) || strings.Contains(err.Error(), ":"+rootPassword+"@") {
 			t.Errorf("%s: the error shows the password: %v", tc.name, err)
+		}
+	}
+}
+
+// TestPostgresTLS: against a PostgreSQL that accepts only TLS and a
+// password, the URL's sslmode=verify-full and sslrootcert verify the
+// server, sslcert and sslkey present a client certificate (the lock's
+// session shows it in pg_stat_ssl); another CA, or no TLS, is refused.
+func TestPostgresTLS(t *testing.T) {
+	addr, serverURL, files := startTLSServer(t, true, certFiles{})
+	ctx := ctxFor(t, time.Minute)
+	withCert := serverURL + "&" + url.Values{"sslcert": {files.ClientCert}, "sslkey": {files.ClientKey}, "table": {testTable}}.Encode()
+	l, err := distlock.Open(ctx, withCert, distlock.WithDefaultTTL(5*time.Second))
+	if err != nil {
+		t.Fatalf("Open with TLS and a client certificate: %v", err)
+	}
+	defer l.Close()
+	key := uniqueKey("pg-tls")
+	le, err := l.Acquire(ctx, key)
+	if err != nil {
+		t.Fatalf("Acquire over TLS: %v", err)
+	}
+	admin, err := pgx.Connect(ctx, serverURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	var ssl bool
+	var dn *string
+	err = admin.QueryRow(ctx, `SELECT s.ssl, s.client_dn FROM pg_stat_ssl s JOIN "`+testTable+sqllock.FenceSuffix+`" f ON s.pid = f.holder_id WHERE f.name = $1`, []byte(key)).Scan(&ssl, &dn)
+	if err != nil {
+		t.Fatalf("the holder's session in pg_stat_ssl: %v", err)
+	}
+	if !ssl || dn == nil || !strings.Contains(*dn, "distlock sandbox client") {
+		t.Errorf("the lock's session: ssl=%v client_dn=%v, want TLS with the sandbox's client certificate", ssl, dn)
+	}
+	release(t, le)
+
+	other, err := writeCerts(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ what, url, want string }{
+		{"plaintext", pgURL(addr), "no encryption"},
+		{"the server checked against another CA", pgTLSURL(addr, other.CA), "certificate"},
+	} {
+		_, err := distlock.Open(ctx, tc.url)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error containing %q", tc.what, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), pgPassword+"@") {
+			t.Errorf("%s: the error shows the password: %v", tc.what, err)
 		}
 	}
 }

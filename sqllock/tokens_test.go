@@ -1,45 +1,67 @@
 package sqllock_test
 
 import (
-	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"net"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/sandbox"
 	"github.com/distlock/distlock/sqllock"
-	"github.com/go-sql-driver/mysql"
 )
 
-// seqBits mirrors the driver's token layout: epoch<<seqBits | seq.
-const seqBits = 24
-
-// epochOf reads key's durable fencing epoch (0 if it has none).
-func epochOf(t *testing.T, s *server, table, key string) uint64 {
+// epochOf reads key's durable fencing epoch in table (0: none): the
+// fence row's token column holds the epoch (MySQL), or epoch<<seqBits
+// (PostgreSQL). It retries while the server comes back after a restart.
+func epochOf(t *testing.T, d *dialect, s *server, key string) uint64 {
 	t.Helper()
-	var e uint64
-	err := s.admin.QueryRowContext(ctxFor(t, 10*time.Second), "SELECT token FROM `"+table+sqllock.FenceSuffix+"` WHERE name = ?", key).Scan(&e)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		t.Fatal(err)
+	var tok uint64
+	q := d.sql("SELECT token FROM `" + d.table() + sqllock.FenceSuffix + "` WHERE name = ?")
+	retry(t, func() error {
+		err := s.admin.QueryRowContext(ctxFor(t, 10*time.Second), q, []byte(key)).Scan(&tok)
+		if errors.Is(err, sql.ErrNoRows) {
+			tok, err = 0, nil
+		}
+		return err
+	})
+	if !d.pg {
+		return tok
 	}
-	return e
+	if tok&(1<<d.seqBits-1) != 0 {
+		t.Fatalf("the fence row of %q holds %d, not an epoch's base", key, tok)
+	}
+	return tok >> d.seqBits
 }
 
 // liveRows counts key's rows in the live counter table.
-func liveRows(t *testing.T, s *server, table, key string) int {
+func liveRows(t *testing.T, d *dialect, s *server, key string) int {
 	t.Helper()
 	var n int
-	err := s.admin.QueryRowContext(ctxFor(t, 10*time.Second), "SELECT COUNT(*) FROM `"+table+sqllock.LiveSuffix+"` WHERE name = ?", key).Scan(&n)
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := d.sql("SELECT COUNT(*) FROM `" + d.table() + sqllock.LiveSuffix + "` WHERE name = ?")
+	retry(t, func() error { return s.admin.QueryRowContext(ctxFor(t, 10*time.Second), q, []byte(key)).Scan(&n) })
 	return n
+}
+
+// retry runs f until it succeeds, for at most a minute (the server may
+// be coming back from a restart or a crash).
+func retry(t *testing.T, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // takeRelease acquires key (waiting) and releases it, returning the token.
@@ -51,79 +73,169 @@ func takeRelease(t *testing.T, l *distlock.Locker, key string) uint64 {
 	return tok
 }
 
-// TestTokensAcrossRestart: in steady state tokens come from the live
-// counter (consecutive, the durable epoch untouched); a server restart
-// empties the live counters, and the next grant starts a new durable epoch
-// whose tokens are larger than every token before the restart.
-func TestTokensAcrossRestart(t *testing.T) {
-	allModes(t, func(t *testing.T, m mode) {
-		s := startServer(t)
-		l := newLockerMode(t, s, 5*time.Second, m)
-		key := uniqueKey("restart")
-		first := takeRelease(t, l, key)
-		epoch := epochOf(t, s, testTable, key)
-		if epoch == 0 || first != epoch<<seqBits|1 {
-			t.Fatalf("first token %d, epoch %d: want the epoch's first token %d", first, epoch, epoch<<seqBits|1)
+// steady takes a new key four times and checks the steady state: the
+// first grant starts a durable epoch with its first token, the next come
+// from the live counter (consecutive, the durable epoch untouched). It
+// returns the epoch and the last token.
+func steady(t *testing.T, d *dialect, s *server, l *distlock.Locker, key string) (epoch, last uint64) {
+	t.Helper()
+	first := takeRelease(t, l, key)
+	epoch = epochOf(t, d, s, key)
+	if epoch == 0 || first != epoch<<d.seqBits|1 {
+		t.Fatalf("first token %d, epoch %d: want the epoch's first token %d", first, epoch, epoch<<d.seqBits|1)
+	}
+	last = first
+	for i := range 3 {
+		tok := takeRelease(t, l, key)
+		if tok != last+1 {
+			t.Errorf("steady-state grant %d: token %d after %d, want the next in the epoch", i, tok, last)
 		}
-		last := first
-		for i := range 3 {
-			tok := takeRelease(t, l, key)
-			if tok != last+1 {
-				t.Errorf("steady-state grant %d: token %d after %d, want the next in the epoch", i, tok, last)
-			}
-			last = tok
-		}
-		if e := epochOf(t, s, testTable, key); e != epoch {
-			t.Errorf("durable epoch moved from %d to %d in steady state", epoch, e)
-		}
+		last = tok
+	}
+	if e := epochOf(t, d, s, key); e != epoch {
+		t.Errorf("durable epoch moved from %d to %d in steady state", epoch, e)
+	}
+	return epoch, last
+}
 
-		ctx := ctxFor(t, 3*time.Minute)
-		if err := s.g.Node(0).Stop(ctx); err != nil {
+// newEpoch checks that the next grant of key is the first token of the
+// epoch after epoch, above last, and the one after it the next.
+func newEpoch(t *testing.T, d *dialect, s *server, l *distlock.Locker, key string, epoch, last uint64) {
+	t.Helper()
+	tok := takeRelease(t, l, key)
+	if tok <= last {
+		t.Fatalf("token %d, not above %d before", tok, last)
+	}
+	if e := epochOf(t, d, s, key); e != epoch+1 || tok != e<<d.seqBits|1 {
+		t.Errorf("token %d, epoch %d; want the first token of epoch %d", tok, e, epoch+1)
+	}
+	if next := takeRelease(t, l, key); next != tok+1 {
+		t.Errorf("token %d after %d, want the next in the new epoch", next, tok)
+	}
+}
+
+// liveLost checks what follows the loss of the live counters (a MySQL
+// restart, a PostgreSQL crash): no live row left, Inspect knows no token,
+// and the next grant starts a new durable epoch.
+func liveLost(t *testing.T, d *dialect, s *server, l *distlock.Locker, key string, epoch, last uint64) {
+	t.Helper()
+	if n := liveRows(t, d, s, key); n != 0 {
+		t.Fatalf("the restart left %d live counter rows", n)
+	}
+	dr, _ := d.newDriver(t, s, sqllock.Options{})
+	info, err := dr.Inspect(ctxFor(t, 10*time.Second), key)
+	if err != nil || info.Held || info.Token != 0 {
+		t.Errorf("Inspect after the restart = %+v, %v; want free, token unknown (0)", info, err)
+	}
+	newEpoch(t, d, s, l, key, epoch, last)
+}
+
+// afterEvent runs, for each row of set, a new key's steady state
+// (steady), then event (a restart, a crash, a change of the counters),
+// then check, with the Locker, the key's epoch and its last token.
+func afterEvent(t *testing.T, set rowSet, event func(t *testing.T, d *dialect, s *server, key string),
+	check func(t *testing.T, d *dialect, s *server, l *distlock.Locker, key string, epoch, last uint64)) {
+	eachDialect(t, set, func(t *testing.T, d *dialect) {
+		s := d.server(t)
+		l, _ := d.newLocker(t, s, 5*time.Second, sqllock.Options{})
+		key := uniqueKey("tokens")
+		epoch, last := steady(t, d, s, l, key)
+		event(t, d, s, key)
+		check(t, d, s, l, key, epoch, last)
+	})
+}
+
+// TestTokensAcrossRestart: in steady state tokens come from the live
+// counter (consecutive, the durable epoch untouched). A clean restart
+// empties MySQL's MEMORY table of live counters: the next grant starts a
+// new durable epoch whose tokens are larger than every token before the
+// restart. PostgreSQL writes its UNLOGGED table out at a clean shutdown,
+// so the live counters survive and tokens go on in the same epoch (no
+// durable write).
+func TestTokensAcrossRestart(t *testing.T) {
+	afterEvent(t, allRows, func(t *testing.T, _ *dialect, s *server, _ string) {
+		if err := s.restart(ctxFor(t, 3*time.Minute)); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.g.Node(0).Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if n := liveRows(t, s, testTable, key); n != 0 {
-			t.Fatalf("the restart left %d live counter rows", n)
-		}
-		d, _ := newDriverMode(t, s, sqllock.Options{}, m)
-		info, err := d.Inspect(ctxFor(t, 10*time.Second), key)
-		if err != nil || info.Held || info.Token != 0 {
-			t.Errorf("Inspect after the restart = %+v, %v; want free, token unknown (0)", info, err)
+	}, func(t *testing.T, d *dialect, s *server, l *distlock.Locker, key string, epoch, last uint64) {
+		if !d.restartKeepsLive {
+			liveLost(t, d, s, l, key, epoch, last)
+			return
 		}
 		tok := takeRelease(t, l, key)
 		if tok <= last {
-			t.Fatalf("token %d after the restart, not above %d before it", tok, last)
+			t.Fatalf("token %d after the clean restart, not above %d before it", tok, last)
 		}
-		if e := epochOf(t, s, testTable, key); e != epoch+1 || tok != e<<seqBits|1 {
-			t.Errorf("after the restart: token %d, epoch %d; want the first token of epoch %d", tok, e, epoch+1)
+		if e := epochOf(t, d, s, key); tok != last+1 || e != epoch {
+			t.Errorf("after a clean restart: token %d, epoch %d; want %d in epoch %d (the live counter kept)", tok, e, last+1, epoch)
 		}
 	})
+}
+
+// TestTokensAcrossCrash: a crash of the server (SIGKILL of every process)
+// makes PostgreSQL's crash recovery empty the UNLOGGED live counters; the
+// next grant starts a new durable epoch, above every token before the
+// crash.
+func TestTokensAcrossCrash(t *testing.T) {
+	afterEvent(t, pgRow, func(t *testing.T, _ *dialect, s *server, _ string) {
+		if err := s.crash(ctxFor(t, 3*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}, liveLost)
+}
+
+// TestTokensAcrossBackendCrash: SIGKILL of one PostgreSQL backend makes
+// the postmaster restart every backend through crash recovery, which
+// empties the live counters as a whole-server crash does. Local provider
+// only (the backend's pid is a host pid there).
+func TestTokensAcrossBackendCrash(t *testing.T) {
+	afterEvent(t, pgRow, func(t *testing.T, _ *dialect, s *server, _ string) {
+		if !s.local() {
+			t.Skipf("signals a backend by its pid: local provider only (this is %q)", s.provider())
+		}
+		c, err := s.admin.Conn(ctxFor(t, 10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pid int
+		if err := c.QueryRowContext(ctxFor(t, 10*time.Second), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.Close()
+	}, func(t *testing.T, d *dialect, s *server, l *distlock.Locker, key string, epoch, last uint64) {
+		if n := liveRows(t, d, s, key); n != 0 {
+			t.Fatalf("crash recovery left %d live counter rows", n)
+		}
+		newEpoch(t, d, s, l, key, epoch, last)
+	})
+}
+
+// TestTokenMissingCounter: a key whose live counter row is gone (deleted
+// here, as crash recovery would) starts a new durable epoch.
+func TestTokenMissingCounter(t *testing.T) {
+	afterEvent(t, mysqlProc|pgRow|pgAdvisory, func(t *testing.T, d *dialect, s *server, key string) {
+		retry(t, func() error {
+			_, err := s.admin.ExecContext(ctxFor(t, 10*time.Second),
+				d.sql("DELETE FROM `"+d.table()+sqllock.LiveSuffix+"` WHERE name = ?"), []byte(key))
+			return err
+		})
+	}, newEpoch)
 }
 
 // TestTokenEpochEnd: a live counter at the last token of its epoch is not
 // moved into the next epoch's range; a new durable epoch starts instead.
 func TestTokenEpochEnd(t *testing.T) {
-	allModes(t, func(t *testing.T, m mode) {
-		s := startServer(t)
-		l := newLockerMode(t, s, 5*time.Second, m)
-		key := uniqueKey("epochend")
-		takeRelease(t, l, key)
-		epoch := epochOf(t, s, testTable, key)
-		_, err := s.admin.ExecContext(ctxFor(t, 10*time.Second),
-			fmt.Sprintf("UPDATE `%s%s` SET token = token | %d WHERE name = ?", testTable, sqllock.LiveSuffix, 1<<seqBits-1), key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		end := epoch<<seqBits | (1<<seqBits - 1)
-		tok := takeRelease(t, l, key)
-		if want := (epoch+1)<<seqBits | 1; tok != want {
-			t.Errorf("after the epoch's last token %d: token %d, want %d (the next epoch's first)", end, tok, want)
-		}
-		if e := epochOf(t, s, testTable, key); e != epoch+1 {
-			t.Errorf("durable epoch %d, want %d", e, epoch+1)
-		}
+	afterEvent(t, allMySQL|pgRow, func(t *testing.T, d *dialect, s *server, key string) {
+		retry(t, func() error {
+			_, err := s.admin.ExecContext(ctxFor(t, 10*time.Second),
+				d.sql(fmt.Sprintf("UPDATE `%s%s` SET token = token | %d WHERE name = ?", d.table(), sqllock.LiveSuffix, uint64(1)<<d.seqBits-1)), []byte(key))
+			return err
+		})
+	}, func(t *testing.T, d *dialect, s *server, l *distlock.Locker, key string, epoch, _ uint64) {
+		newEpoch(t, d, s, l, key, epoch, epoch<<d.seqBits|(1<<d.seqBits-1))
 	})
 }
 
@@ -204,17 +316,7 @@ func TestBatchedRoundTrips(t *testing.T) {
 		try, wait     int
 	}{{false, false, 3, 2}, {false, true, 3, 3}, {true, false, 2, 2}} {
 		c := &countingDialer{}
-		cfg, err := mysql.ParseDSN(sandbox.MySQLDSN(s.addr()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.InterpolateParams, cfg.MultiStatements = true, tc.batch
-		cfg.DialFunc = c.dial
-		conn, err := mysql.NewConnector(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		db := sql.OpenDB(conn)
+		db := sql.OpenDB(s.mysqlConnector(s.addr, tc.batch, c.wrap))
 		t.Cleanup(func() { _ = db.Close() })
 		d, err := sqllock.New(ctxFor(t, 30*time.Second), db, &sqllock.Options{Table: testTable, NoProcedure: tc.noProc})
 		if err != nil {
@@ -257,14 +359,7 @@ func TestBatchedRoundTrips(t *testing.T) {
 // countingDialer counts the writes on the connections it dials.
 type countingDialer struct{ n atomic.Int64 }
 
-func (c *countingDialer) dial(ctx context.Context, _, addr string) (net.Conn, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	return &countingConn{Conn: nc, n: &c.n}, nil
-}
+func (c *countingDialer) wrap(nc net.Conn) net.Conn { return &countingConn{Conn: nc, n: &c.n} }
 
 func (c *countingDialer) writes() int { return int(c.n.Load()) }
 

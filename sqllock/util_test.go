@@ -3,6 +3,7 @@ package sqllock_test
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"testing"
 	"time"
 
@@ -20,7 +21,8 @@ func uniqueKey(name string) string {
 // ctxFor returns a context that ends after d (testctx.For).
 var ctxFor = testctx.For
 
-// newDriver makes a Driver over its own *sql.DB, closed when the test ends.
+// newDriver makes a MySQL Driver over its own *sql.DB, closed when the
+// test ends.
 func newDriver(t *testing.T, s *server, opts sqllock.Options) (*sqllock.Driver, *client) {
 	t.Helper()
 	return newDriverMode(t, s, opts, mode{})
@@ -29,32 +31,14 @@ func newDriver(t *testing.T, s *server, opts sqllock.Options) (*sqllock.Driver, 
 // newDriverMode is newDriver in mode m.
 func newDriverMode(t *testing.T, s *server, opts sqllock.Options, m mode) (*sqllock.Driver, *client) {
 	t.Helper()
-	c := &client{}
-	c.db = s.newDB(s.addr, m.batch)
-	opts.NoProcedure = opts.NoProcedure || m.noProc
-	if opts.Table == "" {
-		opts.Table = testTable
-	}
-	d, err := sqllock.New(ctxFor(t, 30*time.Second), c.db, &opts)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() { _ = c.db.Close() })
-	t.Cleanup(func() { _ = d.Close() }) // first: it returns its spare connections
-	return d, c
+	return mysqlRow(m).newDriver(t, s, opts)
 }
 
-// newLocker makes a Locker over a new Driver, closed when the test ends.
-func newLocker(t *testing.T, s *server, ttl time.Duration) *distlock.Locker {
-	t.Helper()
-	return newLockerMode(t, s, ttl, mode{})
-}
-
+// newLockerMode makes a MySQL Locker in mode m over a new Driver, closed
+// when the test ends.
 func newLockerMode(t *testing.T, s *server, ttl time.Duration, m mode) *distlock.Locker {
 	t.Helper()
-	d, _ := newDriverMode(t, s, sqllock.Options{}, m)
-	l := distlock.New(d, distlock.WithDefaultTTL(ttl))
-	t.Cleanup(func() { _ = l.Close() })
+	l, _ := mysqlRow(m).newLocker(t, s, ttl, sqllock.Options{})
 	return l
 }
 
@@ -65,22 +49,34 @@ func release(t *testing.T, le *distlock.Lease) {
 	}
 }
 
-// mode is how a test's Drivers send their statements.
+// mode is how a MySQL Driver sends its statements.
 type mode struct {
 	batch  bool // multiStatements: one batch per round trip, as a URL-opened Driver
 	noProc bool // Options.NoProcedure: two statements where a wait would CALL the procedure
 }
 
-// bothModes runs f with statements sent one at a time (blocking waits CALL
-// the procedure), then in batches.
-func bothModes(t *testing.T, f func(t *testing.T, m mode)) {
-	t.Run("procedure", func(t *testing.T) { f(t, mode{}) })
-	t.Run("batched", func(t *testing.T) { f(t, mode{batch: true}) })
+// mysqlRow is the MySQL row of mode m.
+func mysqlRow(m mode) *dialect {
+	for _, d := range dialects {
+		if !d.pg && d.m == m {
+			return d
+		}
+	}
+	panic(fmt.Sprintf("no MySQL row of mode %+v", m))
 }
 
-// allModes is bothModes, and also with the two statements a wait sends
-// without the procedure.
-func allModes(t *testing.T, f func(t *testing.T, m mode)) {
-	bothModes(t, f)
-	t.Run("statements", func(t *testing.T) { f(t, mode{noProc: true}) })
+// bothModes runs f with statements sent one at a time (blocking waits CALL
+// the procedure), then in batches; allModes also with the two statements
+// a wait sends without the procedure. These are the MySQL tests' modes,
+// the MySQL rows of dialects.
+func bothModes(t *testing.T, f func(t *testing.T, m mode)) { mysqlModes(t, mysqlProc|mysqlBatched, f) }
+
+func allModes(t *testing.T, f func(t *testing.T, m mode)) { mysqlModes(t, allMySQL, f) }
+
+func mysqlModes(t *testing.T, set rowSet, f func(t *testing.T, m mode)) {
+	for _, d := range dialects {
+		if d.id&set != 0 && !d.pg {
+			t.Run(d.mode, func(t *testing.T) { f(t, d.m) })
+		}
+	}
 }

@@ -67,20 +67,10 @@ func TestTryAcquireValidFromLockingStatement(t *testing.T) {
 		t.Logf("acquired in %v; %v of validity left", took.Round(time.Millisecond), time.Until(le.Deadline()).Round(time.Millisecond))
 		release(t, le)
 	}
-	t.Run("mariadb", func(t *testing.T) {
-		s := startServer(t)
+	eachDialect(t, mysqlProc|allPG, func(t *testing.T, d *dialect) {
+		s := d.server(t)
 		addr, arm := slowFirstDial(s.addr, slow)
-		check(t, s.newDB(addr, false), arm, sqllock.Options{Table: testTable})
-	})
-	t.Run("postgres-advisory", func(t *testing.T) {
-		s := startPG(t)
-		addr, arm := slowFirstDial(s.addr, slow)
-		check(t, s.newDB(addr), arm, sqllock.Options{Table: testAdvisoryTable, Advisory: true})
-	})
-	t.Run("postgres-row", func(t *testing.T) {
-		s := startPG(t)
-		addr, arm := slowFirstDial(s.addr, slow)
-		check(t, s.newDB(addr), arm, sqllock.Options{Table: testTable})
+		check(t, s.newDB(addr, false), arm, d.options(sqllock.Options{}))
 	})
 }
 

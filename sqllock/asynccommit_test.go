@@ -1,33 +1,21 @@
 package sqllock_test
 
 import (
-	"context"
 	"database/sql"
-	"net"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/sandbox"
 	"github.com/distlock/distlock/sqllock"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // newAsyncCommitDB is newDB whose sessions run with synchronous_commit
 // off, as a server, database or role may set it.
-func (s *pgServer) newAsyncCommitDB() *sql.DB {
-	cfg, err := pgx.ParseConfig(sandbox.PostgresURL(s.addr()))
-	if err != nil {
-		panic(err)
-	}
-	cfg.ConnectTimeout = 5 * time.Second
+func (s *server) newAsyncCommitDB() *sql.DB {
+	cfg := s.pgConfig(s.addr, nil)
 	cfg.RuntimeParams["synchronous_commit"] = "off"
-	cfg.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", s.addr())
-	}
 	return stdlib.OpenDB(*cfg)
 }
 
@@ -39,8 +27,8 @@ func (s *pgServer) newAsyncCommitDB() *sql.DB {
 // Local provider only (the WAL writer is stopped by its pid).
 func TestPostgresTokensAsyncCommit(t *testing.T) {
 	s := startPG(t)
-	if s.g.Provider() != sandbox.ProviderLocal {
-		t.Skipf("signals the WAL writer by its pid: local provider only (this is %q)", s.g.Provider())
+	if !s.local() {
+		t.Skipf("signals the WAL writer by its pid: local provider only (this is %q)", s.provider())
 	}
 	db := s.newAsyncCommitDB()
 	defer db.Close()
@@ -87,14 +75,14 @@ func TestPostgresTokensAsyncCommit(t *testing.T) {
 	_ = g.Lock.Release(ctxFor(t, 10*time.Second))
 
 	ctx := ctxFor(t, 3*time.Minute)
-	if err := s.g.Node(0).Kill(ctx); err != nil {
+	if err := s.kill(ctx); err != nil {
 		t.Fatal(err)
 	}
 	stopped = false
-	if err := s.g.Node(0).Start(ctx); err != nil {
+	if err := s.start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	pgRetry(t, func() error {
+	retry(t, func() error {
 		g, err = d.TryAcquire(ctxFor(t, 10*time.Second), req(key))
 		return err
 	})

@@ -1,7 +1,9 @@
 package sqllock_test
 
 import (
+	"database/sql"
 	"errors"
+	"github.com/distlock/distlock"
 	"strings"
 	"testing"
 	"time"
@@ -108,5 +110,61 @@ func TestPostgresModeUnrecorded(t *testing.T) {
 	t.Logf("New with NoCreateTable and no mode table: %v", err)
 	if !errors.Is(err, backend.ErrInvalidConfig) || !strings.Contains(err.Error(), hand+sqllock.ModeSuffix) {
 		t.Errorf("New with NoCreateTable and no mode table = %v, want ErrInvalidConfig naming it", err)
+	}
+}
+
+// TestPostgresAdvisoryMode: with mode=advisory a held key is an advisory
+// lock in pg_locks and no row of the lock table; a bare
+// pg_try_advisory_xact_lock elsewhere on another key is not disturbed;
+// mode= takes row or advisory only, and Advisory over MySQL is refused.
+func TestPostgresAdvisoryMode(t *testing.T) {
+	s := startPG(t)
+	table := "distlock_test_advisory"
+	u := pgURL(s.addr()) + "&mode=advisory&table=" + table
+	l, err := distlock.Open(ctxFor(t, 30*time.Second), u, distlock.WithDefaultTTL(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	key := uniqueKey("pg-advisory")
+	le, err := l.Acquire(ctxFor(t, 10*time.Second), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var advisory, tables int
+	if err := s.admin.QueryRowContext(ctxFor(t, 10*time.Second),
+		"SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted").Scan(&advisory); err != nil {
+		t.Fatal(err)
+	}
+	if advisory != 1 {
+		t.Errorf("%d advisory locks granted while one key is held, want 1", advisory)
+	}
+	if err := s.admin.QueryRowContext(ctxFor(t, 10*time.Second),
+		"SELECT count(*) FROM pg_tables WHERE tablename = $1", table).Scan(&tables); err != nil {
+		t.Fatal(err)
+	}
+	if tables != 0 {
+		t.Errorf("advisory mode created the lock table %s", table)
+	}
+	if _, err := l.TryAcquire(ctxFor(t, 10*time.Second), key); !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Errorf("TryAcquire of a held key: %v, want ErrNotAcquired", err)
+	}
+	release(t, le)
+	if _, err := distlock.Open(ctxFor(t, 10*time.Second), pgURL(s.addr())+"&mode=gentle"); !errors.Is(err, backend.ErrInvalidConfig) || !strings.Contains(err.Error(), "mode") {
+		t.Errorf("mode=gentle: %v, want ErrInvalidConfig naming mode", err)
+	}
+}
+
+// TestAdvisoryNeedsPostgres: Options.Advisory over a MySQL *sql.DB is a
+// configuration error (no connection is made).
+func TestAdvisoryNeedsPostgres(t *testing.T) {
+	db, err := sql.Open("mysql", "u:p@tcp(127.0.0.1:1)/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_, err = sqllock.New(ctxFor(t, 5*time.Second), db, &sqllock.Options{Advisory: true})
+	if !errors.Is(err, backend.ErrInvalidConfig) || !strings.Contains(err.Error(), "Advisory") {
+		t.Errorf("Advisory over MySQL: %v, want ErrInvalidConfig naming Advisory", err)
 	}
 }

@@ -52,7 +52,7 @@ func TestPostgresTransactionTimeoutOff(t *testing.T) {
 		t.Cleanup(func() {
 			_, _ = s.admin.ExecContext(context.Background(), "ALTER ROLE CURRENT_USER RESET transaction_timeout")
 		})
-		l, _ := newPGLockerOpts(t, s, 5*time.Second, sqllock.Options{})
+		l, _ := dialectRow(pgRow).newLocker(t, s, 5*time.Second, sqllock.Options{})
 		le, err := l.Acquire(ctxFor(t, 10*time.Second), uniqueKey("txtimeout"), distlock.WithoutAutoRenew())
 		if err != nil {
 			t.Fatal(err)
@@ -66,7 +66,7 @@ func TestPostgresTransactionTimeoutOff(t *testing.T) {
 	}
 	t.Logf("server_version_num %d: no transaction_timeout; checking the SET is sent where the Driver takes the server for a 17", n)
 	req := backend.Request{Key: uniqueKey("txtimeout"), Owner: "owner-txt-0123456789abcdef", TTL: 5 * time.Second}
-	assumed, _ := newPGDriver(t, s, sqllock.Options{})
+	assumed, _ := dialectRow(pgRow).newDriver(t, s, sqllock.Options{})
 	sqllock.AssumeTxTimeout(assumed)
 	refused := func(what string, err error) {
 		t.Helper()
@@ -85,7 +85,7 @@ func TestPostgresTransactionTimeoutOff(t *testing.T) {
 	_, err = assumed.TryAcquireRW(ctxFor(t, 10*time.Second), req, backend.Write, false)
 	refused("write lock", err)
 
-	plain, _ := newPGDriver(t, s, sqllock.Options{})
+	plain, _ := dialectRow(pgRow).newDriver(t, s, sqllock.Options{})
 	g, err := plain.TryAcquire(ctxFor(t, 10*time.Second), req)
 	if err != nil {
 		t.Fatalf("TryAcquire on a %d server: %v", n, err)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/sandbox"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -41,21 +40,9 @@ func TestPostgresCost(t *testing.T) {
 		}
 		return c
 	}
-	counted := func() (*pgx.ConnConfig, *pgCounter) {
-		cfg, err := pgx.ParseConfig(sandbox.PostgresURL(s.addr()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		pc := &pgCounter{n: map[byte]int{}}
-		cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var d net.Dialer
-			c, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return &pgCountConn{Conn: c, pc: pc}, nil
-		}
-		return cfg, pc
+	counted := func() (*pgx.ConnConfig, *wireCounter) {
+		wc := newWireCounter()
+		return s.pgConfig(s.addr, func(c net.Conn) net.Conn { return &pgCountConn{Conn: c, wc: wc} }), wc
 	}
 	// run measures pairs of pair(i) after warm-up; close ends the
 	// contender's sessions, which makes their backends report their
@@ -82,7 +69,7 @@ func TestPostgresCost(t *testing.T) {
 			name, per(after.commit, before.commit), per(after.rollback, before.rollback),
 			per(after.walRecords, before.walRecords), per(after.walSync, before.walSync))
 	}
-	roundTrips := func(name string, pc *pgCounter, f func()) {
+	roundTrips := func(name string, pc *wireCounter, f func()) {
 		before := pc.snapshot()
 		f()
 		after := pc.snapshot()
@@ -120,7 +107,7 @@ func TestPostgresCost(t *testing.T) {
 	}
 
 	// Peers, each through a pgx connection of its own as users write them.
-	peer := func() (*pgx.Conn, *pgCounter) {
+	peer := func() (*pgx.Conn, *wireCounter) {
 		cfg, pc := counted()
 		conn, err := pgx.ConnectConfig(ctxFor(t, 10*time.Second), cfg)
 		if err != nil {

@@ -2,6 +2,7 @@ package sqllock
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"strconv"
 	"sync"
@@ -13,6 +14,26 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
+// startPGDriver starts a PostgreSQL of the test's own and returns a
+// *sql.DB over it and a row-mode Driver on table, closed when the test
+// ends.
+func startPGDriver(ctx context.Context, t *testing.T, table string) (*sql.DB, *Driver) {
+	t.Helper()
+	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Postgres, Logf: func(string, ...any) {}})
+	cfg, err := pgx.ParseConfig(g.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := stdlib.OpenDB(*cfg)
+	t.Cleanup(func() { _ = db.Close() })
+	d, err := newDriver(ctx, db, pgDialect{}, &Options{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	return db, d
+}
+
 // TestPGTokenChecksHolder: PostgreSQL's fencing statement hands a token out
 // only while the lock's transaction is in progress. Once it has ended (the
 // holder's session died between the grant and the token), the increment
@@ -21,20 +42,9 @@ import (
 // txid_status being volatile, evaluated on the row the increment returns
 // (not folded to a constant before it), which is checked too.
 func TestPGTokenChecksHolder(t *testing.T) {
-	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Postgres, Logf: func(string, ...any) {}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cfg, err := pgx.ParseConfig(g.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := stdlib.OpenDB(*cfg)
-	defer db.Close()
-	d, err := newDriver(ctx, db, pgDialect{}, &Options{Table: "distlock_token_test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	db, d := startPGDriver(ctx, t, "distlock_token_test")
 
 	var vol string
 	if err := db.QueryRowContext(ctx, "SELECT provolatile FROM pg_proc WHERE proname = 'txid_status'").Scan(&vol); err != nil || vol != "v" {
@@ -85,20 +95,9 @@ func TestPGTokenChecksHolder(t *testing.T) {
 // started is below that statement's. Each racer holds a transaction of its
 // own in progress, as a holder does (the statement checks it).
 func TestPGTokenConcurrentEpochs(t *testing.T) {
-	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Postgres, Logf: func(string, ...any) {}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cfg, err := pgx.ParseConfig(g.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := stdlib.OpenDB(*cfg)
-	defer db.Close()
-	d, err := newDriver(ctx, db, pgDialect{}, &Options{Table: "distlock_epoch_race"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	db, d := startPGDriver(ctx, t, "distlock_epoch_race")
 
 	const racers, rounds = 6, 15
 	type call struct {
