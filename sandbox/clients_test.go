@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	_ "github.com/go-sql-driver/mysql"
+	"github.com/go-zookeeper/zk"
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"

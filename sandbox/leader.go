@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
 )
 
 // Leader returns the index of the node that decides for key, waiting (up

@@ -135,7 +135,7 @@ func mysqlPing(ctx context.Context, addr string) error {
 // server has passed the checks of a starting, recovering or shutting-down
 // server (SQLSTATE 57P03) and now authenticates; so does an error other
 // than 57P03 (a pg_hba.conf refusal). The images' entrypoints initialise
-// the cluster with TCP off (listen_addresses=''), and the local provider
+// the cluster with TCP off (listen_addresses=”), and the local provider
 // before the server starts, so the sandbox database exists by then.
 func postgresPing(ctx context.Context, addr string, tc *tls.Config) error {
 	conn, err := dial(ctx, addr)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
 )
 
 // redisSlots is the number of hash slots of a Redis Cluster.
