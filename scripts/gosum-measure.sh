@@ -9,7 +9,7 @@
 set -eu
 repo=$(cd "${1:-$(dirname "$0")/..}" && pwd)
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+[ -n "${GOSUM_KEEP:-}" ] && echo "keeping $tmp" >&2 || trap 'rm -rf "$tmp"' EXIT
 main_redislock='package main
 
 import (
