@@ -307,6 +307,8 @@ func brokerBinary(ctx context.Context) (string, error) {
 	dir := filepath.Join(cache, "distlock-sandbox")
 	bin := filepath.Join(dir, "broker-"+sum)
 	if _, err := os.Stat(bin); err == nil {
+		now := time.Now()
+		_ = os.Chtimes(bin, now, now) // in use: see pruneBrokers
 		return bin, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -339,7 +341,19 @@ func brokerBinary(ctx context.Context) (string, error) {
 	if err := os.Rename(tmp, bin); err != nil {
 		return "", fmt.Errorf("%w: docker: %v", ErrUnavailable, err)
 	}
+	pruneBrokers(dir, bin)
 	return bin, nil
+}
+
+// pruneBrokers removes the brokers in dir other than keep that no process
+// has used for a week (builds of sources since changed).
+func pruneBrokers(dir, keep string) {
+	old, _ := filepath.Glob(filepath.Join(dir, "broker-*"))
+	for _, f := range old {
+		if st, err := os.Stat(f); err == nil && f != keep && time.Since(st.ModTime()) > 7*24*time.Hour {
+			_ = os.Remove(f)
+		}
+	}
 }
 
 // brokerSource finds sandbox/containers of the repository: next to this

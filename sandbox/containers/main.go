@@ -136,6 +136,11 @@ func main() {
 		containers: map[string]*testcontainers.DockerContainer{},
 		networks:   map[string]*testcontainers.DockerNetwork{},
 	}
+	// Once the process that started the broker is gone, stdout and stderr
+	// are pipes without a reader: a write there must fail (EPIPE), not end
+	// the broker with SIGPIPE before it has removed what it made, as Go
+	// does for fds 1 and 2 unless SIGPIPE is notified.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	eof := make(chan struct{})
