@@ -326,7 +326,7 @@ func brokerBinary(ctx context.Context) (string, error) {
 	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return "", fmt.Errorf("%w: docker: no go command in PATH to build the container broker (%s) with: add Go's bin directory to PATH, or set %s to a built broker", ErrUnavailable, src, EnvBroker)
 	}
 	tmp := fmt.Sprintf("%s.tmp%d", bin, os.Getpid())
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
