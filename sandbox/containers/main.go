@@ -115,6 +115,8 @@ type reply struct {
 // broker owns the engine client and everything it created.
 type broker struct {
 	logger tclog.Logger
+	ctx    context.Context // every op's parent, canceled at shutdown
+	cancel context.CancelFunc
 
 	mu         sync.Mutex
 	cli        *testcontainers.DockerClient
@@ -131,7 +133,10 @@ func main() {
 	if _, set := os.LookupEnv("TESTCONTAINERS_RYUK_DISABLED"); !set {
 		_ = os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	b := &broker{
+		ctx:        ctx,
+		cancel:     cancel,
 		logger:     log.New(os.Stderr, "sandbox broker: testcontainers: ", log.Ltime),
 		containers: map[string]*testcontainers.DockerContainer{},
 		networks:   map[string]*testcontainers.DockerNetwork{},
@@ -173,6 +178,13 @@ func main() {
 	case s := <-sigs:
 		log.Printf("%v: removing what the broker made", s)
 	}
+	// Ops still running are canceled, and what they make is removed as
+	// soon as they return; then everything else.
+	b.mu.Lock()
+	b.closing = true
+	b.mu.Unlock()
+	b.cancel()
+	inflight.Wait()
 	b.cleanup()
 	os.Exit(0)
 }
@@ -183,7 +195,7 @@ func (b *broker) handle(req request) (rep reply) {
 	if req.TimeoutMS > 0 {
 		timeout = time.Duration(req.TimeoutMS) * time.Millisecond
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(b.ctx, timeout)
 	defer cancel()
 	if err := b.do(ctx, req, &rep); err != nil {
 		rep.Error = err.Error()
@@ -223,7 +235,17 @@ func (b *broker) ctr(req request) (*testcontainers.DockerContainer, error) {
 	return c, nil
 }
 
+// ops are the requests the broker knows.
+var ops = map[string]bool{
+	"info": true, "image": true, "network_create": true, "network_remove": true, "run": true,
+	"start": true, "state": true, "stop": true, "kill": true, "pause": true, "unpause": true,
+	"ip": true, "logs": true, "exec": true, "terminate": true,
+}
+
 func (b *broker) do(ctx context.Context, req request, rep *reply) error {
+	if !ops[req.Op] {
+		return fmt.Errorf("unknown op %q", req.Op)
+	}
 	cli, err := b.client(ctx)
 	if err != nil {
 		return err
@@ -317,7 +339,7 @@ func (b *broker) do(ctx context.Context, req request, rep *reply) error {
 		b.mu.Unlock()
 		return c.Terminate(ctx)
 	}
-	return fmt.Errorf("unknown op %q", req.Op)
+	return fmt.Errorf("op %q not handled", req.Op)
 }
 
 // run creates and starts a container. A container created but failing to
