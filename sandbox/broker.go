@@ -329,7 +329,11 @@ func brokerBinary(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("%w: docker: no go command in PATH to build the container broker (%s) with: add Go's bin directory to PATH, or set %s to a built broker", ErrUnavailable, src, EnvBroker)
 	}
 	tmp := fmt.Sprintf("%s.tmp%d", bin, os.Getpid())
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	// The first build on a machine with an empty build cache compiles
+	// testcontainers-go and Docker's client: it gets its own bound rather
+	// than the caller's (a test's start bound), so that it is not cut
+	// short and started again by every waiting test.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
 	defer cancel()
 	build := exec.CommandContext(ctx, goBin, "build", "-o", tmp, ".")
 	build.Dir = src
