@@ -18,7 +18,14 @@ DEMO_FLAGS    ?= --rounds 3 --duration 1500ms --ttl 4s --peers
 # own, so the library's go.mod stays free of CLI, plotting and server
 # dependencies; bench/ is one too. `go mod tidy` must leave each unchanged.
 CMD_MOD       ?= cmd/distlock
-MODULES       ?= . $(CMD_MOD) bench
+# Test infrastructure is out of the library module too, so that a user of
+# one driver gets no container stack in its go.sum (docs/architecture.md):
+# faults/ (the history checker, porcupine) is a module, and so is the
+# sandbox's container broker, sandbox/containers (testcontainers-go),
+# which the sandbox's docker provider builds and runs as a child process.
+FAULTS_MOD    ?= faults
+BROKER_MOD    ?= sandbox/containers
+MODULES       ?= . $(CMD_MOD) bench $(FAULTS_MOD) $(BROKER_MOD)
 # The container pass skips what would only repeat the local pass: a test
 # that starts its servers with the local provider whatever DISTLOCK_SANDBOX
 # says (TestConformanceModuleEtcd: etcd 3.5+ built from its module), and
@@ -54,7 +61,7 @@ FUZZTIME_SHORT ?= 100000x
 # DISTLOCK_FAULTS_BACKENDS pass through (docs/testing.md).
 FAULTS_DURATION ?= 60s
 
-.PHONY: all deps servers images test test-unit test-local test-docker test-loaded test-loaded-ci fuzz fuzz-short faults lint bench demo clean-containers help
+.PHONY: all deps servers images test test-unit test-local test-docker test-loaded test-loaded-ci fuzz fuzz-short faults lint gosum bench demo clean-containers help
 
 all: test
 
@@ -64,6 +71,7 @@ help:
 	@echo "make faults - every backend under a seeded random fault schedule, judged by the history checker (FAULTS_DURATION=$(FAULTS_DURATION) each)"
 	@echo "make test-loaded - the tests again while a CPU hog keeps every core busy (LOADED_PKGS=$(LOADED_PKGS))"
 	@echo "make lint   - gofmt, go vet, staticcheck, go mod tidy leaves every go.mod unchanged"
+	@echo "make gosum  - go.sum lines a user's module gets from each driver alone"
 	@echo "make fuzz   - every fuzz target for FUZZTIME (default 60s) each"
 	@echo "make images - build the substitute container images from Debian packages (no registry needed)"
 	@echo "make bench  - benchmarks, including peer libraries (bench/ module)"
@@ -72,6 +80,8 @@ help:
 deps:
 	$(GO) mod download
 	$(GO) -C $(CMD_MOD) mod download
+	$(GO) -C $(FAULTS_MOD) mod download
+	$(GO) -C $(BROKER_MOD) mod download
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		scripts/install-servers.sh; \
 	else \
@@ -89,12 +99,16 @@ images: deps
 test: deps test-local test-docker fuzz-short
 
 test-unit:
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e /sandbox -e /redislock -e /sqllock -e /zklock -e /etcdlock -e /faults)
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e /sandbox -e /redislock -e /sqllock -e /zklock -e /etcdlock)
 	$(GO) -C $(CMD_MOD) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) -C $(FAULTS_MOD) test -race -count=1 -timeout $(TEST_TIMEOUT) ./internal/...
+	$(GO) -C $(BROKER_MOD) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 test-local:
 	DISTLOCK_SANDBOX=local $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	DISTLOCK_SANDBOX=local $(GO) -C $(CMD_MOD) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	DISTLOCK_SANDBOX=local $(GO) -C $(FAULTS_MOD) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) -C $(BROKER_MOD) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 test-docker:
 	@if docker info >/dev/null 2>&1; then \
@@ -117,6 +131,10 @@ test-loaded-ci:
 
 test-loaded: deps
 	DISTLOCK_SANDBOX=local scripts/cpu-hog.sh $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(LOADED_PKGS)
+	@if [ "$(LOADED_PKGS)" = "./..." ]; then \
+		echo "DISTLOCK_SANDBOX=local scripts/cpu-hog.sh $(GO) -C $(FAULTS_MOD) test -race -count=1 -timeout $(TEST_TIMEOUT) ./..."; \
+		DISTLOCK_SANDBOX=local scripts/cpu-hog.sh $(GO) -C $(FAULTS_MOD) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...; \
+	fi
 
 # Each fuzz target for a bounded time; the seed corpora under
 # testdata/fuzz/ also run as plain tests in every go test.
@@ -133,20 +151,29 @@ fuzz-short:
 # each; prints per backend the operations, faults by kind, violations,
 # double grants and the recovery time after the last heal.
 faults: deps
-	DISTLOCK_FAULTS_DURATION=$(FAULTS_DURATION) $(GO) test -count=1 -timeout 90m -run '^TestFaults$$' -v ./faults/
+	DISTLOCK_FAULTS_DURATION=$(FAULTS_DURATION) $(GO) -C $(FAULTS_MOD) test -count=1 -timeout 90m -run '^TestFaults$$' -v .
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
-	$(GO) -C $(CMD_MOD) vet ./...
-	$(GO) -C $(CMD_MOD) run $(STATICCHECK) ./...
+	@for m in $(CMD_MOD) $(FAULTS_MOD) $(BROKER_MOD); do \
+		echo "$(GO) -C $$m vet ./... && $(GO) -C $$m run $(STATICCHECK) ./..."; \
+		$(GO) -C $$m vet ./... && $(GO) -C $$m run $(STATICCHECK) ./... || exit 1; \
+	done
 	@if [ -f bench/go.mod ]; then cd bench && $(GO) vet ./...; fi
 	@for m in $(MODULES); do \
 		[ -f $$m/go.mod ] || continue; \
 		echo "$(GO) -C $$m mod tidy -diff"; \
 		$(GO) -C $$m mod tidy -diff || { echo "lint: go mod tidy would change $$m/go.mod or go.sum" >&2; exit 1; }; \
 	done
+
+# What a user's go.sum gets from each driver: a fresh module importing
+# only that driver, go mod tidy, wc -l go.sum (docs/architecture.md).
+# TestDriverTestGraphsHoldOnlyTheirStore (in make test) keeps the test
+# graphs free of the container stack and of other stores' clients.
+gosum:
+	scripts/gosum-measure.sh
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...

@@ -8,7 +8,15 @@
 // Two providers sit behind one API; the environment variable
 // DISTLOCK_SANDBOX (or [Spec.Provider]) picks one:
 //
-//   - "docker": containers through testcontainers-go. Images default to the
+//   - "docker": containers through testcontainers-go, which runs in the
+//     container broker, the program of the module
+//     github.com/distlock/distlock/sandbox/containers: the sandbox builds it
+//     from the repository's sandbox/containers into the user cache directory
+//     (or runs the one named by DISTLOCK_SANDBOX_BROKER, [EnvBroker]) and
+//     drives it by JSON lines on its stdin/stdout. This package imports the
+//     standard library only, so the drivers' tests that import it carry no
+//     container stack, and no other store's client, into a user's go.sum.
+//     Images default to the
 //     official ones (redis:7, mariadb:11, zookeeper:3.9,
 //     gcr.io/etcd-development/etcd:v3.5.17) and are overridden per server by
 //     DISTLOCK_IMAGE_REDIS, DISTLOCK_IMAGE_MARIADB, DISTLOCK_IMAGE_ZOOKEEPER
@@ -26,11 +34,12 @@
 //   - "auto" (the default): docker when an engine answers and an image for
 //     the kind exists locally, else local.
 //
-// The docker provider sets TESTCONTAINERS_RYUK_DISABLED=true when it is unset
-// (the reaper image cannot be pulled everywhere), so nothing reaps containers
-// of a process that dies: containers and networks carry the labels
-// org.testcontainers=true and distlock.sandbox=1, and
-// scripts/cleanup-containers.sh removes leftovers. Local server processes get
+// The broker removes every container and network it made when its stdin
+// closes: when the process that started it exits or dies, even of SIGKILL.
+// It sets TESTCONTAINERS_RYUK_DISABLED=true when that is unset (the reaper
+// image cannot be pulled everywhere); containers and networks carry the
+// labels org.testcontainers=true and distlock.sandbox=1, and
+// scripts/cleanup-containers.sh removes what a killed broker leaves. Local server processes get
 // SIGKILL when the process that started them dies (Linux).
 //
 // # Topologies

@@ -10,12 +10,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/containerd/errdefs"
-	"github.com/moby/moby/api/types/container"
-	"github.com/testcontainers/testcontainers-go"
-	tclog "github.com/testcontainers/testcontainers-go/log"
-	"github.com/testcontainers/testcontainers-go/network"
 )
 
 // imagesHint is the fix named when no image for a kind exists locally.
@@ -30,9 +24,10 @@ const (
 	labelPID     = "distlock.sandbox.pid"
 )
 
-// dockerProvider runs servers as containers through testcontainers-go.
+// dockerProvider runs servers as containers through testcontainers-go,
+// by the container broker (broker.go).
 type dockerProvider struct {
-	cli   *testcontainers.DockerClient
+	b     *broker // released by the group's release, or by start's failure
 	image string
 	host  string // host part of every address: 127.0.0.1 for a local engine
 	local bool   // the engine runs on this host: publish on 127.0.0.1 only
@@ -40,29 +35,38 @@ type dockerProvider struct {
 
 func (*dockerProvider) name() string { return ProviderDocker }
 
-// newDockerProvider connects to the engine and picks the image for
-// spec.Kind. Errors wrap ErrUnavailable and name the fix.
+// newDockerProvider starts (or shares) the broker, checks that an engine
+// answers and picks the image for spec.Kind. Errors wrap ErrUnavailable
+// and name the fix. The provider holds a reference to the broker until
+// its start fails or the group it started is released; a provider that
+// is not used must be closed.
 func newDockerProvider(ctx context.Context, spec Spec) (*dockerProvider, error) {
-	if err := ensureRyukDisabled(); err != nil {
+	b, err := acquireBroker(ctx)
+	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	info, err := b.call(ictx, brokerRequest{Op: "info"})
 	if err != nil {
-		return nil, fmt.Errorf("%w: no docker engine reachable (%v): start one (and `make images` if the server images are missing), or use %s=local", ErrUnavailable, err, EnvProvider)
+		b.release()
+		return nil, fmt.Errorf("%w: %v: start one (and `make images` if the server images are missing), or use %s=local", ErrUnavailable, err, EnvProvider)
 	}
-	p := &dockerProvider{cli: cli, host: "127.0.0.1", local: true}
-	if u, err := url.Parse(cli.DaemonHost()); err == nil && u.Scheme == "tcp" && u.Hostname() != "" && u.Hostname() != "localhost" && u.Hostname() != "127.0.0.1" {
+	p := &dockerProvider{b: b, host: "127.0.0.1", local: true}
+	if u, err := url.Parse(info.DaemonHost); err == nil && u.Scheme == "tcp" && u.Hostname() != "" && u.Hostname() != "localhost" && u.Hostname() != "127.0.0.1" {
 		p.host, p.local = u.Hostname(), false
 	}
 	setting, _ := ProviderSetting(spec)
-	p.image, err = p.pickImage(ctx, spec.Kind, setting == ProviderDocker)
+	p.image, err = p.pickImage(ictx, spec.Kind, setting == ProviderDocker)
 	if err != nil {
-		return nil, errors.Join(err, cli.Close())
+		b.release()
+		return nil, err
 	}
 	return p, nil
 }
+
+// close gives up the provider's broker when it starts nothing.
+func (p *dockerProvider) close() { p.b.release() }
 
 // pickImage returns the image named by DISTLOCK_IMAGE_<KIND>, else the
 // official image if present locally, else the substitute if present. The
@@ -90,35 +94,37 @@ func (p *dockerProvider) pickImage(ctx context.Context, kind Kind, mayPull bool)
 }
 
 func (p *dockerProvider) hasImage(ctx context.Context, img string) (bool, error) {
-	_, err := p.cli.ImageInspect(ctx, img)
-	switch {
-	case err == nil:
-		return true, nil
-	case errdefs.IsNotFound(err):
-		return false, nil
+	rep, err := p.b.call(ctx, brokerRequest{Op: "image", Image: img})
+	if err != nil {
+		return false, fmt.Errorf("%w: docker: %v", ErrUnavailable, err)
 	}
-	return false, fmt.Errorf("%w: docker: inspect image %s: %v", ErrUnavailable, img, err)
+	return rep.Exists, nil
 }
 
 // start creates the group's network if its nodes talk to each other, then
 // every container at once (ensemble members need each other to come up).
 func (p *dockerProvider) start(ctx context.Context, spec Spec) ([]member, func(context.Context) error, error) {
 	labels := map[string]string{LabelSandbox: "1", labelKind: string(spec.Kind), labelPID: strconv.Itoa(os.Getpid())}
-	var nw *testcontainers.DockerNetwork
+	nw := ""
 	if spec.Nodes > 1 && (spec.quorum() || spec.Topology != Independent) {
-		var err error
-		if nw, err = network.New(ctx, network.WithLabels(labels)); err != nil {
-			return nil, nil, errors.Join(fmt.Errorf("sandbox: docker: create network: %w", err), p.cli.Close())
+		rep, err := p.b.call(ctx, brokerRequest{Op: "network_create", Labels: labels})
+		if err != nil {
+			p.close()
+			return nil, nil, fmt.Errorf("sandbox: docker: create network: %w", err)
 		}
+		nw = rep.Network
 	}
 	release := func(ctx context.Context) error {
 		var err error
-		if nw != nil {
-			err = nw.Remove(ctx)
+		if nw != "" {
+			if _, err = p.b.call(ctx, brokerRequest{Op: "network_remove", Network: nw}); err != nil {
+				err = fmt.Errorf("sandbox: docker: remove network %s: %w", nw, err)
+			}
 		}
-		return errors.Join(err, p.cli.Close())
+		p.close()
+		return err
 	}
-	plans, err := p.plan(spec, nw)
+	plans, err := p.plan(spec, nw != "")
 	if err != nil {
 		return nil, nil, errors.Join(err, release(ctx))
 	}
@@ -127,7 +133,7 @@ func (p *dockerProvider) start(ctx context.Context, spec Spec) ([]member, func(c
 	var wg sync.WaitGroup
 	for i := range nodes {
 		nodes[i] = p.newNode(spec, plans[i], nw)
-		wg.Go(func() { errs[i] = nodes[i].create(ctx, p.image, p.options(spec, plans[i], nw, labels)) })
+		wg.Go(func() { errs[i] = nodes[i].create(ctx, p.request(spec, plans[i], nw, labels)) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -144,70 +150,54 @@ func (p *dockerProvider) start(ctx context.Context, spec Spec) ([]member, func(c
 }
 
 // newNode returns the (not yet created) container node of plan.
-func (p *dockerProvider) newNode(spec Spec, plan containerPlan, nw *testcontainers.DockerNetwork) *containerNode {
-	n := &containerNode{
+func (p *dockerProvider) newNode(spec Spec, plan containerPlan, nw string) *containerNode {
+	return &containerNode{
 		name:    plan.name,
 		kind:    spec.Kind,
 		port:    plan.port,
 		busPort: plan.busPort,
 		host:    p.host,
-		cli:     p.cli,
+		network: nw,
+		b:       p.b,
 		timeout: spec.StartTimeout,
 		tls:     spec.tls.clientConfig(),
+		quorum:  spec.quorum(),
+		logf:    spec.Logf,
 	}
-	if nw != nil {
-		n.network = nw.Name
-	}
-	return n
 }
 
-// options turns a plan into testcontainers options: command, environment,
-// the client port published on the loopback interface, labels, network,
-// and a wait strategy that speaks the server's protocol.
-func (p *dockerProvider) options(spec Spec, plan containerPlan, nw *testcontainers.DockerNetwork, labels map[string]string) []testcontainers.ContainerCustomizer {
-	logger := tclog.Logger(loggerFunc(spec.Logf))
-	opts := []testcontainers.ContainerCustomizer{
-		testcontainers.WithLogger(logger),
-		testcontainers.WithCmd(plan.cmd...),
-		testcontainers.WithEnv(plan.env),
-		testcontainers.WithExposedPorts(plan.port),
-		testcontainers.WithHostConfigModifier(publishOn(plan.port, plan.hostPort, p.local)),
-		testcontainers.WithLabels(labels),
-		testcontainers.WithWaitStrategyAndDeadline(spec.StartTimeout, &probeStrategy{
-			kind: spec.Kind, port: plan.port, host: p.host, quorum: spec.quorum(), tls: spec.tls.clientConfig(),
-		}),
+// request turns a plan into the broker's run request: image, command,
+// environment, the client port published on the loopback interface,
+// labels, files, network and alias.
+func (p *dockerProvider) request(spec Spec, plan containerPlan, nw string, labels map[string]string) brokerRequest {
+	req := brokerRequest{
+		Op:         "run",
+		Image:      p.image,
+		Cmd:        plan.cmd,
+		Env:        plan.env,
+		Port:       plan.port,
+		HostPort:   plan.hostPort,
+		Local:      p.local,
+		Labels:     labels,
+		Files:      plan.files,
+		StopSignal: plan.stopSignal,
 	}
 	if spec.tls != nil {
 		for _, f := range tlsFileNames() {
-			opts = append(opts, testcontainers.WithFiles(testcontainers.ContainerFile{
-				HostFilePath:      filepath.Join(spec.tls.dir, f),
-				ContainerFilePath: tlsContainerDir + "/" + f,
-				FileMode:          0o644,
-			}))
+			req.Files = append(req.Files, containerFile{HostPath: filepath.Join(spec.tls.dir, f), Path: tlsContainerDir + "/" + f, Mode: 0o644})
 		}
 	}
-	if len(plan.files) > 0 {
-		opts = append(opts, testcontainers.WithFiles(plan.files...))
-	}
-	if plan.stopSignal != "" {
-		opts = append(opts, testcontainers.WithConfigModifier(func(c *container.Config) { c.StopSignal = plan.stopSignal }))
-	}
-	if nw != nil {
-		opts = append(opts, network.WithNetwork([]string{plan.name}, nw))
+	if nw != "" {
+		req.Network, req.Aliases = nw, []string{plan.name}
 	}
 	if f := spec.MariaDBTLS; f != nil {
 		// World-readable: the server runs as its own user in the container;
 		// these are throwaway test keys.
-		opts = append(opts, testcontainers.WithFiles(
-			testcontainers.ContainerFile{HostFilePath: f.CA, ContainerFilePath: containerTLSDir + "/ca.pem", FileMode: 0o644},
-			testcontainers.ContainerFile{HostFilePath: f.Cert, ContainerFilePath: containerTLSDir + "/cert.pem", FileMode: 0o644},
-			testcontainers.ContainerFile{HostFilePath: f.Key, ContainerFilePath: containerTLSDir + "/key.pem", FileMode: 0o644},
-		))
+		req.Files = append(req.Files,
+			containerFile{HostPath: f.CA, Path: containerTLSDir + "/ca.pem", Mode: 0o644},
+			containerFile{HostPath: f.Cert, Path: containerTLSDir + "/cert.pem", Mode: 0o644},
+			containerFile{HostPath: f.Key, Path: containerTLSDir + "/key.pem", Mode: 0o644},
+		)
 	}
-	return opts
+	return req
 }
-
-// loggerFunc adapts a Logf function to testcontainers' logger.
-type loggerFunc func(format string, args ...any)
-
-func (f loggerFunc) Printf(format string, args ...any) { f(format, args...) }

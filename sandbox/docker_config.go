@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/testcontainers/testcontainers-go"
 )
 
 // containerPlan is the container of one node: the full server command line
@@ -19,7 +17,7 @@ type containerPlan struct {
 	hostPort int    // fixed published port, 0 for one the engine picks
 	busPort  int    // Redis Cluster bus port inside the container
 	// files are copied into the container before it starts.
-	files []testcontainers.ContainerFile
+	files []containerFile
 	// stopSignal, when set, replaces the image's stop signal.
 	stopSignal string
 }
@@ -39,7 +37,7 @@ const (
 )
 
 // plan returns the container of every node of spec.
-func (p *dockerProvider) plan(spec Spec, nw *testcontainers.DockerNetwork) ([]containerPlan, error) {
+func (p *dockerProvider) plan(spec Spec, networked bool) ([]containerPlan, error) {
 	plans := make([]containerPlan, spec.Nodes)
 	var hostPorts []int
 	if spec.Topology == Cluster {
@@ -115,7 +113,7 @@ func (p *dockerProvider) plan(spec Spec, nw *testcontainers.DockerNetwork) ([]co
 			}
 		case Etcd:
 			pl.port = portSpec(etcdPort)
-			pl.cmd = etcdCommand(spec, i, nw != nil)
+			pl.cmd = etcdCommand(spec, i, networked)
 		}
 		plans[i] = pl
 	}
@@ -137,11 +135,11 @@ const (
 // server as the postgres user) with the sandbox's pg_hba.conf, on every
 // interface of the container. With TLS a shell first copies the TLS files
 // for the postgres user, then runs the same entrypoint.
-func postgresContainer(spec Spec) ([]string, []testcontainers.ContainerFile) {
-	files := []testcontainers.ContainerFile{{
-		Reader:            strings.NewReader(postgresHBA(spec.tls != nil)),
-		ContainerFilePath: postgresContainerDir + "/pg_hba.conf",
-		FileMode:          0o644,
+func postgresContainer(spec Spec) ([]string, []containerFile) {
+	files := []containerFile{{
+		Content: []byte(postgresHBA(spec.tls != nil)),
+		Path:    postgresContainerDir + "/pg_hba.conf",
+		Mode:    0o644,
 	}}
 	tlsDir := ""
 	if spec.tls != nil {

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -19,9 +18,6 @@ const (
 	// etcd found in PATH, e.g. one built from the Go module:
 	// go build -o /tmp/etcd go.etcd.io/etcd/server/v3
 	EnvEtcdBin = "DISTLOCK_ETCD_BIN"
-	// envRyukDisabled turns off testcontainers' reaper, whose image cannot
-	// be pulled everywhere.
-	envRyukDisabled = "TESTCONTAINERS_RYUK_DISABLED"
 )
 
 // imageEnv is the variable overriding each kind's image.
@@ -101,17 +97,4 @@ func chooseProvider(ctx context.Context, spec Spec) (provider, error) {
 		return l, nil
 	}
 	return nil, fmt.Errorf("sandbox: auto: no provider can start %s:\n  docker: %w\n  local: %w", spec.Kind, derr, lerr)
-}
-
-// ensureRyukDisabled sets TESTCONTAINERS_RYUK_DISABLED=true unless the
-// variable is set, before testcontainers reads its configuration (once per
-// process).
-func ensureRyukDisabled() error {
-	if _, set := os.LookupEnv(envRyukDisabled); set {
-		return nil
-	}
-	if err := os.Setenv(envRyukDisabled, "true"); err != nil {
-		return errors.Join(errors.New("sandbox: cannot disable the testcontainers reaper"), err)
-	}
-	return nil
 }

@@ -2,11 +2,10 @@ package sandbox
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Leader returns the index of the node that decides for key, waiting (up
@@ -67,17 +66,13 @@ func (g *Group) slotPrimary(ctx context.Context, key string) (int, error) {
 	tc := g.spec.tls.clientConfig()
 	var errs []error
 	for _, m := range g.members {
-		c := newRedisClient(m.Addr(), tc)
-		id, err := slotPrimaryID(ctx, c, key)
-		_ = c.Close()
+		id, err := slotPrimaryID(ctx, m.Addr(), tc, key)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		for i, n := range g.members {
-			c := newRedisClient(n.Addr(), tc)
-			nid, err := c.Do(ctx, "CLUSTER", "MYID").Text()
-			_ = c.Close()
+			nid, err := redisText(ctx, n.Addr(), tc, "CLUSTER", "MYID")
 			if err == nil && nid == id {
 				return i, nil
 			}
@@ -88,27 +83,60 @@ func (g *Group) slotPrimary(ctx context.Context, key string) (int, error) {
 }
 
 // slotPrimaryID returns the node id of the primary serving key's slot, as
-// c's node sees the cluster.
-func slotPrimaryID(ctx context.Context, c *redis.Client, key string) (string, error) {
-	slot, err := c.ClusterKeySlot(ctx, key).Result()
+// the node at addr sees the cluster (CLUSTER SHARDS: per shard, a flat
+// list of its slot ranges and of its nodes, each a flat list of fields).
+func slotPrimaryID(ctx context.Context, addr string, tc *tls.Config, key string) (string, error) {
+	c, err := dialRedis(ctx, addr, tc)
 	if err != nil {
 		return "", err
 	}
-	shards, err := c.ClusterShards(ctx).Result()
+	defer c.Close()
+	v, err := c.do("CLUSTER", "KEYSLOT", key)
 	if err != nil {
 		return "", err
 	}
+	slot, ok := v.(int64)
+	if !ok {
+		return "", fmt.Errorf("redis CLUSTER KEYSLOT: reply %T, want an integer", v)
+	}
+	v, err = c.do("CLUSTER", "SHARDS")
+	if err != nil {
+		return "", err
+	}
+	shards, _ := v.([]any)
 	for _, sh := range shards {
-		for _, r := range sh.Slots {
-			if r.Start > slot || slot > r.End {
-				continue
-			}
-			for _, n := range sh.Nodes {
-				if n.Role == "master" && n.Health == "online" {
-					return n.ID, nil
+		fields := respFields(sh)
+		ranges, _ := fields["slots"].([]any)
+		served := false
+		for i := 0; i+1 < len(ranges); i += 2 {
+			lo, _ := ranges[i].(int64)
+			hi, _ := ranges[i+1].(int64)
+			served = served || lo <= slot && slot <= hi
+		}
+		if !served {
+			continue
+		}
+		nodes, _ := fields["nodes"].([]any)
+		for _, n := range nodes {
+			nf := respFields(n)
+			if nf["role"] == "master" && nf["health"] == "online" {
+				if id, ok := nf["id"].(string); ok {
+					return id, nil
 				}
 			}
 		}
 	}
 	return "", fmt.Errorf("slot %d of %q is not served", slot, key)
+}
+
+// respFields reads a RESP2 flat list of name/value pairs into a map.
+func respFields(v any) map[string]any {
+	list, _ := v.([]any)
+	m := make(map[string]any, len(list)/2)
+	for i := 0; i+1 < len(list); i += 2 {
+		if k, ok := list[i].(string); ok {
+			m[k] = list[i+1]
+		}
+	}
+	return m
 }

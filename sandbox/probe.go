@@ -4,7 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -12,10 +12,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	// The MariaDB probe talks the real protocol.
-	_ "github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5"
 )
 
 // probeTimeout bounds one probe attempt.
@@ -121,48 +117,104 @@ func redisCommand(ctx context.Context, addr, cmd string, tc *tls.Config) (string
 	return strings.TrimRight(line, "\r\n"), nil
 }
 
-// mysqlPing connects as root to the sandbox database and runs SELECT 1.
-// It first reads the server's greeting on a raw connection, so that the
-// driver (which logs every failed read) only talks to a listening server,
-// not to a port forwarder in front of a server still starting.
+// mysqlPing checks that a MySQL/MariaDB server accepts connections: it
+// reads the server's greeting, a protocol-10 handshake. The official
+// images and the substitute ones initialise the database with networking
+// off (mariadbd --skip-networking), and the local provider before the
+// server starts (--init-file), so a greeting on the TCP port comes from
+// the final server with the sandbox database in place. (Over the raw
+// protocol, so that the sandbox imports no SQL driver: the drivers'
+// tests that import it carry no other store's client.)
 func mysqlPing(ctx context.Context, addr string) error {
-	if err := mysqlGreeting(ctx, addr); err != nil {
-		return err
-	}
-	// tls=preferred: TLS without verification if the server offers it, so
-	// a server with --require-secure-transport (Spec.MariaDBTLS) answers.
-	db, err := sql.Open("mysql", MySQLDSN(addr)+"&tls=preferred")
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	var one int
-	if err := db.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
-		return fmt.Errorf("mysql SELECT 1: %w", err)
-	}
-	return nil
+	return mysqlGreeting(ctx, addr)
 }
 
-// postgresPing connects as the sandbox superuser to the sandbox database,
-// over TLS when tc is set, and runs SELECT 1.
+// postgresPing checks that a PostgreSQL server accepts connections, over
+// TLS when tc is set: it sends a startup message for the sandbox user and
+// database and reads the first reply. An authentication request means the
+// server has passed the checks of a starting, recovering or shutting-down
+// server (SQLSTATE 57P03) and now authenticates; so does an error other
+// than 57P03 (a pg_hba.conf refusal). The images' entrypoints initialise
+// the cluster with TCP off (listen_addresses=”), and the local provider
+// before the server starts, so the sandbox database exists by then.
 func postgresPing(ctx context.Context, addr string, tc *tls.Config) error {
-	cfg, err := pgx.ParseConfig(PostgresURL(addr))
+	conn, err := dial(ctx, addr)
 	if err != nil {
 		return err
 	}
+	defer func() { _ = conn.Close() }()
+	var rw io.ReadWriter = conn
 	if tc != nil {
-		cfg.TLSConfig = serverName(tc, addr)
+		// SSLRequest: length 8, code 80877103.
+		if _, err := conn.Write([]byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}); err != nil {
+			return fmt.Errorf("postgres SSLRequest: %w", err)
+		}
+		var answer [1]byte
+		if _, err := io.ReadFull(conn, answer[:]); err != nil {
+			return fmt.Errorf("postgres SSLRequest: %w", err)
+		}
+		if answer[0] != 'S' {
+			return fmt.Errorf("postgres SSLRequest answered %q, want S", answer[0])
+		}
+		tconn := tls.Client(conn, serverName(tc, addr))
+		if err := tconn.HandshakeContext(ctx); err != nil {
+			return fmt.Errorf("postgres tls handshake: %w", err)
+		}
+		rw = tconn
 	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("postgres connect: %w", err)
+	// StartupMessage: length, protocol 3.0, name/value pairs, a final 0.
+	body := []byte{0, 3, 0, 0}
+	for _, kv := range []string{"user", PostgresUser, "database", Database} {
+		body = append(append(body, kv...), 0)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var one int
-	if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
-		return fmt.Errorf("postgres SELECT 1: %w", err)
+	body = append(body, 0)
+	msg := binary.BigEndian.AppendUint32(nil, uint32(len(body)+4))
+	if _, err := rw.Write(append(msg, body...)); err != nil {
+		return fmt.Errorf("postgres startup: %w", err)
 	}
-	return nil
+	var head [5]byte // type, length
+	if _, err := io.ReadFull(rw, head[:]); err != nil {
+		return fmt.Errorf("postgres startup: %w", err)
+	}
+	switch head[0] {
+	case 'R':
+		return nil
+	case 'E':
+		n := binary.BigEndian.Uint32(head[1:]) - 4
+		if n > 64<<10 {
+			return fmt.Errorf("postgres startup: error reply of %d bytes", n)
+		}
+		fields := make([]byte, n)
+		if _, err := io.ReadFull(rw, fields); err != nil {
+			return fmt.Errorf("postgres startup: %w", err)
+		}
+		code, msg := postgresErrorFields(fields)
+		if code == "57P03" || code == "" {
+			return fmt.Errorf("postgres: %s (SQLSTATE %s)", msg, code)
+		}
+		return nil
+	}
+	return fmt.Errorf("postgres startup answered message type %q", head[0])
+}
+
+// postgresErrorFields returns the SQLSTATE (field C) and message (field M)
+// of an ErrorResponse body.
+func postgresErrorFields(b []byte) (code, msg string) {
+	for len(b) > 1 {
+		typ := b[0]
+		val, rest, ok := strings.Cut(string(b[1:]), "\x00")
+		if !ok {
+			break
+		}
+		switch typ {
+		case 'C':
+			code = val
+		case 'M':
+			msg = val
+		}
+		b = []byte(rest)
+	}
+	return code, msg
 }
 
 // mysqlGreeting reads the first packet a MySQL/MariaDB server sends and

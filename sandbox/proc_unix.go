@@ -5,6 +5,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"os/user"
 	"strconv"
@@ -76,4 +77,22 @@ func chownTo(name string, paths ...string) error {
 		}
 	}
 	return nil
+}
+
+// brokerProcAttr starts the container broker in its own process group,
+// and without a parent-death signal: when the test process dies, the
+// broker sees its stdin close and removes its containers first.
+func brokerProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+
+// lockPath takes an exclusive lock on the file at path (created if
+// needed), waiting for another process's; the returned func releases it.
+func lockPath(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); _ = f.Close() }, nil
 }

@@ -3,33 +3,13 @@ package sandbox
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // redisSlots is the number of hash slots of a Redis Cluster.
 const redisSlots = 16384
-
-// newRedisClient returns a plain single-connection-pool client for addr,
-// speaking RESP2 with no client identity, so it works on any Redis 7; tc is
-// the client TLS configuration of a TLS group, else nil.
-func newRedisClient(addr string, tc *tls.Config) *redis.Client {
-	if tc != nil {
-		tc = serverName(tc, addr)
-	}
-	return redis.NewClient(&redis.Options{
-		Addr:            addr,
-		TLSConfig:       tc,
-		Protocol:        2,
-		DisableIdentity: true,
-		MaxRetries:      -1,
-		PoolSize:        2,
-	})
-}
 
 // createRedisCluster turns freshly started cluster-enabled servers into one
 // Redis Cluster: distinct config epochs, the slots split evenly over the
@@ -39,20 +19,15 @@ func newRedisClient(addr string, tc *tls.Config) *redis.Client {
 // everywhere and for the replicas' links.
 func createRedisCluster(ctx context.Context, members []member, primaries int, tc *tls.Config) error {
 	n := len(members)
-	clients := make([]*redis.Client, n)
 	for i, m := range members {
-		clients[i] = newRedisClient(m.Addr(), tc)
-		defer clients[i].Close()
-	}
-	for i, c := range clients {
-		if err := c.Do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", i+1).Err(); err != nil {
+		if _, err := redisDo(ctx, m.Addr(), tc, "CLUSTER", "SET-CONFIG-EPOCH", i+1); err != nil {
 			return fmt.Errorf("sandbox: redis cluster: set config epoch on %s: %w", members[i].Name(), err)
 		}
 		if i >= primaries {
 			continue
 		}
 		lo, hi := i*redisSlots/primaries, (i+1)*redisSlots/primaries-1
-		if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
+		if _, err := redisDo(ctx, m.Addr(), tc, "CLUSTER", "ADDSLOTSRANGE", lo, hi); err != nil {
 			return fmt.Errorf("sandbox: redis cluster: assign slots %d-%d to %s: %w", lo, hi, members[i].Name(), err)
 		}
 	}
@@ -61,14 +36,14 @@ func createRedisCluster(ctx context.Context, members []member, primaries int, tc
 		if err != nil {
 			return fmt.Errorf("sandbox: redis cluster: address of %s: %w", members[i].Name(), err)
 		}
-		if err := clients[0].Do(ctx, "CLUSTER", "MEET", host, port, bus).Err(); err != nil {
+		if _, err := redisDo(ctx, members[0].Addr(), tc, "CLUSTER", "MEET", host, port, bus); err != nil {
 			return fmt.Errorf("sandbox: redis cluster: meet %s at %s:%d@%d: %w", members[i].Name(), host, port, bus, err)
 		}
 	}
 	ids := make([]string, n)
 	peers := make([]string, n)
-	for i, c := range clients {
-		id, err := c.Do(ctx, "CLUSTER", "MYID").Text()
+	for i, m := range members {
+		id, err := redisText(ctx, m.Addr(), tc, "CLUSTER", "MYID")
 		if err != nil {
 			return fmt.Errorf("sandbox: redis cluster: node id of %s: %w", members[i].Name(), err)
 		}
@@ -78,12 +53,12 @@ func createRedisCluster(ctx context.Context, members []member, primaries int, tc
 		}
 		ids[i], peers[i] = id, fmt.Sprintf("%s:%d@%d", host, port, bus)
 	}
-	if err := checkRedisPeers(ctx, clients[0], ids, peers); err != nil {
+	if err := checkRedisPeers(ctx, members[0].Addr(), tc, ids, peers); err != nil {
 		return fmt.Errorf("sandbox: redis cluster: %w", err)
 	}
 	for i := primaries; i < n; i++ {
 		p := i % primaries
-		if err := replicateRedis(ctx, clients[i], ids[p], peers[p]); err != nil {
+		if err := replicateRedis(ctx, members[i].Addr(), tc, ids[p], peers[p]); err != nil {
 			return fmt.Errorf("sandbox: redis cluster: make %s a replica of %s: %w", members[i].Name(), members[p].Name(), err)
 		}
 	}
@@ -105,9 +80,8 @@ func createRedisCluster(ctx context.Context, members []member, primaries int, tc
 // CLUSTER SLOTS lists every shard's replica wherever a client asks.
 func waitClusterView(ctx context.Context, addrs []string, replicas int, tc *tls.Config) error {
 	for _, addr := range addrs {
-		c := newRedisClient(addr, tc)
 		err := waitUntil(ctx, func(ctx context.Context) error {
-			nodes, err := c.ClusterNodes(ctx).Result()
+			nodes, err := redisText(ctx, addr, tc, "CLUSTER", "NODES")
 			if err != nil {
 				return err
 			}
@@ -122,7 +96,6 @@ func waitClusterView(ctx context.Context, addrs []string, replicas int, tc *tls.
 			}
 			return nil
 		})
-		err = errors.Join(err, c.Close())
 		if err != nil {
 			return fmt.Errorf("sandbox: redis cluster at %s: %w", addr, err)
 		}
@@ -143,9 +116,9 @@ func waitClusterView(ctx context.Context, addrs []string, replicas int, tc *tls.
 // again, so on a busy machine one MEET can leave a node out of the
 // cluster for good (a MEET while the handshake is still in progress does
 // nothing).
-func checkRedisPeers(ctx context.Context, c *redis.Client, ids, peers []string) error {
+func checkRedisPeers(ctx context.Context, addr string, tc *tls.Config, ids, peers []string) error {
 	return waitUntil(ctx, func(ctx context.Context) error {
-		nodes, err := c.ClusterNodes(ctx).Result()
+		nodes, err := redisText(ctx, addr, tc, "CLUSTER", "NODES")
 		if err != nil {
 			return err
 		}
@@ -164,7 +137,7 @@ func checkRedisPeers(ctx context.Context, c *redis.Client, ids, peers []string) 
 			case !ok:
 				host, ports, _ := strings.Cut(peers[i], ":")
 				port, bus, _ := strings.Cut(ports, "@")
-				if err := c.Do(ctx, "CLUSTER", "MEET", host, port, bus).Err(); err != nil {
+				if _, err := redisDo(ctx, addr, tc, "CLUSTER", "MEET", host, port, bus); err != nil {
 					return fmt.Errorf("meet %s again: %w", peers[i], err)
 				}
 				return fmt.Errorf("node 0 has not finished its handshake with %s yet; it knows:\n%s", peers[i], nodes)
@@ -185,22 +158,23 @@ func checkRedisPeers(ctx context.Context, c *redis.Client, ids, peers []string) 
 // gossip alone, and
 // REPLICATE is sent once the replica knows the primary's id. A replica
 // that never does reports what it knows.
-func replicateRedis(ctx context.Context, replica *redis.Client, id, peer string) error {
+func replicateRedis(ctx context.Context, replica string, tc *tls.Config, id, peer string) error {
 	host, ports, _ := strings.Cut(peer, ":")
 	port, bus, _ := strings.Cut(ports, "@")
 	var nodes string
 	err := waitUntil(ctx, func(ctx context.Context) error {
-		if err := replica.Do(ctx, "CLUSTER", "MEET", host, port, bus).Err(); err != nil {
+		if _, err := redisDo(ctx, replica, tc, "CLUSTER", "MEET", host, port, bus); err != nil {
 			return fmt.Errorf("meet the primary at %s: %w", peer, err)
 		}
 		var err error
-		if nodes, err = replica.ClusterNodes(ctx).Result(); err != nil {
+		if nodes, err = redisText(ctx, replica, tc, "CLUSTER", "NODES"); err != nil {
 			return err
 		}
 		if !strings.Contains(nodes, id) {
 			return fmt.Errorf("node %s not known yet", id)
 		}
-		return replica.Do(ctx, "CLUSTER", "REPLICATE", id).Err()
+		_, err = redisDo(ctx, replica, tc, "CLUSTER", "REPLICATE", id)
+		return err
 	})
 	if err != nil && nodes != "" {
 		return fmt.Errorf("%w; the replica knows:\n%s", err, nodes)
@@ -212,9 +186,8 @@ func replicateRedis(ctx context.Context, replica *redis.Client, id, peer string)
 // knows every other node.
 func waitRedisCluster(ctx context.Context, addrs []string, tc *tls.Config) error {
 	for _, addr := range addrs {
-		c := newRedisClient(addr, tc)
 		err := waitUntil(ctx, func(ctx context.Context) error {
-			info, err := c.ClusterInfo(ctx).Result()
+			info, err := redisText(ctx, addr, tc, "CLUSTER", "INFO")
 			if err != nil {
 				return err
 			}
@@ -227,7 +200,6 @@ func waitRedisCluster(ctx context.Context, addrs []string, tc *tls.Config) error
 			}
 			return nil
 		})
-		err = errors.Join(err, c.Close())
 		if err != nil {
 			return fmt.Errorf("sandbox: redis cluster at %s not ready: %w", addr, err)
 		}
@@ -239,9 +211,8 @@ func waitRedisCluster(ctx context.Context, addrs []string, tc *tls.Config) error
 // its primary up and has finished the initial sync.
 func waitRedisReplicas(ctx context.Context, addrs []string, tc *tls.Config) error {
 	for _, addr := range addrs {
-		c := newRedisClient(addr, tc)
 		err := waitUntil(ctx, func(ctx context.Context) error {
-			info, err := c.Info(ctx, "replication").Result()
+			info, err := redisText(ctx, addr, tc, "INFO", "replication")
 			if err != nil {
 				return err
 			}
@@ -252,7 +223,6 @@ func waitRedisReplicas(ctx context.Context, addrs []string, tc *tls.Config) erro
 			}
 			return nil
 		})
-		err = errors.Join(err, c.Close())
 		if err != nil {
 			return fmt.Errorf("sandbox: redis replica at %s not linked to its primary: %w", addr, err)
 		}
@@ -262,12 +232,10 @@ func waitRedisReplicas(ctx context.Context, addrs []string, tc *tls.Config) erro
 
 // promoteRedis makes the replica at addr a primary.
 func promoteRedis(ctx context.Context, addr string, tc *tls.Config) error {
-	c := newRedisClient(addr, tc)
-	err := c.Do(ctx, "REPLICAOF", "NO", "ONE").Err()
-	if err != nil {
-		err = fmt.Errorf("sandbox: promote redis at %s: %w", addr, err)
+	if _, err := redisDo(ctx, addr, tc, "REPLICAOF", "NO", "ONE"); err != nil {
+		return fmt.Errorf("sandbox: promote redis at %s: %w", addr, err)
 	}
-	return errors.Join(err, c.Close())
+	return nil
 }
 
 // infoFields parses "key:value" lines of INFO or CLUSTER INFO.

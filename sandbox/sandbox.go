@@ -86,6 +86,9 @@ func Start(ctx context.Context, spec Spec) (*Group, error) {
 			hosts = append(hosts, dp.host)
 		}
 		if spec.tls, err = newTLSMaterial(hosts...); err != nil {
+			if dp, ok := p.(*dockerProvider); ok {
+				dp.close()
+			}
 			return nil, err
 		}
 	}
