@@ -24,8 +24,8 @@ type lateDriver struct {
 	slow  time.Duration
 }
 
-func (d *lateDriver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *lateDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 
 func (d *lateDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {

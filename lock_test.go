@@ -157,8 +157,8 @@ type lossDriver struct {
 	onLost atomic.Value
 }
 
-func (d *lossDriver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *lossDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 
 func (d *lossDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
@@ -210,8 +210,8 @@ type batchDriver struct {
 	calls, locks atomic.Int64
 }
 
-func (d *batchDriver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *batchDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 
 func (d *batchDriver) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
@@ -329,8 +329,8 @@ type shortLifeDriver struct {
 	asked    atomic.Int64
 }
 
-func (d *shortLifeDriver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *shortLifeDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 
 func (d *shortLifeDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {

@@ -21,7 +21,7 @@ func ListHeld(ctx context.Context, in Inspector, keys []string, prefix string, l
 		if limit > 0 && len(out) == limit {
 			break
 		}
-		info, err := in.Inspect(ctx, k)
+		info, err := in.Inspect(ctx, k, Exclusive)
 		if err != nil {
 			return out, err
 		}

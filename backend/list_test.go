@@ -8,7 +8,7 @@ import (
 
 type fakeInspector map[string]bool
 
-func (f fakeInspector) Inspect(_ context.Context, key string) (Info, error) {
+func (f fakeInspector) Inspect(_ context.Context, key string, _ Kind) (Info, error) {
 	if key == "broken" {
 		return Info{}, errors.New("unavailable")
 	}

@@ -6,10 +6,15 @@ import (
 	"time"
 )
 
+// The optional interfaces: what some stores can do beyond one attempt.
+// Each serves every Kind the driver grants, and the driver declares per
+// kind which wait it offers (Capabilities.WaitFor), so a new kind adds no
+// interface.
+
 // Waiter is implemented by drivers whose store queues waiters or blocks them
-// in the server (capability WaitQueue).
+// in the server (wait kind WaitQueue for some Kind).
 type Waiter interface {
-	// Wait waits until req.Key is granted to req.Owner or ctx ends. When it
+	// Wait waits until req is granted to req.Owner or ctx ends. When it
 	// returns an error, nothing of this attempt is left queued or held in
 	// the store. If the driver's own session or lease ends while it waits,
 	// Wait returns an error wrapping ErrLost: never a grant.
@@ -21,17 +26,34 @@ type Waiter interface {
 	// of the line. For LifetimeConnection stores a connection lost while
 	// waiting is such a transient failure (the next Wait uses a new
 	// connection), not ErrLost.
+	//
+	// The portable layer calls it only for a kind whose wait is WaitQueue;
+	// for another kind a driver returns an error matching ErrUnsupported.
 	Wait(ctx context.Context, req Request) (Grant, error)
 }
 
 // Notifier is implemented by drivers whose store can announce releases
-// (capability WaitNotify).
+// (wait kind WaitNotify for some Kind).
 type Notifier interface {
-	// Subscribe starts listening for releases of key and returns once the
-	// store confirmed the subscription, so a release after Subscribe returns
-	// is never missed. The returned channel receives (without blocking the
-	// driver, coalesced) after each release. The caller must call cancel.
-	Subscribe(ctx context.Context, key string) (released <-chan struct{}, cancel func(), err error)
+	// Subscribe starts listening for releases of the lock of kind kind
+	// named key (Read and Write name the same read-write lock) and
+	// returns once the store confirmed the subscription, so a release
+	// after Subscribe returns is never missed. The returned channel
+	// receives (without blocking the driver, coalesced) after each
+	// release. The caller must call cancel. For a kind the driver does not
+	// announce it returns an error matching ErrUnsupported.
+	Subscribe(ctx context.Context, key string, kind Kind) (released <-chan struct{}, cancel func(), err error)
+}
+
+// Withdrawer is implemented by drivers whose Write attempts with
+// Request.Waiting leave a writer-waiting mark (see Read), for the kinds
+// whose waits the portable layer runs (poll, notify).
+type Withdrawer interface {
+	// Withdraw removes the mark req.Owner's waiting attempts left for
+	// req (its Kind and Key), if it is still its own; the portable layer
+	// calls it when such a wait ends without a grant. It is harmless when
+	// there is no mark.
+	Withdraw(ctx context.Context, req Request) error
 }
 
 // BatchRefresher is implemented by drivers that can refresh many locks in
@@ -45,21 +67,23 @@ type BatchRefresher interface {
 }
 
 // Inspector is implemented by drivers that can report a lock's state
-// without taking it (used by `distlock status`).
+// without taking it (used by `distlock status` and the election).
 type Inspector interface {
-	// Inspect reports the state of key's lock.
-	Inspect(ctx context.Context, key string) (Info, error)
+	// Inspect reports the state of the lock of kind kind named key (Read
+	// and Write name the same read-write lock). For a kind the driver
+	// cannot inspect it returns an error matching ErrUnsupported.
+	Inspect(ctx context.Context, key string, kind Kind) (Info, error)
 }
 
 // Lister is implemented by drivers whose store can enumerate its held
-// locks (used by `distlock list`).
+// mutexes (used by `distlock list`).
 type Lister interface {
-	// List returns the locks held now whose key begins with prefix (every
-	// held lock when prefix is ""), sorted by key, at most limit of them
-	// (no bound when limit <= 0). Each Info is what Inspect would report
-	// for its key; free keys are not listed. The result is a snapshot of
-	// each key, not of the store as a whole: a lock taken or released
-	// while List runs may or may not appear.
+	// List returns the mutexes held now whose key begins with prefix
+	// (every held one when prefix is ""), sorted by key, at most limit of
+	// them (no bound when limit <= 0). Each Info is what Inspect would
+	// report for its key; free keys are not listed. The result is a
+	// snapshot of each key, not of the store as a whole: a lock taken or
+	// released while List runs may or may not appear.
 	List(ctx context.Context, prefix string, limit int) ([]Info, error)
 }
 
@@ -72,7 +96,13 @@ type Logging interface {
 	SetLogger(l *slog.Logger)
 }
 
-// Info is a snapshot of a lock's state in the store.
+// Info is a snapshot of a lock's state in the store, for every kind:
+//
+//   - Exclusive: Held, and the holder in Owner, Token and TTL.
+//   - Read, Write: the writer in Owner, Token and TTL, or the readers in
+//     Holders (one per owner, sorted by owner); Held when either.
+//   - Permits: the grants in Holders (in token order, each with its
+//     Permits), their sum in Permits; Held when any.
 type Info struct {
 	Key   string `json:"key"`
 	Held  bool   `json:"held"`
@@ -85,4 +115,18 @@ type Info struct {
 	// Waiters is the number of queued waiters, or -1 when the store does not
 	// know (stores whose waiters poll or subscribe).
 	Waiters int `json:"waiters"`
+	// Holders are the grants of a shared kind: a semaphore's grants, a
+	// read-write lock's readers.
+	Holders []Holder `json:"holders,omitempty"`
+	// Permits is the number of a semaphore's permits held, in all.
+	Permits int `json:"permits,omitempty"`
+}
+
+// A Holder is one grant of a shared kind as Inspect reports it: a
+// semaphore's grant of Permits permits, or a reader.
+type Holder struct {
+	Owner   string        `json:"owner"`
+	Permits int           `json:"permits,omitempty"`
+	Token   uint64        `json:"token,omitempty"` // 0 when the store cannot tell
+	TTL     time.Duration `json:"ttl,omitempty"`   // remaining; 0 if unknown
 }

@@ -31,8 +31,8 @@ func wrapMulti(bug multiBug) func(*memlock.Store, backend.Driver) backend.Driver
 	}
 }
 
-func (d *brokenMultiStep) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *brokenMultiStep) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 
 // stepLatency is the round trip between the steps of a multi-lock taken

@@ -237,8 +237,8 @@ type lossy struct {
 }
 
 func (d *lossy) mem() *memlock.Driver { return d.Driver.(*memlock.Driver) }
-func (d *lossy) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *lossy) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 
 func (d *lossy) take() bool {
@@ -252,6 +252,12 @@ func (d *lossy) take() bool {
 var errReplyLost = fmt.Errorf("reply lost: %w", backend.ErrUnavailable)
 
 func (d *lossy) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	if req.Kind != backend.Exclusive {
+		// Semaphores and read-write locks reach the store as before the
+		// kinds shared one entry, when lossy had no method for them: only
+		// the mutex's replies get lost.
+		return d.Driver.TryAcquire(ctx, req)
+	}
 	g, err := d.Driver.TryAcquire(ctx, req)
 	if !d.take() {
 		return d.wrapGrant(req.Key, g, err)
@@ -306,8 +312,8 @@ func (l *lossyLock) Refresh(ctx context.Context, ttl time.Duration) error {
 // success.
 type trustUnreachable struct{ backend.Driver }
 
-func (d *trustUnreachable) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *trustUnreachable) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 func (d *trustUnreachable) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
@@ -330,8 +336,8 @@ func (l trustingLock) Refresh(ctx context.Context, ttl time.Duration) error {
 // store, even after contact returns.
 type doubtIsLoss struct{ backend.Driver }
 
-func (d *doubtIsLoss) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *doubtIsLoss) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 func (d *doubtIsLoss) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
@@ -371,8 +377,8 @@ func (h *brokenHarness) Close() error                               { return nil
 // doubt to.
 type goneSkipsRelease struct{ backend.Driver }
 
-func (d *goneSkipsRelease) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *goneSkipsRelease) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 func (d *goneSkipsRelease) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
@@ -390,8 +396,8 @@ type goneFreesByName struct {
 	s *memlock.Store
 }
 
-func (d *goneFreesByName) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *goneFreesByName) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 func (d *goneFreesByName) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
@@ -430,8 +436,8 @@ type noOwnerCheck struct {
 	s *memlock.Store
 }
 
-func (d *noOwnerCheck) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *noOwnerCheck) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 func (d *noOwnerCheck) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
@@ -452,8 +458,8 @@ func (l *deleteLock) Release(context.Context) error { l.s.Delete(l.key); return 
 // constToken hands out the same fencing token every time.
 type constToken struct{ backend.Driver }
 
-func (d *constToken) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *constToken) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 func (d *constToken) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
@@ -464,8 +470,8 @@ func (d *constToken) TryAcquire(ctx context.Context, req backend.Request) (backe
 // grantAlways grants even when another owner holds the key.
 type grantAlways struct{ backend.Driver }
 
-func (d *grantAlways) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *grantAlways) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 func (d *grantAlways) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
@@ -483,8 +489,8 @@ func (nopLock) Release(context.Context) error                { return nil }
 // refreshAlways reports success for every refresh, held or not.
 type refreshAlways struct{ backend.Driver }
 
-func (d *refreshAlways) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *refreshAlways) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 func (d *refreshAlways) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
@@ -508,14 +514,14 @@ func (d *liar) Capabilities() backend.Capabilities {
 	c.Wait = backend.WaitQueue
 	return c
 }
-func (d *liar) Inspect(_ context.Context, key string) (backend.Info, error) {
+func (d *liar) Inspect(_ context.Context, key string, _ backend.Kind) (backend.Info, error) {
 	return backend.Info{Key: key, Waiters: -1}, nil
 }
 func (d *liar) List(context.Context, string, int) ([]backend.Info, error) { return nil, nil }
 func (d *liar) RefreshAll(_ context.Context, locks []backend.Lock, _ []time.Duration) []error {
 	return make([]error, len(locks))
 }
-func (d *liar) Subscribe(context.Context, string) (<-chan struct{}, func(), error) {
+func (d *liar) Subscribe(context.Context, string, backend.Kind) (<-chan struct{}, func(), error) {
 	return make(chan struct{}), func() {}, nil
 }
 func (d *liar) Wait(context.Context, backend.Request) (backend.Grant, error) {

@@ -30,7 +30,7 @@ func testInspect(t *testing.T, e *env) {
 	in := optional[backend.Inspector](t, d, "Inspector")
 	a := e.locker(t)
 	key := e.key("inspect")
-	info, err := in.Inspect(ctxFor(t, 10*time.Second), key)
+	info, err := in.Inspect(ctxFor(t, 10*time.Second), key, backend.Exclusive)
 	if err != nil {
 		t.Fatalf("Inspect of a free key: %v", err)
 	}
@@ -38,7 +38,7 @@ func testInspect(t *testing.T, e *env) {
 		t.Errorf("Inspect of a free key = %+v, want not held, key %q", info, key)
 	}
 	le := mustAcquire(t, a, key)
-	info, err = in.Inspect(ctxFor(t, 10*time.Second), key)
+	info, err = in.Inspect(ctxFor(t, 10*time.Second), key, backend.Exclusive)
 	if err != nil {
 		t.Fatalf("Inspect of a held key: %v", err)
 	}
@@ -50,7 +50,7 @@ func testInspect(t *testing.T, e *env) {
 	}
 	release(t, le)
 	if !eventually(e.ttl, func() bool {
-		info, err = in.Inspect(ctxFor(t, 10*time.Second), key)
+		info, err = in.Inspect(ctxFor(t, 10*time.Second), key, backend.Exclusive)
 		return err == nil && !info.Held
 	}) {
 		t.Errorf("after the release Inspect still reports %+v (%v)", info, err)
@@ -152,7 +152,7 @@ func testNotify(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, cancel, err := n.Subscribe(ctxFor(t, 10*time.Second), key)
+	ch, cancel, err := n.Subscribe(ctxFor(t, 10*time.Second), key, backend.Exclusive)
 	if err != nil {
 		t.Fatalf("Subscribe: %v", err)
 	}

@@ -14,8 +14,8 @@ var (
 	_ backend.Lister    = (*Driver)(nil)
 )
 
-// Inspect implements backend.Inspector.
-func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) {
+// inspectMutex is Inspect for the mutex.
+func (d *Driver) inspectMutex(ctx context.Context, key string) (backend.Info, error) {
 	if err := d.enter(ctx, "inspect"); err != nil {
 		return backend.Info{}, err
 	}

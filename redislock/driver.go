@@ -151,6 +151,7 @@ var (
 	_ backend.Lister         = (*Driver)(nil)
 	_ backend.Waiter         = (*Driver)(nil)
 	_ backend.MultiAcquirer  = (*Driver)(nil)
+	_ backend.Withdrawer     = (*Driver)(nil)
 )
 
 // New returns a Driver using c, which may be a *redis.Client (one server)
@@ -260,9 +261,9 @@ func ignoreClosed(err error) error {
 
 func (d *Driver) keys(key string) keyset { return keysFor(d.opts.Prefix, key) }
 
-// TryAcquire implements backend.Driver: one run of the acquire script,
+// tryMutex implements backend.Driver: one run of the acquire script,
 // followed by WAIT when Options.WaitReplicas is set.
-func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+func (d *Driver) tryMutex(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	if err := ctx.Err(); err != nil {
 		// Nothing was sent: nothing to clean up.
 		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w", req.Key, context.Cause(ctx))
@@ -492,9 +493,9 @@ func millis(d time.Duration) int64 {
 	return max(1, ms)
 }
 
-// Subscribe implements backend.Notifier over the driver's one shared
+// subscribeMutex implements backend.Notifier over the driver's one shared
 // pub/sub connection.
-func (d *Driver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+func (d *Driver) subscribeMutex(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	out := make(chan struct{}, 1)
 	cancel, err := d.notify.subscribe(ctx, d.keys(key).channel, out, filter{})
 	if err != nil {

@@ -13,8 +13,8 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// Inspect implements backend.Inspector.
-func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) {
+// inspectMutex implements backend.Inspector.
+func (d *Driver) inspectMutex(ctx context.Context, key string) (backend.Info, error) {
 	ks := d.keys(key)
 	var h *redis.MapStringStringCmd
 	var pttl *redis.DurationCmd

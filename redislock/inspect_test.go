@@ -33,7 +33,7 @@ func TestInspect(t *testing.T) {
 		done <- err
 	}()
 	time.Sleep(100 * time.Millisecond)
-	info, err := d.Inspect(ctx, "inspect")
+	info, err := d.Inspect(ctx, "inspect", backend.Exclusive)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestInspect(t *testing.T) {
 	if err := gr.Lock.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	info, err = d.Inspect(ctx, "inspect")
+	info, err = d.Inspect(ctx, "inspect", backend.Exclusive)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -340,6 +340,9 @@ func (r *Redlock) work(f func()) {
 // without queueing), so a free lock is not granted there ahead of a live
 // waiter queued on it.
 func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	if req.Kind != backend.Exclusive {
+		return backend.Grant{}, backend.UnsupportedKind("redislock", "acquire", req.Kind)
+	}
 	if err := ctx.Err(); err != nil {
 		// Nothing was sent: nothing to clean up.
 		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w", req.Key, context.Cause(ctx))
@@ -707,10 +710,14 @@ func (r *Redlock) cleanup(ctx context.Context, ks keyset, owner, hold string, re
 	})
 }
 
-// Subscribe implements backend.Notifier: it subscribes on every node (each
-// node's one shared pub/sub connection) and succeeds when at least one
-// confirmed; a release is announced on every node that freed the lock.
-func (r *Redlock) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+// Subscribe implements backend.Notifier for the mutex (Redlock has no
+// other kind): it subscribes on every node (each node's one shared pub/sub
+// connection) and succeeds when at least one confirmed; a release is
+// announced on every node that freed the lock.
+func (r *Redlock) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	if kind != backend.Exclusive {
+		return nil, nil, backend.UnsupportedKind("redislock", "subscribe", kind)
+	}
 	ch := r.keys(key).channel
 	out := make(chan struct{}, 1)
 	cancels, errs := eachNode(r, ctx, time.Second, func(ctx context.Context, _ int, n *node) (func(), error) {

@@ -9,7 +9,7 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// Inspect reports key's state: whether a session holds the row lock (found
+// inspectMutex reports key's state: whether a session holds the row lock (found
 // with a NOWAIT probe in a short transaction of its own, which can make a
 // concurrent TryAcquire fail for the probe's millisecond), and the last
 // holder's owner and fencing token (MySQL: from the live counter table;
@@ -17,7 +17,7 @@ import (
 // or evicted, the owner and token are not known, "" and 0. PostgreSQL:
 // from the fencing counter table). The remaining TTL and the number of
 // waiters are not known (0 and -1).
-func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) {
+func (d *Driver) inspectMutex(ctx context.Context, key string) (backend.Info, error) {
 	info := backend.Info{Key: key, Waiters: -1}
 	g, err := d.dia.lastGrant(ctx, d, key)
 	if err != nil {

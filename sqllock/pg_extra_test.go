@@ -163,13 +163,13 @@ func TestPostgresRoundTrips(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if info, err := d.Inspect(ctxFor(t, 10*time.Second), key); err != nil || !info.Held {
+		if info, err := d.Inspect(ctxFor(t, 10*time.Second), key, backend.Exclusive); err != nil || !info.Held {
 			t.Fatalf("Inspect of a held key: %+v, %v", info, err)
 		}
 		if err := g.Lock.Release(ctxFor(t, 10*time.Second)); err != nil {
 			t.Fatal(err)
 		}
-		if info, err := d.Inspect(ctxFor(t, 10*time.Second), key); err != nil || info.Held {
+		if info, err := d.Inspect(ctxFor(t, 10*time.Second), key, backend.Exclusive); err != nil || info.Held {
 			t.Fatalf("Inspect of a released key: %+v, %v", info, err)
 		}
 	}

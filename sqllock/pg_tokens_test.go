@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/sandbox"
 	"github.com/distlock/distlock/sqllock"
 )
@@ -114,7 +115,7 @@ func TestPostgresTokensAcrossCrash(t *testing.T) {
 		t.Fatalf("crash recovery left %d live counter rows", n)
 	}
 	d, _ := newPGDriver(t, s, sqllock.Options{})
-	info, err := d.Inspect(ctxFor(t, 10*time.Second), key)
+	info, err := d.Inspect(ctxFor(t, 10*time.Second), key, backend.Exclusive)
 	if err != nil || info.Held || info.Token != 0 {
 		t.Errorf("Inspect after the crash = %+v, %v; want free, token unknown (0)", info, err)
 	}

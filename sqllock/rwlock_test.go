@@ -19,6 +19,18 @@ func rwReq(key, owner string) backend.Request {
 	return backend.Request{Key: key, Owner: owner, TTL: 30 * time.Second}
 }
 
+// kindReq is req for the side kind of a read-write lock.
+func kindReq(req backend.Request, kind backend.Kind, waiting bool) backend.Request {
+	req.Kind, req.Waiting = kind, waiting
+	return req
+}
+
+// permitsReq is req for permits of a semaphore of limit.
+func permitsReq(req backend.Request, limit, permits int) backend.Request {
+	req.Kind, req.Limit, req.Permits = backend.Permits, limit, permits
+	return req
+}
+
 // rwGrant is the outcome of a wait for one side.
 type rwGrant struct {
 	g   backend.Grant
@@ -26,11 +38,11 @@ type rwGrant struct {
 }
 
 // waitSide waits for the mode side of key in a goroutine.
-func waitSide(t *testing.T, d *sqllock.Driver, key, owner string, mode backend.RWMode) <-chan rwGrant {
+func waitSide(t *testing.T, d *sqllock.Driver, key, owner string, mode backend.Kind) <-chan rwGrant {
 	ch := make(chan rwGrant, 1)
 	ctx := ctxFor(t, 30*time.Second)
 	go func() {
-		g, err := d.WaitRW(ctx, rwReq(key, owner), mode)
+		g, err := d.Wait(ctx, kindReq(rwReq(key, owner), mode, false))
 		ch <- rwGrant{g, err}
 	}()
 	return ch
@@ -68,14 +80,14 @@ func rwWriterFirst(t *testing.T, newDriver func() *sqllock.Driver) {
 	if rw := a.Capabilities().RW; rw != backend.WaitQueue {
 		t.Errorf("Capabilities().RW = %q, want %q", rw, backend.WaitQueue)
 	}
-	ra, err := a.TryAcquireRW(ctxFor(t, 10*time.Second), rwReq(key, "a"), backend.Read, false)
+	ra, err := a.TryAcquire(ctxFor(t, 10*time.Second), kindReq(rwReq(key, "a"), backend.Read, false))
 	if err != nil {
 		t.Fatalf("the first reader: %v", err)
 	}
 	wch := waitSide(t, w, key, "w", backend.Write)
 	queued := false
 	for deadline := time.Now().Add(10 * time.Second); !queued && time.Now().Before(deadline); {
-		g, err := c.TryAcquireRW(ctxFor(t, 10*time.Second), rwReq(key, "c"), backend.Read, false)
+		g, err := c.TryAcquire(ctxFor(t, 10*time.Second), kindReq(rwReq(key, "c"), backend.Read, false))
 		switch {
 		case err == nil:
 			releaseGrant(t, g)
@@ -133,13 +145,13 @@ func TestPostgresRWWriterFirst(t *testing.T) {
 // rwPairs runs pairs uncontended TryAcquireRW+Release of the mode side
 // after a warm-up (row creation, spare, cached statements) and returns
 // how many of each command kind were sent per pair, by snapshot.
-func rwPairs(t *testing.T, d *sqllock.Driver, mode backend.RWMode, snapshot func() map[byte]int, kinds ...byte) map[byte]float64 {
+func rwPairs(t *testing.T, d *sqllock.Driver, mode backend.Kind, snapshot func() map[byte]int, kinds ...byte) map[byte]float64 {
 	t.Helper()
 	const pairs = 20
 	key := uniqueKey("rw-roundtrips")
 	pair := func(i int) {
 		ctx := ctxFor(t, 10*time.Second)
-		g, err := d.TryAcquireRW(ctx, rwReq(key, "rw-owner"), mode, false)
+		g, err := d.TryAcquire(ctx, kindReq(rwReq(key, "rw-owner"), mode, false))
 		if err != nil {
 			t.Fatalf("%v pair %d: %v", mode, i, err)
 		}
@@ -185,7 +197,7 @@ func TestRWRoundTrips(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = d.Close() })
-			for mode, want := range map[backend.RWMode]map[byte]float64{backend.Read: tc.read, backend.Write: tc.write} {
+			for mode, want := range map[backend.Kind]map[byte]float64{backend.Read: tc.read, backend.Write: tc.write} {
 				got := rwPairs(t, d, mode, cc.snapshot, comQuery, comPing, comStmtPrepare, comStmtExecute)
 				for _, k := range []byte{comQuery, comPing, comStmtPrepare, comStmtExecute} {
 					if got[k] != want[k] {
@@ -227,7 +239,7 @@ func TestPostgresRWRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.Close() })
-	for mode, want := range map[backend.RWMode]float64{backend.Read: 2, backend.Write: 3} {
+	for mode, want := range map[backend.Kind]float64{backend.Read: 2, backend.Write: 3} {
 		got := rwPairs(t, d, mode, pc.snapshot, 'Q', 'S')
 		if rt := got['Q'] + got['S']; rt != want {
 			t.Errorf("%v: %v round trips per pair (Query %v, Sync %v), want %v", mode, rt, got['Q'], got['S'], want)
@@ -244,7 +256,7 @@ func rwTokensAcrossRestart(t *testing.T, d func() *sqllock.Driver, restart func(
 	before := d()
 	var last uint64
 	for i := range 2 {
-		g, err := before.TryAcquireRW(ctxFor(t, 10*time.Second), rwReq(key, "w"), backend.Write, false)
+		g, err := before.TryAcquire(ctxFor(t, 10*time.Second), kindReq(rwReq(key, "w"), backend.Write, false))
 		if err != nil {
 			t.Fatalf("write %d: %v", i, err)
 		}
@@ -258,7 +270,7 @@ func rwTokensAcrossRestart(t *testing.T, d func() *sqllock.Driver, restart func(
 		t.Fatal(err)
 	}
 	after := d()
-	r, err := after.WaitRW(ctxFor(t, 30*time.Second), rwReq(key, "r"), backend.Read)
+	r, err := after.Wait(ctxFor(t, 30*time.Second), kindReq(rwReq(key, "r"), backend.Read, false))
 	if err != nil {
 		t.Fatalf("read after the restart: %v", err)
 	}
@@ -266,7 +278,7 @@ func rwTokensAcrossRestart(t *testing.T, d func() *sqllock.Driver, restart func(
 		t.Errorf("read after the restart: token %d, want the last write's %d", r.Token, last)
 	}
 	releaseGrant(t, r)
-	w, err := after.WaitRW(ctxFor(t, 30*time.Second), rwReq(key, "w2"), backend.Write)
+	w, err := after.Wait(ctxFor(t, 30*time.Second), kindReq(rwReq(key, "w2"), backend.Write, false))
 	if err != nil {
 		t.Fatalf("write after the restart: %v", err)
 	}

@@ -88,7 +88,7 @@ func TestTokensAcrossRestart(t *testing.T) {
 			t.Fatalf("the restart left %d live counter rows", n)
 		}
 		d, _ := newDriverMode(t, s, sqllock.Options{}, m)
-		info, err := d.Inspect(ctxFor(t, 10*time.Second), key)
+		info, err := d.Inspect(ctxFor(t, 10*time.Second), key, backend.Exclusive)
 		if err != nil || info.Held || info.Token != 0 {
 			t.Errorf("Inspect after the restart = %+v, %v; want free, token unknown (0)", info, err)
 		}
