@@ -23,8 +23,8 @@ type Locker struct {
 	waiter     backend.Waiter     // nil unless some kind queues (Capabilities.WaitFor)
 	notifier   backend.Notifier   // nil unless some kind is notified
 	withdrawer backend.Withdrawer // nil unless the store keeps writer-waiting marks
-	batch      backend.BatchRefresher
-	multi      backend.MultiAcquirer // nil unless the store takes several keys in one step
+	batch      backend.Batcher    // nil unless the store refreshes many locks in one round trip
+	multi      backend.Batcher    // nil unless the store takes several keys in one step
 	cfg        lockerConfig
 	maxKey     int
 	tel        *telemetry  // observe.go
@@ -73,7 +73,7 @@ func newLocker(d backend.Driver, opts []LockerOption) (*Locker, error) {
 	if err := caps.Check(d); err != nil {
 		return nil, err
 	}
-	caps = caps.OffersMulti(d)
+	caps = caps.Offers(d)
 	l := &Locker{d: d, caps: caps, cfg: cfg, maxKey: MaxKeyLen, holds: map[holdKey]*hold{}}
 	if caps.MaxKeyLen > 0 && caps.MaxKeyLen < l.maxKey {
 		l.maxKey = caps.MaxKeyLen
@@ -81,9 +81,11 @@ func newLocker(d backend.Driver, opts []LockerOption) (*Locker, error) {
 	l.waiter, _ = d.(backend.Waiter)
 	l.notifier, _ = d.(backend.Notifier)
 	l.withdrawer, _ = d.(backend.Withdrawer)
-	l.batch, _ = d.(backend.BatchRefresher)
+	if caps.BatchRefresh {
+		l.batch = d.(backend.Batcher)
+	}
 	if caps.MultiAtomic {
-		l.multi = d.(backend.MultiAcquirer)
+		l.multi = d.(backend.Batcher)
 	}
 	if lg, ok := d.(backend.Logging); ok {
 		lg.SetLogger(cfg.logger)

@@ -214,6 +214,17 @@ func (d *batchDriver) Subscribe(ctx context.Context, key string, kind backend.Ki
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 
+// Capabilities declares BatchRefresh (and no multi-lock step).
+func (d *batchDriver) Capabilities() backend.Capabilities {
+	c := d.Driver.Capabilities()
+	c.BatchRefresh, c.MultiAtomic = true, false
+	return c
+}
+
+func (d *batchDriver) TryAcquireMulti(context.Context, []backend.Request) ([]backend.Grant, error) {
+	return nil, backend.ErrUnsupported
+}
+
 func (d *batchDriver) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
 	d.calls.Add(1)
 	d.locks.Add(int64(len(locks)))

@@ -46,6 +46,12 @@ type batchOnlyMutex struct {
 	batched atomic.Int32
 }
 
+func (d *batchOnlyMutex) Capabilities() backend.Capabilities {
+	c := d.Driver.Capabilities()
+	c.BatchRefresh = true
+	return c
+}
+
 func (d *batchOnlyMutex) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
 	errs := make([]error, len(locks))
 	for i, l := range locks {

@@ -17,7 +17,7 @@ import (
 // The watchdog is one goroutine per Locker that renews every auto-renewed
 // lease at a third of its TTL and declares any lease lost when its
 // client-side validity runs out. Due renewals are sent together: in one
-// round trip where the driver implements backend.BatchRefresher, else with
+// round trip where the driver declares BatchRefresh (backend.Batcher), else with
 // bounded concurrency. A Locker holding thousands of leases therefore runs
 // one timer, not thousands.
 type watchdog struct {
@@ -195,7 +195,7 @@ func (l *Locker) renew(due []*hold) {
 	locks := make([]backend.Lock, len(due))
 	ttls := make([]time.Duration, len(due))
 	deadlines := make([]time.Time, len(due))
-	var batched []int // the mutex locks, for the driver's BatchRefresher
+	var batched []int // the mutex locks, for the driver's Batcher.RefreshAll
 	l.mu.Lock()
 	for i, h := range due {
 		locks[i], ttls[i], deadlines[i] = h.grant.Lock, h.ttl, h.deadline

@@ -88,15 +88,29 @@ type Capabilities struct {
 	// by a later waiter for fewer. Meaningless without Semaphore.
 	SemaphoreFair bool `json:"semaphore_fair,omitempty"`
 	// MultiAtomic reports whether the store takes several keys of a
-	// multi-lock in one atomic step (MultiAcquirer; see multi.go). A
-	// driver without TryAcquireMulti offers no such step whatever this
-	// says (a wrapper of another driver; see OffersMulti). mem, Redis on
+	// multi-lock in one atomic step (Batcher.TryAcquireMulti). A driver
+	// without Batcher offers no such step whatever this says (a wrapper
+	// of another driver; see Offers). mem, Redis on
 	// one server and etcd have it. SQL stores do not (a row lock is freed
 	// only by ending its transaction, so keys locked in one could not be
 	// released one by one), nor ZooKeeper (a multi cannot require a
 	// lock's queue to be empty), nor Redis Cluster (each lock in a slot
 	// of its own) or Redlock: docs/primitives.md.
 	MultiAtomic bool `json:"multi_atomic,omitempty"`
+	// BatchRefresh reports whether the store refreshes many locks in one
+	// round trip (Batcher.RefreshAll): Redis, Redlock, ZooKeeper and etcd.
+	// A driver without Batcher offers none whatever this says (see
+	// Offers).
+	BatchRefresh bool `json:"batch_refresh,omitempty"`
+}
+
+// Offers returns c with what d does not implement cleared: MultiAtomic
+// and BatchRefresh unless d is a Batcher. It is what d really offers.
+func (c Capabilities) Offers(d Driver) Capabilities {
+	if _, ok := d.(Batcher); !ok {
+		c.MultiAtomic, c.BatchRefresh = false, false
+	}
+	return c
 }
 
 // WaitFor returns how the waiters of kind k wait, or "" when the driver

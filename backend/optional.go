@@ -56,34 +56,71 @@ type Withdrawer interface {
 	Withdraw(ctx context.Context, req Request) error
 }
 
-// BatchRefresher is implemented by drivers that can refresh many locks in
-// one round trip (pipelining). The portable watchdog uses it to renew every
-// due lease of a Locker at once.
-type BatchRefresher interface {
-	// RefreshAll refreshes locks[i] to live at least ttls[i] and returns one
-	// error per lock (nil where it succeeded), with the meaning of
-	// Lock.Refresh. The locks all came from this driver.
+// Batcher is implemented by drivers that act on many locks in one round
+// trip of their store. Each half is declared in Capabilities
+// (BatchRefresh, MultiAtomic) and the portable layer calls only what is
+// declared; a half the driver lacks answers ErrUnsupported. Either alone
+// means nothing (see Capabilities.Offers): a wrapper that forwards its
+// inner driver's Capabilities without the method (a fault injector, a
+// metrics shim) is a driver without it, not a broken one. Its methods are
+// safe for concurrent use.
+type Batcher interface {
+	// RefreshAll (Capabilities.BatchRefresh) refreshes locks[i] to live at
+	// least ttls[i] in one round trip (pipelining) and returns one error
+	// per lock (nil where it succeeded), with the meaning of Lock.Refresh.
+	// The locks all came from this driver. The portable watchdog uses it
+	// to renew every due mutex lease of a Locker at once.
 	RefreshAll(ctx context.Context, locks []Lock, ttls []time.Duration) []error
+
+	// TryAcquireMulti (Capabilities.MultiAtomic) makes one attempt to
+	// take every request's key, all in one atomic step of the store:
+	// either every key is granted, or none is and the store is left as
+	// it was. The requests are for the mutex (Exclusive), have distinct
+	// keys, are sorted by key, and share one Owner; each is decided as
+	// Driver.TryAcquire would decide it alone (a key held by req.Owner is
+	// re-entered where the store counts holds per owner). The portable
+	// layer (distlock.AcquireAll and TryAcquireAll) tries it first, one
+	// round trip instead of one per key, and no other client ever sees a
+	// part of the set held by the attempt.
+	//
+	// On success it returns one Grant per request, in the order of reqs,
+	// each with the meaning of a TryAcquire's Grant: its own Lock
+	// (refreshed, released and lost on its own, with its request's
+	// hooks), and a Token strictly greater than every token granted
+	// before for its key.
+	//
+	// If any key is held by another owner it returns an error for which
+	// errors.Is(err, ErrNotAcquired) holds, ideally a *NotAcquiredError
+	// whose Key is a held key, and takes nothing: no other client may
+	// see any of the keys held by this attempt, even for a moment.
+	//
+	// If the store cannot take this set of keys in one step (keys in
+	// different Redis Cluster slots, more keys than one transaction
+	// may hold), it returns an error matching ErrUnsupported before
+	// sending anything, and the portable layer takes the keys one by
+	// one instead.
+	//
+	// When the outcome is unknown, the cleanup rules of
+	// Driver.TryAcquire apply to every key.
+	TryAcquireMulti(ctx context.Context, reqs []Request) ([]Grant, error)
 }
 
 // Inspector is implemented by drivers that can report a lock's state
-// without taking it (used by `distlock status` and the election).
+// without taking it (used by `distlock status`, `distlock list` and the
+// election).
 type Inspector interface {
 	// Inspect reports the state of the lock of kind kind named key (Read
 	// and Write name the same read-write lock). For a kind the driver
 	// cannot inspect it returns an error matching ErrUnsupported.
 	Inspect(ctx context.Context, key string, kind Kind) (Info, error)
-}
 
-// Lister is implemented by drivers whose store can enumerate its held
-// mutexes (used by `distlock list`).
-type Lister interface {
 	// List returns the mutexes held now whose key begins with prefix
 	// (every held one when prefix is ""), sorted by key, at most limit of
 	// them (no bound when limit <= 0). Each Info is what Inspect would
 	// report for its key; free keys are not listed. The result is a
 	// snapshot of each key, not of the store as a whole: a lock taken or
-	// released while List runs may or may not appear.
+	// released while List runs may or may not appear. A store that cannot
+	// enumerate its locks returns an error matching ErrUnsupported.
 	List(ctx context.Context, prefix string, limit int) ([]Info, error)
 }
 

@@ -39,6 +39,15 @@ func (d *brokenMultiStep) Subscribe(ctx context.Context, key string, kind backen
 // key by key.
 const stepLatency = 2 * time.Millisecond
 
+// RefreshAll completes the Batcher; the driver declares no BatchRefresh.
+func (d *brokenMultiStep) RefreshAll(_ context.Context, locks []backend.Lock, _ []time.Duration) []error {
+	errs := make([]error, len(locks))
+	for i := range errs {
+		errs[i] = backend.ErrUnsupported
+	}
+	return errs
+}
+
 func (d *brokenMultiStep) TryAcquireMulti(ctx context.Context, reqs []backend.Request) ([]backend.Grant, error) {
 	var grants []backend.Grant
 	for i, req := range reqs {

@@ -511,8 +511,11 @@ type liar struct{ backend.Driver }
 
 func (d *liar) Capabilities() backend.Capabilities {
 	c := d.Driver.Capabilities()
-	c.Wait = backend.WaitQueue
+	c.Wait, c.BatchRefresh, c.MultiAtomic = backend.WaitQueue, true, false
 	return c
+}
+func (d *liar) TryAcquireMulti(context.Context, []backend.Request) ([]backend.Grant, error) {
+	return nil, backend.ErrUnsupported
 }
 func (d *liar) Inspect(_ context.Context, key string, _ backend.Kind) (backend.Info, error) {
 	return backend.Info{Key: key, Waiters: -1}, nil

@@ -20,7 +20,7 @@ import (
 // Locker the suite makes reports to a probe, through its own observer
 // hooks (distlock.WithEvents, and a MeterProvider that keeps the two
 // instruments the cases need), and the store, where it can, reports how
-// many waiters a key has (Inspector, SemaphoreInspector, RWInspector, or
+// many waiters a key has (Inspector.Inspect of the kind, or
 // the harness's WaiterCounter).
 
 // probe is what one Locker told the suite about itself.

@@ -39,7 +39,7 @@ func (d *Driver) inspectMutex(ctx context.Context, key string) (backend.Info, er
 	return info, nil
 }
 
-// List implements backend.Lister: the lock keys are read from the ranges
+// List implements backend.Inspector: the lock keys are read from the ranges
 // under prefix (keys only), then each is inspected.
 func (d *Driver) List(ctx context.Context, prefix string, limit int) ([]backend.Info, error) {
 	resp, err := d.c.Get(ctx, d.prefix+"%"+escapeKey(prefix), clientv3.WithPrefix(), clientv3.WithKeysOnly())
@@ -54,5 +54,3 @@ func (d *Driver) List(ctx context.Context, prefix string, limit int) ([]backend.
 	}
 	return backend.ListHeld(ctx, d, keys, prefix, limit)
 }
-
-var _ backend.Lister = (*Driver)(nil)

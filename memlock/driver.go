@@ -19,8 +19,8 @@ type Options struct {
 }
 
 // A Driver is one client of a Store, implementing backend.Driver (and
-// backend.Waiter, backend.Notifier, backend.Inspector, backend.Lister,
-// backend.MultiAcquirer). Use it with distlock.New.
+// backend.Waiter, backend.Notifier, backend.Withdrawer, backend.Inspector
+// and backend.Batcher for TryAcquireMulti). Use it with distlock.New.
 type Driver struct {
 	s    *Store
 	wait backend.WaitKind

@@ -11,7 +11,6 @@ import (
 
 var (
 	_ backend.Inspector = (*Driver)(nil)
-	_ backend.Lister    = (*Driver)(nil)
 )
 
 // inspectMutex is Inspect for the mutex.
@@ -27,7 +26,7 @@ func (d *Driver) inspectMutex(ctx context.Context, key string) (backend.Info, er
 	return backend.Info{Key: key, Waiters: -1}, nil
 }
 
-// List implements backend.Lister.
+// List implements backend.Inspector.
 func (d *Driver) List(ctx context.Context, prefix string, limit int) ([]backend.Info, error) {
 	if err := d.enter(ctx, "list"); err != nil {
 		return nil, err

@@ -126,10 +126,10 @@ func (o *Options) normalize() (Options, error) {
 
 // Driver is a backend.Driver over one Redis deployment reached through one
 // go-redis client: a single server (possibly with replicas) or a Redis
-// Cluster. It also implements backend.Notifier, backend.BatchRefresher and
-// backend.Inspector, backend.Waiter in queue mode, and
-// backend.MultiAcquirer (declared on a single server without WaitReplicas:
-// multi.go). It is safe for concurrent use.
+// Cluster. It also implements backend.Notifier, backend.Withdrawer,
+// backend.Inspector, backend.Waiter in queue mode, and backend.Batcher
+// (RefreshAll everywhere; TryAcquireMulti declared on a single server
+// without WaitReplicas: multi.go). It is safe for concurrent use.
 type Driver struct {
 	c      redis.UniversalClient
 	owned  bool // the driver opened c and closes it
@@ -144,14 +144,12 @@ type Driver struct {
 }
 
 var (
-	_ backend.Driver         = (*Driver)(nil)
-	_ backend.Notifier       = (*Driver)(nil)
-	_ backend.BatchRefresher = (*Driver)(nil)
-	_ backend.Inspector      = (*Driver)(nil)
-	_ backend.Lister         = (*Driver)(nil)
-	_ backend.Waiter         = (*Driver)(nil)
-	_ backend.MultiAcquirer  = (*Driver)(nil)
-	_ backend.Withdrawer     = (*Driver)(nil)
+	_ backend.Driver     = (*Driver)(nil)
+	_ backend.Notifier   = (*Driver)(nil)
+	_ backend.Inspector  = (*Driver)(nil)
+	_ backend.Waiter     = (*Driver)(nil)
+	_ backend.Batcher    = (*Driver)(nil)
+	_ backend.Withdrawer = (*Driver)(nil)
 )
 
 // New returns a Driver using c, which may be a *redis.Client (one server)
@@ -213,6 +211,7 @@ func New(c redis.UniversalClient, opts *Options) (*Driver, error) {
 		MaxTTL:              MaxTTL,
 		CrossProcessReentry: true,
 		Replication:         "single primary; asynchronous replication can lose a grant on failover",
+		BatchRefresh:        true, // lock.go
 	}
 	if o.Wait == WaitQueue {
 		d.caps.Wait, d.caps.Fair = backend.WaitQueue, true

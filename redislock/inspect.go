@@ -52,7 +52,7 @@ func infoFrom(key string, h map[string]string, pttl time.Duration, fence string)
 	return info
 }
 
-// List implements backend.Lister: SCAN (on every primary of a Cluster)
+// List implements backend.Inspector: SCAN (on every primary of a Cluster)
 // finds the lock hashes under prefix, then each is inspected. A client
 // that is neither a *redis.Client nor a *redis.ClusterClient cannot be
 // scanned: ErrUnsupported.

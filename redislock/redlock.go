@@ -18,7 +18,7 @@ import (
 // Redlock algorithm): a lock is held when a majority (N/2+1) of them granted
 // it within its TTL, and fencing tokens come from a majority too (see
 // docs/redis.md for the argument and its limits). It implements
-// backend.Notifier, backend.BatchRefresher and, in queue mode (the
+// backend.Notifier, backend.Batcher and, in queue mode (the
 // default), backend.Waiter: waiters queue on the first node (see Wait). It
 // is safe for concurrent use.
 type Redlock struct {
@@ -58,9 +58,9 @@ type node struct {
 }
 
 var (
-	_ backend.Driver         = (*Redlock)(nil)
-	_ backend.Notifier       = (*Redlock)(nil)
-	_ backend.BatchRefresher = (*Redlock)(nil)
+	_ backend.Driver   = (*Redlock)(nil)
+	_ backend.Notifier = (*Redlock)(nil)
+	_ backend.Batcher  = (*Redlock)(nil)
 )
 
 // Redlock timing, as in the Redlock description: the clock-drift margin is
@@ -120,6 +120,7 @@ func NewRedlock(clients []redis.UniversalClient, opts *Options) (*Redlock, error
 		MaxTTL:              MaxTTL,
 		CrossProcessReentry: true,
 		Replication:         fmt.Sprintf("Redlock: majority (%d of %d) of independent primaries", r.quorum, len(clients)),
+		BatchRefresh:        true, // redlock_lock.go
 	}
 	if o.Wait == WaitQueue {
 		r.caps.Wait = backend.WaitQueue

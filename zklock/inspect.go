@@ -52,10 +52,9 @@ func (d *Driver) inspectMutex(ctx context.Context, key string) (backend.Info, er
 
 var (
 	_ backend.Inspector = (*Driver)(nil)
-	_ backend.Lister    = (*Driver)(nil)
 )
 
-// List implements backend.Lister: the base node's children name the locks
+// List implements backend.Inspector: the base node's children name the locks
 // (a lock's node stays after its last holder: Inspect tells which are
 // held), filtered by prefix.
 func (d *Driver) List(ctx context.Context, prefix string, limit int) ([]backend.Info, error) {
