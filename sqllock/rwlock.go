@@ -40,7 +40,7 @@ import (
 // write grant costs a durable commit. docs/sql.md ("Read-write locks")
 // has the cases.
 //
-// Waits queue in the server (Capabilities.RW = queue): WaitRW blocks in
+// Waits queue in the server (Capabilities.RW = queue): waitRW blocks in
 // the locking statement, and a canceled wait is interrupted there (KILL
 // QUERY, pg_cancel_backend), so nothing waits on. A writer leaves no
 // waiting mark to withdraw: its queued request is the mark, and it ends

@@ -69,7 +69,7 @@ func (d *Driver) inspectPermits(ctx context.Context, key string) (backend.Info, 
 // with its czxid as token; else the readers below the lowest writer hold,
 // with the last write's token from the fence node, as their grants read
 // it. Every other node waits. TTL and a holder that leaves meanwhile are
-// as for InspectSemaphore.
+// as for inspectPermits.
 func (d *Driver) inspectRW(ctx context.Context, key string) (backend.Info, error) {
 	const op = "inspect rw lock"
 	parent := d.rwParent(key)

@@ -100,7 +100,7 @@ func (d *Driver) enqueueRW(ctx context.Context, req backend.Request, mode backen
 
 // tryRW is TryAcquire for a side of a read-write lock: the node stays only if it
 // holds at once. waiting is not used: the line itself keeps readers
-// behind a queued writer (WaitRW).
+// behind a queued writer (waitRW).
 func (d *Driver) tryRW(ctx context.Context, req backend.Request, mode backend.Kind, _ bool) (backend.Grant, error) {
 	n, q, sent, err := d.enqueueRW(ctx, req, mode)
 	if err != nil {
@@ -119,7 +119,7 @@ func (d *Driver) tryRW(ctx context.Context, req backend.Request, mode backend.Ki
 
 // waitRW is Wait for a side of a read-write lock: it queues a node and waits, watching
 // only the node it depends on, until it holds. When ctx ends or the wait
-// fails, the node is deleted before WaitRW returns.
+// fails, the node is deleted before waitRW returns.
 func (d *Driver) waitRW(ctx context.Context, req backend.Request, mode backend.Kind) (backend.Grant, error) {
 	n, q, sent, err := d.enqueueRW(ctx, req, mode)
 	if err != nil {

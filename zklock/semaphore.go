@@ -198,7 +198,7 @@ func (d *Driver) tryPermits(ctx context.Context, req backend.Request) (backend.G
 
 // waitPermits is Wait for a semaphore's permits: it queues, watches the
 // nodes ahead, and returns once its node holds. When ctx ends, or on any
-// error, the node is deleted before WaitPermits returns.
+// error, the node is deleted before waitPermits returns.
 func (d *Driver) waitPermits(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	n, q, sent, err := d.enqueuePermits(ctx, req)
 	if err != nil {
