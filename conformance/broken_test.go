@@ -101,6 +101,7 @@ var brokenDrivers = []brokenDriver{
 	{name: "multi-lock-one-step-is-several", wrap: wrapMulti(multiStepByStep), mustFail: []string{"MultiLockOneStep"}},
 	{name: "multi-lock-one-step-keeps-part", wrap: wrapMulti(multiKeepsPart), mustFail: []string{"MultiLockNothingPartial", "MultiAcquire"}},
 	{name: "multi-lock-one-step-checks-one-key", wrap: wrapMulti(multiFirstKeyOnly), mustFail: []string{"MultiLockNoDeadlock", "MultiAcquire"}},
+	{name: "kind-ignored", wrap: func(_ *memlock.Store, d backend.Driver) backend.Driver { return &kindBlind{Driver: d} }, mustFail: []string{"UndeclaredKinds"}},
 	{name: "semaphore-ignores-limit", wrap: wrapSemaphore(semIgnoresLimit), mustFail: []string{"SemaphoreLimit", "SemaphoreTryFull", "SemaphoreLimitChange"}},
 	{name: "semaphore-repeats-tokens", wrap: wrapSemaphore(semRepeatsTokens), mustFail: []string{"SemaphoreTokens"}},
 	{name: "semaphore-permits-never-expire", wrap: wrapSemaphore(semNeverExpires), mustFail: []string{"SemaphoreCrashedHolder"}},
@@ -503,6 +504,24 @@ func (d *refreshAlways) TryAcquire(ctx context.Context, req backend.Request) (ba
 type refreshOK struct{ backend.Lock }
 
 func (refreshOK) Refresh(context.Context, time.Duration) error { return nil }
+
+// kindBlind declares neither semaphores nor read-write locks and takes
+// every request as the mutex's, the kind unread (a driver written before
+// Request.Kind).
+type kindBlind struct{ backend.Driver }
+
+func (d *kindBlind) Capabilities() backend.Capabilities {
+	c := d.Driver.Capabilities()
+	c.Semaphore, c.RW = "", ""
+	return c
+}
+func (d *kindBlind) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
+}
+func (d *kindBlind) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	req.Kind = backend.Exclusive
+	return d.Driver.TryAcquire(ctx, req)
+}
 
 // liar implements every optional interface wrongly: Inspect and List see
 // nothing held, RefreshAll succeeds for anything, Subscribe never announces, and

@@ -16,7 +16,11 @@ var (
 // TryAcquire implements backend.Driver for every kind: the mutex, the
 // sides of a read-write lock (rwlock.go) and a semaphore's permits
 // (semaphore.go).
+// A kind its Capabilities do not declare (in this mode) is refused.
 func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	if req.Kind != backend.Exclusive && d.Capabilities().WaitFor(req.Kind) == "" {
+		return backend.Grant{}, backend.UnsupportedKind("memlock", "acquire", req.Kind)
+	}
 	switch req.Kind {
 	case backend.Exclusive:
 		return d.tryMutex(ctx, req)

@@ -6,8 +6,13 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// TryAcquire implements backend.Driver for the mutex, the sides of a read-write lock and a semaphore's permits.
+// TryAcquire implements backend.Driver for the mutex, the sides of a read-
+// write lock and a semaphore's permits. A kind its Capabilities do not
+// declare (in this mode) is refused.
 func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	if req.Kind != backend.Exclusive && d.Capabilities().WaitFor(req.Kind) == "" {
+		return backend.Grant{}, backend.UnsupportedKind("redislock", "acquire", req.Kind)
+	}
 	switch req.Kind {
 	case backend.Exclusive:
 		return d.tryMutex(ctx, req)
@@ -28,7 +33,8 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 	return backend.Grant{}, backend.UnsupportedKind("redislock", "wait", req.Kind)
 }
 
-// Subscribe implements backend.Notifier for the mutex, the sides of a read-write lock and a semaphore's permits.
+// Subscribe implements backend.Notifier for the mutex, the sides of a read-
+// write lock and a semaphore's permits.
 func (d *Driver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	switch kind {
 	case backend.Exclusive:
@@ -41,7 +47,8 @@ func (d *Driver) Subscribe(ctx context.Context, key string, kind backend.Kind) (
 	return nil, nil, backend.UnsupportedKind("redislock", "subscribe", kind)
 }
 
-// Inspect implements backend.Inspector for the mutex, the sides of a read-write lock and a semaphore's permits.
+// Inspect implements backend.Inspector for the mutex, the sides of a read-
+// write lock and a semaphore's permits.
 func (d *Driver) Inspect(ctx context.Context, key string, kind backend.Kind) (backend.Info, error) {
 	switch kind {
 	case backend.Exclusive:

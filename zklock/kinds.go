@@ -11,8 +11,13 @@ var (
 	_ backend.Inspector = (*Driver)(nil)
 )
 
-// TryAcquire implements backend.Driver for the mutex, the sides of a read-write lock and a semaphore's permits.
+// TryAcquire implements backend.Driver for the mutex, the sides of a read-
+// write lock and a semaphore's permits. A kind its Capabilities do not
+// declare (in this mode) is refused.
 func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	if req.Kind != backend.Exclusive && d.Capabilities().WaitFor(req.Kind) == "" {
+		return backend.Grant{}, backend.UnsupportedKind("zklock", "acquire", req.Kind)
+	}
 	switch req.Kind {
 	case backend.Exclusive:
 		return d.tryMutex(ctx, req)
@@ -24,7 +29,8 @@ func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.G
 	return backend.Grant{}, backend.UnsupportedKind("zklock", "acquire", req.Kind)
 }
 
-// Wait implements backend.Waiter for the mutex, the sides of a read-write lock and a semaphore's permits.
+// Wait implements backend.Waiter for the mutex, the sides of a read-write
+// lock and a semaphore's permits.
 func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	switch req.Kind {
 	case backend.Exclusive:
@@ -37,7 +43,8 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 	return backend.Grant{}, backend.UnsupportedKind("zklock", "wait", req.Kind)
 }
 
-// Inspect implements backend.Inspector for the mutex, the sides of a read-write lock and a semaphore's permits.
+// Inspect implements backend.Inspector for the mutex, the sides of a read-
+// write lock and a semaphore's permits.
 func (d *Driver) Inspect(ctx context.Context, key string, kind backend.Kind) (backend.Info, error) {
 	switch kind {
 	case backend.Exclusive:
