@@ -16,7 +16,7 @@ import (
 // last one is released.
 type hold struct {
 	key, owner string
-	mode       backend.Kind // 0 for the mutex; a side of a read-write lock (rwmutex.go)
+	mode       backend.Kind // Exclusive (0) for the mutex and for permits; a side of a read-write lock (rwmutex.go)
 
 	// Guarded by Locker.mu.
 	state     holdState
@@ -203,7 +203,7 @@ func (l *Locker) cancelBound() {
 func (l *Locker) claim(ctx context.Context, hk holdKey, ttl time.Duration, c acquireConfig, label string) (*hold, *Lease, error) {
 	for {
 		l.mu.Lock()
-		if hk.mode != 0 {
+		if hk.mode != backend.Exclusive {
 			switch le, next, err := l.claimRW(ctx, hk, ttl, c); next {
 			case rwDone:
 				return nil, le, err
@@ -323,7 +323,7 @@ func (l *Locker) settle(ctx context.Context, h *hold, g backend.Grant, err error
 			}
 			return nil, fmt.Errorf("distlock: semaphore %q: %w", h.key, err)
 		}
-		if h.mode != 0 {
+		if h.mode != backend.Exclusive {
 			return nil, fmt.Errorf("distlock: read-write lock %q (%s side): %w", h.key, h.mode, err)
 		}
 		return nil, fmt.Errorf("distlock: acquire %q: %w", h.key, err)

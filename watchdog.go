@@ -199,7 +199,7 @@ func (l *Locker) renew(due []*hold) {
 	l.mu.Lock()
 	for i, h := range due {
 		locks[i], ttls[i], deadlines[i] = h.grant.Lock, h.ttl, h.deadline
-		if l.batch != nil && h.mode == 0 {
+		if l.batch != nil && h.mode == backend.Exclusive {
 			batched = append(batched, i)
 		}
 	}
@@ -234,7 +234,7 @@ func (l *Locker) renew(due []*hold) {
 	}
 	sem := make(chan struct{}, maxParallelRefresh)
 	for i := range locks {
-		if batched != nil && due[i].mode == 0 {
+		if batched != nil && due[i].mode == backend.Exclusive {
 			continue
 		}
 		sem <- struct{}{}
