@@ -38,8 +38,8 @@ func newNarrow(t *testing.T, conns int, delay time.Duration) *narrowDriver {
 	return &narrowDriver{Driver: inner, conns: make(chan struct{}, conns), delay: delay}
 }
 
-func (d *narrowDriver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *narrowDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 
 func (d *narrowDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {

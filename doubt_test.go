@@ -154,8 +154,8 @@ type hookDriver struct {
 	refreshed chan struct{} // receives when a refresh reaches the gate
 }
 
-func (d *hookDriver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *hookDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 
 func (d *hookDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {

@@ -247,7 +247,7 @@ func (e *Election) Leader(ctx context.Context) (LeaderInfo, error) {
 	if err != nil {
 		return LeaderInfo{}, err
 	}
-	info, err := in.Inspect(ctx, e.name)
+	info, err := in.Inspect(ctx, e.name, backend.Exclusive)
 	if err != nil {
 		return LeaderInfo{}, fmt.Errorf("distlock: leader %q: %w", e.name, err)
 	}
@@ -289,7 +289,7 @@ func (e *Election) Observe(ctx context.Context) (<-chan LeaderInfo, error) {
 func (e *Election) observe(ctx context.Context, in backend.Inspector, ch chan LeaderInfo) {
 	var wake <-chan struct{}
 	if n, ok := e.l.d.(backend.Notifier); ok && e.l.caps.Wait == backend.WaitNotify {
-		if w, cancel, err := n.Subscribe(ctx, e.name); err == nil {
+		if w, cancel, err := n.Subscribe(ctx, e.name, backend.Exclusive); err == nil {
 			wake = w
 			defer cancel()
 		}
@@ -299,7 +299,7 @@ func (e *Election) observe(ctx context.Context, in backend.Inspector, ch chan Le
 	soon := 0 // reads left at a short interval after a wake-up
 	for {
 		rctx, cancel := context.WithTimeout(ctx, max(e.interval, time.Second))
-		info, err := in.Inspect(rctx, e.name)
+		info, err := in.Inspect(rctx, e.name, backend.Exclusive)
 		cancel()
 		if err == nil {
 			if li := infoOf(info); first || li != last {

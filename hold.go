@@ -16,7 +16,7 @@ import (
 // last one is released.
 type hold struct {
 	key, owner string
-	mode       backend.RWMode // 0 for the mutex; a side of a read-write lock (rwmutex.go)
+	mode       backend.Kind // Exclusive (0) for the mutex and for permits; a side of a read-write lock (rwmutex.go)
 
 	// Guarded by Locker.mu.
 	state     holdState
@@ -40,7 +40,7 @@ type hold struct {
 
 type holdKey struct {
 	key, owner string
-	mode       backend.RWMode
+	mode       backend.Kind
 }
 
 func (h *hold) hk() holdKey { return holdKey{h.key, h.owner, h.mode} }
@@ -89,12 +89,12 @@ func (l *Locker) acquire(ctx context.Context, key string, opts []Option, wait bo
 
 // acquireAs acquires key; label is its WithKeyAttribute label.
 func (l *Locker) acquireAs(ctx context.Context, key string, opts []Option, wait bool, label string) (*Lease, error) {
-	return l.acquireMode(ctx, key, opts, wait, label, 0)
+	return l.acquireMode(ctx, key, opts, wait, label, backend.Exclusive)
 }
 
-// acquireMode acquires key's mutex (mode 0) or a side of its read-write
-// lock.
-func (l *Locker) acquireMode(ctx context.Context, key string, opts []Option, wait bool, label string, mode backend.RWMode) (*Lease, error) {
+// acquireMode acquires key's mutex (mode Exclusive) or a side of its
+// read-write lock.
+func (l *Locker) acquireMode(ctx context.Context, key string, opts []Option, wait bool, label string, mode backend.Kind) (*Lease, error) {
 	c := applyOptions(opts)
 	if c.ownerErr != nil {
 		return nil, fmt.Errorf("distlock: acquire %q: %w", key, c.ownerErr)
@@ -129,17 +129,12 @@ func (l *Locker) acquireMode(ctx context.Context, key string, opts []Option, wai
 		return le, err
 	}
 	req := backend.Request{
-		Key: key, Owner: owner, TTL: ttl, Drift: l.cfg.drift(ttl),
+		Kind: mode, Key: key, Owner: owner, TTL: ttl, Drift: l.cfg.drift(ttl),
 		OnLost:     func(err error) { l.driverLost(h, err) },
 		OnDoubt:    func(cause error, until time.Time) { l.driverDoubt(h, cause, until) },
 		OnRestored: func() { l.driverRestored(h) },
 	}
-	var g backend.Grant
-	if mode == 0 {
-		g, err = l.obtain(ctx, h, req, wait)
-	} else {
-		g, err = l.obtainRW(ctx, h, req, mode, wait)
-	}
+	g, err := l.obtain(ctx, h, req, wait)
 	return l.settle(ctx, h, g, err, ttl, !c.noRenew)
 }
 
@@ -208,7 +203,7 @@ func (l *Locker) cancelBound() {
 func (l *Locker) claim(ctx context.Context, hk holdKey, ttl time.Duration, c acquireConfig, label string) (*hold, *Lease, error) {
 	for {
 		l.mu.Lock()
-		if hk.mode != 0 {
+		if hk.mode != backend.Exclusive {
 			switch le, next, err := l.claimRW(ctx, hk, ttl, c); next {
 			case rwDone:
 				return nil, le, err
@@ -331,7 +326,7 @@ func (l *Locker) settle(ctx context.Context, h *hold, g backend.Grant, err error
 			}
 			return nil, fmt.Errorf("distlock: semaphore %q: %w", h.key, err)
 		}
-		if h.mode != 0 {
+		if h.mode != backend.Exclusive {
 			return nil, fmt.Errorf("distlock: read-write lock %q (%s side): %w", h.key, h.mode, err)
 		}
 		return nil, fmt.Errorf("distlock: acquire %q: %w", h.key, err)

@@ -24,8 +24,8 @@ type lateDriver struct {
 	slow  time.Duration
 }
 
-func (d *lateDriver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *lateDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 
 func (d *lateDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
@@ -104,9 +104,14 @@ func TestLateGrantIsNoLease(t *testing.T) {
 // lateMultiDriver's store steps hand over their grants late as well.
 type lateMultiDriver struct{ *lateDriver }
 
+// RefreshAll completes the Batcher; the driver declares no BatchRefresh.
+func (d lateMultiDriver) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
+	return d.Driver.(backend.Batcher).RefreshAll(ctx, locks, ttls)
+}
+
 func (d lateMultiDriver) TryAcquireMulti(ctx context.Context, reqs []backend.Request) ([]backend.Grant, error) {
 	sent := time.Now()
-	gs, err := d.Driver.(backend.MultiAcquirer).TryAcquireMulti(ctx, reqs)
+	gs, err := d.Driver.(backend.Batcher).TryAcquireMulti(ctx, reqs)
 	if err != nil || d.late.Add(-1) < 0 {
 		return gs, err
 	}
@@ -168,8 +173,8 @@ type doubtGrantDriver struct {
 	doubts atomic.Int64
 }
 
-func (d *doubtGrantDriver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *doubtGrantDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 
 func (d *doubtGrantDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {

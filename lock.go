@@ -18,16 +18,17 @@ import (
 // all of them), tracks each lease's validity, and reports losses. Close ends
 // every lease and stops every goroutine it started.
 type Locker struct {
-	d        backend.Driver
-	caps     backend.Capabilities
-	waiter   backend.Waiter
-	notifier backend.Notifier
-	batch    backend.BatchRefresher
-	multi    backend.MultiAcquirer // nil unless the store takes several keys in one step
-	cfg      lockerConfig
-	maxKey   int
-	tel      *telemetry  // observe.go
-	events   *eventQueue // event.go
+	d          backend.Driver
+	caps       backend.Capabilities
+	waiter     backend.Waiter     // nil unless some kind queues (Capabilities.WaitFor)
+	notifier   backend.Notifier   // nil unless some kind is notified
+	withdrawer backend.Withdrawer // nil unless the store keeps writer-waiting marks
+	batch      backend.Batcher    // nil unless the store refreshes many locks in one round trip
+	multi      backend.Batcher    // nil unless the store takes several keys in one step
+	cfg        lockerConfig
+	maxKey     int
+	tel        *telemetry  // observe.go
+	events     *eventQueue // event.go
 
 	closeCtx    context.Context // canceled by Close: ends waits
 	closeCancel context.CancelCauseFunc
@@ -72,20 +73,19 @@ func newLocker(d backend.Driver, opts []LockerOption) (*Locker, error) {
 	if err := caps.Check(d); err != nil {
 		return nil, err
 	}
-	caps = caps.OffersSemaphore(d).OffersMulti(d)
+	caps = caps.Offers(d)
 	l := &Locker{d: d, caps: caps, cfg: cfg, maxKey: MaxKeyLen, holds: map[holdKey]*hold{}}
 	if caps.MaxKeyLen > 0 && caps.MaxKeyLen < l.maxKey {
 		l.maxKey = caps.MaxKeyLen
 	}
-	if caps.Wait == backend.WaitQueue {
-		l.waiter = d.(backend.Waiter)
+	l.waiter, _ = d.(backend.Waiter)
+	l.notifier, _ = d.(backend.Notifier)
+	l.withdrawer, _ = d.(backend.Withdrawer)
+	if caps.BatchRefresh {
+		l.batch = d.(backend.Batcher)
 	}
-	if caps.Wait == backend.WaitNotify {
-		l.notifier = d.(backend.Notifier)
-	}
-	l.batch, _ = d.(backend.BatchRefresher)
 	if caps.MultiAtomic {
-		l.multi = d.(backend.MultiAcquirer)
+		l.multi = d.(backend.Batcher)
 	}
 	if lg, ok := d.(backend.Logging); ok {
 		lg.SetLogger(cfg.logger)

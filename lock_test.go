@@ -157,8 +157,8 @@ type lossDriver struct {
 	onLost atomic.Value
 }
 
-func (d *lossDriver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *lossDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 
 func (d *lossDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
@@ -210,8 +210,19 @@ type batchDriver struct {
 	calls, locks atomic.Int64
 }
 
-func (d *batchDriver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *batchDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
+}
+
+// Capabilities declares BatchRefresh (and no multi-lock step).
+func (d *batchDriver) Capabilities() backend.Capabilities {
+	c := d.Driver.Capabilities()
+	c.BatchRefresh, c.MultiAtomic = true, false
+	return c
+}
+
+func (d *batchDriver) TryAcquireMulti(context.Context, []backend.Request) ([]backend.Grant, error) {
+	return nil, backend.ErrUnsupported
 }
 
 func (d *batchDriver) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
@@ -329,8 +340,8 @@ type shortLifeDriver struct {
 	asked    atomic.Int64
 }
 
-func (d *shortLifeDriver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *shortLifeDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 
 func (d *shortLifeDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {

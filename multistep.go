@@ -10,7 +10,7 @@ import (
 )
 
 // The multi-lock's one-step path: on a store that takes several keys in
-// one atomic step (backend.MultiAcquirer, Capabilities.MultiAtomic),
+// one atomic step (backend.Batcher, Capabilities.MultiAtomic),
 // AcquireAll and TryAcquireAll first ask the store for every key at once.
 // Each key still gets its own hold, and so its own Lease with its own
 // token, renewal, doubt and loss, exactly as if it had been acquired

@@ -145,8 +145,8 @@ func TestMultiLockOneStep(t *testing.T) {
 // injector or metrics shim would).
 type hideMulti struct{ backend.Driver }
 
-func (d hideMulti) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d hideMulti) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 
 // TestMultiAtomicNeedsTheMethod: a driver that forwards capabilities

@@ -16,8 +16,8 @@ import (
 // noInspect hides memlock's Inspector, as Redlock's driver lacks one.
 type noInspect struct{ backend.Driver }
 
-func (d noInspect) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d noInspect) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 
 func TestElectionWithoutInspector(t *testing.T) {

@@ -20,8 +20,8 @@ type slowReplyDriver struct {
 	gate      chan struct{}
 }
 
-func (d *slowReplyDriver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *slowReplyDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 
 func (d *slowReplyDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {

@@ -22,8 +22,8 @@ type countingDriver struct {
 	onLost   func(error)
 }
 
-func (d *countingDriver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *countingDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 
 func (d *countingDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {

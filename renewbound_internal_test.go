@@ -102,8 +102,18 @@ func (l *stallingLock) Refresh(ctx context.Context, ttl time.Duration) error {
 	return l.Lock.Refresh(ctx, ttl)
 }
 
-// batchingFake is a stallingFake with a BatchRefresher.
+// batchingFake is a stallingFake with a batch refresh (Batcher).
 type batchingFake struct{ *stallingFake }
+
+func (f batchingFake) Capabilities() backend.Capabilities {
+	c := f.stallingFake.Capabilities()
+	c.BatchRefresh, c.MultiAtomic = true, false
+	return c
+}
+
+func (f batchingFake) TryAcquireMulti(context.Context, []backend.Request) ([]backend.Grant, error) {
+	return nil, backend.ErrUnsupported
+}
 
 func (f batchingFake) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
 	errs := make([]error, len(locks))

@@ -50,7 +50,6 @@ var ErrUpgrade = backend.ErrUpgrade
 type RWMutex struct {
 	l   *Locker
 	key string
-	rw  backend.RWLocker
 }
 
 // RWMutex returns a handle on the read-write lock named key. It sends
@@ -61,11 +60,10 @@ func (l *Locker) RWMutex(key string) (*RWMutex, error) {
 	if err := checkKey(key, l.maxKey); err != nil {
 		return nil, fmt.Errorf("distlock: rw mutex: %w", err)
 	}
-	rw, ok := l.d.(backend.RWLocker)
-	if l.caps.RW == "" || !ok {
+	if l.caps.RW == "" {
 		return nil, fmt.Errorf("distlock: rw mutex %q: %w: the %s backend has no native read-write locks (docs/primitives.md lists the stores that do)", key, ErrUnsupported, l.caps.Name)
 	}
-	return &RWMutex{l: l, key: key, rw: rw}, nil
+	return &RWMutex{l: l, key: key}, nil
 }
 
 // Key returns the lock's key.
@@ -103,7 +101,7 @@ func (m *RWMutex) TryLock(ctx context.Context, opts ...Option) (*Lease, error) {
 	return m.acquire(ctx, opts, backend.Write, false)
 }
 
-func (m *RWMutex) acquire(ctx context.Context, opts []Option, mode backend.RWMode, wait bool) (*Lease, error) {
+func (m *RWMutex) acquire(ctx context.Context, opts []Option, mode backend.Kind, wait bool) (*Lease, error) {
 	actx, op := m.l.tel.startAcquire(ctx, m.key, wait)
 	le, err := m.l.acquireMode(actx, m.key, opts, wait, op.label, mode)
 	op.end(ctx, le, err)

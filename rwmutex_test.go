@@ -17,15 +17,25 @@ import (
 
 func TestRWMutexUnsupported(t *testing.T) {
 	d, _ := memlock.NewStore().NewDriver(nil)
-	l := distlock.New(noInspect{d}) // forwards Capabilities (rw=notify) but hides RWLocker
+	l := distlock.New(noRW{d})
 	defer l.Close()
 	_, err := l.RWMutex("k")
 	if !errors.Is(err, distlock.ErrUnsupported) || !strings.Contains(err.Error(), "mem backend") {
-		t.Errorf("RWMutex on a driver without RWLocker: %v, want ErrUnsupported naming the backend", err)
+		t.Errorf("RWMutex on a driver that declares no read-write locks: %v, want ErrUnsupported naming the backend", err)
 	}
 	if _, err := l.RWMutex(""); !errors.Is(err, distlock.ErrInvalidKey) {
 		t.Errorf("RWMutex(\"\"): %v, want ErrInvalidKey", err)
 	}
+}
+
+// noRW is memlock declaring no read-write locks, as a store without them
+// does.
+type noRW struct{ *memlock.Driver }
+
+func (d noRW) Capabilities() backend.Capabilities {
+	c := d.Driver.Capabilities()
+	c.RW = ""
+	return c
 }
 
 // batchOnlyMutex is memlock with a BatchRefresher that refuses every lock
@@ -34,6 +44,12 @@ func TestRWMutexUnsupported(t *testing.T) {
 type batchOnlyMutex struct {
 	*memlock.Driver
 	batched atomic.Int32
+}
+
+func (d *batchOnlyMutex) Capabilities() backend.Capabilities {
+	c := d.Driver.Capabilities()
+	c.BatchRefresh = true
+	return c
 }
 
 func (d *batchOnlyMutex) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {

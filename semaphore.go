@@ -13,7 +13,7 @@ import (
 // Lease, with everything a lock's Lease has: a TTL renewed by the
 // watchdog, doubt and loss reported the same way, Done/Err/Context, and a
 // fencing token per grant, strictly increasing per semaphore. The store
-// counts the permits (backend.Semaphorer); a store that cannot do that
+// counts the permits (backend.Permits requests); a store that cannot do that
 // safely returns ErrUnsupported (docs/primitives.md says which).
 
 // MaxSemaphoreLimit is the largest number of permits a Semaphore may have.
@@ -36,7 +36,6 @@ type Semaphore struct {
 	l     *Locker
 	key   string
 	limit int
-	sem   backend.Semaphorer
 }
 
 // Semaphore returns a handle on the semaphore called key with limit
@@ -51,11 +50,10 @@ func (l *Locker) Semaphore(key string, limit int) (*Semaphore, error) {
 	if limit < 1 || limit > MaxSemaphoreLimit {
 		return nil, fmt.Errorf("distlock: semaphore %q: %w: limit %d is outside 1 to %d", key, ErrInvalidConfig, limit, MaxSemaphoreLimit)
 	}
-	sem, ok := l.d.(backend.Semaphorer)
-	if !ok || l.caps.Semaphore == "" {
+	if l.caps.Semaphore == "" {
 		return nil, fmt.Errorf("distlock: semaphore %q: %w: the %s backend offers no semaphore (docs/primitives.md)", key, ErrUnsupported, l.caps.Name)
 	}
-	return &Semaphore{l: l, key: key, limit: limit, sem: sem}, nil
+	return &Semaphore{l: l, key: key, limit: limit}, nil
 }
 
 // Key returns the semaphore's name.
@@ -143,18 +141,14 @@ func (s *Semaphore) acquireAs(ctx context.Context, n int, opts []Option, wait bo
 	defer bound.stop()
 
 	h := l.permitHold(s.key, newOwner(), n, label)
-	req := backend.SemaphoreRequest{
-		Request: backend.Request{
-			Key: s.key, Owner: h.owner, TTL: ttl, Drift: l.cfg.drift(ttl),
-			OnLost:     func(err error) { l.driverLost(h, err) },
-			OnDoubt:    func(cause error, until time.Time) { l.driverDoubt(h, cause, until) },
-			OnRestored: func() { l.driverRestored(h) },
-		},
-		Limit: s.limit, Permits: n,
+	req := backend.Request{
+		Kind: backend.Permits, Key: s.key, Owner: h.owner, Limit: s.limit, Permits: n,
+		TTL: ttl, Drift: l.cfg.drift(ttl),
+		OnLost:     func(err error) { l.driverLost(h, err) },
+		OnDoubt:    func(cause error, until time.Time) { l.driverDoubt(h, cause, until) },
+		OnRestored: func() { l.driverRestored(h) },
 	}
-	ops := s.ops(req)
-	ops.pending = h
-	g, err := l.obtainWith(ctx, ops, wait)
+	g, err := l.obtain(ctx, h, req, wait)
 	return l.settle(ctx, h, g, err, ttl, !c.noRenew)
 }
 
@@ -167,19 +161,6 @@ func (l *Locker) permitHold(key, owner string, n int, label string) *hold {
 	l.holds[holdKey{key, owner, 0}] = h
 	l.mu.Unlock()
 	return h
-}
-
-// ops are the store calls that take req's permits.
-func (s *Semaphore) ops(req backend.SemaphoreRequest) storeOps {
-	ops := storeOps{key: req.Key, ttl: req.TTL, try: func(ctx context.Context) (backend.Grant, error) { return s.sem.TryAcquirePermits(ctx, req) }}
-	switch s.l.caps.Semaphore {
-	case backend.WaitQueue:
-		w := s.l.d.(backend.SemaphoreWaiter)
-		ops.wait = func(ctx context.Context) (backend.Grant, error) { return w.WaitPermits(ctx, req) }
-	case backend.WaitNotify:
-		ops.subscribe = s.l.d.(backend.SemaphoreNotifier).SubscribePermits
-	}
-	return ops
 }
 
 // permitOwnerErr refuses to take a lock under an owner that holds a

@@ -60,34 +60,38 @@ func TestSemaphoreInvalidInputs(t *testing.T) {
 	}
 }
 
-// noSemaphore hides memlock's Semaphorer, as a wrapper embedding a
-// Driver does.
+// noSemaphore is memlock declaring no semaphore, as a store without one
+// does.
 type noSemaphore struct{ backend.Driver }
 
-func (d noSemaphore) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d noSemaphore) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
+}
+
+func (d noSemaphore) Capabilities() backend.Capabilities {
+	c := d.Driver.Capabilities()
+	c.Semaphore = ""
+	return c
 }
 
 func TestSemaphoreUnsupported(t *testing.T) {
 	d, _ := memlock.NewStore().NewDriver(nil)
 	l := distlock.New(noSemaphore{d})
 	defer l.Close()
-	if got := l.Capabilities().Semaphore; got != "" {
-		t.Errorf("Capabilities().Semaphore = %q for a driver without Semaphorer, want empty", got)
-	}
-	if _, err := l.Semaphore("s", 2); !errors.Is(err, distlock.ErrUnsupported) {
-		t.Errorf("Semaphore on a driver without Semaphorer: %v, want ErrUnsupported", err)
+	if _, err := l.Semaphore("s", 2); !errors.Is(err, distlock.ErrUnsupported) || !strings.Contains(err.Error(), "the mem backend offers no semaphore") {
+		t.Errorf("Semaphore on a driver that declares none: %v, want ErrUnsupported naming the backend", err)
 	}
 }
 
-// TestSemaphoreCapabilitiesChecked: a driver that has TryAcquirePermits
-// but not the wait interface its capabilities name is refused.
+// TestSemaphoreCapabilitiesChecked: a driver without the wait interface
+// its capabilities name for permits is refused.
 func TestSemaphoreCapabilitiesChecked(t *testing.T) {
 	d, _ := memlock.NewStore().NewDriver(nil)
+	nd := noSemaphore{d} // a Notifier without Wait
 	c := d.Capabilities()
 	c.Semaphore = backend.WaitQueue
-	if err := c.Check(d); err == nil {
-		t.Error("Check passed semaphore=queue for a driver without WaitPermits")
+	if err := c.Check(nd); err == nil || !strings.Contains(err.Error(), "semaphore=queue but the driver has no Wait method") {
+		t.Errorf("Check of semaphore=queue for a driver without Wait: %v", err)
 	}
 	c.Semaphore = "sometimes"
 	if err := c.Check(d); err == nil {

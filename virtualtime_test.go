@@ -29,8 +29,8 @@ type clockDriver struct {
 	gate      chan struct{}
 }
 
-func (d *clockDriver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *clockDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 
 func (d *clockDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {

@@ -21,41 +21,15 @@ const (
 	notifyMax = 5 * time.Second
 )
 
-// obtain gets a grant from the driver: one attempt, the driver's own queue,
-// or a retry loop woken by store notifications or backoff.
+// obtain gets a grant of req, of any kind, from the driver: one attempt,
+// the driver's own queue, or a retry loop woken by the store's release
+// announcements or backoff, as the driver declares for req.Kind
+// (Capabilities.WaitFor). A wait for the write side of a read-write lock
+// that ends without a grant withdraws its waiting mark, so a writer that
+// gave up keeps no reader out. h is the pending hold the grant is for: a
+// doubt the driver pushed while it was pending may end a grant's validity
+// sooner (grantEnd).
 func (l *Locker) obtain(ctx context.Context, h *hold, req backend.Request, wait bool) (backend.Grant, error) {
-	return l.obtainWith(ctx, storeOps{key: req.Key, ttl: req.TTL, lock: req, isLock: true, pending: h}, wait)
-}
-
-// storeOps are the store calls a wait is made of, for a lock or for a
-// semaphore's permits (semaphore.go).
-type storeOps struct {
-	key string
-	ttl time.Duration // the TTL asked for, which a grant's validity counts when it names none
-	// With isLock, lock is a lock's request, taken through the driver's
-	// own methods (TryAcquire, Wait, Subscribe): the funcs below are then
-	// unused, and an acquisition makes no closures for them. (A value,
-	// not a pointer: a pointer would move the request to the heap.)
-	lock      backend.Request
-	isLock    bool
-	try       func(context.Context) (backend.Grant, error)
-	wait      func(context.Context) (backend.Grant, error)                   // the store's queue; nil if none
-	subscribe func(context.Context, string) (<-chan struct{}, func(), error) // release announcements; nil if none
-	// retry, if set, is the attempt of a retry loop (try is the single
-	// attempt without waiting): a read-write lock's writer marks itself
-	// waiting with it.
-	retry func(context.Context) (backend.Grant, error)
-	// maxDelay, if positive, caps each sleep of a retry loop (a waiting
-	// writer's mark must be renewed within its TTL).
-	maxDelay time.Duration
-	// pending is the hold the grant is for: a doubt the driver pushed
-	// while it was pending may end a grant's validity sooner (grantEnd).
-	pending *hold
-}
-
-// obtainWith gets a grant through ops: one attempt, the store's queue, or
-// a retry loop woken by store notifications or backoff.
-func (l *Locker) obtainWith(ctx context.Context, ops storeOps, wait bool) (backend.Grant, error) {
 	started := time.Now()
 	var g backend.Grant
 	var err error
@@ -65,18 +39,30 @@ func (l *Locker) obtainWith(ctx context.Context, ops storeOps, wait bool) (backe
 	}
 	switch {
 	case !wait:
-		g, err = l.try(ctx, &ops, false)
+		g, err = l.d.TryAcquire(ctx, req)
 		if err == nil {
-			g, err = l.valid(g, &ops, started)
+			g, err = l.valid(h, g, req.TTL, started)
 		}
 		err = unanswered(ctx, err)
 		l.tel.storeError(ctx, "acquire", err)
-	case l.queues(&ops):
-		g, err = l.queueWait(ctx, &ops, started)
+	case l.waiter != nil && l.caps.WaitFor(req.Kind) == backend.WaitQueue:
+		g, err = l.queueWait(ctx, h, req, started)
 	default:
-		g, err = l.retryWait(ctx, &ops)
+		g, err = l.retryWait(ctx, h, req)
+		if err != nil && req.Kind == backend.Write && l.withdrawer != nil {
+			l.withdraw(ctx, req)
+		}
 	}
 	return g, err
+}
+
+// withdraw removes a writer's waiting mark after a wait that failed,
+// with its own timeout (the wait's ctx has usually ended). If the store
+// cannot be reached the mark expires by the writer's TTL.
+func (l *Locker) withdraw(ctx context.Context, req backend.Request) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)
+	defer cancel()
+	l.tel.storeError(wctx, "withdraw", l.withdrawer.Withdraw(wctx, req))
 }
 
 // valid returns g with its ValidFrom filled in (sent, when the driver
@@ -85,13 +71,14 @@ func (l *Locker) obtainWith(ctx context.Context, ops storeOps, wait bool) (backe
 // the store's answer came too late to be a lease, as the store may have
 // handed the lock to someone else by now (a reply slower than the TTL, or
 // a queue's grant counted from a session last confirmed longer ago). ttl
-// is the TTL asked for. A wait then tries again, as after an outage.
-func (l *Locker) valid(g backend.Grant, ops *storeOps, sent time.Time) (backend.Grant, error) {
+// is the TTL asked for, h the pending hold (grantEnd). A wait then tries
+// again, as after an outage.
+func (l *Locker) valid(h *hold, g backend.Grant, ttl time.Duration, sent time.Time) (backend.Grant, error) {
 	if g.ValidFrom.IsZero() {
 		g.ValidFrom = sent
 	}
 	l.mu.Lock()
-	end := l.grantEnd(ops.pending, g, grantLife(g, ops.ttl))
+	end := l.grantEnd(h, g, grantLife(g, ttl))
 	l.mu.Unlock()
 	if late := time.Since(end); late < 0 {
 		return g, nil
@@ -139,57 +126,14 @@ func unanswered(ctx context.Context, err error) error {
 	return err
 }
 
-// try makes one attempt through ops (the retry loop's attempt if
-// retrying).
-func (l *Locker) try(ctx context.Context, ops *storeOps, retrying bool) (backend.Grant, error) {
-	switch {
-	case ops.isLock:
-		return l.d.TryAcquire(ctx, ops.lock)
-	case retrying && ops.retry != nil:
-		return ops.retry(ctx)
-	}
-	return ops.try(ctx)
-}
-
-// queues reports whether ops wait in the store's queue.
-func (l *Locker) queues(ops *storeOps) bool {
-	if ops.isLock {
-		return l.waiter != nil
-	}
-	return ops.wait != nil
-}
-
-// subscribes reports whether the store announces the releases ops wait
-// for.
-func (l *Locker) subscribes(ops *storeOps) bool {
-	if ops.isLock {
-		return l.notifier != nil
-	}
-	return ops.subscribe != nil
-}
-
-// subscribe subscribes to the releases ops wait for.
-func (l *Locker) subscribe(ctx context.Context, ops *storeOps) (<-chan struct{}, func(), error) {
-	if ops.isLock {
-		return l.notifier.Subscribe(ctx, ops.key)
-	}
-	return ops.subscribe(ctx, ops.key)
-}
-
 // queueWait lets the driver wait in its store's queue, retrying the whole
 // wait (after backoff) if the store became unreachable.
-func (l *Locker) queueWait(ctx context.Context, ops *storeOps, started time.Time) (backend.Grant, error) {
+func (l *Locker) queueWait(ctx context.Context, h *hold, req backend.Request, started time.Time) (backend.Grant, error) {
 	var bo backoff.Backoff
 	for {
-		var g backend.Grant
-		var err error
-		if ops.isLock {
-			g, err = l.waiter.Wait(ctx, ops.lock)
-		} else {
-			g, err = ops.wait(ctx)
-		}
+		g, err := l.waiter.Wait(ctx, req)
 		if err == nil {
-			g, err = l.valid(g, ops, started)
+			g, err = l.valid(h, g, req.TTL, started)
 		}
 		l.tel.storeError(ctx, "wait", err)
 		if err == nil || !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
@@ -202,8 +146,13 @@ func (l *Locker) queueWait(ctx context.Context, ops *storeOps, started time.Time
 }
 
 // retryWait retries TryAcquire until it succeeds, subscribing first to
-// release announcements where the driver offers them.
-func (l *Locker) retryWait(ctx context.Context, ops *storeOps) (backend.Grant, error) {
+// release announcements where the driver offers them for req.Kind. A
+// writer's attempts are marked waiting (Request.Waiting) and made at least
+// every third of its TTL, which keeps its waiting mark alive (the store
+// drops a mark not renewed within the TTL).
+func (l *Locker) retryWait(ctx context.Context, h *hold, req backend.Request) (backend.Grant, error) {
+	req.Waiting = req.Kind == backend.Write
+	notifies := l.notifier != nil && l.caps.WaitFor(req.Kind) == backend.WaitNotify
 	var wake <-chan struct{}
 	var bo backoff.Backoff
 	var lastErr error
@@ -211,9 +160,9 @@ func (l *Locker) retryWait(ctx context.Context, ops *storeOps) (backend.Grant, e
 	defer func() { unsubscribe() }()
 	for {
 		sent := time.Now()
-		g, err := l.try(ctx, ops, true)
+		g, err := l.d.TryAcquire(ctx, req)
 		if err == nil {
-			g, err = l.valid(g, ops, sent)
+			g, err = l.valid(h, g, req.TTL, sent)
 		}
 		l.tel.storeError(ctx, "acquire", err)
 		if err == nil {
@@ -225,8 +174,8 @@ func (l *Locker) retryWait(ctx context.Context, ops *storeOps) (backend.Grant, e
 		var delay time.Duration
 		switch {
 		case errors.Is(err, ErrNotAcquired):
-			if wake == nil && l.subscribes(ops) {
-				w, cancel, serr := l.subscribe(ctx, ops)
+			if wake == nil && notifies {
+				w, cancel, serr := l.notifier.Subscribe(ctx, req.Key, req.Kind)
 				if serr == nil {
 					wake, unsubscribe = w, cancel
 					continue // re-check: a release before the subscription is not announced
@@ -241,8 +190,8 @@ func (l *Locker) retryWait(ctx context.Context, ops *storeOps) (backend.Grant, e
 		default:
 			return g, err
 		}
-		if ops.maxDelay > 0 {
-			delay = min(delay, ops.maxDelay)
+		if req.Waiting {
+			delay = min(delay, req.TTL/3)
 		}
 		if err := sleep(ctx, delay, wake); err != nil {
 			return g, waitErr(ctx, err, lastErr)

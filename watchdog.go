@@ -17,7 +17,7 @@ import (
 // The watchdog is one goroutine per Locker that renews every auto-renewed
 // lease at a third of its TTL and declares any lease lost when its
 // client-side validity runs out. Due renewals are sent together: in one
-// round trip where the driver implements backend.BatchRefresher, else with
+// round trip where the driver declares BatchRefresh (backend.Batcher), else with
 // bounded concurrency. A Locker holding thousands of leases therefore runs
 // one timer, not thousands.
 type watchdog struct {
@@ -195,11 +195,11 @@ func (l *Locker) renew(due []*hold) {
 	locks := make([]backend.Lock, len(due))
 	ttls := make([]time.Duration, len(due))
 	deadlines := make([]time.Time, len(due))
-	var batched []int // the mutex locks, for the driver's BatchRefresher
+	var batched []int // the mutex locks, for the driver's Batcher.RefreshAll
 	l.mu.Lock()
 	for i, h := range due {
 		locks[i], ttls[i], deadlines[i] = h.grant.Lock, h.ttl, h.deadline
-		if l.batch != nil && h.mode == 0 {
+		if l.batch != nil && h.mode == backend.Exclusive {
 			batched = append(batched, i)
 		}
 	}
@@ -234,7 +234,7 @@ func (l *Locker) renew(due []*hold) {
 	}
 	sem := make(chan struct{}, maxParallelRefresh)
 	for i := range locks {
-		if batched != nil && due[i].mode == 0 {
+		if batched != nil && due[i].mode == backend.Exclusive {
 			continue
 		}
 		sem <- struct{}{}

@@ -12,7 +12,7 @@ const (
 	// WaitPoll: the portable layer retries TryAcquire with jittered backoff.
 	WaitPoll WaitKind = "poll"
 	// WaitNotify: the driver implements Notifier; waiters sleep until a
-	// release is announced or the holder's TTL runs out.
+	// release is announced or the holder's TTL runs out, and retry.
 	WaitNotify WaitKind = "notify"
 	// WaitQueue: the driver implements Waiter and queues waiters in the store.
 	WaitQueue WaitKind = "queue"
@@ -47,8 +47,10 @@ const (
 type Capabilities struct {
 	// Name is a short name for the store and mode, e.g. "redis", "redlock".
 	Name string `json:"name"`
-	// Wait is how waiters wait. It must match the optional interfaces the
-	// driver implements (Notifier for WaitNotify, Waiter for WaitQueue).
+	// Wait is how waiters for the mutex (Kind Exclusive) wait. It and the
+	// wait of every other kind (WaitFor) must match the optional
+	// interfaces the driver implements (Notifier for WaitNotify, Waiter
+	// for WaitQueue).
 	Wait WaitKind `json:"wait"`
 	// Lifetime is what keeps a held lock alive.
 	Lifetime LifetimeKind `json:"lifetime"`
@@ -75,55 +77,107 @@ type Capabilities struct {
 	// node" or "majority quorum (Raft)"; shown by tools, not interpreted.
 	Replication string `json:"replication,omitempty"`
 	// Semaphore says how waiters for a counting semaphore's permits wait
-	// (Semaphorer, with SemaphoreNotifier for WaitNotify, SemaphoreWaiter
-	// for WaitQueue), or is empty when the driver offers no semaphore. A
-	// driver without Semaphorer offers none whatever this says (a wrapper
-	// of another driver); see backend/semaphore.go.
+	// (Kind Permits), or is empty when the driver grants no permits.
 	Semaphore WaitKind `json:"semaphore,omitempty"`
-	// RW says how the waiters of the store's read-write locks wait, or is
-	// empty when the store has none (see RWLocker in rwlock.go).
+	// RW says how the waiters of the store's read-write locks wait (Kinds
+	// Read and Write), or is empty when the store has none. A driver may
+	// offer them in some modes only (redislock without WaitReplicas).
 	RW WaitKind `json:"rw,omitempty"`
 	// SemaphoreFair reports whether waiters for a semaphore's permits are
 	// granted in arrival order: a waiter for many permits is not overtaken
 	// by a later waiter for fewer. Meaningless without Semaphore.
 	SemaphoreFair bool `json:"semaphore_fair,omitempty"`
 	// MultiAtomic reports whether the store takes several keys of a
-	// multi-lock in one atomic step (MultiAcquirer; see multi.go). A
-	// driver without TryAcquireMulti offers no such step whatever this
-	// says (a wrapper of another driver; see OffersMulti). mem, Redis on
+	// multi-lock in one atomic step (Batcher.TryAcquireMulti). A driver
+	// without Batcher offers no such step whatever this says (a wrapper
+	// of another driver; see Offers). mem, Redis on
 	// one server and etcd have it. SQL stores do not (a row lock is freed
 	// only by ending its transaction, so keys locked in one could not be
 	// released one by one), nor ZooKeeper (a multi cannot require a
 	// lock's queue to be empty), nor Redis Cluster (each lock in a slot
 	// of its own) or Redlock: docs/primitives.md.
 	MultiAtomic bool `json:"multi_atomic,omitempty"`
+	// BatchRefresh reports whether the store refreshes many locks in one
+	// round trip (Batcher.RefreshAll): Redis, Redlock, ZooKeeper and etcd.
+	// A driver without Batcher offers none whatever this says (see
+	// Offers).
+	BatchRefresh bool `json:"batch_refresh,omitempty"`
+}
+
+// Offers returns c with what d does not implement cleared: MultiAtomic
+// and BatchRefresh unless d is a Batcher. It is what d really offers.
+func (c Capabilities) Offers(d Driver) Capabilities {
+	if _, ok := d.(Batcher); !ok {
+		c.MultiAtomic, c.BatchRefresh = false, false
+	}
+	return c
+}
+
+// WaitFor returns how the waiters of kind k wait, or "" when the driver
+// does not grant k: Wait for Exclusive, RW for Read and Write, Semaphore
+// for Permits.
+func (c Capabilities) WaitFor(k Kind) WaitKind {
+	switch k {
+	case Exclusive:
+		return c.Wait
+	case Read, Write:
+		return c.RW
+	case Permits:
+		return c.Semaphore
+	}
+	return ""
+}
+
+// Polled returns c with every kind it grants waited for by polling, the
+// portable wait every store supports: what a wrapper that forwards a
+// Driver's methods but not its Waiter or Notifier (a fault injector, a
+// spy) must declare. Polling waiters are not served in arrival order:
+// Fair and SemaphoreFair are cleared.
+func (c Capabilities) Polled() Capabilities {
+	c.Wait, c.Fair, c.SemaphoreFair = WaitPoll, false, false
+	if c.RW != "" {
+		c.RW = WaitPoll
+	}
+	if c.Semaphore != "" {
+		c.Semaphore = WaitPoll
+	}
+	return c
+}
+
+// field names the Capabilities field that declares k's wait, for errors.
+func (k Kind) field() string {
+	switch k {
+	case Read, Write:
+		return "rw"
+	case Permits:
+		return "semaphore"
+	}
+	return "wait"
 }
 
 // Check reports an error if the capabilities are inconsistent with the
-// optional interfaces d implements.
+// optional interfaces d implements: a kind whose waiters are notified
+// needs a Notifier, one whose waiters queue needs a Waiter, and the mutex
+// must be granted.
 func (c Capabilities) Check(d Driver) error {
 	_, notifier := d.(Notifier)
 	_, waiter := d.(Waiter)
-	switch c.Wait {
-	case WaitPoll:
-	case WaitNotify:
-		if !notifier {
-			return fmt.Errorf("backend: %s: capabilities say wait=notify but the driver has no Subscribe method", c.Name)
+	for _, k := range kinds {
+		w := c.WaitFor(k)
+		switch {
+		case w == "" && k != Exclusive, w == WaitPoll:
+		case w == WaitNotify && !notifier:
+			return fmt.Errorf("backend: %s: capabilities say %s=notify but the driver has no Subscribe method", c.Name, k.field())
+		case w == WaitQueue && !waiter:
+			return fmt.Errorf("backend: %s: capabilities say %s=queue but the driver has no Wait method", c.Name, k.field())
+		case w != WaitNotify && w != WaitQueue:
+			return fmt.Errorf("backend: %s: unknown %s kind %q", c.Name, k.field(), w)
 		}
-	case WaitQueue:
-		if !waiter {
-			return fmt.Errorf("backend: %s: capabilities say wait=queue but the driver has no Wait method", c.Name)
-		}
-	default:
-		return fmt.Errorf("backend: %s: unknown wait kind %q", c.Name, c.Wait)
 	}
 	switch c.Lifetime {
 	case LifetimeTTL, LifetimeSession, LifetimeConnection:
 	default:
 		return fmt.Errorf("backend: %s: unknown lifetime kind %q", c.Name, c.Lifetime)
-	}
-	if err := c.checkSemaphore(d); err != nil {
-		return err
 	}
 	if c.MinTTL < 0 || c.MaxTTL < 0 || c.MaxKeyLen < 0 {
 		return fmt.Errorf("backend: %s: negative MinTTL, MaxTTL or MaxKeyLen", c.Name)
@@ -131,5 +185,5 @@ func (c Capabilities) Check(d Driver) error {
 	if c.MaxTTL > 0 && c.MaxTTL < c.MinTTL {
 		return fmt.Errorf("backend: %s: MaxTTL %v below MinTTL %v", c.Name, c.MaxTTL, c.MinTTL)
 	}
-	return c.checkRW(d)
+	return nil
 }

@@ -8,14 +8,30 @@
 // client-side validity deadline, loss reporting, waiting with backoff, and
 // retries. A driver holds only its store's atomic protocol.
 //
+// # One request shape
+//
+// Every primitive is a [Kind] of [Request]: the mutex ([Exclusive]), the
+// sides of a read-write lock ([Read], [Write]), permits of a counting
+// semaphore ([Permits]). One [Driver.TryAcquire] serves them all, and each
+// optional interface ([Waiter], [Notifier], [Inspector]) takes the kind
+// with the request, so a new primitive adds a Kind, not a family of
+// interfaces. A driver declares per kind whether it grants it and how its
+// waiters wait ([Capabilities.WaitFor]); a kind it does not grant is
+// refused with [ErrUnsupported] by the portable layer before the driver
+// sees it, and by the driver itself ([UnsupportedKind]) if it is asked
+// anyway.
+//
 // # Waiting
 //
-// Stores wait in different ways, and the contract lets each do it its own way
-// instead of faking all of them as a try-loop:
+// Stores wait in different ways, per kind, and the contract lets each do
+// it its own way instead of faking all of them as a try-loop:
 //
-//   - poll: the driver has only [Driver.TryAcquire]; the portable layer
-//     retries with jittered backoff, bounded by the holder's remaining TTL
-//     when the driver reports it in a [NotAcquiredError].
+//   - poll: the portable fallback, which needs only [Driver.TryAcquire];
+//     the portable layer retries with jittered backoff, bounded by the
+//     holder's remaining TTL when the driver reports it in a
+//     [NotAcquiredError]. A writer's retries carry [Request.Waiting], and a
+//     store that keeps a writer-waiting mark for them removes it when the
+//     wait gives up ([Withdrawer]).
 //   - notify: the driver also implements [Notifier] (Redis wait=notify); the
 //     portable layer subscribes before its last re-check and sleeps until a
 //     release is announced or the holder's TTL runs out.

@@ -18,7 +18,10 @@ type Driver interface {
 	Capabilities() Capabilities
 
 	// TryAcquire makes one attempt to take req.Key for req.Owner with
-	// req.TTL, setting the expiry in the same atomic step as the take.
+	// req.TTL, setting the expiry in the same atomic step as the take. It
+	// serves every kind the driver grants (req.Kind): what this comment
+	// says of "the key" and "held" is said of req.Kind's lock, with the
+	// rules Kind adds for it.
 	//
 	// If the key is free, or the store supports cross-process reentrancy and
 	// the key is held by req.Owner, it returns a Grant. If the key is held by
@@ -43,13 +46,36 @@ type Driver interface {
 // Request describes one acquisition. The portable layer validates Key,
 // generates or checks Owner and fills TTL before a driver sees it.
 type Request struct {
+	// Kind is what is asked for: the mutex (Exclusive, the zero value), a
+	// side of a read-write lock (Read, Write) or permits of a counting
+	// semaphore (Permits); see Kind for each one's rules. A driver grants
+	// the kinds its Capabilities declare (Capabilities.WaitFor) and
+	// answers any other with an error matching ErrUnsupported
+	// (UnsupportedKind). Key names a lock of its kind: the mutex, the
+	// read-write lock and the semaphore named k are different things in
+	// the store and never block each other.
+	Kind Kind
 	// Key names the lock. It is valid UTF-8 of 1 to MaxKeyLen bytes with no
 	// control characters; the driver encodes it for its store as needed, so
 	// that different keys never address the same lock.
 	Key string
 	// Owner identifies the holder: at least 128 random bits by default, or
-	// an id the user chose to re-enter the lock across processes.
+	// an id the user chose to re-enter the lock across processes. For
+	// Permits it is unique to this grant (the portable layer makes a fresh
+	// one for every acquisition), so a driver never counts permits per
+	// owner.
 	Owner string
+	// Limit (Permits only) is the most permits the semaphore lets be held
+	// at once, as this acquirer sees it (1 to MaxSemaphoreLimit).
+	Limit int
+	// Permits (Permits only) is how many permits this grant takes, 1 to
+	// Limit: all of them or none.
+	Permits int
+	// Waiting (Write only) tells the attempt that it is part of a wait: if
+	// the lock is held it leaves (or renews) the writer-waiting mark that
+	// keeps new readers out (see Write). An attempt without it leaves
+	// nothing; a Write grant removes the owner's own mark.
+	Waiting bool
 	// TTL is how long the lock lives without a Refresh. Drivers whose
 	// lifetime is not a per-lock TTL report the TTL they apply in
 	// Grant.TTL.

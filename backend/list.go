@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// ListHeld is the body of a Lister whose store can name the keys that may
+// ListHeld is the body of an Inspector.List whose store can name the keys that may
 // be held but not their state in the same read: it inspects every one of
 // keys (candidates read from the store, in any order, repeats allowed)
 // that begins with prefix, in key order, and returns those held, at most
@@ -21,7 +21,7 @@ func ListHeld(ctx context.Context, in Inspector, keys []string, prefix string, l
 		if limit > 0 && len(out) == limit {
 			break
 		}
-		info, err := in.Inspect(ctx, k)
+		info, err := in.Inspect(ctx, k, Exclusive)
 		if err != nil {
 			return out, err
 		}

@@ -8,7 +8,9 @@ import (
 
 type fakeInspector map[string]bool
 
-func (f fakeInspector) Inspect(_ context.Context, key string) (Info, error) {
+func (f fakeInspector) List(context.Context, string, int) ([]Info, error) { return nil, ErrUnsupported }
+
+func (f fakeInspector) Inspect(_ context.Context, key string, _ Kind) (Info, error) {
 	if key == "broken" {
 		return Info{}, errors.New("unavailable")
 	}

@@ -6,10 +6,15 @@ import (
 	"time"
 )
 
+// The optional interfaces: what some stores can do beyond one attempt.
+// Each serves every Kind the driver grants, and the driver declares per
+// kind which wait it offers (Capabilities.WaitFor), so a new kind adds no
+// interface.
+
 // Waiter is implemented by drivers whose store queues waiters or blocks them
-// in the server (capability WaitQueue).
+// in the server (wait kind WaitQueue for some Kind).
 type Waiter interface {
-	// Wait waits until req.Key is granted to req.Owner or ctx ends. When it
+	// Wait waits until req is granted to req.Owner or ctx ends. When it
 	// returns an error, nothing of this attempt is left queued or held in
 	// the store. If the driver's own session or lease ends while it waits,
 	// Wait returns an error wrapping ErrLost: never a grant.
@@ -21,45 +26,101 @@ type Waiter interface {
 	// of the line. For LifetimeConnection stores a connection lost while
 	// waiting is such a transient failure (the next Wait uses a new
 	// connection), not ErrLost.
+	//
+	// The portable layer calls it only for a kind whose wait is WaitQueue;
+	// for another kind a driver returns an error matching ErrUnsupported.
 	Wait(ctx context.Context, req Request) (Grant, error)
 }
 
 // Notifier is implemented by drivers whose store can announce releases
-// (capability WaitNotify).
+// (wait kind WaitNotify for some Kind).
 type Notifier interface {
-	// Subscribe starts listening for releases of key and returns once the
-	// store confirmed the subscription, so a release after Subscribe returns
-	// is never missed. The returned channel receives (without blocking the
-	// driver, coalesced) after each release. The caller must call cancel.
-	Subscribe(ctx context.Context, key string) (released <-chan struct{}, cancel func(), err error)
+	// Subscribe starts listening for releases of the lock of kind kind
+	// named key (Read and Write name the same read-write lock) and
+	// returns once the store confirmed the subscription, so a release
+	// after Subscribe returns is never missed. The returned channel
+	// receives (without blocking the driver, coalesced) after each
+	// release. The caller must call cancel. For a kind the driver does not
+	// announce it returns an error matching ErrUnsupported.
+	Subscribe(ctx context.Context, key string, kind Kind) (released <-chan struct{}, cancel func(), err error)
 }
 
-// BatchRefresher is implemented by drivers that can refresh many locks in
-// one round trip (pipelining). The portable watchdog uses it to renew every
-// due lease of a Locker at once.
-type BatchRefresher interface {
-	// RefreshAll refreshes locks[i] to live at least ttls[i] and returns one
-	// error per lock (nil where it succeeded), with the meaning of
-	// Lock.Refresh. The locks all came from this driver.
+// Withdrawer is implemented by drivers whose Write attempts with
+// Request.Waiting leave a writer-waiting mark (see Read), for the kinds
+// whose waits the portable layer runs (poll, notify).
+type Withdrawer interface {
+	// Withdraw removes the mark req.Owner's waiting attempts left for
+	// req (its Kind and Key), if it is still its own; the portable layer
+	// calls it when such a wait ends without a grant. It is harmless when
+	// there is no mark.
+	Withdraw(ctx context.Context, req Request) error
+}
+
+// Batcher is implemented by drivers that act on many locks in one round
+// trip of their store. Each half is declared in Capabilities
+// (BatchRefresh, MultiAtomic) and the portable layer calls only what is
+// declared; a half the driver lacks answers ErrUnsupported. Either alone
+// means nothing (see Capabilities.Offers): a wrapper that forwards its
+// inner driver's Capabilities without the method (a fault injector, a
+// metrics shim) is a driver without it, not a broken one. Its methods are
+// safe for concurrent use.
+type Batcher interface {
+	// RefreshAll (Capabilities.BatchRefresh) refreshes locks[i] to live at
+	// least ttls[i] in one round trip (pipelining) and returns one error
+	// per lock (nil where it succeeded), with the meaning of Lock.Refresh.
+	// The locks all came from this driver. The portable watchdog uses it
+	// to renew every due mutex lease of a Locker at once.
 	RefreshAll(ctx context.Context, locks []Lock, ttls []time.Duration) []error
+
+	// TryAcquireMulti (Capabilities.MultiAtomic) makes one attempt to
+	// take every request's key, all in one atomic step of the store:
+	// either every key is granted, or none is and the store is left as
+	// it was. The requests are for the mutex (Exclusive), have distinct
+	// keys, are sorted by key, and share one Owner; each is decided as
+	// Driver.TryAcquire would decide it alone (a key held by req.Owner is
+	// re-entered where the store counts holds per owner). The portable
+	// layer (distlock.AcquireAll and TryAcquireAll) tries it first, one
+	// round trip instead of one per key, and no other client ever sees a
+	// part of the set held by the attempt.
+	//
+	// On success it returns one Grant per request, in the order of reqs,
+	// each with the meaning of a TryAcquire's Grant: its own Lock
+	// (refreshed, released and lost on its own, with its request's
+	// hooks), and a Token strictly greater than every token granted
+	// before for its key.
+	//
+	// If any key is held by another owner it returns an error for which
+	// errors.Is(err, ErrNotAcquired) holds, ideally a *NotAcquiredError
+	// whose Key is a held key, and takes nothing: no other client may
+	// see any of the keys held by this attempt, even for a moment.
+	//
+	// If the store cannot take this set of keys in one step (keys in
+	// different Redis Cluster slots, more keys than one transaction
+	// may hold), it returns an error matching ErrUnsupported before
+	// sending anything, and the portable layer takes the keys one by
+	// one instead.
+	//
+	// When the outcome is unknown, the cleanup rules of
+	// Driver.TryAcquire apply to every key.
+	TryAcquireMulti(ctx context.Context, reqs []Request) ([]Grant, error)
 }
 
 // Inspector is implemented by drivers that can report a lock's state
-// without taking it (used by `distlock status`).
+// without taking it (used by `distlock status`, `distlock list` and the
+// election).
 type Inspector interface {
-	// Inspect reports the state of key's lock.
-	Inspect(ctx context.Context, key string) (Info, error)
-}
+	// Inspect reports the state of the lock of kind kind named key (Read
+	// and Write name the same read-write lock). For a kind the driver
+	// cannot inspect it returns an error matching ErrUnsupported.
+	Inspect(ctx context.Context, key string, kind Kind) (Info, error)
 
-// Lister is implemented by drivers whose store can enumerate its held
-// locks (used by `distlock list`).
-type Lister interface {
-	// List returns the locks held now whose key begins with prefix (every
-	// held lock when prefix is ""), sorted by key, at most limit of them
-	// (no bound when limit <= 0). Each Info is what Inspect would report
-	// for its key; free keys are not listed. The result is a snapshot of
-	// each key, not of the store as a whole: a lock taken or released
-	// while List runs may or may not appear.
+	// List returns the mutexes held now whose key begins with prefix
+	// (every held one when prefix is ""), sorted by key, at most limit of
+	// them (no bound when limit <= 0). Each Info is what Inspect would
+	// report for its key; free keys are not listed. The result is a
+	// snapshot of each key, not of the store as a whole: a lock taken or
+	// released while List runs may or may not appear. A store that cannot
+	// enumerate its locks returns an error matching ErrUnsupported.
 	List(ctx context.Context, prefix string, limit int) ([]Info, error)
 }
 
@@ -72,7 +133,13 @@ type Logging interface {
 	SetLogger(l *slog.Logger)
 }
 
-// Info is a snapshot of a lock's state in the store.
+// Info is a snapshot of a lock's state in the store, for every kind:
+//
+//   - Exclusive: Held, and the holder in Owner, Token and TTL.
+//   - Read, Write: the writer in Owner, Token and TTL, or the readers in
+//     Holders (one per owner, sorted by owner); Held when either.
+//   - Permits: the grants in Holders (in token order, each with its
+//     Permits), their sum in Permits; Held when any.
 type Info struct {
 	Key   string `json:"key"`
 	Held  bool   `json:"held"`
@@ -85,4 +152,18 @@ type Info struct {
 	// Waiters is the number of queued waiters, or -1 when the store does not
 	// know (stores whose waiters poll or subscribe).
 	Waiters int `json:"waiters"`
+	// Holders are the grants of a shared kind: a semaphore's grants, a
+	// read-write lock's readers.
+	Holders []Holder `json:"holders,omitempty"`
+	// Permits is the number of a semaphore's permits held, in all.
+	Permits int `json:"permits,omitempty"`
+}
+
+// A Holder is one grant of a shared kind as Inspect reports it: a
+// semaphore's grant of Permits permits, or a reader.
+type Holder struct {
+	Owner   string        `json:"owner"`
+	Permits int           `json:"permits,omitempty"`
+	Token   uint64        `json:"token,omitempty"` // 0 when the store cannot tell
+	TTL     time.Duration `json:"ttl,omitempty"`   // remaining; 0 if unknown
 }

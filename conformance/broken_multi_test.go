@@ -31,13 +31,22 @@ func wrapMulti(bug multiBug) func(*memlock.Store, backend.Driver) backend.Driver
 	}
 }
 
-func (d *brokenMultiStep) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *brokenMultiStep) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 
 // stepLatency is the round trip between the steps of a multi-lock taken
 // key by key.
 const stepLatency = 2 * time.Millisecond
+
+// RefreshAll completes the Batcher; the driver declares no BatchRefresh.
+func (d *brokenMultiStep) RefreshAll(_ context.Context, locks []backend.Lock, _ []time.Duration) []error {
+	errs := make([]error, len(locks))
+	for i := range errs {
+		errs[i] = backend.ErrUnsupported
+	}
+	return errs
+}
 
 func (d *brokenMultiStep) TryAcquireMulti(ctx context.Context, reqs []backend.Request) ([]backend.Grant, error) {
 	var grants []backend.Grant

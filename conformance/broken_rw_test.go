@@ -32,22 +32,22 @@ type brokenRW struct {
 	bug string
 }
 
-func (d *brokenRW) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.mem.Subscribe(ctx, key)
+func (d *brokenRW) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.mem.Subscribe(ctx, key, kind)
 }
 
-func (d *brokenRW) SubscribeRW(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.mem.SubscribeRW(ctx, key)
-}
-
-func (d *brokenRW) TryAcquireRW(ctx context.Context, req backend.Request, mode backend.RWMode, waiting bool) (backend.Grant, error) {
+func (d *brokenRW) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	mode := req.Kind
+	if mode != backend.Read && mode != backend.Write {
+		return d.Driver.TryAcquire(ctx, req)
+	}
 	switch d.bug {
 	case rwNoMark:
-		waiting = false
+		req.Waiting = false
 	case rwStoreTTL:
 		req.TTL = time.Hour
 	}
-	g, err := d.mem.TryAcquireRW(ctx, req, mode, waiting)
+	g, err := d.mem.TryAcquire(ctx, req)
 	switch {
 	case d.bug == rwNoExclusion && mode == backend.Write && errors.Is(err, backend.ErrNotAcquired):
 		return backend.Grant{Lock: nopLock{}, Token: 1 << 40}, nil
@@ -61,9 +61,9 @@ func (d *brokenRW) TryAcquireRW(ctx context.Context, req backend.Request, mode b
 	return g, err
 }
 
-func (d *brokenRW) WithdrawRW(ctx context.Context, req backend.Request) error {
+func (d *brokenRW) Withdraw(ctx context.Context, req backend.Request) error {
 	if d.bug == rwKeepMark {
 		return nil
 	}
-	return d.mem.WithdrawRW(ctx, req)
+	return d.mem.Withdraw(ctx, req)
 }

@@ -42,12 +42,8 @@ func wrapSemaphore(bug semaphoreBug) func(*memlock.Store, backend.Driver) backen
 	}
 }
 
-func (d *brokenSemaphore) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
-}
-
-func (d *brokenSemaphore) SubscribePermits(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.mem.SubscribePermits(ctx, key)
+func (d *brokenSemaphore) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 
 func (d *brokenSemaphore) Capabilities() backend.Capabilities {
@@ -58,7 +54,10 @@ func (d *brokenSemaphore) Capabilities() backend.Capabilities {
 	return c
 }
 
-func (d *brokenSemaphore) TryAcquirePermits(ctx context.Context, req backend.SemaphoreRequest) (backend.Grant, error) {
+func (d *brokenSemaphore) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	if req.Kind != backend.Permits {
+		return d.Driver.TryAcquire(ctx, req)
+	}
 	switch d.bug {
 	case semLargestLimit:
 		largestLimits.Lock()
@@ -73,7 +72,7 @@ func (d *brokenSemaphore) TryAcquirePermits(ctx context.Context, req backend.Sem
 	case semNeverExpires:
 		req.TTL *= 1000
 	}
-	g, err := d.mem.TryAcquirePermits(ctx, req)
+	g, err := d.mem.TryAcquire(ctx, req)
 	switch {
 	case err == nil && d.bug == semRepeatsTokens:
 		g.Token = 1
@@ -83,7 +82,7 @@ func (d *brokenSemaphore) TryAcquirePermits(ctx context.Context, req backend.Sem
 			ghost.Limit = backend.MaxSemaphoreLimit
 			ghost.OnLost, ghost.OnDoubt, ghost.OnRestored = nil, nil, nil
 			ghost.TTL = max(req.TTL, 2*time.Second)
-			_, _ = d.mem.TryAcquirePermits(context.Background(), ghost)
+			_, _ = d.mem.TryAcquire(context.Background(), ghost)
 		})
 	}
 	return g, err

@@ -101,6 +101,7 @@ var brokenDrivers = []brokenDriver{
 	{name: "multi-lock-one-step-is-several", wrap: wrapMulti(multiStepByStep), mustFail: []string{"MultiLockOneStep"}},
 	{name: "multi-lock-one-step-keeps-part", wrap: wrapMulti(multiKeepsPart), mustFail: []string{"MultiLockNothingPartial", "MultiAcquire"}},
 	{name: "multi-lock-one-step-checks-one-key", wrap: wrapMulti(multiFirstKeyOnly), mustFail: []string{"MultiLockNoDeadlock", "MultiAcquire"}},
+	{name: "kind-ignored", wrap: func(_ *memlock.Store, d backend.Driver) backend.Driver { return &kindBlind{Driver: d} }, mustFail: []string{"UndeclaredKinds"}},
 	{name: "semaphore-ignores-limit", wrap: wrapSemaphore(semIgnoresLimit), mustFail: []string{"SemaphoreLimit", "SemaphoreTryFull", "SemaphoreLimitChange"}},
 	{name: "semaphore-repeats-tokens", wrap: wrapSemaphore(semRepeatsTokens), mustFail: []string{"SemaphoreTokens"}},
 	{name: "semaphore-permits-never-expire", wrap: wrapSemaphore(semNeverExpires), mustFail: []string{"SemaphoreCrashedHolder"}},
@@ -237,8 +238,8 @@ type lossy struct {
 }
 
 func (d *lossy) mem() *memlock.Driver { return d.Driver.(*memlock.Driver) }
-func (d *lossy) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *lossy) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 
 func (d *lossy) take() bool {
@@ -252,6 +253,12 @@ func (d *lossy) take() bool {
 var errReplyLost = fmt.Errorf("reply lost: %w", backend.ErrUnavailable)
 
 func (d *lossy) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	if req.Kind != backend.Exclusive {
+		// Semaphores and read-write locks reach the store as before the
+		// kinds shared one entry, when lossy had no method for them: only
+		// the mutex's replies get lost.
+		return d.Driver.TryAcquire(ctx, req)
+	}
 	g, err := d.Driver.TryAcquire(ctx, req)
 	if !d.take() {
 		return d.wrapGrant(req.Key, g, err)
@@ -306,8 +313,8 @@ func (l *lossyLock) Refresh(ctx context.Context, ttl time.Duration) error {
 // success.
 type trustUnreachable struct{ backend.Driver }
 
-func (d *trustUnreachable) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *trustUnreachable) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 func (d *trustUnreachable) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
@@ -330,8 +337,8 @@ func (l trustingLock) Refresh(ctx context.Context, ttl time.Duration) error {
 // store, even after contact returns.
 type doubtIsLoss struct{ backend.Driver }
 
-func (d *doubtIsLoss) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *doubtIsLoss) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 func (d *doubtIsLoss) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
@@ -371,8 +378,8 @@ func (h *brokenHarness) Close() error                               { return nil
 // doubt to.
 type goneSkipsRelease struct{ backend.Driver }
 
-func (d *goneSkipsRelease) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *goneSkipsRelease) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 func (d *goneSkipsRelease) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
@@ -390,8 +397,8 @@ type goneFreesByName struct {
 	s *memlock.Store
 }
 
-func (d *goneFreesByName) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *goneFreesByName) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 func (d *goneFreesByName) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
@@ -430,8 +437,8 @@ type noOwnerCheck struct {
 	s *memlock.Store
 }
 
-func (d *noOwnerCheck) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *noOwnerCheck) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 func (d *noOwnerCheck) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
@@ -452,8 +459,8 @@ func (l *deleteLock) Release(context.Context) error { l.s.Delete(l.key); return 
 // constToken hands out the same fencing token every time.
 type constToken struct{ backend.Driver }
 
-func (d *constToken) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *constToken) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 func (d *constToken) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
@@ -464,8 +471,8 @@ func (d *constToken) TryAcquire(ctx context.Context, req backend.Request) (backe
 // grantAlways grants even when another owner holds the key.
 type grantAlways struct{ backend.Driver }
 
-func (d *grantAlways) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *grantAlways) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 func (d *grantAlways) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
@@ -483,8 +490,8 @@ func (nopLock) Release(context.Context) error                { return nil }
 // refreshAlways reports success for every refresh, held or not.
 type refreshAlways struct{ backend.Driver }
 
-func (d *refreshAlways) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *refreshAlways) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 func (d *refreshAlways) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
@@ -498,6 +505,24 @@ type refreshOK struct{ backend.Lock }
 
 func (refreshOK) Refresh(context.Context, time.Duration) error { return nil }
 
+// kindBlind declares neither semaphores nor read-write locks and takes
+// every request as the mutex's, the kind unread (a driver written before
+// Request.Kind).
+type kindBlind struct{ backend.Driver }
+
+func (d *kindBlind) Capabilities() backend.Capabilities {
+	c := d.Driver.Capabilities()
+	c.Semaphore, c.RW = "", ""
+	return c
+}
+func (d *kindBlind) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
+}
+func (d *kindBlind) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	req.Kind = backend.Exclusive
+	return d.Driver.TryAcquire(ctx, req)
+}
+
 // liar implements every optional interface wrongly: Inspect and List see
 // nothing held, RefreshAll succeeds for anything, Subscribe never announces, and
 // Wait grants at once with a stale token.
@@ -505,17 +530,20 @@ type liar struct{ backend.Driver }
 
 func (d *liar) Capabilities() backend.Capabilities {
 	c := d.Driver.Capabilities()
-	c.Wait = backend.WaitQueue
+	c.Wait, c.BatchRefresh, c.MultiAtomic = backend.WaitQueue, true, false
 	return c
 }
-func (d *liar) Inspect(_ context.Context, key string) (backend.Info, error) {
+func (d *liar) TryAcquireMulti(context.Context, []backend.Request) ([]backend.Grant, error) {
+	return nil, backend.ErrUnsupported
+}
+func (d *liar) Inspect(_ context.Context, key string, _ backend.Kind) (backend.Info, error) {
 	return backend.Info{Key: key, Waiters: -1}, nil
 }
 func (d *liar) List(context.Context, string, int) ([]backend.Info, error) { return nil, nil }
 func (d *liar) RefreshAll(_ context.Context, locks []backend.Lock, _ []time.Duration) []error {
 	return make([]error, len(locks))
 }
-func (d *liar) Subscribe(context.Context, string) (<-chan struct{}, func(), error) {
+func (d *liar) Subscribe(context.Context, string, backend.Kind) (<-chan struct{}, func(), error) {
 	return make(chan struct{}), func() {}, nil
 }
 func (d *liar) Wait(context.Context, backend.Request) (backend.Grant, error) {

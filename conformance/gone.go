@@ -168,9 +168,7 @@ type releaseSpy struct {
 }
 
 func (s *releaseSpy) Capabilities() backend.Capabilities {
-	c := s.Driver.Capabilities()
-	c.Wait = backend.WaitPoll
-	return c
+	return s.Driver.Capabilities().Polled()
 }
 
 func (s *releaseSpy) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {

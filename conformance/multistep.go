@@ -11,7 +11,7 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// Cases for the multi-lock's one store step (backend.MultiAcquirer), run
+// Cases for the multi-lock's one store step (backend.Batcher), run
 // where the driver declares Capabilities.MultiAtomic and implements it.
 
 // testMultiLockOneStep: a TryAcquireAll that finds one key of its set held
@@ -87,7 +87,7 @@ func testMultiLockOneStep(t *testing.T, e *env) {
 // above the key's earlier ones; each Lock is released on its own.
 func testMultiAcquire(t *testing.T, e *env) {
 	d := e.driver(t)
-	ma := optional[backend.MultiAcquirer](t, d, "MultiAcquirer")
+	ma := optional[backend.Batcher](t, d, "Batcher")
 	if !d.Capabilities().MultiAtomic {
 		t.Skipf("the driver has TryAcquireMulti but declares no MultiAtomic")
 	}

@@ -20,7 +20,7 @@ import (
 // Locker the suite makes reports to a probe, through its own observer
 // hooks (distlock.WithEvents, and a MeterProvider that keeps the two
 // instruments the cases need), and the store, where it can, reports how
-// many waiters a key has (Inspector, SemaphoreInspector, RWInspector, or
+// many waiters a key has (Inspector.Inspect of the kind, or
 // the harness's WaiterCounter).
 
 // probe is what one Locker told the suite about itself.
@@ -189,34 +189,19 @@ func (e *env) storeWaiters(t *testing.T, d backend.Driver, kind Primitive, key s
 			return n
 		}
 	}
-	var n int
-	var err error
-	switch kind {
-	case Mutex:
-		in, ok := d.(backend.Inspector)
-		if !ok {
-			return -1
-		}
-		var info backend.Info
-		info, err = in.Inspect(ctx, key)
-		n = info.Waiters
-	case SemaphoreGrant:
-		in, ok := d.(backend.SemaphoreInspector)
-		if !ok {
-			return -1
-		}
-		var info backend.SemaphoreInfo
-		info, err = in.InspectSemaphore(ctx, key)
-		n = info.Waiters
-	case RWLock:
-		in, ok := d.(backend.RWInspector)
-		if !ok {
-			return -1
-		}
-		var info backend.RWInfo
-		info, err = in.InspectRW(ctx, key)
-		n = info.Waiters
+	in, ok := d.(backend.Inspector)
+	if !ok {
+		return -1
 	}
+	k := backend.Exclusive
+	switch kind {
+	case SemaphoreGrant:
+		k = backend.Permits
+	case RWLock:
+		k = backend.Write
+	}
+	info, err := in.Inspect(ctx, key, k)
+	n := info.Waiters
 	if err != nil {
 		if errors.Is(err, backend.ErrUnsupported) {
 			return -1

@@ -14,7 +14,7 @@ import (
 )
 
 // Cases for counting semaphores (Locker.Semaphore), run on every store
-// whose driver offers them (backend.Semaphorer) and skipped elsewhere.
+// whose driver grants them (backend.Permits) and skipped elsewhere.
 
 // semaphore makes a semaphore on c, or skips the case where the store
 // offers none.

@@ -48,10 +48,10 @@ func (d *Driver) putAbandoned(ctx context.Context, s *session, k ekey, put bool)
 	return d.failed(s, k, true, err)
 }
 
-// TryAcquire takes req.Key if its range is empty (no holder, no waiter),
+// tryMutex takes req.Key if its range is empty (no holder, no waiter),
 // putting our key in the same transaction: one round trip once the lease
 // exists. A busy lock leaves nothing behind.
-func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+func (d *Driver) tryMutex(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	s, err := d.session(ctx)
 	if err != nil {
 		return backend.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, err)
@@ -80,10 +80,10 @@ func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.G
 	return d.grant(s, req, k, resp.Header.Revision)
 }
 
-// Wait puts our key at the end of req.Key's queue and waits until every key
+// waitMutex puts our key at the end of req.Key's queue and waits until every key
 // created before it is gone, watching only the key just before it. It
 // returns ErrLost if the driver's lease ends or our key disappears first.
-func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, error) {
+func (d *Driver) waitMutex(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	s, err := d.session(ctx)
 	if err != nil {
 		return backend.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, err)

@@ -34,8 +34,8 @@ type Options struct {
 
 // Driver is a distlock backend over one etcd client. All locks of a Driver
 // live on one etcd lease (its session), kept alive by one goroutine. It
-// implements backend.Driver, backend.Waiter, backend.BatchRefresher,
-// backend.Inspector and backend.MultiAcquirer (multi.go).
+// implements backend.Driver, backend.Waiter, backend.Inspector and
+// backend.Batcher (RefreshAll in lock.go, TryAcquireMulti in multi.go).
 type Driver struct {
 	c      *clientv3.Client
 	own    bool // c was opened by the driver, which closes it
@@ -139,17 +139,18 @@ func leaseTTL(ttl time.Duration) (time.Duration, error) {
 // lifetime: every lock has the lease's TTL), and Raft replication.
 func (d *Driver) Capabilities() backend.Capabilities {
 	return backend.Capabilities{
-		Name:        "etcd",
-		Wait:        backend.WaitQueue,
-		Lifetime:    backend.LifetimeSession,
-		PerLockTTL:  false,
-		MinTTL:      MinTTL,
-		MaxTTL:      backend.TTLLimit, // etcd's own limit (9e9 s) is far above
-		Fair:        true,
-		Replication: "majority quorum (Raft); linearizable",
-		Semaphore:   backend.WaitQueue, // semaphore.go
-		RW:          backend.WaitQueue, // rwlock.go
-		MultiAtomic: true,              // multi.go
+		Name:         "etcd",
+		Wait:         backend.WaitQueue,
+		Lifetime:     backend.LifetimeSession,
+		PerLockTTL:   false,
+		MinTTL:       MinTTL,
+		MaxTTL:       backend.TTLLimit, // etcd's own limit (9e9 s) is far above
+		Fair:         true,
+		Replication:  "majority quorum (Raft); linearizable",
+		Semaphore:    backend.WaitQueue, // semaphore.go
+		RW:           backend.WaitQueue, // rwlock.go
+		MultiAtomic:  true,              // multi.go
+		BatchRefresh: true,              // lock.go
 
 		SemaphoreFair: true, // in create-revision order
 	}

@@ -112,7 +112,7 @@ func testFIFO(t *testing.T, c *cluster, near int) {
 		})
 		queued(t, hd, key, int64(i+2))
 	}
-	info, err := hd.Inspect(ctxT(t, 5*time.Second), key)
+	info, err := hd.Inspect(ctxT(t, 5*time.Second), key, backend.Exclusive)
 	if err != nil {
 		t.Fatal(err)
 	}

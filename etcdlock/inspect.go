@@ -9,12 +9,12 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// Inspect reports key's lock without taking it: the holder is the key with
+// inspectMutex reports key's lock without taking it: the holder is the key with
 // the lowest create revision in the lock's range (its value is the owner,
 // its create revision the token, its lease's remaining TTL the TTL), and
 // every other key is a waiter. A free lock reports token 0: etcd keeps no
 // trace of past holders.
-func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) {
+func (d *Driver) inspectMutex(ctx context.Context, key string) (backend.Info, error) {
 	info := backend.Info{Key: key}
 	resp, err := d.c.Get(ctx, lockRange(d.prefix, key), clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
@@ -39,7 +39,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) 
 	return info, nil
 }
 
-// List implements backend.Lister: the lock keys are read from the ranges
+// List implements backend.Inspector: the lock keys are read from the ranges
 // under prefix (keys only), then each is inspected.
 func (d *Driver) List(ctx context.Context, prefix string, limit int) ([]backend.Info, error) {
 	resp, err := d.c.Get(ctx, d.prefix+"%"+escapeKey(prefix), clientv3.WithPrefix(), clientv3.WithKeysOnly())
@@ -54,5 +54,3 @@ func (d *Driver) List(ctx context.Context, prefix string, limit int) ([]backend.
 	}
 	return backend.ListHeld(ctx, d, keys, prefix, limit)
 }
-
-var _ backend.Lister = (*Driver)(nil)

@@ -13,17 +13,12 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-var (
-	_ backend.SemaphoreInspector = (*Driver)(nil)
-	_ backend.RWInspector        = (*Driver)(nil)
-)
-
-// InspectSemaphore implements backend.SemaphoreInspector with one read of
+// inspectPermits is Inspect for a semaphore with one read of
 // the semaphore's queue (semaphore.go): the keys that hold are its grants
 // (owner and permits from the value, token its create revision, TTL its
 // lease's), the others its waiters.
-func (d *Driver) InspectSemaphore(ctx context.Context, key string) (backend.SemaphoreInfo, error) {
-	info := backend.SemaphoreInfo{Key: key}
+func (d *Driver) inspectPermits(ctx context.Context, key string) (backend.Info, error) {
+	info := backend.Info{Key: key}
 	resp, err := d.c.Get(ctx, semRange(d.prefix, key), clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
@@ -39,13 +34,14 @@ func (d *Driver) InspectSemaphore(ctx context.Context, key string) (backend.Sema
 			break
 		}
 		ahead = append(ahead, e)
-		info.Held += p
+		info.Permits += p
 		info.Holders = append(info.Holders, backend.Holder{Owner: semOwner(kv.Value), Permits: p, Token: uint64(kv.CreateRevision)})
 		leases = append(leases, kv.Lease)
 	}
 	if err := d.holderTTLs(ctx, key, info.Holders, leases); err != nil {
 		return info, err
 	}
+	info.Held = info.Permits > 0
 	return info, nil
 }
 
@@ -58,14 +54,14 @@ func semOwner(v []byte) string {
 	return parts[2]
 }
 
-// InspectRW implements backend.RWInspector with one transaction reading
+// inspectRW is Inspect for a read-write lock with one transaction reading
 // the lock's range and its fence key (rwlock.go): the oldest key holds if
 // it is a writer's, else the readers older than the oldest writer hold;
 // every other key waits. Readers' token is the fence key's revision, as
 // their grants read it; the writer's too once it has put the fence (0
 // while it is about to).
-func (d *Driver) InspectRW(ctx context.Context, key string) (backend.RWInfo, error) {
-	info := backend.RWInfo{Key: key}
+func (d *Driver) inspectRW(ctx context.Context, key string) (backend.Info, error) {
+	info := backend.Info{Key: key}
 	rng := rwRange(d.prefix, key)
 	resp, err := d.c.Txn(ctx).Then(
 		clientv3.OpGet(rng, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
@@ -100,11 +96,12 @@ func (d *Driver) InspectRW(ctx context.Context, key string) (backend.RWInfo, err
 		return info, err
 	}
 	if len(kvs) > 0 && strings.HasPrefix(string(kvs[0].Key), rng+"w") {
-		info.Writer = &holders[0]
+		info.Owner, info.Token, info.TTL = holders[0].Owner, holders[0].Token, holders[0].TTL
 	} else {
-		info.Readers = holders
-		slices.SortFunc(info.Readers, func(a, b backend.Holder) int { return cmp.Compare(a.Owner, b.Owner) })
+		info.Holders = holders
+		slices.SortFunc(info.Holders, func(a, b backend.Holder) int { return cmp.Compare(a.Owner, b.Owner) })
 	}
+	info.Held = len(holders) > 0
 	return info, nil
 }
 

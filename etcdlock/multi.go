@@ -17,9 +17,9 @@ import (
 // with ErrUnsupported, and distlock takes its keys one by one.
 const MaxMultiKeys = 64
 
-var _ backend.MultiAcquirer = (*Driver)(nil)
+var _ backend.Batcher = (*Driver)(nil)
 
-// TryAcquireMulti implements backend.MultiAcquirer: one transaction that
+// TryAcquireMulti implements backend.Batcher: one transaction that
 // puts every key's acquisition if every key's range is empty (no holder,
 // no waiter: TryAcquire's comparison, once per key), and otherwise counts
 // each range so the error can name a held key. One round trip once the

@@ -65,7 +65,7 @@ func TestRWWaitFanout(t *testing.T) {
 						mode = backend.Write
 					}
 					req := backend.Request{Key: "rw", Owner: fmt.Sprintf("d%d.%d", i, j), TTL: 10 * time.Second}
-					gr, err := d.WaitRW(ctx, req, mode)
+					gr, err := d.waitRW(ctx, req, mode)
 					if err == nil {
 						time.Sleep(time.Millisecond)
 						err = gr.Lock.Release(ctx)

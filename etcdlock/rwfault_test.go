@@ -192,13 +192,13 @@ func (e *rwFaultEnv) queuedBehind(t *testing.T, key string) (string, int64) {
 // read and read again at once, not only at its next recheck.
 func TestRWWaitFaults(t *testing.T) {
 	e := newRWFaultEnv(t)
-	for _, mode := range []backend.RWMode{backend.Read, backend.Write} {
+	for _, mode := range []backend.Kind{backend.Read, backend.Write} {
 		for _, fault := range []string{"txn", "watch"} {
 			t.Run(fmt.Sprintf("%s/%s", rwSide(mode), fault), func(t *testing.T) {
 				key := fmt.Sprintf("fault-%s-%s-%d", rwSide(mode), fault, time.Now().UnixNano())
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				defer cancel()
-				hg, err := e.holder.WaitRW(ctx, backend.Request{Key: key, Owner: "holder", TTL: 10 * time.Second}, backend.Write)
+				hg, err := e.holder.waitRW(ctx, backend.Request{Key: key, Owner: "holder", TTL: 10 * time.Second}, backend.Write)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -208,7 +208,7 @@ func TestRWWaitFaults(t *testing.T) {
 				}
 				done := make(chan result, 1)
 				go func() {
-					g, err := e.waiter.WaitRW(ctx, backend.Request{Key: key, Owner: "waiter", TTL: 10 * time.Second}, mode)
+					g, err := e.waiter.waitRW(ctx, backend.Request{Key: key, Owner: "waiter", TTL: 10 * time.Second}, mode)
 					done <- result{g, err}
 				}()
 				name, rev := e.queuedBehind(t, key)
@@ -251,7 +251,7 @@ func TestRWWaitFaults(t *testing.T) {
 			key := fmt.Sprintf("fault-%s-ctx-%d", rwSide(mode), time.Now().UnixNano())
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			hg, err := e.holder.WaitRW(ctx, backend.Request{Key: key, Owner: "holder", TTL: 10 * time.Second}, backend.Write)
+			hg, err := e.holder.waitRW(ctx, backend.Request{Key: key, Owner: "holder", TTL: 10 * time.Second}, backend.Write)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -261,7 +261,7 @@ func TestRWWaitFaults(t *testing.T) {
 			defer wcancel()
 			done := make(chan error, 1)
 			go func() {
-				g, err := e.waiter.WaitRW(wctx, backend.Request{Key: key, Owner: "waiter", TTL: 10 * time.Second}, mode)
+				g, err := e.waiter.waitRW(wctx, backend.Request{Key: key, Owner: "waiter", TTL: 10 * time.Second}, mode)
 				if err == nil {
 					_ = g.Lock.Release(ctx)
 					err = errors.New("granted")
@@ -283,16 +283,16 @@ func TestRWWaitFaults(t *testing.T) {
 			}
 		})
 	}
-	for _, mode := range []backend.RWMode{backend.Read, backend.Write} {
+	for _, mode := range []backend.Kind{backend.Read, backend.Write} {
 		t.Run(fmt.Sprintf("created-after-read/%s", rwSide(mode)), func(t *testing.T) { testRWCreatedAfterRead(t, e, mode) })
 	}
 }
 
-func testRWCreatedAfterRead(t *testing.T, e *rwFaultEnv, mode backend.RWMode) {
+func testRWCreatedAfterRead(t *testing.T, e *rwFaultEnv, mode backend.Kind) {
 	key := fmt.Sprintf("created-%s-%d", rwSide(mode), time.Now().UnixNano())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	hg, err := e.holder.WaitRW(ctx, backend.Request{Key: key, Owner: "holder", TTL: 10 * time.Second}, backend.Write)
+	hg, err := e.holder.waitRW(ctx, backend.Request{Key: key, Owner: "holder", TTL: 10 * time.Second}, backend.Write)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func testRWCreatedAfterRead(t *testing.T, e *rwFaultEnv, mode backend.RWMode) {
 	defer func() { traceHook = nil }()
 	done := make(chan error, 1)
 	go func() {
-		g, err := e.waiter.WaitRW(ctx, backend.Request{Key: key, Owner: "waiter", TTL: 10 * time.Second}, mode)
+		g, err := e.waiter.waitRW(ctx, backend.Request{Key: key, Owner: "waiter", TTL: 10 * time.Second}, mode)
 		if err == nil {
 			err = g.Lock.Release(ctx)
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// Read-write locks (backend.RWLocker, backend.RWWaiter): the ordering of
+// Read-write locks (backend.Read and backend.Write requests, queued by backend.Waiter): the ordering of
 // the mutex, by create revision, with two kinds of keys. Every attempt
 // puts one key, bound to the driver's lease, in the range
 //
@@ -34,15 +34,10 @@ import (
 // token is that key's mod revision, read in the transaction that grants
 // it: the last write's token.
 
-var (
-	_ backend.RWLocker = (*Driver)(nil)
-	_ backend.RWWaiter = (*Driver)(nil)
-)
-
 func rwRange(prefix, key string) string { return prefix + "%" + escapeKey(key) + "%rw/" }
 func rwFence(prefix, key string) string { return prefix + "%" + escapeKey(key) + "%rwfence" }
 
-func rwSide(mode backend.RWMode) string {
+func rwSide(mode backend.Kind) string {
 	if mode == backend.Write {
 		return "w"
 	}
@@ -52,14 +47,14 @@ func rwSide(mode backend.RWMode) string {
 // nextRWKey names an attempt's key. Its slot comes from the same
 // allocator as the mutex's keys of the same user key, so every name is
 // unique and Release frees the right slot.
-func (d *Driver) nextRWKey(key string, s *session, mode backend.RWMode) ekey {
+func (d *Driver) nextRWKey(key string, s *session, mode backend.Kind) ekey {
 	slot := s.takeSlot(key)
 	return ekey{key: key, name: fmt.Sprintf("%s%s%x.%x", rwRange(d.prefix, key), rwSide(mode), int64(s.id), slot), slot: slot}
 }
 
 // blockerOps reads, after our key (rev) exists, the key we depend on: the
 // newest older key (a writer) or the newest older writer (a reader).
-func (d *Driver) blockerOp(key string, mode backend.RWMode, rev int64) clientv3.Op {
+func (d *Driver) blockerOp(key string, mode backend.Kind, rev int64) clientv3.Op {
 	rng := rwRange(d.prefix, key)
 	if mode == backend.Read {
 		rng += "w"
@@ -68,11 +63,11 @@ func (d *Driver) blockerOp(key string, mode backend.RWMode, rev int64) clientv3.
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1))
 }
 
-// TryAcquireRW implements backend.RWLocker: one transaction that puts our
+// tryRW is TryAcquire for a side of a read-write lock: one transaction that puts our
 // key only if nothing keeps it out (any key for a writer, a writer's key
 // for a reader). A writer's transaction also puts the fence key; a
 // reader's reads it. A refused attempt leaves nothing.
-func (d *Driver) TryAcquireRW(ctx context.Context, req backend.Request, mode backend.RWMode, _ bool) (backend.Grant, error) {
+func (d *Driver) tryRW(ctx context.Context, req backend.Request, mode backend.Kind, _ bool) (backend.Grant, error) {
 	if mode != backend.Read && mode != backend.Write {
 		return backend.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w: rw mode %v", req.Key, backend.ErrInvalidConfig, mode)
 	}
@@ -123,18 +118,14 @@ func modRev(kvs []*mvccpb.KeyValue) uint64 {
 	return uint64(kvs[0].ModRevision)
 }
 
-// WithdrawRW implements backend.RWLocker: a writer leaves no mark apart
-// from its key, which a failed wait deletes.
-func (d *Driver) WithdrawRW(context.Context, backend.Request) error { return nil }
-
-// WaitRW implements backend.RWWaiter: one transaction puts our key and,
+// waitRW is Wait for a side of a read-write lock: one transaction puts our key and,
 // if nothing keeps it out, grants it (a writer's also puts the fence key,
 // a reader's reads it), else reads the key it depends on. It then waits,
 // watching only that key, until none is left; a writer then puts the
 // fence key if its own key is still there. Transient failures keep our
 // key and are retried (rwWaiter.wait); when the wait ends otherwise (ctx,
 // lost lease, closed driver), our key is deleted.
-func (d *Driver) WaitRW(ctx context.Context, req backend.Request, mode backend.RWMode) (backend.Grant, error) {
+func (d *Driver) waitRW(ctx context.Context, req backend.Request, mode backend.Kind) (backend.Grant, error) {
 	if mode != backend.Read && mode != backend.Write {
 		return backend.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w: rw mode %v", req.Key, backend.ErrInvalidConfig, mode)
 	}
@@ -204,7 +195,7 @@ func (d *Driver) WaitRW(ctx context.Context, req backend.Request, mode backend.R
 // its side. token is its grant's token, once it holds.
 type rwWaiter struct {
 	waiter
-	mode  backend.RWMode
+	mode  backend.Kind
 	token uint64
 }
 

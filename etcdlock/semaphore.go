@@ -31,11 +31,6 @@ import (
 // contains or is contained in (an escaped key has no bare "%s"), so
 // List and Inspect never see it.
 
-var (
-	_ backend.Semaphorer      = (*Driver)(nil)
-	_ backend.SemaphoreWaiter = (*Driver)(nil)
-)
-
 // semRange returns the range of etcd keys of key's semaphore.
 func semRange(prefix, key string) string {
 	return prefix + "%" + escapeKey(key) + "%sem/"
@@ -115,7 +110,7 @@ func permitsOf(v []byte) (permits, limit int) {
 
 // putPermitKey puts our key at the end of the semaphore's queue and reads
 // the queue in the same transaction: one round trip once the lease exists.
-func (d *Driver) putPermitKey(ctx context.Context, req backend.SemaphoreRequest) (*session, ekey, semQueue, int64, error) {
+func (d *Driver) putPermitKey(ctx context.Context, req backend.Request) (*session, ekey, semQueue, int64, error) {
 	s, err := d.session(ctx)
 	if err != nil {
 		return nil, ekey{}, semQueue{}, 0, fmt.Errorf("etcdlock: acquire permits of %q: %w", req.Key, err)
@@ -144,10 +139,10 @@ func (d *Driver) putPermitKey(ctx context.Context, req backend.SemaphoreRequest)
 	return s, k, readSemQueue(rev, rev, resp.Responses[1].GetResponseRange().Kvs), rev, nil
 }
 
-// TryAcquirePermits implements backend.Semaphorer: it queues and, unless
+// tryPermits is TryAcquire for a semaphore's permits: it queues and, unless
 // its key holds at once, deletes the key again (a second round trip). It
 // never jumps the queue: waiters before it count.
-func (d *Driver) TryAcquirePermits(ctx context.Context, req backend.SemaphoreRequest) (backend.Grant, error) {
+func (d *Driver) tryPermits(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	s, k, q, rev, err := d.putPermitKey(ctx, req)
 	if err != nil {
 		return backend.Grant{}, err
@@ -155,13 +150,13 @@ func (d *Driver) TryAcquirePermits(ctx context.Context, req backend.SemaphoreReq
 	if !q.holds {
 		return backend.Grant{}, d.failed(s, k, true, backend.NotAcquired(req.Key, 0))
 	}
-	return d.grant(s, req.Request, k, rev)
+	return d.grant(s, req, k, rev)
 }
 
-// WaitPermits implements backend.SemaphoreWaiter: it queues, then follows
+// waitPermits is Wait for a semaphore's permits: it queues, then follows
 // the deletions of the keys ahead of its own until they say it holds
 // (semwait.go).
-func (d *Driver) WaitPermits(ctx context.Context, req backend.SemaphoreRequest) (backend.Grant, error) {
+func (d *Driver) waitPermits(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	s, k, q, rev, err := d.putPermitKey(ctx, req)
 	if err != nil {
 		return backend.Grant{}, err
@@ -173,5 +168,5 @@ func (d *Driver) WaitPermits(ctx context.Context, req backend.SemaphoreRequest) 
 			return backend.Grant{}, d.failed(s, k, true, err)
 		}
 	}
-	return d.grant(s, req.Request, k, rev)
+	return d.grant(s, req, k, rev)
 }

@@ -147,7 +147,7 @@ func TestSemaphoreReleaseFanout(t *testing.T) {
 		t.Cleanup(func() { d.Close() })
 		ds = append(ds, d)
 	}
-	req := backend.SemaphoreRequest{Request: backend.Request{Key: "s", TTL: 10 * time.Second}, Limit: limit, Permits: 1}
+	req := backend.Request{Kind: backend.Permits, Key: "s", TTL: 10 * time.Second, Limit: limit, Permits: 1}
 	// run has every driver take and release a permit k times, all at once.
 	run := func(k int) {
 		t.Helper()
@@ -158,7 +158,7 @@ func TestSemaphoreReleaseFanout(t *testing.T) {
 				for j := range k {
 					r := req
 					r.Owner = fmt.Sprintf("d%d.%d", i, j)
-					gr, err := d.WaitPermits(ctx, r)
+					gr, err := d.waitPermits(ctx, r)
 					if err == nil {
 						err = gr.Lock.Release(ctx)
 					}

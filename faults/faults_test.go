@@ -178,8 +178,8 @@ var brokenTokens atomic.Uint64
 
 func init() { brokenTokens.Store(1 << 40) }
 
-func (d *grantAlways) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key)
+func (d *grantAlways) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
 
 func (d *grantAlways) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
@@ -210,25 +210,18 @@ type brokenPrims struct {
 
 var downTokens atomic.Uint64
 
-func (d *brokenPrims) TryAcquirePermits(ctx context.Context, req backend.SemaphoreRequest) (backend.Grant, error) {
-	g, err := d.Driver.TryAcquirePermits(ctx, req)
+func (d *brokenPrims) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	g, err := d.Driver.TryAcquire(ctx, req)
 	switch {
-	case d.bug == primsIgnoreHolders && errors.Is(err, backend.ErrNotAcquired):
+	case req.Kind == backend.Permits && d.bug == primsIgnoreHolders && errors.Is(err, backend.ErrNotAcquired):
 		return backend.Grant{Lock: nopLock{}, Token: brokenTokens.Add(1), TTL: req.TTL, ValidFrom: time.Now()}, nil
-	case d.bug == primsBadTokens && err == nil:
+	case req.Kind == backend.Permits && d.bug == primsBadTokens && err == nil:
 		g.Token = 7
-	}
-	return g, err
-}
-
-func (d *brokenPrims) TryAcquireRW(ctx context.Context, req backend.Request, mode backend.RWMode, waiting bool) (backend.Grant, error) {
-	g, err := d.Driver.TryAcquireRW(ctx, req, mode, waiting)
-	switch {
-	case d.bug == primsIgnoreHolders && mode == backend.Write && errors.Is(err, backend.ErrNotAcquired):
+	case req.Kind == backend.Write && d.bug == primsIgnoreHolders && errors.Is(err, backend.ErrNotAcquired):
 		return backend.Grant{Lock: nopLock{}, Token: brokenTokens.Add(1), TTL: req.TTL, ValidFrom: time.Now()}, nil
-	case d.bug == primsBadTokens && err == nil && mode == backend.Write:
+	case req.Kind == backend.Write && d.bug == primsBadTokens && err == nil:
 		g.Token = 1<<40 - downTokens.Add(1)
-	case d.bug == primsBadTokens && err == nil:
+	case req.Kind == backend.Read && d.bug == primsBadTokens && err == nil:
 		g.Token = 0
 	}
 	return g, err

@@ -19,8 +19,8 @@ type Options struct {
 }
 
 // A Driver is one client of a Store, implementing backend.Driver (and
-// backend.Waiter, backend.Notifier, backend.Inspector, backend.Lister,
-// backend.MultiAcquirer). Use it with distlock.New.
+// backend.Waiter, backend.Notifier, backend.Withdrawer, backend.Inspector
+// and backend.Batcher for TryAcquireMulti). Use it with distlock.New.
 type Driver struct {
 	s    *Store
 	wait backend.WaitKind
@@ -268,8 +268,8 @@ func (d *Driver) enter(ctx context.Context, op string) error {
 	return nil
 }
 
-// TryAcquire implements backend.Driver.
-func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+// tryMutex is TryAcquire for the mutex.
+func (d *Driver) tryMutex(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	if err := d.enter(ctx, "acquire"); err != nil {
 		return backend.Grant{}, err
 	}
@@ -293,8 +293,12 @@ func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.G
 	return g, nil
 }
 
-// Wait implements backend.Waiter: a FIFO queue per key in the store.
+// Wait implements backend.Waiter for the mutex: a FIFO queue per key in
+// the store.
 func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	if req.Kind != backend.Exclusive {
+		return backend.Grant{}, backend.UnsupportedKind("memlock", "wait", req.Kind)
+	}
 	if d.wait != backend.WaitQueue {
 		return backend.Grant{}, fmt.Errorf("memlock: wait: %w: driver made with Wait=%s", backend.ErrUnsupported, d.wait)
 	}
@@ -372,8 +376,8 @@ func (s *Store) dequeueLocked(e *entry, w *waiter) {
 	s.gc(e)
 }
 
-// Subscribe implements backend.Notifier.
-func (d *Driver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+// subscribeMutex is Subscribe for the mutex.
+func (d *Driver) subscribeMutex(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	if err := d.enter(ctx, "subscribe"); err != nil {
 		return nil, nil, err
 	}

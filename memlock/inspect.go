@@ -11,11 +11,10 @@ import (
 
 var (
 	_ backend.Inspector = (*Driver)(nil)
-	_ backend.Lister    = (*Driver)(nil)
 )
 
-// Inspect implements backend.Inspector.
-func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) {
+// inspectMutex is Inspect for the mutex.
+func (d *Driver) inspectMutex(ctx context.Context, key string) (backend.Info, error) {
 	if err := d.enter(ctx, "inspect"); err != nil {
 		return backend.Info{}, err
 	}
@@ -27,7 +26,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) 
 	return backend.Info{Key: key, Waiters: -1}, nil
 }
 
-// List implements backend.Lister.
+// List implements backend.Inspector.
 func (d *Driver) List(ctx context.Context, prefix string, limit int) ([]backend.Info, error) {
 	if err := d.enter(ctx, "list"); err != nil {
 		return nil, err

@@ -2,14 +2,15 @@ package memlock
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/distlock/distlock/backend"
 )
 
-var _ backend.MultiAcquirer = (*Driver)(nil)
+var _ backend.Batcher = (*Driver)(nil)
 
-// TryAcquireMulti implements backend.MultiAcquirer: under the store's
+// TryAcquireMulti implements backend.Batcher: under the store's
 // lock every key is checked, then every key is taken, so no other client
 // sees a part of the set held.
 func (d *Driver) TryAcquireMulti(ctx context.Context, reqs []backend.Request) ([]backend.Grant, error) {
@@ -45,4 +46,15 @@ func (d *Driver) TryAcquireMulti(ctx context.Context, reqs []backend.Request) ([
 		return nil, lostReply("acquire", grants[0]) // releases: not under d.s.mu
 	}
 	return grants, nil
+}
+
+// RefreshAll implements backend.Batcher, which memlock declares only for
+// TryAcquireMulti (Capabilities.BatchRefresh is false: an in-process
+// refresh has no round trip to save). Every lock answers ErrUnsupported.
+func (d *Driver) RefreshAll(_ context.Context, locks []backend.Lock, _ []time.Duration) []error {
+	errs := make([]error, len(locks))
+	for i := range errs {
+		errs[i] = fmt.Errorf("memlock: refresh all: %w: no batch refresh", backend.ErrUnsupported)
+	}
+	return errs
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// Read-write locks (backend.RWLocker). Each key's read-write lock is an
+// Read-write locks (backend.Read and backend.Write requests). Each key's read-write lock is an
 // rwEntry of its own, apart from the key's mutex: a writer (owner, hold
 // count, expiry), the readers (per owner: hold count, expiry), the mark of
 // a writer waiting (owner, expiry), which keeps new readers out, and the
@@ -69,7 +69,7 @@ func (s *Store) rwLookup(key string, now time.Time) *rwEntry {
 
 // blockers returns whether someone other than owner keeps mode out of e,
 // and the soonest instant one of them expires.
-func (e *rwEntry) blockers(owner string, mode backend.RWMode) (bool, time.Time) {
+func (e *rwEntry) blockers(owner string, mode backend.Kind) (bool, time.Time) {
 	var soonest time.Time
 	note := func(t time.Time) {
 		if soonest.IsZero() || t.Before(soonest) {
@@ -91,8 +91,9 @@ func (e *rwEntry) blockers(owner string, mode backend.RWMode) (bool, time.Time) 
 	return !soonest.IsZero(), soonest
 }
 
-// TryAcquireRW implements backend.RWLocker.
-func (d *Driver) TryAcquireRW(ctx context.Context, req backend.Request, mode backend.RWMode, waiting bool) (backend.Grant, error) {
+// tryRW is TryAcquire for a side of a read-write lock.
+func (d *Driver) tryRW(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	mode, waiting := req.Kind, req.Waiting
 	if mode != backend.Read && mode != backend.Write {
 		return backend.Grant{}, fmt.Errorf("memlock: acquire %q: %w: rw mode %v", req.Key, backend.ErrInvalidConfig, mode)
 	}
@@ -146,8 +147,12 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// WithdrawRW implements backend.RWLocker.
-func (d *Driver) WithdrawRW(ctx context.Context, req backend.Request) error {
+// Withdraw implements backend.Withdrawer: it removes req.Owner's
+// writer-waiting mark on req.Key's read-write lock.
+func (d *Driver) Withdraw(ctx context.Context, req backend.Request) error {
+	if req.Kind != backend.Write {
+		return nil
+	}
 	if err := d.enter(ctx, "withdraw"); err != nil {
 		return err
 	}
@@ -169,8 +174,8 @@ func (e *rwEntry) announce() {
 	}
 }
 
-// SubscribeRW implements backend.RWNotifier.
-func (d *Driver) SubscribeRW(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+// subscribeRW is Subscribe for a read-write lock.
+func (d *Driver) subscribeRW(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	if err := d.enter(ctx, "subscribe"); err != nil {
 		return nil, nil, err
 	}
@@ -191,7 +196,7 @@ type rwLock struct {
 	d     *Driver
 	key   string
 	owner string
-	mode  backend.RWMode
+	mode  backend.Kind
 	token uint64
 	gen   uint64 // the read side: its rwReader's gen
 }

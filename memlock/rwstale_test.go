@@ -28,14 +28,14 @@ func TestStaleReadHandleOfSameOwner(t *testing.T) {
 		return d
 	}
 	a, b, w := drv(), drv(), drv()
-	req := backend.Request{Key: "k", Owner: "same-owner", TTL: 30 * time.Millisecond}
-	ga, err := a.TryAcquireRW(ctx, req, backend.Read, false)
+	req := backend.Request{Kind: backend.Read, Key: "k", Owner: "same-owner", TTL: 30 * time.Millisecond}
+	ga, err := a.TryAcquire(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * req.TTL) // a's read hold expires in the store (a was paused)
 	req.TTL = time.Minute
-	gb, err := b.TryAcquireRW(ctx, req, backend.Read, false)
+	gb, err := b.TryAcquire(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestStaleReadHandleOfSameOwner(t *testing.T) {
 	if err := ga.Lock.Release(ctx); !errors.Is(err, backend.ErrNotHeld) {
 		t.Errorf("Release of the expired read hold = %v, want ErrNotHeld", err)
 	}
-	if gw, err := w.TryAcquireRW(ctx, backend.Request{Key: "k", Owner: "writer", TTL: time.Minute}, backend.Write, false); err == nil {
+	if gw, err := w.TryAcquire(ctx, backend.Request{Kind: backend.Write, Key: "k", Owner: "writer", TTL: time.Minute}); err == nil {
 		t.Error("a writer was granted the lock while the second read hold is held")
 		_ = gw.Lock.Release(ctx)
 	}

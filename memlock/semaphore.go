@@ -15,11 +15,6 @@ import (
 // (a driver made with Wait=notify or queue); there is no queue of
 // permits, so waiting for permits is not fair.
 
-var (
-	_ backend.Semaphorer        = (*Driver)(nil)
-	_ backend.SemaphoreNotifier = (*Driver)(nil)
-)
-
 // semEntry is one semaphore's state. It exists while a permit is held or
 // a subscriber listens.
 type semEntry struct {
@@ -107,8 +102,8 @@ func (s *Store) semHeld(now time.Time) int {
 	return n
 }
 
-// TryAcquirePermits implements backend.Semaphorer.
-func (d *Driver) TryAcquirePermits(ctx context.Context, req backend.SemaphoreRequest) (backend.Grant, error) {
+// tryPermits is TryAcquire for a semaphore's permits.
+func (d *Driver) tryPermits(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	if err := d.enter(ctx, "acquire permits"); err != nil {
 		return backend.Grant{}, err
 	}
@@ -136,8 +131,8 @@ func (d *Driver) TryAcquirePermits(ctx context.Context, req backend.SemaphoreReq
 	return g, nil
 }
 
-// SubscribePermits implements backend.SemaphoreNotifier.
-func (d *Driver) SubscribePermits(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+// subscribePermits is Subscribe for a semaphore.
+func (d *Driver) subscribePermits(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	if err := d.enter(ctx, "subscribe permits"); err != nil {
 		return nil, nil, err
 	}

@@ -130,7 +130,7 @@ func lockSmoke(ctx context.Context, t *testing.T, rawURL string) {
 		t.Fatalf("the holder lost its lease while the watchdog renewed it: %v", err)
 	}
 	if insp, ok := l1.Driver().(backend.Inspector); ok {
-		info, err := insp.Inspect(ctx, key)
+		info, err := insp.Inspect(ctx, key, backend.Exclusive)
 		if err != nil {
 			t.Fatalf("Inspect: %v", err)
 		}

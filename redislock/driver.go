@@ -126,10 +126,10 @@ func (o *Options) normalize() (Options, error) {
 
 // Driver is a backend.Driver over one Redis deployment reached through one
 // go-redis client: a single server (possibly with replicas) or a Redis
-// Cluster. It also implements backend.Notifier, backend.BatchRefresher and
-// backend.Inspector, backend.Waiter in queue mode, and
-// backend.MultiAcquirer (declared on a single server without WaitReplicas:
-// multi.go). It is safe for concurrent use.
+// Cluster. It also implements backend.Notifier, backend.Withdrawer,
+// backend.Inspector, backend.Waiter in queue mode, and backend.Batcher
+// (RefreshAll everywhere; TryAcquireMulti declared on a single server
+// without WaitReplicas: multi.go). It is safe for concurrent use.
 type Driver struct {
 	c      redis.UniversalClient
 	owned  bool // the driver opened c and closes it
@@ -144,13 +144,12 @@ type Driver struct {
 }
 
 var (
-	_ backend.Driver         = (*Driver)(nil)
-	_ backend.Notifier       = (*Driver)(nil)
-	_ backend.BatchRefresher = (*Driver)(nil)
-	_ backend.Inspector      = (*Driver)(nil)
-	_ backend.Lister         = (*Driver)(nil)
-	_ backend.Waiter         = (*Driver)(nil)
-	_ backend.MultiAcquirer  = (*Driver)(nil)
+	_ backend.Driver     = (*Driver)(nil)
+	_ backend.Notifier   = (*Driver)(nil)
+	_ backend.Inspector  = (*Driver)(nil)
+	_ backend.Waiter     = (*Driver)(nil)
+	_ backend.Batcher    = (*Driver)(nil)
+	_ backend.Withdrawer = (*Driver)(nil)
 )
 
 // New returns a Driver using c, which may be a *redis.Client (one server)
@@ -212,6 +211,7 @@ func New(c redis.UniversalClient, opts *Options) (*Driver, error) {
 		MaxTTL:              MaxTTL,
 		CrossProcessReentry: true,
 		Replication:         "single primary; asynchronous replication can lose a grant on failover",
+		BatchRefresh:        true, // lock.go
 	}
 	if o.Wait == WaitQueue {
 		d.caps.Wait, d.caps.Fair = backend.WaitQueue, true
@@ -260,9 +260,9 @@ func ignoreClosed(err error) error {
 
 func (d *Driver) keys(key string) keyset { return keysFor(d.opts.Prefix, key) }
 
-// TryAcquire implements backend.Driver: one run of the acquire script,
+// tryMutex implements backend.Driver: one run of the acquire script,
 // followed by WAIT when Options.WaitReplicas is set.
-func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+func (d *Driver) tryMutex(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	if err := ctx.Err(); err != nil {
 		// Nothing was sent: nothing to clean up.
 		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w", req.Key, context.Cause(ctx))
@@ -492,9 +492,9 @@ func millis(d time.Duration) int64 {
 	return max(1, ms)
 }
 
-// Subscribe implements backend.Notifier over the driver's one shared
+// subscribeMutex implements backend.Notifier over the driver's one shared
 // pub/sub connection.
-func (d *Driver) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+func (d *Driver) subscribeMutex(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	out := make(chan struct{}, 1)
 	cancel, err := d.notify.subscribe(ctx, d.keys(key).channel, out, filter{})
 	if err != nil {

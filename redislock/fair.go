@@ -38,11 +38,11 @@ func heartbeat(ttl time.Duration) time.Duration {
 	return min(max(ttl/3, 50*time.Millisecond), time.Second)
 }
 
-// Wait implements backend.Waiter in queue mode. Every attempt of one Wait
+// waitMutex implements backend.Waiter in queue mode. Every attempt of one Wait
 // is the same hold (the wait's id), so a retried or repeated attempt
 // confirms rather than counts again, and giving up gives back exactly what
 // this wait may hold.
-func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, error) {
+func (d *Driver) waitMutex(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	if err := ctx.Err(); err != nil {
 		return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w", req.Key, context.Cause(ctx))
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// Inspect implements backend.Inspector.
-func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) {
+// inspectMutex implements backend.Inspector.
+func (d *Driver) inspectMutex(ctx context.Context, key string) (backend.Info, error) {
 	ks := d.keys(key)
 	var h *redis.MapStringStringCmd
 	var pttl *redis.DurationCmd
@@ -52,7 +52,7 @@ func infoFrom(key string, h map[string]string, pttl time.Duration, fence string)
 	return info
 }
 
-// List implements backend.Lister: SCAN (on every primary of a Cluster)
+// List implements backend.Inspector: SCAN (on every primary of a Cluster)
 // finds the lock hashes under prefix, then each is inspected. A client
 // that is neither a *redis.Client nor a *redis.ClusterClient cannot be
 // scanned: ErrUnsupported.

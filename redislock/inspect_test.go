@@ -32,7 +32,7 @@ func TestInspect(t *testing.T) {
 		done <- err
 	}()
 	time.Sleep(100 * time.Millisecond)
-	info, err := d.Inspect(ctx, "inspect")
+	info, err := d.Inspect(ctx, "inspect", backend.Exclusive)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestInspect(t *testing.T) {
 	if err := gr.Lock.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	info, err = d.Inspect(ctx, "inspect")
+	info, err = d.Inspect(ctx, "inspect", backend.Exclusive)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,11 +13,6 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-var (
-	_ backend.SemaphoreInspector = (*Driver)(nil)
-	_ backend.RWInspector        = (*Driver)(nil)
-)
-
 // semInspectScript lists the unexpired grants of a semaphore (KEYS as
 // semAcquireScript's) by Redis's clock, without purging anything: owner,
 // permits, token, ms left, for each.
@@ -61,28 +56,29 @@ end
 return out
 `)
 
-// InspectSemaphore implements backend.SemaphoreInspector with one
+// inspectPermits is Inspect for a semaphore with one
 // read-only script. Waiters subscribe and retry: their number is unknown.
-func (d *Driver) InspectSemaphore(ctx context.Context, key string) (backend.SemaphoreInfo, error) {
-	info := backend.SemaphoreInfo{Key: key, Waiters: -1}
+func (d *Driver) inspectPermits(ctx context.Context, key string) (backend.Info, error) {
+	info := backend.Info{Key: key, Waiters: -1}
 	v, err := semInspectScript.Run(ctx, d.c, d.semKeys(key).list()[:2]).StringSlice()
 	if err != nil {
 		return info, fmt.Errorf("redislock: inspect semaphore %q: %w: %w", key, backend.ErrUnavailable, err)
 	}
 	for i := 0; i+3 < len(v); i += 4 {
 		n, _ := strconv.Atoi(v[i+1])
-		info.Held += n
+		info.Permits += n
 		info.Holders = append(info.Holders, backend.Holder{Owner: v[i], Permits: n, Token: parseUint(v[i+2]), TTL: parseMillis(v[i+3])})
 	}
 	slices.SortFunc(info.Holders, func(a, b backend.Holder) int { return cmp.Compare(a.Token, b.Token) })
+	info.Held = info.Permits > 0
 	return info, nil
 }
 
-// InspectRW implements backend.RWInspector with one read-only script: the
+// inspectRW is Inspect for a read-write lock with one read-only script: the
 // writer, or the readers (one per owner, with the longest TTL of its
 // holds). Waiters are unknown.
-func (d *Driver) InspectRW(ctx context.Context, key string) (backend.RWInfo, error) {
-	info := backend.RWInfo{Key: key, Waiters: -1}
+func (d *Driver) inspectRW(ctx context.Context, key string) (backend.Info, error) {
+	info := backend.Info{Key: key, Waiters: -1}
 	v, err := rwInspectScript.Run(ctx, d.c, d.rwKeys(key).keys()).StringSlice()
 	if err != nil {
 		return info, fmt.Errorf("redislock: inspect rw lock %q: %w: %w", key, backend.ErrUnavailable, err)
@@ -91,19 +87,20 @@ func (d *Driver) InspectRW(ctx context.Context, key string) (backend.RWInfo, err
 		return info, fmt.Errorf("redislock: inspect rw lock %q: %w: unexpected reply %q", key, backend.ErrUnavailable, v)
 	}
 	if v[0] != "" {
-		info.Writer = &backend.Holder{Owner: v[0], Token: parseUint(v[1]), TTL: parseMillis(v[2])}
+		info.Owner, info.Token, info.TTL = v[0], parseUint(v[1]), parseMillis(v[2])
 	}
 	for i := 3; i+2 < len(v); i += 3 {
 		h := backend.Holder{Owner: v[i], Token: parseUint(v[i+1]), TTL: parseMillis(v[i+2])}
-		j := slices.IndexFunc(info.Readers, func(r backend.Holder) bool { return r.Owner == h.Owner })
+		j := slices.IndexFunc(info.Holders, func(r backend.Holder) bool { return r.Owner == h.Owner })
 		switch {
 		case j < 0:
-			info.Readers = append(info.Readers, h)
-		case h.TTL > info.Readers[j].TTL:
-			info.Readers[j].TTL = h.TTL
+			info.Holders = append(info.Holders, h)
+		case h.TTL > info.Holders[j].TTL:
+			info.Holders[j].TTL = h.TTL
 		}
 	}
-	slices.SortFunc(info.Readers, func(a, b backend.Holder) int { return cmp.Compare(a.Owner, b.Owner) })
+	slices.SortFunc(info.Holders, func(a, b backend.Holder) int { return cmp.Compare(a.Owner, b.Owner) })
+	info.Held = info.Owner != "" || len(info.Holders) > 0
 	return info, nil
 }
 

@@ -95,7 +95,7 @@ func refreshResult(key string, n int64, err error) error {
 	return nil
 }
 
-// RefreshAll implements backend.BatchRefresher: every refresh goes out in
+// RefreshAll implements backend.Batcher: every refresh goes out in
 // one pipeline (one round trip per Cluster node).
 func (d *Driver) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
 	if !d.awaits(ctx) {

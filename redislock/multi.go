@@ -92,7 +92,7 @@ end
 return out
 `)
 
-// TryAcquireMulti implements backend.MultiAcquirer on a single server
+// TryAcquireMulti implements backend.Batcher on a single server
 // without WaitReplicas: one run of multiScript. A Cluster client refuses
 // with ErrUnsupported: each lock's keys carry the lock's own name as hash
 // tag, so two locks share a slot only by chance (docs/primitives.md).

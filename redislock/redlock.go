@@ -19,7 +19,7 @@ import (
 // Redlock algorithm): a lock is held when a majority (N/2+1) of them granted
 // it within its TTL, and fencing tokens come from a majority too (see
 // docs/redis.md for the argument and its limits). It implements
-// backend.Notifier, backend.BatchRefresher and, in queue mode (the
+// backend.Notifier, backend.Batcher and, in queue mode (the
 // default), backend.Waiter: waiters queue on the first node (see Wait). It
 // is safe for concurrent use.
 type Redlock struct {
@@ -59,9 +59,9 @@ type node struct {
 }
 
 var (
-	_ backend.Driver         = (*Redlock)(nil)
-	_ backend.Notifier       = (*Redlock)(nil)
-	_ backend.BatchRefresher = (*Redlock)(nil)
+	_ backend.Driver   = (*Redlock)(nil)
+	_ backend.Notifier = (*Redlock)(nil)
+	_ backend.Batcher  = (*Redlock)(nil)
 )
 
 // Redlock timing, as in the Redlock description: the clock-drift margin is
@@ -121,6 +121,7 @@ func NewRedlock(clients []redis.UniversalClient, opts *Options) (*Redlock, error
 		MaxTTL:              MaxTTL,
 		CrossProcessReentry: true,
 		Replication:         fmt.Sprintf("Redlock: majority (%d of %d) of independent primaries", r.quorum, len(clients)),
+		BatchRefresh:        true, // redlock_lock.go
 	}
 	if o.Wait == WaitQueue {
 		r.caps.Wait = backend.WaitQueue
@@ -341,6 +342,9 @@ func (r *Redlock) work(f func()) {
 // without queueing), so a free lock is not granted there ahead of a live
 // waiter queued on it.
 func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	if req.Kind != backend.Exclusive {
+		return backend.Grant{}, backend.UnsupportedKind("redislock", "acquire", req.Kind)
+	}
 	if err := ctx.Err(); err != nil {
 		// Nothing was sent: nothing to clean up.
 		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w", req.Key, context.Cause(ctx))
@@ -708,10 +712,14 @@ func (r *Redlock) cleanup(ctx context.Context, ks keyset, owner, hold string, re
 	})
 }
 
-// Subscribe implements backend.Notifier: it subscribes on every node (each
-// node's one shared pub/sub connection) and succeeds when at least one
-// confirmed; a release is announced on every node that freed the lock.
-func (r *Redlock) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+// Subscribe implements backend.Notifier for the mutex (Redlock has no
+// other kind): it subscribes on every node (each node's one shared pub/sub
+// connection) and succeeds when at least one confirmed; a release is
+// announced on every node that freed the lock.
+func (r *Redlock) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	if kind != backend.Exclusive {
+		return nil, nil, backend.UnsupportedKind("redislock", "subscribe", kind)
+	}
 	ch := r.keys(key).channel
 	out := make(chan struct{}, 1)
 	cancels, errs := eachNode(r, ctx, time.Second, func(ctx context.Context, _ int, n *node) (func(), error) {

@@ -108,7 +108,14 @@ func verdict(op, key string, held []bool, errs []error, quorum int) error {
 	}
 }
 
-// RefreshAll implements backend.BatchRefresher: one pipeline per node, all
+// TryAcquireMulti implements backend.Batcher, which Redlock declares only
+// for RefreshAll (Capabilities.MultiAtomic is false: the nodes take a set
+// of keys one node at a time, not in one step of one store).
+func (r *Redlock) TryAcquireMulti(context.Context, []backend.Request) ([]backend.Grant, error) {
+	return nil, fmt.Errorf("redislock: redlock: acquire several keys: %w: no multi-lock step", backend.ErrUnsupported)
+}
+
+// RefreshAll implements backend.Batcher: one pipeline per node, all
 // nodes at once.
 func (r *Redlock) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
 	out := make([]error, len(locks))

@@ -30,8 +30,11 @@ import (
 // node, woken by release announcements, which a majority still grants; the
 // next Wait queues again.
 
-// Wait implements backend.Waiter in queue mode.
+// Wait implements backend.Waiter in queue mode, for the mutex.
 func (r *Redlock) Wait(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	if req.Kind != backend.Exclusive {
+		return backend.Grant{}, backend.UnsupportedKind("redislock", "wait", req.Kind)
+	}
 	if err := ctx.Err(); err != nil {
 		return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w", req.Key, context.Cause(ctx))
 	}
@@ -284,7 +287,7 @@ func (r *Redlock) raceWait(ctx context.Context, req backend.Request) (backend.Gr
 			return g, err
 		}
 		if wake == nil {
-			if w, cancel, serr := r.Subscribe(ctx, req.Key); serr == nil {
+			if w, cancel, serr := r.Subscribe(ctx, req.Key, backend.Exclusive); serr == nil {
 				wake, unsubscribe = w, cancel
 				continue // a release before the subscription was not announced
 			}

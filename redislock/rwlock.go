@@ -10,16 +10,11 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// Read-write locks (backend.RWLocker, backend.RWNotifier) on a single
+// Read-write locks (backend.Read and backend.Write requests, announced to a backend.Notifier) on a single
 // server or a Cluster: one script per attempt, refresh and release
 // (rwscripts.go). Waiters are woken by the release announcements of the
 // key's read-write channel. Not offered with WaitReplicas (a grant would
 // not wait for the replicas) nor by Redlock.
-
-var (
-	_ backend.RWLocker   = (*Driver)(nil)
-	_ backend.RWNotifier = (*Driver)(nil)
-)
 
 // rwKeyset names one read-write lock's Redis keys and channel, under the
 // key's hash tag (the mutex's keys share the tag, never a name).
@@ -40,15 +35,15 @@ func (ks rwKeyset) releaseKeys() []string {
 	return []string{ks.hash, ks.readers, ks.fence, ks.gone}
 }
 
-func rwModeArg(mode backend.RWMode) string {
+func rwModeArg(mode backend.Kind) string {
 	if mode == backend.Write {
 		return "w"
 	}
 	return "r"
 }
 
-// TryAcquireRW implements backend.RWLocker: one script.
-func (d *Driver) TryAcquireRW(ctx context.Context, req backend.Request, mode backend.RWMode, waiting bool) (backend.Grant, error) {
+// tryRW is TryAcquire for a side of a read-write lock: one script.
+func (d *Driver) tryRW(ctx context.Context, req backend.Request, mode backend.Kind, waiting bool) (backend.Grant, error) {
 	if mode != backend.Read && mode != backend.Write {
 		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: rw mode %v", req.Key, backend.ErrInvalidConfig, mode)
 	}
@@ -108,8 +103,12 @@ func (d *Driver) TryAcquireRW(ctx context.Context, req backend.Request, mode bac
 	return backend.Grant{}, backend.NotAcquired(req.Key, time.Duration(max(v[2], 0))*time.Millisecond)
 }
 
-// WithdrawRW implements backend.RWLocker.
-func (d *Driver) WithdrawRW(ctx context.Context, req backend.Request) error {
+// Withdraw implements backend.Withdrawer: it removes req.Owner's
+// writer-waiting mark on req.Key's read-write lock.
+func (d *Driver) Withdraw(ctx context.Context, req backend.Request) error {
+	if req.Kind != backend.Write {
+		return nil
+	}
 	ks := d.rwKeys(req.Key)
 	_, err := await(d, ctx, func() (struct{}, error) {
 		return struct{}{}, rwReleaseScript.Run(ctx, d.c, ks.releaseKeys(), req.Owner, "m", "", ks.channel, millis(releasedMemory)).Err()
@@ -121,9 +120,9 @@ func (d *Driver) WithdrawRW(ctx context.Context, req backend.Request) error {
 	return nil
 }
 
-// SubscribeRW implements backend.RWNotifier over the driver's one shared
+// subscribeRW is Subscribe for a read-write lock over the driver's one shared
 // pub/sub connection.
-func (d *Driver) SubscribeRW(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+func (d *Driver) subscribeRW(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	out := make(chan struct{}, 1)
 	cancel, err := d.notify.subscribe(ctx, d.rwKeys(key).channel, out, filter{})
 	if err != nil {
@@ -138,7 +137,7 @@ type rwLock struct {
 	key   string
 	ks    rwKeyset
 	owner string
-	mode  backend.RWMode
+	mode  backend.Kind
 	hold  string
 
 	released atomic.Bool

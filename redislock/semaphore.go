@@ -29,11 +29,6 @@ import (
 // semaphore and a lock of the same name never meet, and List and Inspect
 // see only locks.
 
-var (
-	_ backend.Semaphorer        = (*Driver)(nil)
-	_ backend.SemaphoreNotifier = (*Driver)(nil)
-)
-
 // semKeys are the Redis names of one semaphore.
 type semKeys struct {
 	grants  string // sorted set: owner -> expiry (server ms)
@@ -147,9 +142,9 @@ redis.call('PUBLISH', ARGV[2], 'released')
 return 1
 `)
 
-// TryAcquirePermits implements backend.Semaphorer: one run of the
+// tryPermits is TryAcquire for a semaphore's permits: one run of the
 // acquire script (one round trip).
-func (d *Driver) TryAcquirePermits(ctx context.Context, req backend.SemaphoreRequest) (backend.Grant, error) {
+func (d *Driver) tryPermits(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	if err := ctx.Err(); err != nil {
 		return backend.Grant{}, fmt.Errorf("redislock: acquire permits of %q: %w", req.Key, context.Cause(ctx))
 	}
@@ -202,9 +197,9 @@ func (d *Driver) semCleanup(ctx context.Context, ks semKeys, owner string) error
 	return nil
 }
 
-// SubscribePermits implements backend.SemaphoreNotifier on the driver's
+// subscribePermits is Subscribe for a semaphore on the driver's
 // shared pub/sub connection.
-func (d *Driver) SubscribePermits(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+func (d *Driver) subscribePermits(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	out := make(chan struct{}, 1)
 	cancel, err := d.notify.subscribe(ctx, d.semKeys(key).channel, out, filter{})
 	if err != nil {

@@ -8,19 +8,19 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// TryAcquire takes req.Key if no other session holds it: it pins a
+// tryMutex takes req.Key if no other session holds it: it pins a
 // connection, turns autocommit off with the session's idle timeout
 // (wait_timeout) set to the TTL, and locks the row with SELECT ... FOR
 // UPDATE NOWAIT. The transaction stays open until Release.
-func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+func (d *Driver) tryMutex(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	return d.acquire(ctx, req, false)
 }
 
-// Wait is TryAcquire without NOWAIT: SELECT ... FOR UPDATE blocks on the
+// waitMutex is TryAcquire without NOWAIT: SELECT ... FOR UPDATE blocks on the
 // pinned connection until the holder's transaction ends. A lock-wait timeout (error 1205) rolls back and waits
 // again, within ctx. When ctx ends the blocked statement is interrupted
 // (KILL QUERY), so no ghost waiter is left to take the lock later.
-func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, error) {
+func (d *Driver) waitMutex(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	return d.acquire(ctx, req, true)
 }
 

@@ -67,7 +67,7 @@ func TestPostgresTokensAsyncCommit(t *testing.T) {
 	}
 	before := g.Token
 	_ = g.Lock.Release(ctxFor(t, 10*time.Second))
-	g, err = d.TryAcquireRW(ctxFor(t, 10*time.Second), req(rwKey), backend.Write, false)
+	g, err = d.TryAcquire(ctxFor(t, 10*time.Second), kindReq(req(rwKey), backend.Write, false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestPostgresTokensAsyncCommit(t *testing.T) {
 	if g.Token <= before {
 		t.Errorf("lock token %d after the crash, not above %d granted before it (its epoch's commit was lost)", g.Token, before)
 	}
-	g, err = d.TryAcquireRW(ctxFor(t, 10*time.Second), req(rwKey), backend.Write, false)
+	g, err = d.TryAcquire(ctxFor(t, 10*time.Second), kindReq(req(rwKey), backend.Write, false))
 	if err != nil {
 		t.Fatal(err)
 	}

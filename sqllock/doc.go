@@ -107,7 +107,7 @@
 //
 // # Semaphores
 //
-// The Driver is a [backend.Semaphorer] on both dialects (not in advisory
+// The Driver grants [backend.Permits] on both dialects (not in advisory
 // mode): a semaphore has one row per permit slot in the table named after
 // the lock table plus [SemSuffix], and a grant of n permits is n free slot
 // rows below the acquirer's limit locked with SELECT ... FOR UPDATE SKIP
@@ -119,8 +119,8 @@
 //
 // # Read-write locks
 //
-// The Driver is a [backend.RWLocker] and [backend.RWWaiter] on both
-// dialects, in advisory mode too (Capabilities.RW = queue): a side is held
+// The Driver grants [backend.Read] and [backend.Write], and queues their
+// waiters ([backend.Waiter]), on both dialects, in advisory mode too (Capabilities.RW = queue): a side is held
 // by a transaction on a pinned connection as a lock is, on MySQL/MariaDB
 // the row of the lock's name locked LOCK IN SHARE MODE (readers) or FOR
 // UPDATE (writers), on PostgreSQL the transaction-level advisory lock of

@@ -15,10 +15,10 @@ import (
 
 // Driver is a distlock backend over one MySQL, MariaDB or PostgreSQL server. Each held
 // lock pins one connection of the *sql.DB with an open transaction that
-// holds the lock row's exclusive row lock. It implements [backend.Driver],
-// [backend.Waiter], [backend.Inspector], [backend.Semaphorer] and
-// [backend.RWLocker] with [backend.RWWaiter]; it is safe for concurrent
-// use.
+// holds the lock row's exclusive row lock. It implements [backend.Driver]
+// for the mutex, read-write locks and semaphores, [backend.Waiter] for the
+// mutex and read-write locks, and [backend.Inspector] for the mutex; it is
+// safe for concurrent use.
 type Driver struct {
 	db      *sql.DB
 	ownDB   bool   // opened from a URL: Close closes it

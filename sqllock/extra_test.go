@@ -125,18 +125,18 @@ func TestInspect(t *testing.T) {
 		l := distlock.New(dr, distlock.WithDefaultTTL(5*time.Second))
 		t.Cleanup(func() { _ = l.Close() })
 		key := uniqueKey("inspect")
-		info, err := dr.Inspect(ctxFor(t, 10*time.Second), key)
+		info, err := dr.Inspect(ctxFor(t, 10*time.Second), key, backend.Exclusive)
 		if err != nil || info.Held || info.Token != 0 {
 			t.Fatalf("never-locked key: %+v, %v", info, err)
 		}
 		le := mustAcquire(t, l, key)
 		other, _ := d.newDriver(t, s, sqllock.Options{})
-		info, err = other.Inspect(ctxFor(t, 10*time.Second), key)
+		info, err = other.Inspect(ctxFor(t, 10*time.Second), key, backend.Exclusive)
 		if err != nil || !info.Held || info.Owner != le.Owner() || info.Token != le.Token() {
 			t.Errorf("held key: %+v, %v; want held by %s with token %d", info, err, le.Owner(), le.Token())
 		}
 		release(t, le)
-		info, err = other.Inspect(ctxFor(t, 10*time.Second), key)
+		info, err = other.Inspect(ctxFor(t, 10*time.Second), key, backend.Exclusive)
 		if err != nil || info.Held || info.Token != le.Token() {
 			t.Errorf("released key: %+v, %v", info, err)
 		}

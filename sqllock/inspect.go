@@ -9,7 +9,7 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// Inspect reports key's state: whether a session holds the row lock (found
+// inspectMutex reports key's state: whether a session holds the row lock (found
 // with a NOWAIT probe in a short transaction of its own, which can make a
 // concurrent TryAcquire fail for the probe's millisecond), and the last
 // holder's owner and fencing token (MySQL: from the live counter table;
@@ -17,7 +17,7 @@ import (
 // or evicted, the owner and token are not known, "" and 0. PostgreSQL:
 // from the fencing counter table). The remaining TTL and the number of
 // waiters are not known (0 and -1).
-func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) {
+func (d *Driver) inspectMutex(ctx context.Context, key string) (backend.Info, error) {
 	info := backend.Info{Key: key, Waiters: -1}
 	g, err := d.dia.lastGrant(ctx, d, key)
 	if err != nil {
@@ -62,4 +62,11 @@ func (d *Driver) probe(ctx context.Context, key string) (bool, error) {
 	default:
 		return false, err
 	}
+}
+
+// List implements backend.Inspector: it answers ErrUnsupported. A lock's
+// row stays after its release and a held lock is known only by a probe of
+// its row lock, so the store cannot name the locks held now.
+func (d *Driver) List(context.Context, string, int) ([]backend.Info, error) {
+	return nil, fmt.Errorf("sqllock: list: %w: the store cannot enumerate its held locks", backend.ErrUnsupported)
 }

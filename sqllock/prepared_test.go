@@ -46,7 +46,7 @@ func TestServerSidePrepare(t *testing.T) {
 		if err := g.Lock.Refresh(ctxFor(t, 10*time.Second), 3*time.Second); err != nil {
 			t.Errorf("round %d: Refresh: %v", i, err)
 		}
-		info, err := d.Inspect(ctxFor(t, 10*time.Second), key)
+		info, err := d.Inspect(ctxFor(t, 10*time.Second), key, backend.Exclusive)
 		if err != nil || !info.Held || info.Token != g.Token {
 			t.Errorf("round %d: Inspect = %+v, %v", i, info, err)
 		}

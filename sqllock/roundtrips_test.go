@@ -346,13 +346,13 @@ func TestRoundTrips(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if info, err := dr.Inspect(ctxFor(t, 10*time.Second), key); err != nil || !info.Held {
+					if info, err := dr.Inspect(ctxFor(t, 10*time.Second), key, backend.Exclusive); err != nil || !info.Held {
 						t.Fatalf("Inspect of a held key: %+v, %v", info, err)
 					}
 					if err := g.Lock.Release(ctxFor(t, 10*time.Second)); err != nil {
 						t.Fatal(err)
 					}
-					if info, err := dr.Inspect(ctxFor(t, 10*time.Second), key); err != nil || info.Held {
+					if info, err := dr.Inspect(ctxFor(t, 10*time.Second), key, backend.Exclusive); err != nil || info.Held {
 						t.Fatalf("Inspect of a released key: %+v, %v", info, err)
 					}
 				}

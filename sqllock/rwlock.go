@@ -7,7 +7,7 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// Read-write locks (backend.RWLocker, backend.RWWaiter). A side of a
+// Read-write locks (backend.Read and backend.Write requests, queued by backend.Waiter). A side of a
 // read-write lock is a lock held by a transaction open on a pinned
 // connection, exactly as the mutex's: the same lockConn, waiting loop,
 // interruption of a canceled wait, spares, liveness by the session's idle
@@ -40,16 +40,11 @@ import (
 // write grant costs a durable commit. docs/sql.md ("Read-write locks")
 // has the cases.
 //
-// Waits queue in the server (Capabilities.RW = queue): WaitRW blocks in
+// Waits queue in the server (Capabilities.RW = queue): waitRW blocks in
 // the locking statement, and a canceled wait is interrupted there (KILL
 // QUERY, pg_cancel_backend), so nothing waits on. A writer leaves no
 // waiting mark to withdraw: its queued request is the mark, and it ends
 // with the wait.
-
-var (
-	_ backend.RWLocker = (*Driver)(nil)
-	_ backend.RWWaiter = (*Driver)(nil)
-)
 
 // rwDialect is what a dialect does for read-write locks.
 type rwDialect interface {
@@ -58,7 +53,7 @@ type rwDialect interface {
 	// mutex; a Read attempt that is granted also reads the last write's
 	// token (lr.token) after the grant, in the same round trip when the
 	// connection batches.
-	rwLock(ctx context.Context, lc *lockConn, name string, mode backend.RWMode, nowait bool) (lockResult, error)
+	rwLock(ctx context.Context, lc *lockConn, name string, mode backend.Kind, nowait bool) (lockResult, error)
 	// rwWriteToken returns a write grant's token: name's counter bumped
 	// and committed on another connection, after which lc's session is
 	// checked to hold the lock still.
@@ -68,27 +63,23 @@ type rwDialect interface {
 // rwName names key's read-write lock (see nsName).
 func rwName(key string) string { return nsName("rw", key) }
 
-// TryAcquireRW makes one attempt at the mode side of req.Key's read-write
+// tryRW makes one attempt at the mode side of req.Key's read-write
 // lock, with NOWAIT (or the advisory lock's try): it fails if the side
 // is held elsewhere, or, for Read, if a writer waits for the lock.
 // waiting is not used: a waiting writer's queued request in the server
 // is what keeps new readers out.
-func (d *Driver) TryAcquireRW(ctx context.Context, req backend.Request, mode backend.RWMode, _ bool) (backend.Grant, error) {
+func (d *Driver) tryRW(ctx context.Context, req backend.Request, mode backend.Kind, _ bool) (backend.Grant, error) {
 	return d.acquireRW(ctx, req, mode, false)
 }
 
-// WaitRW waits for the mode side of req.Key's read-write lock in the
+// waitRW waits for the mode side of req.Key's read-write lock in the
 // server's queue, as Wait does for the mutex; when ctx ends the blocked
 // statement is interrupted, so no request stays queued.
-func (d *Driver) WaitRW(ctx context.Context, req backend.Request, mode backend.RWMode) (backend.Grant, error) {
+func (d *Driver) waitRW(ctx context.Context, req backend.Request, mode backend.Kind) (backend.Grant, error) {
 	return d.acquireRW(ctx, req, mode, true)
 }
 
-// WithdrawRW does nothing: a writer's wait leaves nothing behind once
-// WaitRW has returned.
-func (d *Driver) WithdrawRW(context.Context, backend.Request) error { return nil }
-
-func (d *Driver) acquireRW(ctx context.Context, req backend.Request, mode backend.RWMode, wait bool) (backend.Grant, error) {
+func (d *Driver) acquireRW(ctx context.Context, req backend.Request, mode backend.Kind, wait bool) (backend.Grant, error) {
 	rd, ok := d.dia.(rwDialect)
 	if !ok {
 		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w: no read-write locks on %s", req.Key, backend.ErrUnsupported, d.dia.name())

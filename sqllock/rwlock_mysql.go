@@ -23,7 +23,7 @@ import (
 // read: InnoDB takes the transaction's snapshot at its first plain read,
 // which comes after the lock is granted, and the writer before committed
 // its token before its grant returned.
-func (mysqlDialect) rwLock(ctx context.Context, lc *lockConn, name string, mode backend.RWMode, nowait bool) (lockResult, error) {
+func (mysqlDialect) rwLock(ctx context.Context, lc *lockConn, name string, mode backend.Kind, nowait bool) (lockResult, error) {
 	var lr lockResult
 	if lc.id == 0 {
 		if err := lc.loadID(ctx); err != nil {

@@ -24,7 +24,7 @@ import (
 // COMMITTED whatever the session's default, so the token read takes its
 // snapshot when it runs, after the lock was granted, and sees the token
 // the last writer committed before its grant returned.
-func (pgDialect) rwLock(ctx context.Context, lc *lockConn, name string, mode backend.RWMode, nowait bool) (lockResult, error) {
+func (pgDialect) rwLock(ctx context.Context, lc *lockConn, name string, mode backend.Kind, nowait bool) (lockResult, error) {
 	fn := "pg_advisory_xact_lock"
 	if nowait {
 		fn = "pg_try_advisory_xact_lock"

@@ -14,6 +14,18 @@ func rwReq(key, owner string) backend.Request {
 	return backend.Request{Key: key, Owner: owner, TTL: 30 * time.Second}
 }
 
+// kindReq is req for the side kind of a read-write lock.
+func kindReq(req backend.Request, kind backend.Kind, waiting bool) backend.Request {
+	req.Kind, req.Waiting = kind, waiting
+	return req
+}
+
+// permitsReq is req for permits of a semaphore of limit.
+func permitsReq(req backend.Request, limit, permits int) backend.Request {
+	req.Kind, req.Limit, req.Permits = backend.Permits, limit, permits
+	return req
+}
+
 // rwGrant is the outcome of a wait for one side.
 type rwGrant struct {
 	g   backend.Grant
@@ -21,11 +33,11 @@ type rwGrant struct {
 }
 
 // waitSide waits for the mode side of key in a goroutine.
-func waitSide(t *testing.T, d *sqllock.Driver, key, owner string, mode backend.RWMode) <-chan rwGrant {
+func waitSide(t *testing.T, d *sqllock.Driver, key, owner string, mode backend.Kind) <-chan rwGrant {
 	ch := make(chan rwGrant, 1)
 	ctx := ctxFor(t, 30*time.Second)
 	go func() {
-		g, err := d.WaitRW(ctx, rwReq(key, owner), mode)
+		g, err := d.Wait(ctx, kindReq(rwReq(key, owner), mode, false))
 		ch <- rwGrant{g, err}
 	}()
 	return ch
@@ -63,14 +75,14 @@ func rwWriterFirst(t *testing.T, newDriver func() *sqllock.Driver) {
 	if rw := a.Capabilities().RW; rw != backend.WaitQueue {
 		t.Errorf("Capabilities().RW = %q, want %q", rw, backend.WaitQueue)
 	}
-	ra, err := a.TryAcquireRW(ctxFor(t, 10*time.Second), rwReq(key, "a"), backend.Read, false)
+	ra, err := a.TryAcquire(ctxFor(t, 10*time.Second), kindReq(rwReq(key, "a"), backend.Read, false))
 	if err != nil {
 		t.Fatalf("the first reader: %v", err)
 	}
 	wch := waitSide(t, w, key, "w", backend.Write)
 	queued := false
 	for deadline := time.Now().Add(10 * time.Second); !queued && time.Now().Before(deadline); {
-		g, err := c.TryAcquireRW(ctxFor(t, 10*time.Second), rwReq(key, "c"), backend.Read, false)
+		g, err := c.TryAcquire(ctxFor(t, 10*time.Second), kindReq(rwReq(key, "c"), backend.Read, false))
 		switch {
 		case err == nil:
 			releaseGrant(t, g)
@@ -118,12 +130,12 @@ func TestRWWriterFirst(t *testing.T) {
 
 // rwPairs runs uncontended TryAcquireRW+Release of the mode side in
 // steady state (steadyPairs) and returns what was sent per pair.
-func rwPairs(t *testing.T, d *sqllock.Driver, mode backend.RWMode, wc *wireCounter, kinds []byte) map[byte]float64 {
+func rwPairs(t *testing.T, d *sqllock.Driver, mode backend.Kind, wc *wireCounter, kinds []byte) map[byte]float64 {
 	t.Helper()
 	key := uniqueKey("rw-roundtrips")
 	return steadyPairs(wc, kinds, func(i int) {
 		ctx := ctxFor(t, 10*time.Second)
-		g, err := d.TryAcquireRW(ctx, rwReq(key, "rw-owner"), mode, false)
+		g, err := d.TryAcquire(ctx, kindReq(rwReq(key, "rw-owner"), mode, false))
 		if err != nil {
 			t.Fatalf("%v pair %d: %v", mode, i, err)
 		}
@@ -145,7 +157,7 @@ func rwPairs(t *testing.T, d *sqllock.Driver, mode backend.RWMode, wc *wireCount
 // which checks that the holding transaction is in progress, as Bind,
 // Execute and Sync; ROLLBACK).
 func TestRWRoundTrips(t *testing.T) {
-	want := map[rowSet]map[backend.RWMode]map[byte]float64{
+	want := map[rowSet]map[backend.Kind]map[byte]float64{
 		mysqlProc:    {backend.Read: {comQuery: 3}, backend.Write: {comQuery: 3, comPing: 1}},
 		mysqlBatched: {backend.Read: {comQuery: 2}, backend.Write: {comQuery: 3, comPing: 1}},
 		pgRow:        {backend.Read: {'Q': 2}, backend.Write: {'Q': 2, 'B': 1, 'E': 1, 'S': 1}},
@@ -170,7 +182,7 @@ func rwTokensAcrossRestart(t *testing.T, d func() *sqllock.Driver, restart func(
 	before := d()
 	var last uint64
 	for i := range 2 {
-		g, err := before.TryAcquireRW(ctxFor(t, 10*time.Second), rwReq(key, "w"), backend.Write, false)
+		g, err := before.TryAcquire(ctxFor(t, 10*time.Second), kindReq(rwReq(key, "w"), backend.Write, false))
 		if err != nil {
 			t.Fatalf("write %d: %v", i, err)
 		}
@@ -184,7 +196,7 @@ func rwTokensAcrossRestart(t *testing.T, d func() *sqllock.Driver, restart func(
 		t.Fatal(err)
 	}
 	after := d()
-	r, err := after.WaitRW(ctxFor(t, 30*time.Second), rwReq(key, "r"), backend.Read)
+	r, err := after.Wait(ctxFor(t, 30*time.Second), kindReq(rwReq(key, "r"), backend.Read, false))
 	if err != nil {
 		t.Fatalf("read after the restart: %v", err)
 	}
@@ -192,7 +204,7 @@ func rwTokensAcrossRestart(t *testing.T, d func() *sqllock.Driver, restart func(
 		t.Errorf("read after the restart: token %d, want the last write's %d", r.Token, last)
 	}
 	releaseGrant(t, r)
-	w, err := after.WaitRW(ctxFor(t, 30*time.Second), rwReq(key, "w2"), backend.Write)
+	w, err := after.Wait(ctxFor(t, 30*time.Second), kindReq(rwReq(key, "w2"), backend.Write, false))
 	if err != nil {
 		t.Fatalf("write after the restart: %v", err)
 	}

@@ -20,12 +20,12 @@ func rwNameCollision(t *testing.T, d *sqllock.Driver) {
 	long = long[:1024]
 	h := sha256.Sum256([]byte(long))
 	short := "#" + hex.EncodeToString(h[:])
-	g, err := d.TryAcquireRW(ctxFor(t, 10*time.Second), rwReq(long, "a"), backend.Write, false)
+	g, err := d.TryAcquire(ctxFor(t, 10*time.Second), kindReq(rwReq(long, "a"), backend.Write, false))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer releaseGrant(t, g)
-	g2, err := d.TryAcquireRW(ctxFor(t, 10*time.Second), rwReq(short, "b"), backend.Write, false)
+	g2, err := d.TryAcquire(ctxFor(t, 10*time.Second), kindReq(rwReq(short, "b"), backend.Write, false))
 	if err != nil {
 		t.Fatalf("write side of %q while the write side of a 1024-byte key is held: %v (the two keys share one lock)", short, err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// Counting semaphores (backend.Semaphorer). A semaphore key has one row
+// Counting semaphores (backend.Permits requests). A semaphore key has one row
 // per permit slot in the slot table (<table>_sem: name, slot), slots
 // 0, 1, ... created on demand. A grant of n permits is n slot rows locked
 // FOR UPDATE in an open transaction on a pinned connection: the lock's
@@ -112,10 +112,10 @@ func hashForm(key string) bool {
 	return true
 }
 
-// TryAcquirePermits takes req.Permits free permit slots of the semaphore
+// tryPermits takes req.Permits free permit slots of the semaphore
 // req.Key below req.Limit, all or none, without waiting (see the comment
 // at the top of this file).
-func (d *Driver) TryAcquirePermits(ctx context.Context, req backend.SemaphoreRequest) (backend.Grant, error) {
+func (d *Driver) tryPermits(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	const op = "semaphore"
 	sd := d.semDia()
 	if sd == nil {
@@ -194,7 +194,7 @@ func (d *Driver) TryAcquirePermits(ctx context.Context, req backend.SemaphoreReq
 	// Valid from the send of the statement that took the permits, as a
 	// mutex's grant (see acquireWith): the attempts before it were
 	// rolled back and held nothing.
-	return d.grant(lc, req.Request, ttl, token, sent)
+	return d.grant(lc, req, ttl, token, sent)
 }
 
 // semRefused returns lc, whose transaction has been rolled back, and
@@ -228,5 +228,3 @@ func (d *Driver) semEnsure(ctx context.Context, sd semDialect, key string, from,
 	}
 	return nil
 }
-
-var _ backend.Semaphorer = (*Driver)(nil)

@@ -18,9 +18,9 @@ func semPairs(t *testing.T, d *sqllock.Driver, pre, limit, n int, wc *wireCounte
 	key := uniqueKey("sem-roundtrips")
 	grant := func(i, limit, n int) {
 		ctx := ctxFor(t, 10*time.Second)
-		g, err := d.TryAcquirePermits(ctx, backend.SemaphoreRequest{
-			Request: backend.Request{Key: key, Owner: "sem-owner", TTL: 30 * time.Second},
-			Limit:   limit, Permits: n,
+		g, err := d.TryAcquire(ctx, backend.Request{
+			Kind: backend.Permits, Key: key, Owner: "sem-owner", TTL: 30 * time.Second,
+			Limit: limit, Permits: n,
 		})
 		if err != nil {
 			t.Fatalf("pair %d: %v", i, err)

@@ -123,7 +123,7 @@ func liveLost(t *testing.T, d *dialect, s *server, l *distlock.Locker, key strin
 		t.Fatalf("the restart left %d live counter rows", n)
 	}
 	dr, _ := d.newDriver(t, s, sqllock.Options{})
-	info, err := dr.Inspect(ctxFor(t, 10*time.Second), key)
+	info, err := dr.Inspect(ctxFor(t, 10*time.Second), key, backend.Exclusive)
 	if err != nil || info.Held || info.Token != 0 {
 		t.Errorf("Inspect after the restart = %+v, %v; want free, token unknown (0)", info, err)
 	}

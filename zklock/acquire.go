@@ -15,9 +15,9 @@ import (
 // abandoned, when the caller's ctx has already ended.
 const giveUpTimeout = 5 * time.Second
 
-// TryAcquire creates a node in key's queue and keeps it only if it is
+// tryMutex creates a node in key's queue and keeps it only if it is
 // first; otherwise it deletes the node at once and reports ErrNotAcquired.
-func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+func (d *Driver) tryMutex(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	n, q, sent, err := d.enqueue(ctx, req, false)
 	if err != nil {
 		return backend.Grant{}, err
@@ -36,10 +36,10 @@ func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.G
 	return backend.Grant{}, backend.NotAcquired(req.Key, 0)
 }
 
-// Wait queues a node for req and waits until it is first, watching only
+// waitMutex queues a node for req and waits until it is first, watching only
 // its immediate predecessor. When ctx ends, the node is deleted before Wait
 // returns. If the session expires while waiting, Wait returns ErrLost.
-func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, error) {
+func (d *Driver) waitMutex(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	n, q, sent, err := d.enqueue(ctx, req, true)
 	if err != nil {
 		return backend.Grant{}, err

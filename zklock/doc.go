@@ -103,9 +103,8 @@
 // as do bad URLs, whose errors name the bad part. While the connection has
 // no session, calls fail at once with ErrUnavailable.
 //
-// The driver implements backend.Inspector: Inspect reports a key's holder,
-// token and number of waiters; and backend.SemaphoreInspector and
-// backend.RWInspector: a semaphore's grants, a read-write lock's writer or
-// readers, each with its owner and token, and their waiters (2 round
-// trips; docs/zookeeper.md).
+// The driver implements backend.Inspector for every kind: Inspect reports
+// a key's holder, token and number of waiters, and a semaphore's grants or
+// a read-write lock's writer or readers, each with its owner and token,
+// and their waiters (2 round trips; docs/zookeeper.md).
 package zklock

@@ -192,14 +192,15 @@ func (d *Driver) SetLogger(l *slog.Logger) {
 // semaphores are native and fair (semaphore.go).
 func (d *Driver) Capabilities() backend.Capabilities {
 	return backend.Capabilities{
-		Name:        "zookeeper",
-		Wait:        backend.WaitQueue,
-		Lifetime:    backend.LifetimeSession,
-		PerLockTTL:  false,
-		MaxTTL:      backend.TTLLimit, // requests' TTLs are not used: every lock has the session's
-		Fair:        true,
-		Replication: "majority quorum (Zab)",
-		RW:          backend.WaitQueue, // rwlock.go
+		Name:         "zookeeper",
+		Wait:         backend.WaitQueue,
+		Lifetime:     backend.LifetimeSession,
+		PerLockTTL:   false,
+		MaxTTL:       backend.TTLLimit, // requests' TTLs are not used: every lock has the session's
+		Fair:         true,
+		Replication:  "majority quorum (Zab)",
+		BatchRefresh: true,              // refreshall.go
+		RW:           backend.WaitQueue, // rwlock.go
 
 		// Native semaphores (semaphore.go), fair: in sequence order.
 		Semaphore:     backend.WaitQueue,

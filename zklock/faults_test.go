@@ -211,7 +211,7 @@ func TestTokensAcrossCleanupAndRestart(t *testing.T) {
 		}
 		// The token comes from the create's multi reply (the parent's
 		// mzxid); it must be the node's czxid, which Inspect reads.
-		if info, err := cl.d.Inspect(ctxFor(t, 10*time.Second), key); err != nil {
+		if info, err := cl.d.inspectMutex(ctxFor(t, 10*time.Second), key); err != nil {
 			t.Errorf("%s: inspect: %v", what, err)
 		} else if info.Token != le.Token() {
 			t.Errorf("%s: lease token %#x, but the holder's node has czxid %#x", what, le.Token(), info.Token)

@@ -306,7 +306,7 @@ func TestRWFenceNotLowered(t *testing.T) {
 		return backend.Request{Key: key, Owner: owner, TTL: 10 * time.Second}
 	}
 	// A first write makes the fence node, so that A's record is one Set.
-	g, err := b.TryAcquireRW(ctxFor(t, 10*time.Second), req("b0"), backend.Write, false)
+	g, err := b.tryRW(ctxFor(t, 10*time.Second), req("b0"), backend.Write, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +327,7 @@ func TestRWFenceNotLowered(t *testing.T) {
 	gate.mu.Unlock()
 	tried := make(chan error, 1)
 	go func() {
-		g, err := a.TryAcquireRW(ctxFor(t, 30*time.Second), req("a"), backend.Write, false)
+		g, err := a.tryRW(ctxFor(t, 30*time.Second), req("a"), backend.Write, false)
 		if err == nil {
 			t.Logf("A's write grant, token %d", g.Token)
 			_ = g.Lock.Release(ctxFor(t, 10*time.Second))
@@ -346,7 +346,7 @@ func TestRWFenceNotLowered(t *testing.T) {
 	expireSession(t, c, gate, partition, marker)
 	// A's session expired (its node with it): B takes the write side
 	// while A connects again.
-	gw, err := b.TryAcquireRW(ctxFor(t, 10*time.Second), req("b1"), backend.Write, false)
+	gw, err := b.tryRW(ctxFor(t, 10*time.Second), req("b1"), backend.Write, false)
 	if err != nil {
 		t.Fatalf("B's write after A's session expired: %v", err)
 	}
@@ -363,7 +363,7 @@ func TestRWFenceNotLowered(t *testing.T) {
 	if err := gw.Lock.Release(ctxFor(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	gr, err := b.TryAcquireRW(ctxFor(t, 10*time.Second), req("reader"), backend.Read, false)
+	gr, err := b.tryRW(ctxFor(t, 10*time.Second), req("reader"), backend.Read, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +408,7 @@ func TestRWReadGrantAfterExpiry(t *testing.T) {
 	}
 	tried := make(chan result, 1)
 	go func() {
-		g, err := a.TryAcquireRW(ctxFor(t, 30*time.Second), req("a"), backend.Read, false)
+		g, err := a.tryRW(ctxFor(t, 30*time.Second), req("a"), backend.Read, false)
 		tried <- result{g, err}
 	}()
 	select {
@@ -421,7 +421,7 @@ func TestRWReadGrantAfterExpiry(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // the read is queued (checked below: it was sent later)
 
 	expireSession(t, c, gate, partition, marker)
-	gw, err := b.TryAcquireRW(ctxFor(t, 10*time.Second), req("b"), backend.Write, false)
+	gw, err := b.tryRW(ctxFor(t, 10*time.Second), req("b"), backend.Write, false)
 	if err != nil {
 		t.Fatalf("B's write after A's session expired: %v", err)
 	}

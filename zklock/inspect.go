@@ -9,11 +9,11 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// Inspect reports key's lock without taking it: whether it is held, the
+// inspectMutex reports key's lock without taking it: whether it is held, the
 // holder's owner id and fencing token (its node's data and czxid), and how
 // many waiters are queued. TTL is the driver's session timeout while held
 // (the holder's own session may differ; ZooKeeper does not tell).
-func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) {
+func (d *Driver) inspectMutex(ctx context.Context, key string) (backend.Info, error) {
 	info := backend.Info{Key: key}
 	parent := d.base + "/" + encodeKey(key)
 	for attempt := 0; attempt < 3; attempt++ {
@@ -52,10 +52,9 @@ func (d *Driver) Inspect(ctx context.Context, key string) (backend.Info, error) 
 
 var (
 	_ backend.Inspector = (*Driver)(nil)
-	_ backend.Lister    = (*Driver)(nil)
 )
 
-// List implements backend.Lister: the base node's children name the locks
+// List implements backend.Inspector: the base node's children name the locks
 // (a lock's node stays after its last holder: Inspect tells which are
 // held), filtered by prefix.
 func (d *Driver) List(ctx context.Context, prefix string, limit int) ([]backend.Info, error) {

@@ -12,12 +12,7 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-var (
-	_ backend.SemaphoreInspector = (*Driver)(nil)
-	_ backend.RWInspector        = (*Driver)(nil)
-)
-
-// InspectSemaphore implements backend.SemaphoreInspector with two round
+// inspectPermits is Inspect for a semaphore with two round
 // trips: one read of the semaphore's children, whose names are its queue
 // (semaphore.go: permits and limit in each name, so the holders are known
 // from the names alone), then one pipelined read of each holder's node for
@@ -27,11 +22,11 @@ var (
 // another client's session has left). A holder that leaves between the
 // two reads makes it look again (three times at most; then the holders
 // still there are reported).
-func (d *Driver) InspectSemaphore(ctx context.Context, key string) (backend.SemaphoreInfo, error) {
+func (d *Driver) inspectPermits(ctx context.Context, key string) (backend.Info, error) {
 	const op = "inspect semaphore"
 	parent := d.semParent(key)
 	for attempt := 0; ; attempt++ {
-		info := backend.SemaphoreInfo{Key: key}
+		info := backend.Info{Key: key}
 		children, err := d.childrenOf(ctx, op, key, parent)
 		if err != nil {
 			return info, err
@@ -56,29 +51,30 @@ func (d *Driver) InspectSemaphore(ctx context.Context, key string) (backend.Sema
 			case r.err != nil:
 				return info, failure(op, key, r.err)
 			}
-			info.Held += q[i].permits
+			info.Permits += q[i].permits
 			info.Holders = append(info.Holders, backend.Holder{Owner: string(r.data), Permits: q[i].permits,
 				Token: uint64(r.stat.Czxid), TTL: d.timeout()})
 		}
 		if !gone || attempt == 2 {
+			info.Held = info.Permits > 0
 			return info, nil // in queue order, which is czxid (token) order
 		}
 	}
 }
 
-// InspectRW implements backend.RWInspector with two round trips: one read
+// inspectRW is Inspect for a read-write lock with two round trips: one read
 // of the lock's children (rwlock.go: a node's side is in its guid), then
 // one pipelined read of each holder's node (owner: its data) and, for
 // readers, of the fence node. The lowest node holds if it is a writer's,
 // with its czxid as token; else the readers below the lowest writer hold,
 // with the last write's token from the fence node, as their grants read
 // it. Every other node waits. TTL and a holder that leaves meanwhile are
-// as for InspectSemaphore.
-func (d *Driver) InspectRW(ctx context.Context, key string) (backend.RWInfo, error) {
+// as for inspectPermits.
+func (d *Driver) inspectRW(ctx context.Context, key string) (backend.Info, error) {
 	const op = "inspect rw lock"
 	parent := d.rwParent(key)
 	for attempt := 0; ; attempt++ {
-		info := backend.RWInfo{Key: key}
+		info := backend.Info{Key: key}
 		children, err := d.childrenOf(ctx, op, key, parent)
 		if err != nil {
 			return info, err
@@ -125,13 +121,13 @@ func (d *Driver) InspectRW(ctx context.Context, key string) (backend.RWInfo, err
 			switch {
 			case writer:
 				h.Token = uint64(r.stat.Czxid)
-				info.Writer = &h
-			case !slices.ContainsFunc(info.Readers, func(o backend.Holder) bool { return o.Owner == h.Owner }):
-				info.Readers = append(info.Readers, h) // one per owner
+				info.Held, info.Owner, info.Token, info.TTL = true, h.Owner, h.Token, h.TTL
+			case !slices.ContainsFunc(info.Holders, func(o backend.Holder) bool { return o.Owner == h.Owner }):
+				info.Held, info.Holders = true, append(info.Holders, h) // one per owner
 			}
 		}
 		if !gone || attempt == 2 {
-			slices.SortFunc(info.Readers, func(a, b backend.Holder) int { return cmp.Compare(a.Owner, b.Owner) })
+			slices.SortFunc(info.Holders, func(a, b backend.Holder) int { return cmp.Compare(a.Owner, b.Owner) })
 			return info, nil
 		}
 	}

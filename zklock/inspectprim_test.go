@@ -48,14 +48,14 @@ func TestInspectQueues(t *testing.T) {
 	t.Run("Semaphore", func(t *testing.T) {
 		key := uniqueKey(t)
 		sr := semReq(key, 2, 3)
-		held, err := d.TryAcquirePermits(ctx, sr)
+		held, err := d.tryPermits(ctx, sr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer func() { _ = held.Lock.Release(ctx) }()
 		for _, p := range []int{2, 1} {
 			wg.Go(func() {
-				if g, err := d.WaitPermits(wctx, semReq(key, p, 3)); err == nil {
+				if g, err := d.waitPermits(wctx, semReq(key, p, 3)); err == nil {
 					_ = g.Lock.Release(ctx)
 				}
 			})
@@ -67,13 +67,13 @@ func TestInspectQueues(t *testing.T) {
 			t.Fatalf("the waiters set %d watches, want 3", d.sess.watches.Load())
 		}
 		time.Sleep(200 * time.Millisecond)
-		var info backend.SemaphoreInfo
-		n := requests(func() { info, err = d.InspectSemaphore(ctx, key) })
+		var info backend.Info
+		n := requests(func() { info, err = d.inspectPermits(ctx, key) })
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("%+v in %d requests", info, n)
-		if info.Held != 2 || len(info.Holders) != 1 || info.Waiters != 2 {
+		if info.Permits != 2 || !info.Held || len(info.Holders) != 1 || info.Waiters != 2 {
 			t.Fatalf("InspectSemaphore = %+v, want 2 permits held by one grant, 2 waiters", info)
 		}
 		if h := info.Holders[0]; h.Owner != sr.Owner || h.Permits != 2 || h.Token != held.Token {
@@ -89,31 +89,31 @@ func TestInspectQueues(t *testing.T) {
 		req := func(owner string) backend.Request {
 			return backend.Request{Key: key, Owner: owner, TTL: 10 * time.Second}
 		}
-		w, err := d.TryAcquireRW(ctx, req("w1"), backend.Write, false)
+		w, err := d.tryRW(ctx, req("w1"), backend.Write, false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		readers := make(chan backend.Grant, 2)
 		for i, owner := range []string{"r1", "r2"} {
 			wg.Go(func() {
-				if g, err := d.WaitRW(wctx, req(owner), backend.Read); err == nil {
+				if g, err := d.waitRW(wctx, req(owner), backend.Read); err == nil {
 					readers <- g
 				}
 			})
 			queued(d.rwParent(key), 2+i)
 		}
 		wg.Go(func() {
-			if g, err := d.WaitRW(wctx, req("w2"), backend.Write); err == nil {
+			if g, err := d.waitRW(wctx, req("w2"), backend.Write); err == nil {
 				_ = g.Lock.Release(ctx)
 			}
 		})
 		queued(d.rwParent(key), 4)
-		info, err := d.InspectRW(ctx, key)
+		info, err := d.inspectRW(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if info.Writer == nil || info.Writer.Owner != "w1" || info.Writer.Token != w.Token || len(info.Readers) != 0 || info.Waiters != 3 {
-			t.Fatalf("InspectRW = %+v (writer %+v), want writer w1 with token %d, 3 waiters", info, info.Writer, w.Token)
+		if info.Owner != "w1" || info.Token != w.Token || len(info.Holders) != 0 || info.Waiters != 3 {
+			t.Fatalf("InspectRW = %+v, want writer w1 with token %d, 3 waiters", info, w.Token)
 		}
 		if err := w.Lock.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -126,14 +126,14 @@ func TestInspectQueues(t *testing.T) {
 				t.Fatal("the readers were not granted after the writer's release")
 			}
 		}
-		n := requests(func() { info, err = d.InspectRW(ctx, key) })
+		n := requests(func() { info, err = d.inspectRW(ctx, key) })
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("%+v in %d requests", info, n)
-		if info.Writer != nil || len(info.Readers) != 2 || info.Waiters != 1 ||
-			info.Readers[0].Owner != "r1" || info.Readers[1].Owner != "r2" ||
-			info.Readers[0].Token != w.Token || info.Readers[1].Token != w.Token {
+		if info.Owner != "" || len(info.Holders) != 2 || info.Waiters != 1 ||
+			info.Holders[0].Owner != "r1" || info.Holders[1].Owner != "r2" ||
+			info.Holders[0].Token != w.Token || info.Holders[1].Token != w.Token {
 			t.Fatalf("InspectRW = %+v, want readers r1, r2 with the last write's token %d, 1 waiter", info, w.Token)
 		}
 		if n < 4 || n > 5 { // a ping may fall in

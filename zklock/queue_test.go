@@ -207,7 +207,7 @@ func TestInspect(t *testing.T) {
 	c := startCluster(t, 1)
 	key := uniqueKey(t)
 	h, w := newClient(t, c, testSession), newClient(t, c, testSession)
-	info, err := h.d.Inspect(ctxFor(t, 10*time.Second), key)
+	info, err := h.d.inspectMutex(ctxFor(t, 10*time.Second), key)
 	if err != nil || info.Held {
 		t.Fatalf("Inspect of a free key = %+v, %v", info, err)
 	}
@@ -224,7 +224,7 @@ func TestInspect(t *testing.T) {
 		}
 	}()
 	waitQueue(t, c, key, 2)
-	info, err = w.d.Inspect(ctxFor(t, 10*time.Second), key)
+	info, err = w.d.inspectMutex(ctxFor(t, 10*time.Second), key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func TestHostileChildrenIgnored(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryAcquire with hostile children present: %v", err)
 	}
-	info, err := b.d.Inspect(ctxFor(t, 10*time.Second), key)
+	info, err := b.d.inspectMutex(ctxFor(t, 10*time.Second), key)
 	if err != nil || !info.Held || info.Owner != la.Owner() || info.Waiters != 0 {
 		t.Errorf("Inspect = %+v, %v; want held by %q, no waiters", info, err, la.Owner())
 	}

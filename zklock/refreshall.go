@@ -9,6 +9,15 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
+var _ backend.Batcher = (*Driver)(nil)
+
+// TryAcquireMulti implements backend.Batcher, which zklock declares only
+// for RefreshAll (Capabilities.MultiAtomic is false: a multi cannot
+// require a lock's queue to be empty).
+func (d *Driver) TryAcquireMulti(context.Context, []backend.Request) ([]backend.Grant, error) {
+	return nil, fmt.Errorf("zklock: acquire several keys: %w: no multi-lock step", backend.ErrUnsupported)
+}
+
 // refreshPipeline bounds the Exists requests a renewal round has in flight
 // on the session's connection at once.
 const refreshPipeline = 256

@@ -107,4 +107,4 @@ func packetsReceived(t *testing.T, addr string) int {
 	return 0
 }
 
-var _ backend.BatchRefresher = (*Driver)(nil)
+var _ backend.Batcher = (*Driver)(nil)

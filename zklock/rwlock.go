@@ -12,7 +12,7 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// Read-write locks (backend.RWLocker, backend.RWWaiter): Curator's
+// Read-write locks (backend.Read and backend.Write requests, queued by backend.Waiter): Curator's
 // InterProcessReadWriteLock recipe. Each side's attempt is a lock node
 // (the mutex's kind: protected, EPHEMERAL_SEQUENTIAL, same name shape)
 // under the key's read-write parent, base/rw.<encoded key>, which no
@@ -31,11 +31,6 @@ import (
 // multi that checks its own node first, see setLastWrite); it stays after
 // the lock is free, as Redis keeps its fencing counter.
 
-var (
-	_ backend.RWLocker = (*Driver)(nil)
-	_ backend.RWWaiter = (*Driver)(nil)
-)
-
 const (
 	rwParentPrefix = "rw."
 	rwFencePrefix  = "rwfence."
@@ -47,7 +42,7 @@ func (d *Driver) rwParent(key string) string { return d.base + "/" + rwParentPre
 func (d *Driver) rwFence(key string) string  { return d.base + "/" + rwFencePrefix + encodeKey(key) }
 
 // rwGUID returns a fresh guid whose first digit names the side.
-func rwGUID(mode backend.RWMode) string {
+func rwGUID(mode backend.Kind) string {
 	g := []byte(newGUID())
 	g[0] = readerDigit
 	if mode == backend.Write {
@@ -64,7 +59,7 @@ func isWriter(name string) bool {
 // rwBlocker returns the index of name in q (-1 if absent) and the node it
 // must wait for ("" when it holds): a writer's predecessor, or the
 // nearest writer below a reader.
-func rwBlocker(q []entry, name string, mode backend.RWMode) (int, string) {
+func rwBlocker(q []entry, name string, mode backend.Kind) (int, string) {
 	i := position(q, name)
 	if i <= 0 {
 		return i, ""
@@ -83,7 +78,7 @@ func rwBlocker(q []entry, name string, mode backend.RWMode) (int, string) {
 // enqueueRW makes a node for one side of req.Key's read-write lock and
 // reads the line. A node whose create or read failed goes to the orphan
 // reaper (never reused by a later attempt).
-func (d *Driver) enqueueRW(ctx context.Context, req backend.Request, mode backend.RWMode) (*lockNode, []entry, time.Time, error) {
+func (d *Driver) enqueueRW(ctx context.Context, req backend.Request, mode backend.Kind) (*lockNode, []entry, time.Time, error) {
 	if mode != backend.Read && mode != backend.Write {
 		return nil, nil, time.Time{}, fmt.Errorf("zklock: acquire %q: %w: rw mode %v", req.Key, backend.ErrInvalidConfig, mode)
 	}
@@ -103,10 +98,10 @@ func (d *Driver) enqueueRW(ctx context.Context, req backend.Request, mode backen
 	return n, q, sent, nil
 }
 
-// TryAcquireRW implements backend.RWLocker: the node stays only if it
+// tryRW is TryAcquire for a side of a read-write lock: the node stays only if it
 // holds at once. waiting is not used: the line itself keeps readers
-// behind a queued writer (WaitRW).
-func (d *Driver) TryAcquireRW(ctx context.Context, req backend.Request, mode backend.RWMode, _ bool) (backend.Grant, error) {
+// behind a queued writer (waitRW).
+func (d *Driver) tryRW(ctx context.Context, req backend.Request, mode backend.Kind, _ bool) (backend.Grant, error) {
 	n, q, sent, err := d.enqueueRW(ctx, req, mode)
 	if err != nil {
 		return backend.Grant{}, err
@@ -122,14 +117,10 @@ func (d *Driver) TryAcquireRW(ctx context.Context, req backend.Request, mode bac
 	return backend.Grant{}, backend.NotAcquired(req.Key, 0)
 }
 
-// WithdrawRW implements backend.RWLocker: a writer leaves no mark apart
-// from its node, which a failed wait deletes.
-func (d *Driver) WithdrawRW(context.Context, backend.Request) error { return nil }
-
-// WaitRW implements backend.RWWaiter: it queues a node and waits, watching
+// waitRW is Wait for a side of a read-write lock: it queues a node and waits, watching
 // only the node it depends on, until it holds. When ctx ends or the wait
-// fails, the node is deleted before WaitRW returns.
-func (d *Driver) WaitRW(ctx context.Context, req backend.Request, mode backend.RWMode) (backend.Grant, error) {
+// fails, the node is deleted before waitRW returns.
+func (d *Driver) waitRW(ctx context.Context, req backend.Request, mode backend.Kind) (backend.Grant, error) {
 	n, q, sent, err := d.enqueueRW(ctx, req, mode)
 	if err != nil {
 		return backend.Grant{}, err
@@ -156,7 +147,7 @@ func (d *Driver) WaitRW(ctx context.Context, req backend.Request, mode backend.R
 
 // grantRW grants a node that holds: a writer records its token for the
 // readers, a reader reads the last writer's.
-func (d *Driver) grantRW(ctx context.Context, n *lockNode, mode backend.RWMode, sent time.Time) (backend.Grant, error) {
+func (d *Driver) grantRW(ctx context.Context, n *lockNode, mode backend.Kind, sent time.Time) (backend.Grant, error) {
 	var token uint64
 	var err error
 	if mode == backend.Write {

@@ -22,9 +22,9 @@ func TestRWRequests(t *testing.T) {
 	key := uniqueKey(t)
 	addr := c.g.Addrs()[0]
 	const n = 20
-	for _, mode := range []backend.RWMode{backend.Write, backend.Read} {
+	for _, mode := range []backend.Kind{backend.Write, backend.Read} {
 		pair := func() {
-			g, err := d.TryAcquireRW(ctx, backend.Request{Key: key, Owner: "o", TTL: 10 * time.Second}, mode, false)
+			g, err := d.tryRW(ctx, backend.Request{Key: key, Owner: "o", TTL: 10 * time.Second}, mode, false)
 			if err != nil {
 				t.Fatal(err)
 			}

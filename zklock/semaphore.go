@@ -53,11 +53,6 @@ import (
 // ("rw.<encoded key>", "rwfence.<encoded key>") is ever a semaphore's, and
 // List (which keeps only children that are encoded keys) never shows it.
 
-var (
-	_ backend.Semaphorer      = (*Driver)(nil)
-	_ backend.SemaphoreWaiter = (*Driver)(nil)
-)
-
 const (
 	semParentPrefix = "sem."
 	semMarker       = "-sem-"
@@ -147,11 +142,11 @@ func semPosition(q []semEntry, name string) int {
 // enqueuePermits creates the node of an acquisition and reads the queue
 // after it. A node whose read failed goes to the reaper (a semaphore's
 // node is never reused by a retry: a retry queues again).
-func (d *Driver) enqueuePermits(ctx context.Context, req backend.SemaphoreRequest) (*lockNode, []semEntry, time.Time, error) {
+func (d *Driver) enqueuePermits(ctx context.Context, req backend.Request) (*lockNode, []semEntry, time.Time, error) {
 	parent := d.semParent(req.Key)
 	n := &lockNode{d: d, key: req.Key, owner: req.Owner, parent: parent, guid: newGUID(), hooks: req.Hooks(), lost: make(chan struct{})}
 	var err error
-	n.name, n.session, n.czxid, err = d.create(ctx, req.Request, "", n.guid, parent, semNamePrefix(n.guid, req.Permits, req.Limit))
+	n.name, n.session, n.czxid, err = d.create(ctx, req, "", n.guid, parent, semNamePrefix(n.guid, req.Permits, req.Limit))
 	if err != nil {
 		return nil, nil, time.Time{}, err
 	}
@@ -178,10 +173,10 @@ func (n *lockNode) readSemQueue(ctx context.Context) ([]semEntry, time.Time, err
 	return semQueueOf(children), sent, nil
 }
 
-// TryAcquirePermits implements backend.Semaphorer: it queues and, unless
+// tryPermits is TryAcquire for a semaphore's permits: it queues and, unless
 // its node holds at once, deletes the node again. It never jumps the
 // queue: waiters ahead count.
-func (d *Driver) TryAcquirePermits(ctx context.Context, req backend.SemaphoreRequest) (backend.Grant, error) {
+func (d *Driver) tryPermits(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	n, q, sent, err := d.enqueuePermits(ctx, req)
 	if err != nil {
 		return backend.Grant{}, err
@@ -201,10 +196,10 @@ func (d *Driver) TryAcquirePermits(ctx context.Context, req backend.SemaphoreReq
 	return backend.Grant{}, backend.NotAcquired(req.Key, 0)
 }
 
-// WaitPermits implements backend.SemaphoreWaiter: it queues, watches the
+// waitPermits is Wait for a semaphore's permits: it queues, watches the
 // nodes ahead, and returns once its node holds. When ctx ends, or on any
-// error, the node is deleted before WaitPermits returns.
-func (d *Driver) WaitPermits(ctx context.Context, req backend.SemaphoreRequest) (backend.Grant, error) {
+// error, the node is deleted before waitPermits returns.
+func (d *Driver) waitPermits(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	n, q, sent, err := d.enqueuePermits(ctx, req)
 	if err != nil {
 		return backend.Grant{}, err

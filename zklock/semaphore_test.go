@@ -10,8 +10,8 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-func semReq(key string, permits, limit int) backend.SemaphoreRequest {
-	return backend.SemaphoreRequest{Request: backend.Request{Key: key, Owner: "o-" + newGUID()[:8], TTL: 10 * time.Second}, Limit: limit, Permits: permits}
+func semReq(key string, permits, limit int) backend.Request {
+	return backend.Request{Kind: backend.Permits, Key: key, Owner: "o-" + newGUID()[:8], TTL: 10 * time.Second, Limit: limit, Permits: permits}
 }
 
 // TestSemaphoreNames: only names semNamePrefix makes are queue entries.
@@ -85,7 +85,7 @@ func TestSemaphoreRoundTrips(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = d.Close() })
 	key := uniqueKey(t)
-	warm, err := d.TryAcquirePermits(ctx, semReq(key, 1, 2)) // creates the container
+	warm, err := d.tryPermits(ctx, semReq(key, 1, 2)) // creates the container
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,12 +94,12 @@ func TestSemaphoreRoundTrips(t *testing.T) {
 	var acq, refused, rel int
 	for range rounds {
 		before := packetsReceived(t, addr)
-		g, err := d.TryAcquirePermits(ctx, semReq(key, 1, 2))
+		g, err := d.tryPermits(ctx, semReq(key, 1, 2))
 		if err != nil {
 			t.Fatal(err)
 		}
 		mid := packetsReceived(t, addr)
-		if _, err := d.TryAcquirePermits(ctx, semReq(key, 1, 2)); !errors.Is(err, backend.ErrNotAcquired) {
+		if _, err := d.tryPermits(ctx, semReq(key, 1, 2)); !errors.Is(err, backend.ErrNotAcquired) {
 			t.Fatalf("a third permit of 2: %v, want ErrNotAcquired", err)
 		}
 		mid2 := packetsReceived(t, addr)
@@ -134,7 +134,7 @@ func TestSemaphoreNoHerd(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = d.Close() })
 	key := uniqueKey(t)
-	holder, err := d.TryAcquirePermits(ctx, semReq(key, 1, 1))
+	holder, err := d.tryPermits(ctx, semReq(key, 1, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestSemaphoreNoHerd(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range waiters {
 		wg.Go(func() {
-			g, err := d.WaitPermits(ctx, semReq(key, 1, 1))
+			g, err := d.waitPermits(ctx, semReq(key, 1, 1))
 			if err != nil {
 				t.Errorf("waiter %d: %v", i, err)
 				granted <- -1
@@ -200,12 +200,12 @@ func TestSemaphoreCancelLeavesNothing(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = d.Close() })
 	key := uniqueKey(t)
-	holder, err := d.TryAcquirePermits(ctx, semReq(key, 1, 1))
+	holder, err := d.tryPermits(ctx, semReq(key, 1, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	_, err = d.WaitPermits(wctx, semReq(key, 1, 1))
+	_, err = d.waitPermits(wctx, semReq(key, 1, 1))
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a canceled wait: %v", err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 )
 
@@ -51,7 +53,7 @@ cannot list, 69 backend unreachable (or no answer within --timeout),
 func list(ctx context.Context, w io.Writer, o queryOpts, prefix string, limit int) error {
 	qctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	locker, ls, err := openAs[backend.Lister](qctx, o, "list")
+	locker, ls, err := openAs[backend.Inspector](qctx, o, "list")
 	if err != nil {
 		return o.unanswered(ctx, qctx, "list", err)
 	}
@@ -61,6 +63,9 @@ func list(ctx context.Context, w io.Writer, o queryOpts, prefix string, limit in
 		ask++ // one more, to know whether there are more
 	}
 	infos, err := ls.List(qctx, prefix, ask)
+	if errors.Is(err, backend.ErrUnsupported) {
+		err = fmt.Errorf("list: %w by the %s backend", distlock.ErrUnsupported, locker.Capabilities().Name)
+	}
 	if err != nil {
 		return o.unanswered(ctx, qctx, "list", err)
 	}

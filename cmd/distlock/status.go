@@ -80,7 +80,7 @@ func status(ctx context.Context, w io.Writer, o queryOpts, key string) error {
 		return o.unanswered(ctx, qctx, "status", err)
 	}
 	defer locker.Close()
-	info, err := in.Inspect(qctx, key)
+	info, err := in.Inspect(qctx, key, backend.Exclusive)
 	if err != nil {
 		return o.unanswered(ctx, qctx, "status", err)
 	}

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
 	"time"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 )
 
@@ -48,23 +50,23 @@ func holdersJSON(hs []backend.Holder) []holderJSON {
 func semaphoreStatus(ctx context.Context, w io.Writer, o queryOpts, key string) error {
 	qctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	locker, in, err := openAs[backend.SemaphoreInspector](qctx, o, "status --semaphore")
+	locker, in, err := openAs[backend.Inspector](qctx, o, "status --semaphore")
 	if err != nil {
 		return o.unanswered(ctx, qctx, "status", err)
 	}
 	defer locker.Close()
-	info, err := in.InspectSemaphore(qctx, key)
+	info, err := inspectKind(qctx, locker, in, "status --semaphore", key, backend.Permits)
 	if err != nil {
 		return o.unanswered(ctx, qctx, "status", err)
 	}
 	if o.asJSON {
 		err = printJSONLine(w, semaphoreStatusJSON{Backend: locker.Capabilities().Name, Key: key,
-			Held: info.Held, Holders: holdersJSON(info.Holders), Waiters: info.Waiters})
+			Held: info.Permits, Holders: holdersJSON(info.Holders), Waiters: info.Waiters})
 	} else {
-		fmt.Fprintf(w, "%s: %d permits held by %d grants%s\n", key, info.Held, len(info.Holders), waitingNote(info.Waiters))
+		fmt.Fprintf(w, "%s: %d permits held by %d grants%s\n", key, info.Permits, len(info.Holders), waitingNote(info.Waiters))
 		err = printHolders(w, info.Holders, true)
 	}
-	if err != nil || info.Held > 0 {
+	if err != nil || info.Permits > 0 {
 		return err
 	}
 	return exitWith(ExitFree, nil)
@@ -75,37 +77,48 @@ func semaphoreStatus(ctx context.Context, w io.Writer, o queryOpts, key string) 
 func rwStatus(ctx context.Context, w io.Writer, o queryOpts, key string) error {
 	qctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	locker, in, err := openAs[backend.RWInspector](qctx, o, "status --rw")
+	locker, in, err := openAs[backend.Inspector](qctx, o, "status --rw")
 	if err != nil {
 		return o.unanswered(ctx, qctx, "status", err)
 	}
 	defer locker.Close()
-	info, err := in.InspectRW(qctx, key)
+	info, err := inspectKind(qctx, locker, in, "status --rw", key, backend.Write)
 	if err != nil {
 		return o.unanswered(ctx, qctx, "status", err)
 	}
 	if o.asJSON {
-		out := rwStatusJSON{Backend: locker.Capabilities().Name, Key: key, Readers: holdersJSON(info.Readers), Waiters: info.Waiters}
-		if info.Writer != nil {
-			out.Writer = &holdersJSON([]backend.Holder{*info.Writer})[0]
+		out := rwStatusJSON{Backend: locker.Capabilities().Name, Key: key, Readers: holdersJSON(info.Holders), Waiters: info.Waiters}
+		if info.Owner != "" {
+			out.Writer = &holdersJSON([]backend.Holder{{Owner: info.Owner, Token: info.Token, TTL: info.TTL}})[0]
 		}
 		err = printJSONLine(w, out)
 	} else {
 		switch {
-		case info.Writer != nil:
-			fmt.Fprintf(w, "%s: written by %s, token %d, expires in %v%s\n", key, info.Writer.Owner, info.Writer.Token,
-				info.Writer.TTL.Round(time.Millisecond), waitingNote(info.Waiters))
-		case len(info.Readers) > 0:
-			fmt.Fprintf(w, "%s: read by %d owners%s\n", key, len(info.Readers), waitingNote(info.Waiters))
-			err = printHolders(w, info.Readers, false)
+		case info.Owner != "":
+			fmt.Fprintf(w, "%s: written by %s, token %d, expires in %v%s\n", key, info.Owner, info.Token,
+				info.TTL.Round(time.Millisecond), waitingNote(info.Waiters))
+		case len(info.Holders) > 0:
+			fmt.Fprintf(w, "%s: read by %d owners%s\n", key, len(info.Holders), waitingNote(info.Waiters))
+			err = printHolders(w, info.Holders, false)
 		default:
 			fmt.Fprintf(w, "%s: free\n", key)
 		}
 	}
-	if err != nil || info.Writer != nil || len(info.Readers) > 0 {
+	if err != nil || info.Held {
 		return err
 	}
 	return exitWith(ExitFree, nil)
+}
+
+// inspectKind is in.Inspect of key's lock of kind; a backend that cannot
+// inspect that kind is reported as for one without an Inspector (see
+// openAs).
+func inspectKind(ctx context.Context, locker *distlock.Locker, in backend.Inspector, name, key string, kind backend.Kind) (backend.Info, error) {
+	info, err := in.Inspect(ctx, key, kind)
+	if errors.Is(err, backend.ErrUnsupported) {
+		return info, fmt.Errorf("%s: %w by the %s backend", name, distlock.ErrUnsupported, locker.Capabilities().Name)
+	}
+	return info, err
 }
 
 func waitingNote(waiters int) string {

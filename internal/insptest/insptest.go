@@ -1,11 +1,12 @@
-// Package insptest checks a backend's backend.SemaphoreInspector and
-// backend.RWInspector against grants made through a Locker: that they
+// Package insptest checks a backend's backend.Inspector for semaphores
+// and read-write locks against grants made through a Locker: that it
 // report the grants held now, with their owners, permits and tokens, and
 // nothing once they are released. It is for the backends' own tests.
 package insptest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -33,29 +34,34 @@ func Run(t *testing.T, h conformance.Harness) {
 		t.Cleanup(func() { _ = l.Close() })
 		return l
 	}
-	in := locker().Driver()
+	in, _ := locker().Driver().(backend.Inspector)
 	t.Run("Semaphore", func(t *testing.T) {
-		si, ok := in.(backend.SemaphoreInspector)
-		if !ok {
-			t.Skip("no SemaphoreInspector")
-		}
-		testSemaphore(ctx, t, si, locker(), locker(), prefix+"sem", h.TTL())
+		skipUninspected(ctx, t, in, backend.Permits)
+		testSemaphore(ctx, t, in, locker(), locker(), prefix+"sem", h.TTL())
 	})
 	t.Run("RW", func(t *testing.T) {
-		ri, ok := in.(backend.RWInspector)
-		if !ok {
-			t.Skip("no RWInspector")
-		}
-		testRW(ctx, t, ri, locker(), locker(), prefix+"rw", h.TTL())
+		skipUninspected(ctx, t, in, backend.Write)
+		testRW(ctx, t, in, locker(), locker(), prefix+"rw", h.TTL())
 	})
+}
+
+// skipUninspected skips t if in is nil or cannot inspect kind.
+func skipUninspected(ctx context.Context, t *testing.T, in backend.Inspector, kind backend.Kind) {
+	t.Helper()
+	if in == nil {
+		t.Skip("no Inspector")
+	}
+	if _, err := in.Inspect(ctx, "insptest-probe", kind); errors.Is(err, backend.ErrUnsupported) {
+		t.Skipf("no %s inspection: %v", kind, err)
+	}
 }
 
 // testSemaphore: two grants of 1 and 2 permits on two Lockers are both
 // reported, with their owners, permits and tokens; after a release only
 // the other; after both, none.
-func testSemaphore(ctx context.Context, t *testing.T, in backend.SemaphoreInspector, a, b *distlock.Locker, key string, ttl time.Duration) {
-	empty, err := in.InspectSemaphore(ctx, key)
-	if err != nil || empty.Held != 0 || len(empty.Holders) != 0 {
+func testSemaphore(ctx context.Context, t *testing.T, in backend.Inspector, a, b *distlock.Locker, key string, ttl time.Duration) {
+	empty, err := in.Inspect(ctx, key, backend.Permits)
+	if err != nil || empty.Held || empty.Permits != 0 || len(empty.Holders) != 0 {
 		t.Fatalf("a semaphore never used: %+v, %v; want no grant", empty, err)
 	}
 	sa, err := a.Semaphore(key, 4)
@@ -76,7 +82,7 @@ func testSemaphore(ctx context.Context, t *testing.T, in backend.SemaphoreInspec
 	}
 	check := func(held ...*distlock.Lease) {
 		t.Helper()
-		info, err := in.InspectSemaphore(ctx, key)
+		info, err := in.Inspect(ctx, key, backend.Permits)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,13 +90,13 @@ func testSemaphore(ctx context.Context, t *testing.T, in backend.SemaphoreInspec
 		for _, le := range held {
 			want += le.Permits()
 		}
-		if info.Key != key || info.Held != want || len(info.Holders) != len(held) {
-			t.Fatalf("InspectSemaphore = %+v, want key %q, %d permits held by %d grants", info, key, want, len(held))
+		if info.Key != key || info.Permits != want || info.Held != (want > 0) || len(info.Holders) != len(held) {
+			t.Fatalf("Inspect(permits) = %+v, want key %q, %d permits held by %d grants", info, key, want, len(held))
 		}
 		for _, le := range held {
 			i := slices.IndexFunc(info.Holders, func(h backend.Holder) bool { return h.Owner == le.Owner() })
 			if i < 0 {
-				t.Fatalf("InspectSemaphore = %+v: no grant of owner %q", info, le.Owner())
+				t.Fatalf("Inspect(permits) = %+v: no grant of owner %q", info, le.Owner())
 			}
 			checkHolder(t, info.Holders[i], le, le.Permits(), ttl)
 		}
@@ -108,7 +114,7 @@ func testSemaphore(ctx context.Context, t *testing.T, in backend.SemaphoreInspec
 
 // testRW: two readers on two Lockers are reported as readers with the
 // last write's token, then a writer as the writer; a free lock has none.
-func testRW(ctx context.Context, t *testing.T, in backend.RWInspector, a, b *distlock.Locker, key string, ttl time.Duration) {
+func testRW(ctx context.Context, t *testing.T, in backend.Inspector, a, b *distlock.Locker, key string, ttl time.Duration) {
 	ma, err := a.RWMutex(key)
 	if err != nil {
 		t.Skipf("no read-write lock: %v", err)
@@ -119,25 +125,26 @@ func testRW(ctx context.Context, t *testing.T, in backend.RWInspector, a, b *dis
 	}
 	check := func(writer *distlock.Lease, readers ...*distlock.Lease) {
 		t.Helper()
-		info, err := in.InspectRW(ctx, key)
+		info, err := in.Inspect(ctx, key, backend.Write)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if info.Key != key || (info.Writer != nil) != (writer != nil) || len(info.Readers) != len(readers) {
-			t.Fatalf("InspectRW = %+v, want key %q, writer %v, %d readers", info, key, writer != nil, len(readers))
+		held := writer != nil || len(readers) > 0
+		if info.Key != key || (info.Owner != "") != (writer != nil) || len(info.Holders) != len(readers) || info.Held != held {
+			t.Fatalf("Inspect(rw) = %+v, want key %q, writer %v, %d readers", info, key, writer != nil, len(readers))
 		}
 		if writer != nil {
-			if info.Writer.Owner != writer.Owner() {
-				t.Fatalf("InspectRW writer = %+v, want owner %q", *info.Writer, writer.Owner())
+			if info.Owner != writer.Owner() {
+				t.Fatalf("Inspect(rw) writer = %+v, want owner %q", info, writer.Owner())
 			}
-			checkHolder(t, *info.Writer, writer, 0, ttl)
+			checkHolder(t, backend.Holder{Owner: info.Owner, Token: info.Token, TTL: info.TTL}, writer, 0, ttl)
 		}
 		for _, le := range readers {
-			i := slices.IndexFunc(info.Readers, func(h backend.Holder) bool { return h.Owner == le.Owner() })
+			i := slices.IndexFunc(info.Holders, func(h backend.Holder) bool { return h.Owner == le.Owner() })
 			if i < 0 {
-				t.Fatalf("InspectRW = %+v: no reader %q", info, le.Owner())
+				t.Fatalf("Inspect(rw) = %+v: no reader %q", info, le.Owner())
 			}
-			checkHolder(t, info.Readers[i], le, 0, ttl)
+			checkHolder(t, info.Holders[i], le, 0, ttl)
 		}
 	}
 	check(nil)

@@ -18,9 +18,9 @@ import (
 // lock.
 type writesOverReaders struct{ *memlock.Driver }
 
-func (d writesOverReaders) TryAcquireRW(ctx context.Context, req backend.Request, mode backend.RWMode, waiting bool) (backend.Grant, error) {
-	g, err := d.Driver.TryAcquireRW(ctx, req, mode, waiting)
-	if mode == backend.Write && errors.Is(err, backend.ErrNotAcquired) {
+func (d writesOverReaders) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	g, err := d.Driver.TryAcquire(ctx, req)
+	if req.Kind == backend.Write && errors.Is(err, backend.ErrNotAcquired) {
 		return backend.Grant{Lock: freeLock{}, Token: 1 << 40}, nil
 	}
 	return g, err
@@ -45,7 +45,7 @@ func TestRWWorkload(t *testing.T) {
 			New: func(context.Context, time.Duration) (measure.Contender, error) { return peer, nil }},
 		{Name: "mem: no-op (floor)", Store: "mem", Library: "no-op", Floor: true, URL: "mem://rw-a",
 			New: func(context.Context, time.Duration) (measure.Contender, error) { return noop{}, nil }},
-		lockerTarget("none", "rw-b", func(d *memlock.Driver) backend.Driver { return noSemaphore{d} }),
+		lockerTarget("none", "rw-b", func(d *memlock.Driver) backend.Driver { return onlyMutex{d} }),
 		lockerTarget("broken", "rw-c", func(d *memlock.Driver) backend.Driver { return writesOverReaders{d} }),
 	}
 	c := Config{Workloads: []string{"rw"}, RWWorkers: 6, RWReads: 80, Duration: 300 * time.Millisecond,

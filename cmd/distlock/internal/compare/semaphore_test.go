@@ -27,15 +27,24 @@ func lockerTarget(name, store string, wrap func(*memlock.Driver) backend.Driver)
 		}}
 }
 
-// noSemaphore hides memlock's semaphore: a backend that offers none.
-type noSemaphore struct{ backend.Driver }
+// onlyMutex is memlock declaring no semaphore and no read-write lock: a
+// backend that offers neither.
+type onlyMutex struct{ backend.Driver }
+
+func (d onlyMutex) Capabilities() backend.Capabilities {
+	c := d.Driver.Capabilities()
+	c.Semaphore, c.RW = "", ""
+	return c
+}
 
 // ignoresLimit grants permits whatever the limit: a broken semaphore.
 type ignoresLimit struct{ *memlock.Driver }
 
-func (d ignoresLimit) TryAcquirePermits(ctx context.Context, req backend.SemaphoreRequest) (backend.Grant, error) {
-	req.Limit = backend.MaxSemaphoreLimit
-	return d.Driver.TryAcquirePermits(ctx, req)
+func (d ignoresLimit) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	if req.Kind == backend.Permits {
+		req.Limit = backend.MaxSemaphoreLimit
+	}
+	return d.Driver.TryAcquire(ctx, req)
 }
 
 // The semaphore workload runs distlock alone: it counts grants and the
@@ -51,7 +60,7 @@ func TestSemaphoreWorkload(t *testing.T) {
 			New: func(context.Context, time.Duration) (measure.Contender, error) { return peer, nil }},
 		{Name: "mem: no-op (floor)", Store: "mem", Library: "no-op", Floor: true, URL: "mem://sem-a",
 			New: func(context.Context, time.Duration) (measure.Contender, error) { return noop{}, nil }},
-		lockerTarget("none", "sem-b", func(d *memlock.Driver) backend.Driver { return noSemaphore{d} }),
+		lockerTarget("none", "sem-b", func(d *memlock.Driver) backend.Driver { return onlyMutex{d} }),
 		lockerTarget("broken", "sem-c", func(d *memlock.Driver) backend.Driver { return ignoresLimit{d} }),
 	}
 	c := Config{Workloads: []string{"semaphore"}, Permits: 2, SemaphoreWorkers: 6, Duration: 300 * time.Millisecond,
