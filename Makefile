@@ -14,11 +14,18 @@ DEMO_OUT      ?= distlock-report
 # make demo: 3 rounds of every workload on every store, with each store's
 # other lock libraries (--peers) and bare round trip; about 5 minutes on 2 cores.
 DEMO_FLAGS    ?= --rounds 3 --duration 1500ms --ttl 4s --peers
-# The command (cmd/distlock, with its comparison engine) is a module of its
-# own, so the library's go.mod stays free of CLI, plotting and server
-# dependencies; bench/ is one too. `go mod tidy` must leave each unchanged.
+# The command (cmd/distlock: run, hold, elect, status, list) is a module of
+# its own, so the library's go.mod stays free of CLI dependencies; the
+# comparison (bench/cmd/distlock-bench, its engine in bench/internal) lives
+# in the bench module with the peer libraries, plotting and the embedded
+# etcd server, so that none of them rides in the CLI's binary. `go mod
+# tidy` must leave each go.mod unchanged.
 CMD_MOD       ?= cmd/distlock
-MODULES       ?= . $(CMD_MOD) bench
+BENCH_MOD     ?= bench
+# The bench module's packages with tests to run in make test (its peer
+# benchmarks run in make bench).
+BENCH_TEST_PKGS ?= ./cmd/... ./internal/...
+MODULES       ?= . $(CMD_MOD) $(BENCH_MOD)
 # The container pass skips what would only repeat the local pass: a test
 # that starts its servers with the local provider whatever DISTLOCK_SANDBOX
 # says (TestConformanceModuleEtcd: etcd 3.5+ built from its module), and
@@ -72,6 +79,7 @@ help:
 deps:
 	$(GO) mod download
 	$(GO) -C $(CMD_MOD) mod download
+	$(GO) -C $(BENCH_MOD) mod download
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		scripts/install-servers.sh; \
 	else \
@@ -91,10 +99,12 @@ test: deps test-local test-docker fuzz-short
 test-unit:
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e /sandbox -e /redislock -e /sqllock -e /zklock -e /etcdlock -e /faults)
 	$(GO) -C $(CMD_MOD) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) -C $(BENCH_MOD) test -race -count=1 -timeout $(TEST_TIMEOUT) $(BENCH_TEST_PKGS)
 
 test-local:
 	DISTLOCK_SANDBOX=local $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	DISTLOCK_SANDBOX=local $(GO) -C $(CMD_MOD) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	DISTLOCK_SANDBOX=local $(GO) -C $(BENCH_MOD) test -race -count=1 -timeout $(TEST_TIMEOUT) $(BENCH_TEST_PKGS)
 
 test-docker:
 	@if docker info >/dev/null 2>&1; then \
@@ -141,7 +151,8 @@ lint:
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) -C $(CMD_MOD) vet ./...
 	$(GO) -C $(CMD_MOD) run $(STATICCHECK) ./...
-	@if [ -f bench/go.mod ]; then cd bench && $(GO) vet ./...; fi
+	$(GO) -C $(BENCH_MOD) vet ./...
+	$(GO) -C $(BENCH_MOD) run $(STATICCHECK) $(BENCH_TEST_PKGS)
 	@for m in $(MODULES); do \
 		[ -f $$m/go.mod ] || continue; \
 		echo "$(GO) -C $$m mod tidy -diff"; \
@@ -152,8 +163,10 @@ bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
 	@if [ -f bench/go.mod ]; then cd bench && $(GO) test -run '^$$' -bench . -benchtime 2s ./...; fi
 
+# The comparison is its own command (distlock-bench, in the bench module):
+# the distlock CLI does not carry it.
 demo: deps
-	$(GO) -C $(CMD_MOD) run . bench $(DEMO_FLAGS) --out $(abspath $(DEMO_OUT))
+	$(GO) -C $(BENCH_MOD) run ./cmd/distlock-bench $(DEMO_FLAGS) --out $(abspath $(DEMO_OUT))
 
 clean-containers:
 	scripts/cleanup-containers.sh

@@ -18,7 +18,7 @@ import (
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/bench/internal/lockbench"
 	"github.com/distlock/distlock/etcdlock"
-	"github.com/distlock/distlock/internal/measure"
+	"github.com/distlock/distlock/bench/internal/measure"
 )
 
 // leaseTTL is the lease TTL of both libraries: long enough that nothing

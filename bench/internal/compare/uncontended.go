@@ -6,7 +6,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/distlock/distlock/internal/measure"
+	"github.com/distlock/distlock/bench/internal/measure"
 )
 
 // slicePairs is how many pairs a target times in one turn of the

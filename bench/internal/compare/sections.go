@@ -93,7 +93,7 @@ var texts = map[string]workloadText{
 	},
 	"crash-recovery": {
 		Title: "Crash recovery: the holder dies",
-		What: "A holder is killed while it holds the lock (distlock: a <code>distlock run</code> process, SIGKILL; " +
+		What: "A holder is killed while it holds the lock (distlock: a holder process of its own, SIGKILL; " +
 			"a peer: its client's connections cut, with no release, as a killed process's are; mem: its driver killed in process). " +
 			"The time until a waiter holds the lock: <b>lower is better</b>. The dashed line is the lease TTL ({ttl}).",
 		Columns: []column{{"recovery", "recovery"}, {"recovery/ttl", "recovery / TTL"}},

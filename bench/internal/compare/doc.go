@@ -1,6 +1,6 @@
 // Package compare runs the same lock workloads against several targets
 // side by side and reports the results as a table, CSV, JSON, SVG charts
-// and one self-contained HTML page. It is the engine of `distlock bench`.
+// and one self-contained HTML page. It is the engine of the distlock-bench command.
 //
 // A [Target] is distlock on one store, another lock library on it (a peer,
 // made by package peers), or the store's bare round trip (its floor). Every
@@ -28,7 +28,7 @@
 //     readers seen at once, violations: a writer seen with anyone);
 //     distlock alone, a backend without native read-write locks listed as
 //     unsupported;
-//   - crash-recovery: a holder is killed (a `distlock run` process with
+//   - crash-recovery: a holder is killed (a holder process, [HolderMain], with
 //     SIGKILL, a peer's connections cut) and a waiter measures how long
 //     until it gets the lock.
 //

@@ -6,7 +6,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/internal/measure"
+	"github.com/distlock/distlock/bench/internal/measure"
 )
 
 // distlockPeer is distlock as a program with a client of the store builds

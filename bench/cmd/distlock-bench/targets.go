@@ -13,7 +13,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/cmd/distlock/internal/compare"
+	"github.com/distlock/distlock/bench/internal/compare"
 	"github.com/distlock/distlock/memlock"
 	"github.com/distlock/distlock/sandbox"
 )
@@ -30,7 +30,7 @@ type targetSet struct {
 func (s *targetSet) close() {
 	for i := len(s.closers) - 1; i >= 0; i-- {
 		if err := s.closers[i](); err != nil {
-			fmt.Fprintln(os.Stderr, "distlock bench: cleanup:", err)
+			fmt.Fprintln(os.Stderr, "distlock-bench: cleanup:", err)
 		}
 	}
 }
@@ -92,18 +92,18 @@ func collectTargets(ctx context.Context, o *benchOpts) (*targetSet, error) {
 func readBenchConfig(o *benchOpts) ([]string, error) {
 	raw, err := os.ReadFile(o.config)
 	if err != nil {
-		return nil, exitWith(ExitUsage, fmt.Errorf("bench: --config: %w", err))
+		return nil, exitWith(ExitUsage, fmt.Errorf("--config: %w", err))
 	}
 	var c benchConfig
 	dec := yaml.NewDecoder(strings.NewReader(string(raw)))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
-		return nil, exitWith(ExitUsage, fmt.Errorf("bench: --config %s: %w", o.config, err))
+		return nil, exitWith(ExitUsage, fmt.Errorf("--config %s: %w", o.config, err))
 	}
 	var urls []string
 	for i, b := range c.Backends {
 		if b.URL == "" {
-			return nil, exitWith(ExitUsage, fmt.Errorf("bench: --config %s: backend %d has no url", o.config, i+1))
+			return nil, exitWith(ExitUsage, fmt.Errorf("--config %s: backend %d has no url", o.config, i+1))
 		}
 		if b.Name != "" {
 			urls = append(urls, b.Name+"="+b.URL)
@@ -163,7 +163,7 @@ func parseTarget(s string) (compare.Target, error) {
 	}
 	u, err := backend.ParseURL(raw)
 	if err != nil {
-		return compare.Target{}, exitWith(ExitUsage, fmt.Errorf("bench: --url: %w", err))
+		return compare.Target{}, exitWith(ExitUsage, fmt.Errorf("--url: %w", err))
 	}
 	if name == "" {
 		name = u.Scheme
@@ -220,10 +220,10 @@ func startSandbox(ctx context.Context, s *targetSet) {
 		if k.nodes > 1 {
 			what = fmt.Sprintf("%d throwaway %s servers (%s)", k.nodes, k.kind, k.name)
 		}
-		fmt.Fprintf(os.Stderr, "distlock bench: starting %s...\n", what)
+		fmt.Fprintf(os.Stderr, "distlock-bench: starting %s...\n", what)
 		g, err := sandbox.Start(ctx, sandbox.Spec{Kind: k.kind, Nodes: k.nodes, Stock: true})
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "distlock bench: skipping %s: %v\n", k.name, err)
+			fmt.Fprintf(os.Stderr, "distlock-bench: skipping %s: %v\n", k.name, err)
 			continue
 		}
 		s.provider = g.Provider()

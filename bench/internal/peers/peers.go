@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/internal/measure"
+	"github.com/distlock/distlock/bench/internal/measure"
 )
 
 // Peer is one lock library on one store, or the store's bare round trip.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock/internal/measure"
+	"github.com/distlock/distlock/bench/internal/measure"
 )
 
 // fakeStore is a store whose clients' pairs all move one fake clock: an

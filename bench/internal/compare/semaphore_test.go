@@ -10,7 +10,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/internal/measure"
+	"github.com/distlock/distlock/bench/internal/measure"
 	"github.com/distlock/distlock/memlock"
 )
 

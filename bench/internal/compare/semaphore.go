@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/measure"
+	"github.com/distlock/distlock/bench/internal/measure"
 )
 
 // The semaphore workload: c.SemaphoreWorkers clients, each its own Locker

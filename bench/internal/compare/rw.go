@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/measure"
+	"github.com/distlock/distlock/bench/internal/measure"
 )
 
 // The rw workload: c.RWWorkers clients, each its own Locker as separate

@@ -8,7 +8,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/internal/measure"
+	"github.com/distlock/distlock/bench/internal/measure"
 )
 
 // A Target is one lock library on one store: distlock, a peer library, or
@@ -39,8 +39,8 @@ type Target struct {
 	New func(ctx context.Context, ttl time.Duration) (measure.Contender, error)
 	// Crash, when not nil, takes key with a client of its own and kills
 	// that client in a way this process can observe (in-process backends
-	// and peers). Without it, crash-recovery runs a separate `distlock run`
-	// process and kills it with SIGKILL.
+	// and peers). Without it, crash-recovery runs a holder process
+	// ([HolderMain] in Config.Exe) and kills it with SIGKILL.
 	Crash func(ctx context.Context, key string, ttl time.Duration) (killed time.Time, err error)
 	// Counters, when not nil, reads the store's server counters of
 	// requests received and fsyncs (NaN: not counted), both since the

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/cmd/distlock/internal/compare"
+	"github.com/distlock/distlock/bench/internal/compare"
 )
 
 type benchOpts struct {
@@ -33,7 +33,7 @@ type benchOpts struct {
 func newBenchCmd() *cobra.Command {
 	var o benchOpts
 	cmd := &cobra.Command{
-		Use:   "bench [--url NAME=URL ...] [--config FILE] [--embedded] [--out DIR]",
+		Use:   "distlock-bench [--url NAME=URL ...] [--config FILE] [--embedded] [--out DIR]",
 		Short: "Compare backends side by side: latency, throughput, hand-off, semaphores, crash recovery, safety",
 		Long: `Run the same workloads on every backend, one after the other (uncontended:
 a store's libraries taking turns of 10 pairs), and report them side by side:
@@ -86,10 +86,10 @@ runs on any machine with nothing installed.`,
 func bench(ctx context.Context, stdout io.Writer, o benchOpts) error {
 	o.cfg.Workloads = o.workloads
 	if err := o.cfg.Validate(); err != nil {
-		return exitWith(ExitUsage, fmt.Errorf("bench: %w", err))
+		return exitWith(ExitUsage, fmt.Errorf("%w", err))
 	}
 	if len(o.urls) > 0 && o.embedded {
-		return exitWith(ExitUsage, errors.New("bench: --url and --embedded exclude each other"))
+		return exitWith(ExitUsage, errors.New("--url and --embedded exclude each other"))
 	}
 	ts, err := collectTargets(ctx, &o)
 	if err != nil {
@@ -97,13 +97,13 @@ func bench(ctx context.Context, stdout io.Writer, o benchOpts) error {
 	}
 	defer ts.close()
 	if len(ts.targets) == 0 {
-		return exitWith(ExitUnavailable, errors.New("bench: no backend to compare"))
+		return exitWith(ExitUnavailable, errors.New("no backend to compare"))
 	}
 	addPeers(ctx, ts, o.peers)
 	if exe, err := os.Executable(); err == nil {
 		o.cfg.Exe = exe
 	}
-	fmt.Fprintf(os.Stderr, "distlock bench: %d backends (%s)\n", len(ts.targets), names(ts.targets))
+	fmt.Fprintf(os.Stderr, "distlock-bench: %d backends (%s)\n", len(ts.targets), names(ts.targets))
 	step := progress(o.noProgress, o.cfg.Steps(ts.targets))
 	results := compare.Run(ctx, ts.targets, o.cfg, step)
 	rep := compare.NewReport(ts.targets, o.cfg, results,
@@ -112,7 +112,7 @@ func bench(ctx context.Context, stdout io.Writer, o benchOpts) error {
 		return err
 	}
 	if err := rep.WriteFiles(o.out); err != nil {
-		return fmt.Errorf("bench: writing the report: %w", err)
+		return fmt.Errorf("writing the report: %w", err)
 	}
 	abs, _ := filepath.Abs(o.out)
 	fmt.Fprintf(stdout, "\nreport: %s\n", filepath.Join(abs, "report.html"))
@@ -120,18 +120,18 @@ func bench(ctx context.Context, stdout io.Writer, o benchOpts) error {
 	for _, r := range results {
 		if v, ok := r.Metric("violations"); ok && v > 0 {
 			if r.Library != "distlock" {
-				fmt.Fprintf(os.Stderr, "distlock bench: the peer %s let two holders in at once %v times\n", r.Backend, v)
+				fmt.Fprintf(os.Stderr, "distlock-bench: the peer %s let two holders in at once %v times\n", r.Backend, v)
 				continue
 			}
 			if r.Workload == "rw" {
-				broken = cmp.Or(broken, fmt.Errorf("bench: %s let a writer hold the read-write lock with another holder %v times", r.Backend, v))
+				broken = cmp.Or(broken, fmt.Errorf("%s let a writer hold the read-write lock with another holder %v times", r.Backend, v))
 				continue
 			}
 			if r.Workload == "semaphore" {
-				broken = cmp.Or(broken, fmt.Errorf("bench: %s let more than %d permits be held at once %v times", r.Backend, o.cfg.Permits, v))
+				broken = cmp.Or(broken, fmt.Errorf("%s let more than %d permits be held at once %v times", r.Backend, o.cfg.Permits, v))
 				continue
 			}
-			broken = cmp.Or(broken, fmt.Errorf("bench: %s let two holders in at once %v times", r.Backend, v))
+			broken = cmp.Or(broken, fmt.Errorf("%s let two holders in at once %v times", r.Backend, v))
 		}
 	}
 	return broken
@@ -169,10 +169,10 @@ func progress(off bool, steps int) func(compare.Result, int) {
 	}
 }
 
-// commandLine returns the command as typed, named "distlock", with every
+// commandLine returns the command as typed, named "distlock-bench", with every
 // password in a URL argument (URL, NAME=URL, --url=URL) redacted.
 func commandLine(args []string) string {
-	out := []string{"distlock"}
+	out := []string{"distlock-bench"}
 	for _, a := range args[1:] {
 		if i := strings.Index(a, "://"); i > 0 {
 			start := strings.LastIndexAny(a[:i], "=") + 1

@@ -12,7 +12,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/cmd/distlock/internal/compare"
+	"github.com/distlock/distlock/bench/internal/compare"
 )
 
 // addEmbedded adds the in-process servers of --embedded: an etcd server
@@ -24,7 +24,7 @@ func addEmbedded(ctx context.Context, s *targetSet) error {
 	}
 	addr, stop, err := startEmbeddedEtcd(ctx)
 	if err != nil {
-		return fmt.Errorf("bench: --embedded: %w", err)
+		return fmt.Errorf("--embedded: %w", err)
 	}
 	s.closers = append(s.closers, stop)
 	s.targets = append(s.targets, compare.Target{Name: "etcd-embedded", URL: "etcd://" + addr + "/distlock-bench"})

@@ -7,8 +7,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/distlock/distlock/cmd/distlock/internal/compare"
-	"github.com/distlock/distlock/cmd/distlock/internal/peers"
+	"github.com/distlock/distlock/bench/internal/compare"
+	"github.com/distlock/distlock/bench/internal/peers"
 )
 
 // addPeers adds, after each distlock target, its store's peer libraries
@@ -24,7 +24,7 @@ func addPeers(ctx context.Context, s *targetSet, withPeers bool) {
 			info.Server = "in process"
 		case err != nil:
 			info.Note = "no peers or floor: " + err.Error()
-			fmt.Fprintf(os.Stderr, "distlock bench: %s: %s\n", t.Name, info.Note)
+			fmt.Fprintf(os.Stderr, "distlock-bench: %s: %s\n", t.Name, info.Note)
 		default:
 			me := &out[len(out)-1]
 			if d := st.Distlock; d.New != nil {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/measure"
+	"github.com/distlock/distlock/bench/internal/measure"
 )
 
 // Config sizes the workloads. Zero values take the defaults.
@@ -20,7 +20,7 @@ type Config struct {
 	Duration   time.Duration // length of the contended and many-keys runs (5s)
 	TTL        time.Duration // lease TTL; crash recovery is bounded by it (3s)
 	Rounds     int           // times every workload runs on every target (3)
-	Exe        string        // the distlock binary, for crash-recovery holders
+	Exe        string        // a program calling HolderMain first thing, for crash-recovery holders (os.Executable)
 	Workloads  []string      // which workloads to run (all)
 	// Permits and SemaphoreWorkers size the semaphore workload: clients
 	// sharing one semaphore of Permits permits (4 permits, 16 clients).

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock/internal/measure"
+	"github.com/distlock/distlock/bench/internal/measure"
 )
 
 func TestThinning(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/distlock/distlock/internal/measure"
+	"github.com/distlock/distlock/bench/internal/measure"
 )
 
 // summed lists the metrics whose rounds add up (a count of failures)
