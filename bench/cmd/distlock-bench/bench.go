@@ -17,11 +17,13 @@ import (
 
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/bench/internal/compare"
+	"github.com/distlock/distlock/bench/internal/compare/render"
 )
 
 type benchOpts struct {
 	urls       []string
 	config     string
+	fileURLs   []string // the --config file's backends
 	embedded   bool
 	out        string
 	workloads  []string
@@ -59,7 +61,16 @@ backend (containers or local processes, see DISTLOCK_SANDBOX), plus the
 in-process mem backend. --embedded uses only in-process backends, so it
 runs on any machine with nothing installed.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return bench(cmd.Context(), cmd.OutOrStdout(), o) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.config != "" {
+				urls, err := readBenchConfig(o.config, cmd.Flags())
+				if err != nil {
+					return err
+				}
+				o.fileURLs = urls
+			}
+			return bench(cmd.Context(), cmd.OutOrStdout(), o)
+		},
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&o.urls, "url", nil, "backend to compare, NAME=URL or URL (repeatable)")
@@ -86,9 +97,9 @@ runs on any machine with nothing installed.`,
 func bench(ctx context.Context, stdout io.Writer, o benchOpts) error {
 	o.cfg.Workloads = o.workloads
 	if err := o.cfg.Validate(); err != nil {
-		return exitWith(ExitUsage, fmt.Errorf("%w", err))
+		return exitWith(ExitUsage, err)
 	}
-	if len(o.urls) > 0 && o.embedded {
+	if len(o.urls)+len(o.fileURLs) > 0 && o.embedded {
 		return exitWith(ExitUsage, errors.New("--url and --embedded exclude each other"))
 	}
 	ts, err := collectTargets(ctx, &o)
@@ -106,8 +117,8 @@ func bench(ctx context.Context, stdout io.Writer, o benchOpts) error {
 	fmt.Fprintf(os.Stderr, "distlock-bench: %d backends (%s)\n", len(ts.targets), names(ts.targets))
 	step := progress(o.noProgress, o.cfg.Steps(ts.targets))
 	results := compare.Run(ctx, ts.targets, o.cfg, step)
-	rep := compare.NewReport(ts.targets, o.cfg, results,
-		compare.Meta{Machine: machineInfo(ts.provider), Command: commandLine(os.Args), Stores: ts.stores})
+	rep := render.NewReport(ts.targets, o.cfg, results,
+		render.Meta{Machine: machineInfo(ts.provider), Command: commandLine(os.Args), Stores: ts.stores})
 	if err := rep.WriteTable(stdout); err != nil {
 		return err
 	}

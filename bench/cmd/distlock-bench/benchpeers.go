@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/bench/internal/compare"
+	"github.com/distlock/distlock/bench/internal/compare/render"
 	"github.com/distlock/distlock/bench/internal/peers"
 )
 
@@ -17,7 +18,7 @@ func addPeers(ctx context.Context, s *targetSet, withPeers bool) {
 	var out []compare.Target
 	for _, t := range s.targets {
 		out = append(out, t)
-		info := compare.StoreInfo{Name: t.StoreName(), URL: t.Display()}
+		info := render.StoreInfo{Name: t.StoreName(), URL: t.Display()}
 		st, err := peers.For(t.URL)
 		switch {
 		case errors.Is(err, peers.ErrNoPeers) && t.Crash != nil:
@@ -56,7 +57,7 @@ func storeTargets(t compare.Target, st *peers.Store, withPeers bool) []compare.T
 		Floor: true, URL: t.URL, About: "the floor: " + f.About, New: f.New, Counters: st.Counters, RoundTrips: peers.RoundTrips})
 }
 
-func describeStore(ctx context.Context, st *peers.Store, info *compare.StoreInfo) {
+func describeStore(ctx context.Context, st *peers.Store, info *render.StoreInfo) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	si, err := st.Info(ctx)

@@ -211,3 +211,38 @@ func TestBenchConfigFile(t *testing.T) {
 	}
 }
 
+// A --config file's sizes apply where the command line gave none, and a
+// flag given explicitly wins over the file; a value the flag refuses is
+// a usage error naming the field.
+func TestBenchConfigFlagsWin(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(cfg, []byte("backends:\n  - name: memory\n    url: mem://cfgwin\niterations: 7\nrounds: 2\nworkloads: [uncontended]\nrw_reads: 50\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runCLI(t, nil, "--config", cfg, "--rounds", "1", "--no-progress", "--out", filepath.Join(dir, "out"))
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "out", "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfgJSON struct {
+		Config map[string]any `json:"config"`
+	}
+	if err := json.Unmarshal(raw, &cfgJSON); err != nil {
+		t.Fatal(err)
+	}
+	got := cfgJSON.Config
+	if got["iterations"] != 7.0 || got["rounds"] != 1.0 || got["rw_reads"] != 50.0 {
+		t.Errorf("config %v: want iterations 7 and rw_reads 50 from the file, rounds 1 from the flag", got)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("backends:\n  - url: mem://\nduration: 5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := runCLI(t, nil, "--config", bad); code != ExitUsage || !strings.Contains(out, "duration") || !strings.Contains(out, "missing unit") {
+		t.Errorf("config with a duration without a unit: exit %d, %q", code, out)
+	}
+}

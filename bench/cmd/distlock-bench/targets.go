@@ -2,18 +2,24 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/bench/internal/compare"
+	"github.com/distlock/distlock/bench/internal/compare/render"
 	"github.com/distlock/distlock/memlock"
 	"github.com/distlock/distlock/sandbox"
 )
@@ -22,7 +28,7 @@ import (
 // after it.
 type targetSet struct {
 	targets  []compare.Target
-	stores   []compare.StoreInfo
+	stores   []render.StoreInfo
 	provider string
 	closers  []func() error
 }
@@ -35,39 +41,23 @@ func (s *targetSet) close() {
 	}
 }
 
-// benchConfig is the --config file.
+// benchConfig is the --config file: the backends, and workload sizes
+// under the names of the flags that set them (configKeys).
 type benchConfig struct {
 	Backends []struct {
 		Name string `yaml:"name"`
 		URL  string `yaml:"url"`
 	} `yaml:"backends"`
-	Workers    int           `yaml:"workers"`
-	Iterations int           `yaml:"iterations"`
-	Duration   time.Duration `yaml:"duration"`
-	TTL        time.Duration `yaml:"ttl"`
-	Rounds     int           `yaml:"rounds"`
-	Peers      *bool         `yaml:"peers"`
-	Workloads  []string      `yaml:"workloads"`
-
-	Permits          int           `yaml:"permits"`
-	SemaphoreWorkers int           `yaml:"semaphore_workers"`
-	SemaphoreHold    time.Duration `yaml:"semaphore_hold"`
-
-	RWWorkers int           `yaml:"rw_workers"`
-	RWReads   int           `yaml:"rw_reads"`
-	RWHold    time.Duration `yaml:"rw_hold"`
+	Sizes map[string]any `yaml:",inline"`
 }
+
+// configKeys are the flags a --config file may set, with "_" for "-".
+var configKeys = []string{"workers", "iterations", "duration", "ttl", "rounds", "peers", "workloads",
+	"permits", "semaphore-workers", "semaphore-hold", "rw-workers", "rw-reads", "rw-hold"}
 
 func collectTargets(ctx context.Context, o *benchOpts) (*targetSet, error) {
 	s := &targetSet{}
-	urls := append([]string(nil), o.urls...)
-	if o.config != "" {
-		cfgURLs, err := readBenchConfig(o)
-		if err != nil {
-			return nil, err
-		}
-		urls = append(urls, cfgURLs...)
-	}
+	urls := append(slices.Clone(o.urls), o.fileURLs...)
 	for _, u := range urls {
 		t, err := parseTarget(u)
 		if err != nil {
@@ -89,21 +79,25 @@ func collectTargets(ctx context.Context, o *benchOpts) (*targetSet, error) {
 	return s, nil
 }
 
-func readBenchConfig(o *benchOpts) ([]string, error) {
-	raw, err := os.ReadFile(o.config)
+// readBenchConfig reads the --config file at path: it returns its
+// backends as NAME=URL, and sets each flag the file gives a value for,
+// unless the command line gave it: a flag given explicitly wins over the
+// file, the file over the flag's default.
+func readBenchConfig(path string, flags *pflag.FlagSet) ([]string, error) {
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, exitWith(ExitUsage, fmt.Errorf("--config: %w", err))
 	}
 	var c benchConfig
 	dec := yaml.NewDecoder(strings.NewReader(string(raw)))
 	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
-		return nil, exitWith(ExitUsage, fmt.Errorf("--config %s: %w", o.config, err))
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, exitWith(ExitUsage, fmt.Errorf("--config %s: %w", path, err))
 	}
 	var urls []string
 	for i, b := range c.Backends {
 		if b.URL == "" {
-			return nil, exitWith(ExitUsage, fmt.Errorf("--config %s: backend %d has no url", o.config, i+1))
+			return nil, exitWith(ExitUsage, fmt.Errorf("--config %s: backend %d has no url", path, i+1))
 		}
 		if b.Name != "" {
 			urls = append(urls, b.Name+"="+b.URL)
@@ -111,48 +105,28 @@ func readBenchConfig(o *benchOpts) ([]string, error) {
 			urls = append(urls, b.URL)
 		}
 	}
-	// Command-line flags win over the file only where given explicitly;
-	// the file's sizes otherwise apply.
-	if c.Workers > 0 {
-		o.cfg.Workers = c.Workers
+	for _, key := range slices.Sorted(maps.Keys(c.Sizes)) {
+		name := strings.ReplaceAll(key, "_", "-")
+		if !slices.Contains(configKeys, name) {
+			return nil, exitWith(ExitUsage, fmt.Errorf("--config %s: field %s not found: want backends or one of %s",
+				path, key, strings.ReplaceAll(strings.Join(configKeys, ", "), "-", "_")))
+		}
+		if flags.Changed(name) {
+			continue
+		}
+		v := fmt.Sprint(c.Sizes[key])
+		if list, ok := c.Sizes[key].([]any); ok {
+			var items []string
+			for _, x := range list {
+				items = append(items, fmt.Sprint(x))
+			}
+			v = strings.Join(items, ",")
+		}
+		if err := flags.Set(name, v); err != nil {
+			return nil, exitWith(ExitUsage, fmt.Errorf("--config %s: %s: %w", path, key, err))
+		}
 	}
-	if c.Iterations > 0 {
-		o.cfg.Iterations = c.Iterations
-	}
-	if c.Duration > 0 {
-		o.cfg.Duration = c.Duration
-	}
-	if c.TTL > 0 {
-		o.cfg.TTL = c.TTL
-	}
-	if c.Rounds > 0 {
-		o.cfg.Rounds = c.Rounds
-	}
-	if c.Peers != nil {
-		o.peers = *c.Peers
-	}
-	if c.Permits > 0 {
-		o.cfg.Permits = c.Permits
-	}
-	if c.SemaphoreWorkers > 0 {
-		o.cfg.SemaphoreWorkers = c.SemaphoreWorkers
-	}
-	if c.SemaphoreHold > 0 {
-		o.cfg.SemaphoreHold = c.SemaphoreHold
-	}
-	if c.RWWorkers > 0 {
-		o.cfg.RWWorkers = c.RWWorkers
-	}
-	if c.RWReads > 0 {
-		o.cfg.RWReads = c.RWReads
-	}
-	if c.RWHold > 0 {
-		o.cfg.RWHold = c.RWHold
-	}
-	if len(c.Workloads) > 0 && len(o.cfg.Workloads) == 0 {
-		o.cfg.Workloads = c.Workloads
-	}
-	return urls, o.cfg.Validate()
+	return urls, nil
 }
 
 // parseTarget reads NAME=URL or URL.

@@ -1,6 +1,10 @@
 // Package compare runs the same lock workloads against several targets
-// side by side and reports the results as a table, CSV, JSON, SVG charts
-// and one self-contained HTML page. It is the engine of the distlock-bench command.
+// side by side, and returns their [Result]s. It is the engine of the
+// distlock-bench command; package render turns results into a table, CSV,
+// JSON, SVG charts and one self-contained HTML page. The engine knows no
+// command line: a program gives it a [Config], its [Target]s, and calls
+// [HolderMain] first thing in main so that crash-recovery can run a
+// holder process of its own.
 //
 // A [Target] is distlock on one store, another lock library on it (a peer,
 // made by package peers), or the store's bare round trip (its floor). Every
@@ -33,6 +37,6 @@
 //     until it gets the lock.
 //
 // Every loop is bounded in count and time. The timing, percentiles and
-// shares come from internal/measure, the core the peer comparisons of the
+// shares come from bench/internal/measure, the core the peer comparisons of the
 // bench module use too; docs/cli.md says how each figure is computed.
 package compare

@@ -6,4 +6,10 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain makes the test binary a crash-recovery holder when a test
+// started it as one (TestCrashRecoveryHolderProcess), as a command's main
+// does.
+func TestMain(m *testing.M) {
+	HolderMain()
+	goleak.VerifyTestMain(m)
+}

@@ -39,7 +39,7 @@ func combine(rounds []Result) Result {
 	if len(measured) == 0 {
 		return out
 	}
-	for _, m := range allMetrics(measured) {
+	for _, m := range AllMetrics(measured) {
 		out.Metrics = append(out.Metrics, combineMetric(m, measured))
 	}
 	if len(raw) > 0 {

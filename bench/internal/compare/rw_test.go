@@ -1,50 +1,30 @@
 package compare
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/bench/internal/compare/fakes"
 	"github.com/distlock/distlock/bench/internal/measure"
 	"github.com/distlock/distlock/memlock"
 )
-
-// writesOverReaders grants a refused write anyway: a broken read-write
-// lock.
-type writesOverReaders struct{ *memlock.Driver }
-
-func (d writesOverReaders) TryAcquireRW(ctx context.Context, req backend.Request, mode backend.RWMode, waiting bool) (backend.Grant, error) {
-	g, err := d.Driver.TryAcquireRW(ctx, req, mode, waiting)
-	if mode == backend.Write && errors.Is(err, backend.ErrNotAcquired) {
-		return backend.Grant{Lock: freeLock{}, Token: 1 << 40}, nil
-	}
-	return g, err
-}
-
-// freeLock is a grant the store never made.
-type freeLock struct{}
-
-func (freeLock) Refresh(context.Context, time.Duration) error { return nil }
-func (freeLock) Release(context.Context) error                { return nil }
 
 // The rw workload runs distlock alone: it counts read and write grants,
 // the readers held at once, lists a backend without read-write locks as
 // unsupported rather than failed, and counts the violations of a broken
 // one.
 func TestRWWorkload(t *testing.T) {
-	peer := newChanLock()
-	t.Cleanup(peer.wait)
+	peer := fakes.NewChanLock()
+	t.Cleanup(peer.Wait)
 	targets := []Target{
 		memTarget("mem", "rw-a"),
 		{Name: "mem: chan-lock", Store: "mem", Library: "chan-lock", URL: "mem://rw-a",
 			New: func(context.Context, time.Duration) (measure.Contender, error) { return peer, nil }},
 		{Name: "mem: no-op (floor)", Store: "mem", Library: "no-op", Floor: true, URL: "mem://rw-a",
-			New: func(context.Context, time.Duration) (measure.Contender, error) { return noop{}, nil }},
+			New: func(context.Context, time.Duration) (measure.Contender, error) { return fakes.Noop{}, nil }},
 		lockerTarget("none", "rw-b", func(d *memlock.Driver) backend.Driver { return noSemaphore{d} }),
 		lockerTarget("broken", "rw-c", func(d *memlock.Driver) backend.Driver { return writesOverReaders{d} }),
 	}
@@ -82,23 +62,5 @@ func TestRWWorkload(t *testing.T) {
 	}
 	if v, _ := byName["broken"].Metric("violations"); v == 0 {
 		t.Errorf("a read-write lock granting writes over readers showed no violation: the check cannot fail")
-	}
-
-	rep := NewReport(targets, c, results, Meta{})
-	var table bytes.Buffer
-	if err := rep.WriteTable(&table); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{`== rw`, `write wait p99`, `max readers`, `none\s+unsupported\s+-\s+-`} {
-		if !regexp.MustCompile(want).MatchString(table.String()) {
-			t.Errorf("table lacks %q:\n%s", want, table.String())
-		}
-	}
-	if err := rep.WriteFiles(t.TempDir()); err != nil {
-		t.Fatal(err)
-	}
-	svg, err := rep.workloadChart("rw")
-	if err != nil || !bytes.Contains(svg, []byte("no read-write lock")) {
-		t.Errorf("the rw chart does not show the unsupported row (err %v)", err)
 	}
 }

@@ -1,56 +1,30 @@
 package compare
 
 import (
-	"bytes"
 	"context"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/bench/internal/compare/fakes"
 	"github.com/distlock/distlock/bench/internal/measure"
 	"github.com/distlock/distlock/memlock"
 )
-
-// lockerTarget is a distlock target made by New over a memlock driver
-// that wrap may change.
-func lockerTarget(name, store string, wrap func(*memlock.Driver) backend.Driver) Target {
-	return Target{Name: name, Store: name, URL: "mem://" + store,
-		New: func(_ context.Context, ttl time.Duration) (measure.Contender, error) {
-			d, err := memlock.Named(store).NewDriver(&memlock.Options{Wait: backend.WaitPoll})
-			if err != nil {
-				return nil, err
-			}
-			return lockerContender{distlock.New(wrap(d), distlock.WithDefaultTTL(ttl))}, nil
-		}}
-}
-
-// noSemaphore hides memlock's semaphore: a backend that offers none.
-type noSemaphore struct{ backend.Driver }
-
-// ignoresLimit grants permits whatever the limit: a broken semaphore.
-type ignoresLimit struct{ *memlock.Driver }
-
-func (d ignoresLimit) TryAcquirePermits(ctx context.Context, req backend.SemaphoreRequest) (backend.Grant, error) {
-	req.Limit = backend.MaxSemaphoreLimit
-	return d.Driver.TryAcquirePermits(ctx, req)
-}
 
 // The semaphore workload runs distlock alone: it counts grants and the
 // permits held at once (never above the limit on a sound semaphore),
 // lists a backend without a semaphore as unsupported rather than failed,
 // and counts the violations of a broken one.
 func TestSemaphoreWorkload(t *testing.T) {
-	peer := newChanLock()
-	t.Cleanup(peer.wait)
+	peer := fakes.NewChanLock()
+	t.Cleanup(peer.Wait)
 	targets := []Target{
 		memTarget("mem", "sem-a"),
 		{Name: "mem: chan-lock", Store: "mem", Library: "chan-lock", URL: "mem://sem-a",
 			New: func(context.Context, time.Duration) (measure.Contender, error) { return peer, nil }},
 		{Name: "mem: no-op (floor)", Store: "mem", Library: "no-op", Floor: true, URL: "mem://sem-a",
-			New: func(context.Context, time.Duration) (measure.Contender, error) { return noop{}, nil }},
+			New: func(context.Context, time.Duration) (measure.Contender, error) { return fakes.Noop{}, nil }},
 		lockerTarget("none", "sem-b", func(d *memlock.Driver) backend.Driver { return noSemaphore{d} }),
 		lockerTarget("broken", "sem-c", func(d *memlock.Driver) backend.Driver { return ignoresLimit{d} }),
 	}
@@ -87,24 +61,5 @@ func TestSemaphoreWorkload(t *testing.T) {
 	broken := byName["broken"]
 	if v, _ := broken.Metric("violations"); v == 0 {
 		t.Errorf("a semaphore ignoring its limit showed no violation (max holders %v): the check cannot fail", func() float64 { v, _ := broken.Metric("max holders"); return v }())
-	}
-
-	rep := NewReport(targets, c, results, Meta{})
-	var table bytes.Buffer
-	if err := rep.WriteTable(&table); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{`== semaphore`, `max holders`, `none\s+unsupported\s+-\s+-`} {
-		if !regexp.MustCompile(want).MatchString(table.String()) {
-			t.Errorf("table lacks %q:\n%s", want, table.String())
-		}
-	}
-	dir := t.TempDir()
-	if err := rep.WriteFiles(dir); err != nil {
-		t.Fatal(err)
-	}
-	svg, err := rep.workloadChart("semaphore")
-	if err != nil || !bytes.Contains(svg, []byte("unsupported")) {
-		t.Errorf("the semaphore chart does not show the unsupported row (err %v)", err)
 	}
 }

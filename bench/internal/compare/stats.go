@@ -50,13 +50,22 @@ type Result struct {
 	raw []time.Duration // one round's samples, before combining
 }
 
+// StoreName returns the store the result's target runs on.
+func (r Result) StoreName() string {
+	if r.Store == "" {
+		return r.Backend
+	}
+	return r.Store
+}
+
 // Metric returns the value of the named metric, and whether it exists.
 func (r Result) Metric(name string) (float64, bool) {
-	m, ok := r.metric(name)
+	m, ok := r.Lookup(name)
 	return m.Value, ok
 }
 
-func (r Result) metric(name string) (Metric, bool) {
+// Lookup returns the named metric, and whether it exists.
+func (r Result) Lookup(name string) (Metric, bool) {
 	for _, m := range r.Metrics {
 		if m.Name == name {
 			return m, true
@@ -85,6 +94,20 @@ func toMS(ds []time.Duration) []float64 {
 			j = i * (len(s) - 1) / (maxSamples - 1)
 		}
 		out[i] = ms(s[j])
+	}
+	return out
+}
+
+// AllMetrics returns the metrics of rows, each name once, in the order
+// they first appear.
+func AllMetrics(rows []Result) []Metric {
+	var out []Metric
+	for _, r := range rows {
+		for _, m := range r.Metrics {
+			if !slices.ContainsFunc(out, func(o Metric) bool { return o.Name == m.Name }) {
+				out = append(out, m)
+			}
+		}
 	}
 	return out
 }

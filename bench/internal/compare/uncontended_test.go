@@ -166,12 +166,12 @@ func TestUncontendedCountsPerTarget(t *testing.T) {
 			t.Errorf("%s: %d runs, error %q", name, r.Runs, r.Error)
 		}
 		for m, v := range map[string]float64{"round trips/pair": w.trips, "requests/pair": w.requests, "fsyncs/pair": w.fsyncs} {
-			got, ok := r.metric(m)
+			got, ok := r.Lookup(m)
 			if !ok || got.Value != v || len(got.Rounds) != 3 || got.Min != v || got.Max != v {
 				t.Errorf("%s: %s = %+v, want %v in each of 3 rounds", name, m, got, v)
 			}
 		}
-		if got, _ := r.metric("pairs/s"); len(got.Rounds) != 3 || math.Abs(got.Value-1e4) > 1e-6 {
+		if got, _ := r.Lookup("pairs/s"); len(got.Rounds) != 3 || math.Abs(got.Value-1e4) > 1e-6 {
 			t.Errorf("%s: pairs/s = %+v, want 10000 (0.1 ms a pair)", name, got)
 		}
 		if len(r.Samples) != 180 {

@@ -48,7 +48,8 @@ func (c Config) now() time.Time {
 // Workloads lists the workload names in the order they run.
 var Workloads = []string{"uncontended", "contended", "many-keys", "semaphore", "rw", "crash-recovery"}
 
-func (c Config) withDefaults() Config {
+// WithDefaults returns c with every size left zero set to its default.
+func (c Config) WithDefaults() Config {
 	if c.Iterations <= 0 {
 		c.Iterations = 200
 	}
@@ -103,7 +104,7 @@ func (c Config) Validate() error {
 
 // Steps returns how many (workload, round, target) steps Run will make.
 func (c Config) Steps(targets []Target) int {
-	c = c.withDefaults()
+	c = c.WithDefaults()
 	n := 0
 	for _, w := range c.Workloads {
 		for _, t := range targets {
@@ -124,7 +125,7 @@ func (c Config) Steps(targets []Target) int {
 // returns one Result per workload and target, combining the rounds (see
 // [combine]); a failing run is reported in its Result.
 func Run(ctx context.Context, targets []Target, c Config, step func(r Result, round int)) []Result {
-	c = c.withDefaults()
+	c = c.WithDefaults()
 	order := make([]int, len(targets))
 	for i := range order {
 		order[i] = i

@@ -1,4 +1,4 @@
-package compare
+package render
 
 import (
 	"bytes"
@@ -12,13 +12,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/bench/internal/compare"
+	"github.com/distlock/distlock/bench/internal/compare/fakes"
 	"github.com/distlock/distlock/bench/internal/measure"
-	"github.com/distlock/distlock/memlock"
 )
 
 // TestReportInBrowser renders report.html in headless Chromium: the page
@@ -125,7 +124,7 @@ func checkLayout(t *testing.T, chromium, dir string, rep *Report) {
 	if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &l); err != nil {
 		t.Fatal(err)
 	}
-	want := slices.Clone(Workloads)
+	want := slices.Clone(compare.Workloads)
 	if len(rep.ratios()) > 0 {
 		want = append(want, "ratios")
 	}
@@ -135,7 +134,7 @@ func checkLayout(t *testing.T, chromium, dir string, rep *Report) {
 	if l.Overflow > 0 {
 		t.Errorf("the page is %v px wider than a 1400 px window", l.Overflow)
 	}
-	if len(l.SVGs) != len(Workloads)+1 {
+	if len(l.SVGs) != len(compare.Workloads)+1 {
 		t.Fatalf("%d charts, want one per workload and the hand-off panels", len(l.SVGs))
 	}
 	for i, s := range l.SVGs {
@@ -156,7 +155,7 @@ func checkLayout(t *testing.T, chromium, dir string, rep *Report) {
 			if !strings.Contains(texts, rowLabel(r)) {
 				t.Errorf("%s chart has no row %q", wl, rowLabel(r))
 			}
-			m, _ := r.metric(charts[wl].metric)
+			m, _ := r.Lookup(charts[wl].metric)
 			if v := formatterFor(m.Unit)(m.Value); !strings.Contains(texts, v) {
 				t.Errorf("%s chart lacks %s's value label %q", wl, r.Backend, v)
 			}
@@ -203,18 +202,18 @@ func checkScreenshot(t *testing.T, chromium, dir string) {
 // a stand-in peer library and floor on the first.
 func fastReport(t *testing.T) *Report {
 	t.Helper()
-	peer := newChanLock()
-	targets := []Target{
+	peer := fakes.NewChanLock()
+	targets := []compare.Target{
 		memTarget("mem", "browser-a"),
 		{Name: "mem: chan-lock", Store: "mem", Library: "chan-lock", About: "a channel as a lock", URL: "mem://browser-a",
-			New: func(context.Context, time.Duration) (measure.Contender, error) { return peer, nil }, Crash: peer.crash},
+			New: func(context.Context, time.Duration) (measure.Contender, error) { return peer, nil }, Crash: peer.Crash},
 		{Name: "mem: no-op (floor)", Store: "mem", Library: "no-op", Floor: true, URL: "mem://browser-a",
-			New: func(context.Context, time.Duration) (measure.Contender, error) { return noop{}, nil }},
+			New: func(context.Context, time.Duration) (measure.Contender, error) { return fakes.Noop{}, nil }},
 		memTarget("mem-b", "browser-b"),
 	}
-	c := Config{Iterations: 30, Workers: 3, Duration: 150 * time.Millisecond, TTL: 300 * time.Millisecond, Rounds: 2}
-	results := Run(context.Background(), targets, c, nil)
-	t.Cleanup(peer.wait)
+	c := compare.Config{Iterations: 30, Workers: 3, Duration: 150 * time.Millisecond, TTL: 300 * time.Millisecond, Rounds: 2}
+	results := compare.Run(context.Background(), targets, c, nil)
+	t.Cleanup(peer.Wait)
 	for _, r := range results {
 		if r.Error != "" {
 			t.Errorf("%s/%s: %s", r.Backend, r.Workload, r.Error)
@@ -225,62 +224,6 @@ func fastReport(t *testing.T) *Report {
 	return NewReport(targets, c, results, meta)
 }
 
-func memTarget(name, store string) Target {
-	return Target{Name: name, URL: "mem://" + store,
-		Crash: func(ctx context.Context, key string, ttl time.Duration) (time.Time, error) {
-			d, err := memlock.Named(store).NewDriver(nil)
-			if err != nil {
-				return time.Time{}, err
-			}
-			l := distlock.New(d, distlock.WithDefaultTTL(ttl))
-			defer l.Close()
-			if _, err := l.Acquire(ctx, key); err != nil {
-				return time.Time{}, err
-			}
-			d.Kill()
-			return time.Now(), nil
-		}}
+func memTarget(name, store string) compare.Target {
+	return compare.Target{Name: name, URL: "mem://" + store, Crash: fakes.MemCrash(store)}
 }
-
-// chanLock is one lock for every key: a channel of one slot.
-type chanLock struct {
-	slot    chan struct{}
-	expires sync.WaitGroup
-}
-
-func newChanLock() *chanLock { return &chanLock{slot: make(chan struct{}, 1)} }
-
-func (l *chanLock) Acquire(ctx context.Context, _ string) (func(context.Context) error, error) {
-	select {
-	case l.slot <- struct{}{}:
-		return func(context.Context) error { <-l.slot; return nil }, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-func (l *chanLock) Close() {}
-
-// crash takes the lock and "dies": its lease expires after ttl.
-func (l *chanLock) crash(ctx context.Context, key string, ttl time.Duration) (time.Time, error) {
-	release, err := l.Acquire(ctx, key)
-	if err != nil {
-		return time.Time{}, err
-	}
-	l.expires.Go(func() {
-		time.Sleep(ttl) // the lease running out
-		_ = release(context.Background())
-	})
-	return time.Now(), nil
-}
-
-func (l *chanLock) wait() { l.expires.Wait() }
-
-// noop is a floor with nothing behind it.
-type noop struct{}
-
-func (noop) Acquire(context.Context, string) (func(context.Context) error, error) {
-	return func(context.Context) error { return nil }, nil
-}
-
-func (noop) Close() {}

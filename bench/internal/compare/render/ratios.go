@@ -1,7 +1,8 @@
-package compare
+package render
 
 import (
 	"fmt"
+	"github.com/distlock/distlock/bench/internal/compare"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -70,7 +71,7 @@ func (rep *Report) ratioCell(store, peer string, c ratioColumn) string {
 // goes between rounds divides out of each round's ratio; a ratio of
 // medians can pair a fast round of one with a slow round of the other. ok
 // is false when the peer's figure is not positive.
-func pairedRatio(mine, theirs Metric) (float64, bool) {
+func pairedRatio(mine, theirs compare.Metric) (float64, bool) {
 	if n := len(mine.Rounds); n > 1 && n == len(theirs.Rounds) {
 		rs := make([]float64, 0, n)
 		for i, v := range theirs.Rounds {
@@ -90,13 +91,13 @@ func pairedRatio(mine, theirs Metric) (float64, bool) {
 }
 
 // figure returns library's figure of c on store.
-func (rep *Report) figure(store, library string, c ratioColumn) (Metric, bool) {
+func (rep *Report) figure(store, library string, c ratioColumn) (compare.Metric, bool) {
 	for _, r := range rep.Results {
-		if r.storeName() == store && r.Library == library && !r.Floor && r.Workload == c.Workload {
-			return r.metric(c.Metric)
+		if r.StoreName() == store && r.Library == library && !r.Floor && r.Workload == c.Workload {
+			return r.Lookup(c.Metric)
 		}
 	}
-	return Metric{}, false
+	return compare.Metric{}, false
 }
 
 // ratioHeads are the columns' heads with which way is better.

@@ -1,7 +1,8 @@
-package compare
+package render
 
 import (
 	"fmt"
+	"github.com/distlock/distlock/bench/internal/compare"
 	"html/template"
 	"slices"
 	"strconv"
@@ -173,10 +174,10 @@ func (rep *Report) tableGroups(wl string, cols []column) []tableGroup {
 	var out []tableGroup
 	headline := charts[wl].metric
 	for _, r := range rep.byWorkload(wl) {
-		if len(out) == 0 || out[len(out)-1].Store != r.storeName() {
-			out = append(out, tableGroup{Store: r.storeName(), Span: len(cols) + 1})
+		if len(out) == 0 || out[len(out)-1].Store != r.StoreName() {
+			out = append(out, tableGroup{Store: r.StoreName(), Span: len(cols) + 1})
 		}
-		tr := tableRow{Library: legendLabel(r), Kind: [...]string{"distlock", "peer", "floor"}[r.rank()], Error: r.Error, Unsupported: r.Unsupported}
+		tr := tableRow{Library: legendLabel(r), Kind: [...]string{"distlock", "peer", "floor"}[rank(r)], Error: r.Error, Unsupported: r.Unsupported}
 		for _, c := range cols {
 			tr.Cells = append(tr.Cells, rep.cell(r, c, c.Metric == headline))
 		}
@@ -186,11 +187,11 @@ func (rep *Report) tableGroups(wl string, cols []column) []tableGroup {
 	return out
 }
 
-func (rep *Report) cell(r Result, c column, headline bool) tableCell {
+func (rep *Report) cell(r compare.Result, c column, headline bool) tableCell {
 	if c.Metric == "floors" {
 		return rep.floorsCell(r)
 	}
-	m, ok := r.metric(c.Metric)
+	m, ok := r.Lookup(c.Metric)
 	if !ok {
 		return tableCell{Text: "–"}
 	}
@@ -203,13 +204,13 @@ func (rep *Report) cell(r Result, c column, headline bool) tableCell {
 }
 
 // floorsCell is the uncontended p50 over the store's floor p50.
-func (rep *Report) floorsCell(r Result) tableCell {
+func (rep *Report) floorsCell(r compare.Result) tableCell {
 	p50, ok := r.Metric("p50")
 	if !ok || r.Floor {
 		return tableCell{Text: "–"}
 	}
-	i := slices.IndexFunc(rep.Results, func(f Result) bool {
-		return f.Floor && f.Workload == r.Workload && f.storeName() == r.storeName()
+	i := slices.IndexFunc(rep.Results, func(f compare.Result) bool {
+		return f.Floor && f.Workload == r.Workload && f.StoreName() == r.StoreName()
 	})
 	if i < 0 {
 		return tableCell{Text: "–"}

@@ -1,7 +1,8 @@
-package compare
+package render
 
 import (
 	"bytes"
+	"github.com/distlock/distlock/bench/internal/compare"
 	"image/color"
 	"math"
 	"slices"
@@ -33,8 +34,8 @@ func (rep *Report) handoffChart() ([]byte, error) {
 		if len(r.Samples) == 0 {
 			continue
 		}
-		if !slices.Contains(stores, r.storeName()) {
-			stores = append(stores, r.storeName())
+		if !slices.Contains(stores, r.StoreName()) {
+			stores = append(stores, r.StoreName())
 		}
 		lo = math.Min(lo, math.Max(measure.PercentileSorted(r.Samples, 1), 1e-4))
 		hi = math.Max(hi, measure.PercentileSorted(r.Samples, 99))
@@ -77,7 +78,7 @@ func (rep *Report) handoffChart() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func handoffPanel(store string, rows []Result, lo, hi float64) (*plot.Plot, error) {
+func handoffPanel(store string, rows []compare.Result, lo, hi float64) (*plot.Plot, error) {
 	p := plot.New()
 	styleAxes(p)
 	p.Title.Text = store + ": hand-off by percentile (lower is better)"
@@ -95,7 +96,7 @@ func handoffPanel(store string, rows []Result, lo, hi float64) (*plot.Plot, erro
 	p.Add(grid)
 	peer := 0
 	for _, r := range rows {
-		if r.storeName() != store || len(r.Samples) == 0 {
+		if r.StoreName() != store || len(r.Samples) == 0 {
 			continue
 		}
 		pts := make(plotter.XYs, 0, 99)
@@ -108,7 +109,7 @@ func handoffPanel(store string, rows []Result, lo, hi float64) (*plot.Plot, erro
 			return nil, err
 		}
 		line.Width = vg.Points(1.6)
-		switch r.rank() {
+		switch rank(r) {
 		case kindDistlock:
 			line.Color = kindColor[kindDistlock]
 		case kindFloor:
@@ -125,7 +126,7 @@ func handoffPanel(store string, rows []Result, lo, hi float64) (*plot.Plot, erro
 	return p, nil
 }
 
-func legendLabel(r Result) string {
+func legendLabel(r compare.Result) string {
 	switch {
 	case r.Floor:
 		return r.Library + " (floor)"

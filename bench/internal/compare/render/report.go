@@ -1,9 +1,10 @@
-package compare
+package render
 
 import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"github.com/distlock/distlock/bench/internal/compare"
 	"io"
 	"os"
 	"path/filepath"
@@ -20,11 +21,11 @@ type Report struct {
 	Machine map[string]string `json:"machine"`
 	// Command is the command line that made the report, passwords
 	// redacted.
-	Command  string        `json:"command,omitempty"`
-	Config   ConfigSummary `json:"config"`
-	Stores   []StoreInfo   `json:"stores,omitempty"`
-	Backends []BackendInfo `json:"backends"`
-	Results  []Result      `json:"results"`
+	Command  string           `json:"command,omitempty"`
+	Config   ConfigSummary    `json:"config"`
+	Stores   []StoreInfo      `json:"stores,omitempty"`
+	Backends []BackendInfo    `json:"backends"`
+	Results  []compare.Result `json:"results"`
 }
 
 // ConfigSummary records the workload sizes of a run.
@@ -75,8 +76,8 @@ type Meta struct {
 }
 
 // NewReport assembles a report.
-func NewReport(targets []Target, c Config, results []Result, meta Meta) *Report {
-	c = c.withDefaults()
+func NewReport(targets []compare.Target, c compare.Config, results []compare.Result, meta Meta) *Report {
+	c = c.WithDefaults()
 	rep := &Report{Created: time.Now().UTC(), Machine: meta.Machine, Command: meta.Command, Stores: meta.Stores, Results: results,
 		Config: ConfigSummary{Iterations: c.Iterations, Workers: c.Workers, Duration: c.Duration.String(), TTL: c.TTL.String(), Rounds: c.Rounds,
 			Permits: c.Permits, SemaphoreWorkers: c.SemaphoreWorkers, SemaphoreHold: c.SemaphoreHold.String(),
@@ -99,7 +100,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		rows := rep.byWorkload(wl)
 		fmt.Fprintf(tw, "\n== %s\n", wl)
 		header := []string{"backend"}
-		cols := allMetrics(rows)
+		cols := compare.AllMetrics(rows)
 		for _, m := range cols {
 			header = append(header, strings.TrimSpace(m.Name+" "+unitLabel(m.Unit)))
 		}
@@ -118,7 +119,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 				cells = append(cells, "error: "+r.Error)
 			}
 			for _, c := range cols {
-				if m, ok := r.metric(c.Name); ok {
+				if m, ok := r.Lookup(c.Name); ok {
 					cells = append(cells, formatValue(m.Value))
 				} else if len(r.Metrics) > 0 {
 					cells = append(cells, "-")
@@ -155,18 +156,6 @@ func formatValue(v float64) string {
 
 // allMetrics returns every metric some row has, in the order they first
 // appear (a store without server counters lacks some).
-func allMetrics(rows []Result) []Metric {
-	var out []Metric
-	for _, r := range rows {
-		for _, m := range r.Metrics {
-			if !slices.ContainsFunc(out, func(o Metric) bool { return o.Name == m.Name }) {
-				out = append(out, m)
-			}
-		}
-	}
-	return out
-}
-
 func (rep *Report) workloads() []string {
 	var out []string
 	seen := map[string]bool{}
@@ -181,18 +170,18 @@ func (rep *Report) workloads() []string {
 
 // byWorkload returns workload w's results, a store's together (in the
 // order the stores first appear), distlock first and the floor last.
-func (rep *Report) byWorkload(w string) []Result {
+func (rep *Report) byWorkload(w string) []compare.Result {
 	var stores []string
 	for _, r := range rep.Results {
-		if r.Workload == w && !slices.Contains(stores, r.storeName()) {
-			stores = append(stores, r.storeName())
+		if r.Workload == w && !slices.Contains(stores, r.StoreName()) {
+			stores = append(stores, r.StoreName())
 		}
 	}
-	var out []Result
+	var out []compare.Result
 	for _, s := range stores {
 		for pass := range 3 {
 			for _, r := range rep.Results {
-				if r.Workload == w && r.storeName() == s && r.rank() == pass {
+				if r.Workload == w && r.StoreName() == s && rank(r) == pass {
 					out = append(out, r)
 				}
 			}
@@ -201,15 +190,8 @@ func (rep *Report) byWorkload(w string) []Result {
 	return out
 }
 
-func (r Result) storeName() string {
-	if r.Store == "" {
-		return r.Backend
-	}
-	return r.Store
-}
-
 // rank orders a store's rows: distlock, peers, floor.
-func (r Result) rank() int {
+func rank(r compare.Result) int {
 	switch {
 	case r.Floor:
 		return 2
@@ -259,10 +241,10 @@ func (rep *Report) writeCSV(path string) error {
 			if r.Unsupported != "" {
 				e = "unsupported: " + r.Unsupported
 			}
-			_ = w.Write([]string{r.Backend, r.Workload, "", "", "", e, "", "", r.storeName(), r.Library})
+			_ = w.Write([]string{r.Backend, r.Workload, "", "", "", e, "", "", r.StoreName(), r.Library})
 		}
 		for _, m := range r.Metrics {
-			_ = w.Write([]string{r.Backend, r.Workload, m.Name, m.Unit, g(m.Value), r.Error, g(m.Min), g(m.Max), r.storeName(), r.Library})
+			_ = w.Write([]string{r.Backend, r.Workload, m.Name, m.Unit, g(m.Value), r.Error, g(m.Min), g(m.Max), r.StoreName(), r.Library})
 		}
 	}
 	w.Flush()

@@ -1,9 +1,10 @@
-package compare
+package render
 
 import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"github.com/distlock/distlock/bench/internal/compare"
 	"os"
 	"path/filepath"
 
@@ -81,16 +82,16 @@ func (rep *Report) workloadChart(wl string) ([]byte, error) {
 	unit := ""
 	groups := map[string]int{}
 	for _, r := range results {
-		g, ok := groups[r.storeName()]
+		g, ok := groups[r.StoreName()]
 		if !ok {
 			g = len(groups)
-			groups[r.storeName()] = g
+			groups[r.StoreName()] = g
 		}
-		m, _ := r.metric(spec.metric)
+		m, _ := r.Lookup(spec.metric)
 		if m.Unit != "" {
 			unit = m.Unit
 		}
-		rw := row{value: m.Value, lo: m.Min, hi: m.Max, group: g, kind: r.rank(), text: "no result"}
+		rw := row{value: m.Value, lo: m.Min, hi: m.Max, group: g, kind: rank(r), text: "no result"}
 		switch {
 		case r.Unsupported != "" && len(r.Metrics) == 0:
 			rw.text = "unsupported (" + unsupportedWhat[wl] + ")"
@@ -119,7 +120,7 @@ func (rep *Report) workloadChart(wl string) ([]byte, error) {
 }
 
 // rowLabel names a row: "redis: distlock", "redis: PING (floor)".
-func rowLabel(r Result) string {
+func rowLabel(r compare.Result) string {
 	lib := r.Library
 	if lib == "" {
 		lib = "distlock"
@@ -127,12 +128,12 @@ func rowLabel(r Result) string {
 	if r.Floor {
 		lib += " (floor)"
 	}
-	return r.storeName() + ": " + lib
+	return r.StoreName() + ": " + lib
 }
 
 // refs returns the reference lines: the TTL over every row, or each
 // store's floor over its rows.
-func (rep *Report) refs(spec chartSpec, results []Result, rc *rowChart) []ref {
+func (rep *Report) refs(spec chartSpec, results []compare.Result, rc *rowChart) []ref {
 	if spec.ttlRef {
 		if len(results) == 0 {
 			return nil
@@ -154,10 +155,10 @@ func (rep *Report) refs(spec chartSpec, results []Result, rc *rowChart) []ref {
 	return out
 }
 
-func legendFor(spec chartSpec, results []Result) []legendItem {
+func legendFor(spec chartSpec, results []compare.Result) []legendItem {
 	seen := map[int]bool{}
 	for _, r := range results {
-		seen[r.rank()] = true
+		seen[rank(r)] = true
 	}
 	var out []legendItem
 	for k := range kindName {

@@ -1,6 +1,7 @@
-package compare
+package render
 
 import (
+	"github.com/distlock/distlock/bench/internal/compare"
 	"math"
 	"strings"
 	"testing"
@@ -9,9 +10,9 @@ import (
 // distlock's figures are divided by each peer's of the same store only;
 // a figure missing on either side is "–", never a ratio against zero.
 func TestRatios(t *testing.T) {
-	res := func(backend, store, library, workload, metric string, v float64, floor bool) Result {
-		return Result{Backend: backend, Store: store, Library: library, Workload: workload, Floor: floor,
-			Metrics: []Metric{{Name: metric, Value: v}}}
+	res := func(backend, store, library, workload, metric string, v float64, floor bool) compare.Result {
+		return compare.Result{Backend: backend, Store: store, Library: library, Workload: workload, Floor: floor,
+			Metrics: []compare.Metric{{Name: metric, Value: v}}}
 	}
 	rep := &Report{
 		Backends: []BackendInfo{
@@ -21,7 +22,7 @@ func TestRatios(t *testing.T) {
 			{Name: "mysql", Store: "mysql", Library: "distlock"},
 			{Name: "mysql: GET_LOCK", Store: "mysql", Library: "GET_LOCK"},
 		},
-		Results: []Result{
+		Results: []compare.Result{
 			res("redis", "redis", "distlock", "uncontended", "p50", 0.3, false),
 			res("redis: redsync", "redis", "redsync", "uncontended", "p50", 0.2, false),
 			res("redis: floor (PING)", "redis", "PING", "uncontended", "p50", 0.1, true),
@@ -55,10 +56,12 @@ func TestRatios(t *testing.T) {
 // fast round with the peer's slow one (session 11's run 1: rounds of 1.19,
 // 1.17 and 0.48 against bsm/redislock, reported as 0.54 by medians).
 func TestRatiosPairRounds(t *testing.T) {
-	m := func(v float64, rounds ...float64) Metric { return Metric{Name: "p50", Value: v, Rounds: rounds} }
+	m := func(v float64, rounds ...float64) compare.Metric {
+		return compare.Metric{Name: "p50", Value: v, Rounds: rounds}
+	}
 	for _, tc := range []struct {
 		name         string
-		mine, theirs Metric
+		mine, theirs compare.Metric
 		want         float64
 		ok           bool
 	}{
@@ -80,9 +83,9 @@ func TestRatiosPairRounds(t *testing.T) {
 			{Name: "redis", Store: "redis", Library: "distlock"},
 			{Name: "redis: bsm/redislock", Store: "redis", Library: "bsm/redislock"},
 		},
-		Results: []Result{
-			{Backend: "redis", Store: "redis", Library: "distlock", Workload: "uncontended", Metrics: []Metric{m(0.086, 0.062, 0.186, 0.086)}},
-			{Backend: "redis: bsm/redislock", Store: "redis", Library: "bsm/redislock", Workload: "uncontended", Metrics: []Metric{m(0.159, 0.052, 0.159, 0.177)}},
+		Results: []compare.Result{
+			{Backend: "redis", Store: "redis", Library: "distlock", Workload: "uncontended", Metrics: []compare.Metric{m(0.086, 0.062, 0.186, 0.086)}},
+			{Backend: "redis: bsm/redislock", Store: "redis", Library: "bsm/redislock", Workload: "uncontended", Metrics: []compare.Metric{m(0.159, 0.052, 0.159, 0.177)}},
 		},
 	}
 	if rows := rep.ratios(); len(rows) != 1 || rows[0].Cells[0] != "1.17×" {
