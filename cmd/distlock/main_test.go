@@ -156,7 +156,7 @@ func TestStatusJSON(t *testing.T) {
 	if code != ExitFree {
 		t.Fatalf("exit %d, want %d (free): %s", code, ExitFree, out)
 	}
-	var st statusJSON
+	var st stateJSON
 	if err := json.Unmarshal([]byte(out), &st); err != nil || strings.Count(out, "\n") != 1 {
 		t.Fatalf("status --json printed %q (%v), want one line of JSON", out, err)
 	}
