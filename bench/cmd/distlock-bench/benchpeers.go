@@ -17,6 +17,7 @@ import (
 func addPeers(ctx context.Context, s *targetSet, withPeers bool) {
 	var out []compare.Target
 	for _, t := range s.targets {
+		t.Version = peers.ModuleVersion(libraryPath)
 		out = append(out, t)
 		info := render.StoreInfo{Name: t.StoreName(), URL: t.Display()}
 		st, err := peers.For(t.URL)
@@ -31,7 +32,7 @@ func addPeers(ctx context.Context, s *targetSet, withPeers bool) {
 			if d := st.Distlock; d.New != nil {
 				me.New, me.About, me.RoundTrips = d.New, d.About, peers.RoundTrips
 			}
-			me.Counters = st.Counters
+			me.Counters, me.Conns = st.Counters, st.Conns
 			out = append(out, storeTargets(t, st, withPeers)...)
 			info.Floor = st.Floor.Name
 			describeStore(ctx, st, &info)
@@ -49,7 +50,8 @@ func storeTargets(t compare.Target, st *peers.Store, withPeers bool) []compare.T
 	if withPeers {
 		for _, p := range st.Peers {
 			out = append(out, compare.Target{Name: store + ": " + p.Name, Store: store, Library: p.Name,
-				URL: t.URL, About: p.About, New: p.New, Crash: p.Crash, Counters: st.Counters, RoundTrips: peers.RoundTrips})
+				URL: t.URL, About: p.About, New: p.New, Crash: p.Crash, Counters: st.Counters, RoundTrips: peers.RoundTrips,
+				Version: peers.ModuleVersion(p.Module), Conns: p.Conns})
 		}
 	}
 	f := st.Floor

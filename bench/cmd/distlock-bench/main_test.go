@@ -95,8 +95,12 @@ func TestBenchWritesReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rep struct {
-		Command string
-		Stores  []struct{ Name, Server, Floor string }
+		Command  string
+		Stores   []struct{ Name, Server, Floor string }
+		Backends []struct {
+			Library, Version string
+			Conns            string `json:"conns_per_lease"`
+		}
 		Results []struct {
 			Backend, Workload, Error, Library string
 			Floor                             bool
@@ -134,6 +138,20 @@ func TestBenchWritesReport(t *testing.T) {
 	}
 	if len(rep.Stores) != 2 || rep.Stores[1].Floor != "Get" || !strings.HasPrefix(rep.Stores[1].Server, "etcd ") {
 		t.Errorf("stores %+v", rep.Stores)
+	}
+	// The peer's version comes from the binary's build info, and every
+	// library says what connections a lease holds.
+	for _, b := range rep.Backends {
+		switch b.Library {
+		case "concurrency.Mutex":
+			if !strings.HasPrefix(b.Version, "v3.") || b.Conns == "" {
+				t.Errorf("etcd's Mutex: version %q, connections per lease %q", b.Version, b.Conns)
+			}
+		case "distlock":
+			if b.Version != "(devel)" {
+				t.Errorf("distlock built from the checkout: version %q, want (devel)", b.Version)
+			}
+		}
 	}
 	if !strings.HasPrefix(rep.Command, "distlock-bench --embedded ") {
 		t.Errorf("command %q", rep.Command)

@@ -20,6 +20,7 @@ import (
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/bench/internal/compare"
 	"github.com/distlock/distlock/bench/internal/compare/render"
+	"github.com/distlock/distlock/bench/internal/peers"
 	"github.com/distlock/distlock/memlock"
 	"github.com/distlock/distlock/sandbox"
 )
@@ -216,8 +217,15 @@ func machineInfo(provider string) map[string]string {
 	if h, err := os.Hostname(); err == nil {
 		m["host"] = h
 	}
+	if v := peers.ModuleVersion(libraryPath); v != "" {
+		m["distlock"] = v
+	}
 	if bi, ok := debug.ReadBuildInfo(); ok {
-		m["distlock"] = bi.Main.Version
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				m["commit"] = s.Value
+			}
+		}
 	}
 	if v := fileField("/proc/cpuinfo", "model name", ":"); v != "" {
 		m["cpu"] = v

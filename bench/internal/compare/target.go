@@ -33,6 +33,12 @@ type Target struct {
 	URL string
 	// About says how a peer library, or a distlock made by New, is driven.
 	About string
+	// Version is the library's version, as the binary's build info gives
+	// it ("v4.18.1"; "(devel)" for a checkout); empty if unknown.
+	Version string
+	// Conns says how many of the store's connections a held lease keeps
+	// to itself ("1 (pinned while held)"); empty if unknown.
+	Conns string
 	// New, when not nil, makes a client of a peer library or floor, or a
 	// distlock Locker built with a driver's New over a client of the
 	// store, instead of a distlock Locker opened from URL.

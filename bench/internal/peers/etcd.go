@@ -49,8 +49,9 @@ func etcdStore(u *backend.URL) (*Store, error) {
 						return nil, err
 					}
 					return &mutexClient{cli: cli, s: s}, nil
-				}),
+				}).from("go.etcd.io/etcd/client/v3", "0 (the client's session: one connection per client)"),
 		},
+		Conns: "0 (the Locker's connection)",
 		Distlock: distlockPeer("etcdlock.New over clientv3.New (its defaults), one Locker per client; lease TTL = the run's TTL (at least etcdlock.MinTTL)",
 			func(_ context.Context, ttl time.Duration) (backend.Driver, func(), error) {
 				cli, err := newClient(nil)

@@ -26,6 +26,19 @@ type Peer struct {
 	// client's connections and frees it without a word to the store. It
 	// returns when the connections were cut.
 	Crash func(ctx context.Context, key string, ttl time.Duration) (died time.Time, err error)
+	// Module is the Go module the library comes from
+	// ("github.com/go-redsync/redsync/v4"), whose version the report
+	// gives (see [ModuleVersion]); empty for a floor.
+	Module string
+	// Conns says how many of the store's connections a held lease keeps
+	// to itself, and why: "1 (pinned while held)", "0 (a shared pool)".
+	Conns string
+}
+
+// from returns p with its module and its connections per lease.
+func (p Peer) from(module, conns string) Peer {
+	p.Module, p.Conns = module, conns
+	return p
 }
 
 // Info is what a server says of itself.
@@ -44,6 +57,9 @@ type Store struct {
 	// client of the store builds it: the driver's New over a client made
 	// like the peers' (its library's defaults). Its Crash is nil.
 	Distlock Peer
+	// Conns says how many of the store's connections a lease of distlock
+	// keeps to itself, as Peer.Conns.
+	Conns string
 	// Info asks the server for its version and settings.
 	Info func(ctx context.Context) (Info, error)
 	// Counters reads the server's counters of the requests it received

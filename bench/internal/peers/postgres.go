@@ -60,7 +60,7 @@ func postgresStore(u *backend.URL, rawURL string) (*Store, error) {
 						return nil, err
 					}
 					return &pgAdvisoryClient{pool: pool}, nil
-				}),
+				}).from("github.com/jackc/pgx/v5", "1 (pinned while held)"),
 			peer("FOR UPDATE", "BEGIN; SELECT name FROM "+pgForUpdateTable+" WHERE name = key FOR UPDATE; ... COMMIT (the key's row created beforehand); "+
 				"a pgxpool.Pool with pgx's defaults",
 				func(ctx context.Context, _ time.Duration, cut *cutter) (client, error) {
@@ -69,8 +69,9 @@ func postgresStore(u *backend.URL, rawURL string) (*Store, error) {
 						return nil, err
 					}
 					return newPgForUpdate(ctx, pool)
-				}),
+				}).from("github.com/jackc/pgx/v5", "1 (its open transaction's)"),
 		},
+		Conns: "1 (pinned while held)",
 		Distlock: distlockPeer("sqllock.NewPool over a pgxpool.Pool with pgx's defaults, one Locker per pool; lease TTL = the run's TTL",
 			func(ctx context.Context, _ time.Duration) (backend.Driver, func(), error) {
 				pool, err := open(ctx, nil)

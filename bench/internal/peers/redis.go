@@ -41,13 +41,14 @@ func redisStore(u *backend.URL) (*Store, error) {
 				func(_ context.Context, ttl time.Duration, cut *cutter) (client, error) {
 					c := newClient(cut)
 					return &redsyncClient{c: c, rs: redsync.New(goredis.NewPool(c)), ttl: ttl}, nil
-				}),
+				}).from("github.com/go-redsync/redsync/v4", "0 (a shared pool)"),
 			peer("bsm/redislock", "bsm/redislock Obtain with LinearBackoff(100 ms) while waiting (its README's example); TTL = the run's TTL",
 				func(_ context.Context, ttl time.Duration, cut *cutter) (client, error) {
 					c := newClient(cut)
 					return &bsmClient{c: c, lc: redislock.New(c), ttl: ttl}, nil
-				}),
+				}).from("github.com/bsm/redislock", "0 (a shared pool)"),
 		},
+		Conns: "0 (a shared pool)",
 		Distlock: distlockPeer("redislock.New over redis.NewClient (go-redis defaults), one Locker per client; lease TTL = the run's TTL",
 			func(context.Context, time.Duration) (backend.Driver, func(), error) {
 				c := newClient(nil)

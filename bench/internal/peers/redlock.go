@@ -44,8 +44,9 @@ func redlockStore(u *backend.URL) (*Store, error) {
 						pools[i] = goredis.NewPool(c)
 					}
 					return &redlockClient{redsyncClient: redsyncClient{rs: redsync.New(pools...), ttl: ttl}, cs: cs}, nil
-				}),
+				}).from("github.com/go-redsync/redsync/v4", "0 (a shared pool per node)"),
 		},
+		Conns: "0 (a shared pool per node)",
 		Distlock: distlockPeer(fmt.Sprintf("redislock.NewRedlock over %d redis.NewClient (go-redis defaults), one Locker per set of clients; lease TTL = the run's TTL", n),
 			func(context.Context, time.Duration) (backend.Driver, func(), error) {
 				cs := newClients(nil)

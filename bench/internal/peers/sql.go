@@ -44,7 +44,7 @@ func sqlStore(u *backend.URL) (*Store, error) {
 						return nil, err
 					}
 					return &getLockClient{db: db}, nil
-				}),
+				}).from("github.com/go-sql-driver/mysql", "1 (pinned while held)"),
 			peer("FOR UPDATE", "BEGIN; SELECT name FROM "+forUpdateTable+" WHERE name = key FOR UPDATE; ... COMMIT (the key's row created beforehand); "+
 				"go-sql-driver's defaults (a statement with an argument is prepared: one more round trip)",
 				func(ctx context.Context, _ time.Duration, cut *cutter) (client, error) {
@@ -53,8 +53,9 @@ func sqlStore(u *backend.URL) (*Store, error) {
 						return nil, err
 					}
 					return newForUpdate(ctx, db)
-				}),
+				}).from("github.com/go-sql-driver/mysql", "1 (its open transaction's)"),
 		},
+		Conns: "1 (pinned while held: the lock row's open transaction)",
 		Distlock: distlockPeer("sqllock.New over a *sql.DB of go-sql-driver with its defaults (no multiStatements, no interpolateParams), one Locker per pool; lease TTL = the run's TTL",
 			func(ctx context.Context, _ time.Duration) (backend.Driver, func(), error) {
 				db, err := open(nil)

@@ -43,8 +43,9 @@ func zkStore(u *backend.URL) (*Store, error) {
 						return nil, err
 					}
 					return &zkLockClient{conn: conn}, nil
-				}),
+				}).from("github.com/go-zookeeper/zk", "0 (the client's session: one connection per client)"),
 		},
+		Conns: "0 (the Locker's session)",
 		Distlock: distlockPeer("zklock.New over zk.Connect (session timeout = the run's TTL), one Locker per session",
 			func(ctx context.Context, ttl time.Duration) (backend.Driver, func(), error) {
 				conn, err := connect(ctx, ttl, nil)

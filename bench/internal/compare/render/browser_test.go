@@ -61,7 +61,8 @@ func chrome(t *testing.T, chromium string, args ...string) []byte {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	base := []string{"--headless", "--disable-gpu", "--no-sandbox", "--hide-scrollbars", "--window-size=1400,3000",
-		"--user-data-dir=" + t.TempDir(), "--enable-logging=stderr", "--v=0"}
+		"--user-data-dir=" + t.TempDir(), "--enable-logging=stderr", "--v=0",
+		"--virtual-time-budget=10000"} // the page's fonts loaded and its scripts run before the DOM is dumped
 	cmd := exec.CommandContext(ctx, chromium, append(base, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -78,31 +79,40 @@ func chrome(t *testing.T, chromium string, args ...string) []byte {
 }
 
 // layoutScript records, once the page is laid out, each chart's size and
-// texts, the section ids and any horizontal overflow.
+// texts, the section ids and any horizontal overflow, once its fonts
+// are loaded.
 const layoutScript = `<script>
-(function () {
+document.fonts.ready.then(function () {
   var out = {svgs: [], sections: [], overflow: document.documentElement.scrollWidth - window.innerWidth};
   document.querySelectorAll('svg').forEach(function (s) {
     var r = s.getBoundingClientRect();
     out.svgs.push({w: r.width, h: r.height, paths: s.querySelectorAll('path').length,
-      texts: Array.prototype.map.call(s.querySelectorAll('text'), function (x) { return x.textContent; })});
+      texts: Array.prototype.map.call(s.querySelectorAll('text'), function (x) { return x.textContent; }),
+      rights: Array.prototype.map.call(s.querySelectorAll('text'), function (x) { return x.getBoundingClientRect().right; }),
+      lefts: Array.prototype.map.call(s.querySelectorAll('text'), function (x) { return x.getBoundingClientRect().left; }),
+      left: r.left, right: r.right});
   });
   document.querySelectorAll('h2[id]').forEach(function (h) { out.sections.push(h.id); });
+  out.verdicts = Array.prototype.map.call(document.querySelectorAll('table.verdict td.num'), function (td) {
+    return td.className + ' ' + getComputedStyle(td).backgroundColor; });
   var pre = document.createElement('pre');
   pre.id = 'layout-check';
   pre.textContent = JSON.stringify(out);
   document.body.appendChild(pre);
-})();
+});
 </script>`
 
 type layout struct {
 	Overflow float64
 	Sections []string
 	SVGs     []struct {
-		W, H  float64
-		Paths int
-		Texts []string
+		W, H          float64
+		Paths         int
+		Texts         []string
+		Rights, Lefts []float64 // each text's, in page pixels
+		Left, Right   float64   // the chart's
 	}
+	Verdicts []string // the verdict table's cell classes
 }
 
 func checkLayout(t *testing.T, chromium, dir string, rep *Report) {
@@ -124,10 +134,11 @@ func checkLayout(t *testing.T, chromium, dir string, rep *Report) {
 	if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &l); err != nil {
 		t.Fatal(err)
 	}
-	want := slices.Clone(compare.Workloads)
+	var want []string
 	if len(rep.ratios()) > 0 {
-		want = append(want, "ratios")
+		want = append(want, "verdict") // first: the verdict leads
 	}
+	want = append(want, compare.Workloads...)
 	if want = append(want, "setup"); !slices.Equal(l.Sections, want) {
 		t.Errorf("sections %v, want %v", l.Sections, want)
 	}
@@ -146,10 +157,28 @@ func checkLayout(t *testing.T, chromium, dir string, rep *Report) {
 	for i, wl := range []string{"uncontended", "contended", "handoff", "many-keys", "semaphore", "rw", "crash-recovery"} {
 		texts := strings.Join(l.SVGs[i].Texts, "\n")
 		if wl == "handoff" {
-			if !strings.Contains(texts, "hand-off by percentile") {
+			if !strings.Contains(texts, ": hand-off (lower is better)") {
 				t.Errorf("chart %d is not the hand-off panels", i)
 			}
 			continue
+		}
+		svg := l.SVGs[i]
+		var rights []float64
+		for j, text := range svg.Texts {
+			if svg.Lefts[j] < svg.Left-1 || svg.Rights[j] > svg.Right+1 {
+				t.Errorf("%s chart: %q runs out of the chart (%v–%v px, the chart %v–%v)", wl, text, svg.Lefts[j], svg.Rights[j], svg.Left, svg.Right)
+			}
+			for _, r := range rep.byWorkload(wl) {
+				if text == rowLabel(r) {
+					rights = append(rights, svg.Rights[j])
+				}
+			}
+		}
+		// The row labels are right-aligned where the bars start: drawn in
+		// a font wider than the one the chart was laid out with, the longer
+		// ones run under the bars ("postgres: pg_advisory_loc").
+		if len(rights) > 1 && slices.Max(rights)-slices.Min(rights) > 1.5 {
+			t.Errorf("%s chart: the row labels end at %v px, not aligned: the page draws them in another font than the chart measured", wl, rights)
 		}
 		for _, r := range rep.byWorkload(wl) {
 			if !strings.Contains(texts, rowLabel(r)) {
@@ -159,6 +188,17 @@ func checkLayout(t *testing.T, chromium, dir string, rep *Report) {
 			if v := formatterFor(m.Unit)(m.Value); !strings.Contains(texts, v) {
 				t.Errorf("%s chart lacks %s's value label %q", wl, r.Backend, v)
 			}
+		}
+	}
+	if len(rep.ratios()) > 0 {
+		var colored int
+		for _, v := range l.Verdicts {
+			if (strings.Contains(v, "better") || strings.Contains(v, "worse")) && !strings.Contains(v, "rgba(0, 0, 0, 0)") {
+				colored++
+			}
+		}
+		if colored == 0 {
+			t.Errorf("the verdict has no cell coloured better or worse: %v", l.Verdicts)
 		}
 	}
 	visible := regexp.MustCompile(`(?s)<script.*?</script>|<style.*?</style>|<[^>]*>`).ReplaceAllString(string(page), " ")

@@ -81,7 +81,7 @@ func (rep *Report) handoffChart() ([]byte, error) {
 func handoffPanel(store string, rows []compare.Result, lo, hi float64) (*plot.Plot, error) {
 	p := plot.New()
 	styleAxes(p)
-	p.Title.Text = store + ": hand-off by percentile (lower is better)"
+	p.Title.Text = store + ": hand-off (lower is better)" // longer titles overflow a panel
 	p.Title.TextStyle.Font = sansFont(9.5)
 	p.X.Label.Text = "percentile"
 	p.Y.Label.Text = "release → next grant"

@@ -2,9 +2,13 @@ package render
 
 import (
 	"bytes"
+	"encoding/base64"
+	"fmt"
 	"html/template"
 	"os"
 	"slices"
+
+	"codeberg.org/go-fonts/liberation/liberationsansregular"
 )
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
@@ -27,14 +31,25 @@ figure{margin:0}.pair figure{flex:1 1 480px;min-width:0;max-width:700px}figure s
 dl.terms{margin:.6em 0;font-size:13px;max-width:60em}dl.terms dt{font-weight:600;float:left;clear:left;margin-right:.4em}dl.terms dd{margin:0 0 .2em}
 .meta td,.meta th{text-align:left}.meta{margin:.4em 0 1em}.small{font-size:12px;color:#555}
 nav a{margin-right:1em}
+td.better,span.better{background:#dff3e0;color:#1b5e20}td.worse,span.worse{background:#fbe3e3;color:#8e1b1b}td.even{color:#666}
+table.verdict td.num{font-weight:600}table.verdict{margin:.4em 0 .8em}span.better,span.worse{padding:0 .25em}
+@font-face{font-family:"Liberation Sans";src:url(data:font/ttf;base64,{{.Font}}) format("truetype")}
 </style></head><body>
 <h1>distlock: lock libraries side by side</h1>
+{{with .Ratios}}<h2 id="verdict">Verdict: distlock ÷ each peer, same run</h2>
+<p>Each of distlock's figures divided by the same figure of another lock library on the same store, in this run
+(the median of the rounds' ratios). <span class="better">Green: distlock is better</span> by more than {{$.Even}}%
+(faster, more acquisitions per second, fairer), <span class="worse">red: worse</span> by more than {{$.Even}}%, grey: within {{$.Even}}%,
+about the noise of one run. Below each peer, the version this report was built with.</p>
+<table class="verdict"><thead><tr><th class="l">store</th><th class="l">peer</th>{{range $.RatioHeads}}<th>{{.}}</th>{{end}}</tr></thead><tbody>
+{{range .}}<tr><td class="l">{{.Store}}</td><td class="l">{{.Peer}}{{if .Version}}<span class="range">{{.Version}}</span>{{end}}</td>{{range .Cells}}<td class="num {{.Verdict}}">{{.Text}}</td>{{end}}</tr>{{end}}
+</tbody></table>{{end}}
 <p>Every workload runs on every store with distlock, with the store's other lock libraries, and with a bare round trip of the store
-(its <i>floor</i>), all measured by one harness (<code>internal/measure</code>).
+(its <i>floor</i>), all measured by one harness (<code>bench/internal/measure</code>).
 Each figure is the <b>median of {{.R.Config.Rounds}} rounds</b>; the small print under the charted figure and the chart's whisker give the
 smallest and largest round. Each round runs the targets in a rotated order, so that load from other processes hits them alike.
 Figures move by up to 3× between runs on a noisy machine: compare within one run.</p>
-<nav>{{range .Sections}}<a href="#{{.Name}}">{{.Title}}</a>{{end}}{{if .Ratios}}<a href="#ratios">distlock ÷ peer</a>{{end}}<a href="#setup">Setup</a></nav>
+<nav>{{if .Ratios}}<a href="#verdict">Verdict</a>{{end}}{{range .Sections}}<a href="#{{.Name}}">{{.Title}}</a>{{end}}<a href="#setup">Setup</a></nav>
 {{range .Sections}}
 <h2 id="{{.Name}}">{{.Title}}</h2>
 <p>{{.What}}</p>
@@ -54,12 +69,6 @@ Figures move by up to 3× between runs on a noisy machine: compare within one ru
 {{if eq .Name "contended"}}{{with $.Handoff}}<figure>{{svg .SVG}}<figcaption>{{.File}}: hand-off latency by percentile, one panel per store,
 all panels on the same latency axis; dashed: the store's bare round trips back to back (its floor).</figcaption></figure>{{end}}{{end}}
 {{end}}
-{{with .Ratios}}<h2 id="ratios">distlock ÷ each peer, same run</h2>
-<p>Each of distlock's figures above divided by the same figure of a peer library on the same store, in this run (medians of the rounds).
-For times below 1 means distlock is faster, for rates above 1; for max share below 1 means fairer.</p>
-<table><thead><tr><th class="l">store</th><th class="l">peer</th>{{range $.RatioHeads}}<th>{{.}}</th>{{end}}</tr></thead><tbody>
-{{range .}}<tr><td class="l">{{.Store}}</td><td class="l">{{.Peer}}</td>{{range .Cells}}<td class="num">{{.}}</td>{{end}}</tr>{{end}}
-</tbody></table>{{end}}
 <h2 id="setup">Setup</h2>
 <table class="meta"><tbody>
 <tr><th>run</th><td>{{.R.Created.Format "2006-01-02 15:04 MST"}}</td></tr>
@@ -72,8 +81,8 @@ For times below 1 means distlock is faster, for rates above 1; for max share bel
 {{range .R.Stores}}<tr><td>{{.Name}}</td><td>{{.Server}}</td><td>{{range $i, $s := .Settings}}{{if $i}}; {{end}}{{$s}}{{end}}</td><td>{{.Floor}}</td><td><code>{{.URL}}</code>{{if .Note}}<div class="small">{{.Note}}</div>{{end}}</td></tr>{{end}}
 </tbody></table>{{end}}
 <h3>Libraries</h3>
-<table class="meta"><thead><tr><th>row</th><th>how it is driven</th></tr></thead><tbody>
-{{range .R.Backends}}<tr><td>{{.Name}}</td><td>{{if .About}}{{.About}}{{else}}distlock Locker opened from <code>{{.URL}}</code>, a Locker per client{{end}}</td></tr>{{end}}
+<table class="meta"><thead><tr><th>row</th><th>version</th><th>connections held per lease</th><th>how it is driven</th></tr></thead><tbody>
+{{range .R.Backends}}<tr><td>{{.Name}}</td><td>{{.Version}}</td><td>{{.Conns}}</td><td>{{if .About}}{{.About}}{{else}}distlock Locker opened from <code>{{.URL}}</code>, a Locker per client{{end}}</td></tr>{{end}}
 </tbody></table>
 <p class="small">Files: report.json (every round's figures and the samples behind the charts), results.csv, and the SVG charts beside this page.
 docs/cli.md, “How figures are computed”, defines every figure.</p>
@@ -81,7 +90,7 @@ docs/cli.md, “How figures are computed”, defines every figure.</p>
 `))
 
 // machineOrder is the order the report lists machine facts in.
-var machineOrder = []string{"cpu", "cpus", "memory", "os", "kernel", "go", "distlock", "host", "servers"}
+var machineOrder = []string{"cpu", "cpus", "memory", "os", "kernel", "go", "distlock", "commit", "host", "servers"}
 
 type kv struct{ K, V string }
 
@@ -107,7 +116,8 @@ func (rep *Report) machineRows() []kv {
 
 func (rep *Report) writeHTML(path string, charts []chart) error {
 	data := map[string]any{"R": rep, "Sections": rep.sections(charts), "Machine": rep.machineRows(),
-		"Ratios": rep.ratios(), "RatioHeads": ratioHeads()}
+		"Ratios": rep.ratios(), "RatioHeads": ratioHeads(), "Even": fmt.Sprintf("%.0f", (evenBand-1)*100),
+		"Font": template.CSS(base64.StdEncoding.EncodeToString(liberationsansregular.TTF))}
 	for i := range charts {
 		if charts[i].Workload == "handoff" {
 			data["Handoff"] = &charts[i]

@@ -29,8 +29,21 @@ var ratioColumns = []ratioColumn{
 // ratioRow is distlock against one peer library of its store.
 type ratioRow struct {
 	Store, Peer string
-	Cells       []string // "1.23×", or "–" where either figure is missing
+	Version     string // the peer's, from the binary's build info
+	Cells       []ratioCell
 }
+
+// ratioCell is one ratio and how it reads.
+type ratioCell struct {
+	Text string // "1.23×", or "–" where either figure is missing
+	// Verdict is "better" or "worse" for distlock when the ratio is off
+	// 1 by more than evenBand, "even" within it, "" for no ratio.
+	Verdict string
+}
+
+// evenBand is how far from 1 a ratio may be and still read "even": the
+// noise of two libraries measured in the same rounds on a busy machine.
+const evenBand = 1.10
 
 // ratios divides each of distlock's figures by each peer's of the same
 // store and run (see [pairedRatio]): below 1 is faster for times, above 1
@@ -41,7 +54,7 @@ func (rep *Report) ratios() []ratioRow {
 		if b.Library == "distlock" || b.Floor {
 			continue
 		}
-		row := ratioRow{Store: b.Store, Peer: b.Library}
+		row := ratioRow{Store: b.Store, Peer: b.Library, Version: b.Version}
 		for _, c := range ratioColumns {
 			row.Cells = append(row.Cells, rep.ratioCell(b.Store, b.Library, c))
 		}
@@ -50,18 +63,34 @@ func (rep *Report) ratios() []ratioRow {
 	return rows
 }
 
-func (rep *Report) ratioCell(store, peer string, c ratioColumn) string {
+func (rep *Report) ratioCell(store, peer string, c ratioColumn) ratioCell {
 	mine, ok1 := rep.figure(store, "distlock", c)
 	theirs, ok2 := rep.figure(store, peer, c)
 	if !ok1 || !ok2 {
-		return "–"
+		return ratioCell{Text: "–"}
 	}
 	r, ok := pairedRatio(mine, theirs)
 	if !ok {
-		return "–"
+		return ratioCell{Text: "–"}
 	}
-	return fmt.Sprintf("%.2f×", r)
+	return ratioCell{Text: fmt.Sprintf("%.2f×", r), Verdict: verdict(r, c.Higher)}
 }
+
+// verdict reads ratio r, distlock's over a peer's: "better" or "worse"
+// for distlock beyond evenBand, else "even". higher: a rate, where above
+// 1 is better; else a time or a share, where below 1 is.
+func verdict(r float64, higher bool) string {
+	switch {
+	case r > evenBand:
+		return map[bool]string{true: "better", false: "worse"}[higher]
+	case r < 1/evenBand:
+		return map[bool]string{true: "worse", false: "better"}[higher]
+	}
+	return "even"
+}
+
+// verdictMark is a verdict as the terminal table shows it.
+var verdictMark = map[string]string{"better": " better", "worse": " worse", "even": ""}
 
 // pairedRatio is mine over theirs: the median of the rounds' ratios, each
 // round's figure over the peer's in the same round, when both have a
@@ -116,17 +145,26 @@ func ratioHeads() []string {
 	return heads
 }
 
-// writeRatios prints the ratios as a table (nothing without peers).
+// writeRatios prints the ratios as a table (nothing without peers), each
+// ratio off 1 by more than evenBand marked better or worse for distlock.
 func (rep *Report) writeRatios(w io.Writer) error {
 	rows := rep.ratios()
 	if len(rows) == 0 {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "\n== distlock ÷ peer, same run\n")
+	fmt.Fprintf(tw, "== verdict: distlock ÷ peer, same run (better/worse: by more than %.0f%%)\n", (evenBand-1)*100)
 	fmt.Fprintln(tw, "store\tpeer\t"+strings.Join(ratioHeads(), "\t"))
 	for _, r := range rows {
-		fmt.Fprintln(tw, r.Store+"\t"+r.Peer+"\t"+strings.Join(r.Cells, "\t"))
+		peer := r.Peer
+		if r.Version != "" {
+			peer += " " + r.Version
+		}
+		cells := []string{r.Store, peer}
+		for _, c := range r.Cells {
+			cells = append(cells, c.Text+verdictMark[c.Verdict])
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	return tw.Flush()
 }

@@ -36,17 +36,17 @@ func TestRatios(t *testing.T) {
 	if len(rows) != 2 || rows[0].Peer != "redsync" || rows[1].Peer != "GET_LOCK" {
 		t.Fatalf("rows = %+v, want redsync and GET_LOCK", rows)
 	}
-	if got := rows[0].Cells[0]; got != "1.50×" {
+	if got := rows[0].Cells[0].Text; got != "1.50×" {
 		t.Errorf("redis uncontended p50 ratio = %q, want 1.50×", got)
 	}
-	if got := rows[0].Cells[1]; got != "–" {
+	if got := rows[0].Cells[1].Text; got != "–" {
 		t.Errorf("ratio against a zero rate = %q, want –", got)
 	}
-	if got := rows[1].Cells[0]; got != "0.50×" {
+	if got := rows[1].Cells[0].Text; got != "0.50×" {
 		t.Errorf("mysql uncontended p50 ratio = %q, want 0.50×", got)
 	}
 	var b strings.Builder
-	if err := rep.writeRatios(&b); err != nil || !strings.Contains(b.String(), "distlock ÷ peer") {
+	if err := rep.writeRatios(&b); err != nil || !strings.Contains(b.String(), "distlock ÷ peer") || !strings.Contains(b.String(), "1.50× worse") || !strings.Contains(b.String(), "0.50× better") {
 		t.Errorf("writeRatios: %v\n%s", err, b.String())
 	}
 }
@@ -88,7 +88,24 @@ func TestRatiosPairRounds(t *testing.T) {
 			{Backend: "redis: bsm/redislock", Store: "redis", Library: "bsm/redislock", Workload: "uncontended", Metrics: []compare.Metric{m(0.159, 0.052, 0.159, 0.177)}},
 		},
 	}
-	if rows := rep.ratios(); len(rows) != 1 || rows[0].Cells[0] != "1.17×" {
+	if rows := rep.ratios(); len(rows) != 1 || rows[0].Cells[0].Text != "1.17×" {
 		t.Errorf("ratios = %+v, want uncontended p50 1.17× (the median of 1.19, 1.17 and 0.49)", rows)
+	}
+}
+
+// A ratio reads better or worse for distlock by which way the figure is
+// better, and even within 10 %.
+func TestVerdict(t *testing.T) {
+	for _, tc := range []struct {
+		r      float64
+		higher bool
+		want   string
+	}{
+		{0.5, false, "better"}, {2, false, "worse"}, {0.5, true, "worse"}, {2, true, "better"},
+		{1.05, false, "even"}, {0.95, true, "even"}, {1.11, true, "better"}, {0.9, false, "better"},
+	} {
+		if got := verdict(tc.r, tc.higher); got != tc.want {
+			t.Errorf("verdict(%v, higher %v) = %q, want %q", tc.r, tc.higher, got, tc.want)
+		}
 	}
 }

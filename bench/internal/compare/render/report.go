@@ -66,6 +66,10 @@ type BackendInfo struct {
 	Library string `json:"library"`
 	Floor   bool   `json:"floor,omitempty"`
 	About   string `json:"about,omitempty"`
+	// Version is the library's version from the binary's build info.
+	Version string `json:"version,omitempty"`
+	// Conns is how many of the store's connections a held lease keeps.
+	Conns string `json:"conns_per_lease,omitempty"`
 }
 
 // Meta is what a report says about its run besides the results.
@@ -84,14 +88,18 @@ func NewReport(targets []compare.Target, c compare.Config, results []compare.Res
 			RWWorkers: c.RWWorkers, RWReads: c.RWReads, RWHold: c.RWHold.String()}}
 	for _, t := range targets {
 		rep.Backends = append(rep.Backends, BackendInfo{Name: t.Name, URL: t.Display(), Store: t.StoreName(),
-			Library: t.LibraryName(), Floor: t.Floor, About: t.About})
+			Library: t.LibraryName(), Floor: t.Floor, About: t.About, Version: t.Version, Conns: t.Conns})
 	}
 	return rep
 }
 
-// WriteTable prints one block per workload: a row per target, a column
-// per metric (the median of the rounds).
+// WriteTable prints the verdict (distlock ÷ each peer) first, then one
+// block per workload: a row per target, a column per metric (the median
+// of the rounds).
 func (rep *Report) WriteTable(w io.Writer) error {
+	if err := rep.writeRatios(w); err != nil {
+		return err
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if rep.Config.Rounds > 1 {
 		fmt.Fprintf(tw, "(median of %d rounds)\n", rep.Config.Rounds)
@@ -128,10 +136,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintln(tw, strings.Join(cells, "\t"))
 		}
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	return rep.writeRatios(w)
+	return tw.Flush()
 }
 
 func unitLabel(u string) string {
