@@ -3,6 +3,7 @@ module github.com/distlock/distlock/bench
 go 1.26.0
 
 require (
+	codeberg.org/go-fonts/liberation v0.5.0
 	github.com/bsm/redislock v0.9.4
 	github.com/distlock/distlock v0.0.0
 	github.com/go-redsync/redsync/v4 v4.18.1
@@ -19,7 +20,6 @@ require (
 )
 
 require (
-	codeberg.org/go-fonts/liberation v0.5.0 // indirect
 	codeberg.org/go-latex/latex v0.2.0 // indirect
 	codeberg.org/go-pdf/fpdf v0.11.1 // indirect
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect
