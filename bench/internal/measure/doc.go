@@ -1,5 +1,5 @@
 // Package measure is the one measurement core of the lock comparisons:
-// `distlock bench` (cmd/distlock/internal/compare) and every peer
+// distlock-bench (bench/internal/compare) and every peer
 // comparison in the bench module take their figures from it, so a p99
 // from one can be set beside a p99 from the other.
 //

@@ -12,7 +12,7 @@ import (
 // distlockPeer is distlock as a program with a client of the store builds
 // it: the driver's New over a client made like the peers' (the client
 // library's defaults), one Locker per client. Its Crash is nil: the
-// comparison kills a separate `distlock run` process instead.
+// comparison kills a holder process of its own instead (compare.HolderMain).
 func distlockPeer(about string, newDriver func(ctx context.Context, ttl time.Duration) (backend.Driver, func(), error)) Peer {
 	return Peer{
 		Name:  "distlock",

@@ -1,6 +1,6 @@
 // Package peers drives other lock libraries, and each store's bare round
 // trip, as contenders of the measurement core (internal/measure), so that
-// `distlock bench` measures them in the same run, with the same
+// distlock-bench measures them in the same run, with the same
 // workloads, beside distlock:
 //
 //   - Redis: github.com/go-redsync/redsync/v4 and github.com/bsm/redislock;

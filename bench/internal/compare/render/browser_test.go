@@ -259,7 +259,7 @@ func fastReport(t *testing.T) *Report {
 			t.Errorf("%s/%s: %s", r.Backend, r.Workload, r.Error)
 		}
 	}
-	meta := Meta{Machine: map[string]string{"cpus": "2", "go": "test"}, Command: "distlock bench --embedded",
+	meta := Meta{Machine: map[string]string{"cpus": "2", "go": "test"}, Command: "distlock-bench --embedded",
 		Stores: []StoreInfo{{Name: "mem", URL: "mem://browser-a", Server: "in process", Floor: "no-op"}}}
 	return NewReport(targets, c, results, meta)
 }
