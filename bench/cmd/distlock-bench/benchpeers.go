@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/distlock/distlock/bench/internal/compare"
@@ -51,7 +52,7 @@ func storeTargets(t compare.Target, st *peers.Store, withPeers bool) []compare.T
 		for _, p := range st.Peers {
 			out = append(out, compare.Target{Name: store + ": " + p.Name, Store: store, Library: p.Name,
 				URL: t.URL, About: p.About, New: p.New, Crash: p.Crash, Counters: st.Counters, RoundTrips: peers.RoundTrips,
-				Version: peers.ModuleVersion(p.Module), Conns: p.Conns})
+				Version: moduleLabel(p.Module), Conns: p.Conns})
 		}
 	}
 	f := st.Floor
@@ -67,4 +68,20 @@ func describeStore(ctx context.Context, st *peers.Store, info *render.StoreInfo)
 	if err != nil {
 		info.Note = "server information: " + err.Error()
 	}
+}
+
+// moduleLabel names a peer's module and its version as this binary was
+// built with them, without the host: "go-sql-driver/mysql v1.10.1" (the
+// module is the library's, or its client's for a SQL function such as
+// GET_LOCK); "" when the build info does not say.
+func moduleLabel(module string) string {
+	v := peers.ModuleVersion(module)
+	if v == "" {
+		return ""
+	}
+	_, short, ok := strings.Cut(module, "/")
+	if !ok {
+		short = module
+	}
+	return short + " " + v
 }

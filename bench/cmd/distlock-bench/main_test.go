@@ -144,7 +144,7 @@ func TestBenchWritesReport(t *testing.T) {
 	for _, b := range rep.Backends {
 		switch b.Library {
 		case "concurrency.Mutex":
-			if !strings.HasPrefix(b.Version, "v3.") || b.Conns == "" {
+			if !strings.HasPrefix(b.Version, "etcd/client/v3 v3.") || b.Conns == "" {
 				t.Errorf("etcd's Mutex: version %q, connections per lease %q", b.Version, b.Conns)
 			}
 		case "distlock":

@@ -40,7 +40,7 @@ table.verdict td.num{font-weight:600}table.verdict{margin:.4em 0 .8em}span.bette
 <p>Each of distlock's figures divided by the same figure of another lock library on the same store, in this run
 (the median of the rounds' ratios). <span class="better">Green: distlock is better</span> by more than {{$.Even}}%
 (faster, more acquisitions per second, fairer), <span class="worse">red: worse</span> by more than {{$.Even}}%, grey: within {{$.Even}}%,
-about the noise of one run. Below each peer, the version this report was built with.</p>
+about the noise of one run. Below each peer, its Go module and version as this report was built with them.</p>
 <table class="verdict"><thead><tr><th class="l">store</th><th class="l">peer</th>{{range $.RatioHeads}}<th>{{.}}</th>{{end}}</tr></thead><tbody>
 {{range .}}<tr><td class="l">{{.Store}}</td><td class="l">{{.Peer}}{{if .Version}}<span class="range">{{.Version}}</span>{{end}}</td>{{range .Cells}}<td class="num {{.Verdict}}">{{.Text}}</td>{{end}}</tr>{{end}}
 </tbody></table>{{end}}
