@@ -91,6 +91,7 @@ func handoffPanel(store string, rows []compare.Result, lo, hi float64) (*plot.Pl
 	p.Y.Min, p.Y.Max = lo, hi*math.Pow(hi/lo, 0.5)
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Legend.YOffs = -vg.Points(2)
+	p.Legend.Padding = vg.Points(1.5) // entries clear of each other
 	grid := plotter.NewGrid()
 	grid.Vertical.Color, grid.Horizontal.Color = faint, faint
 	p.Add(grid)
