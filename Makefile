@@ -22,9 +22,12 @@ DEMO_OUT      ?= distlock-report
 # make demo: 3 rounds of every workload on every store, with each store's
 # other lock libraries (--peers) and bare round trip; about 5 minutes on 2 cores.
 DEMO_FLAGS    ?= --rounds 3 --duration 1500ms --ttl 4s --peers
-# The command (cmd/distlock, with its comparison engine) is a module of its
-# own, so the library's go.mod stays free of CLI, plotting and server
-# dependencies; bench/ is one too. `go mod tidy` must leave each unchanged.
+# The command (cmd/distlock: run, hold, elect, status, list) is a module of
+# its own, so the library's go.mod stays free of CLI dependencies; the
+# comparison (bench/cmd/distlock-bench, its engine in bench/internal) lives
+# in the bench module with the peer libraries, plotting and the embedded
+# etcd server, so that none of them rides in the CLI's binary. `go mod
+# tidy` must leave each go.mod unchanged.
 CMD_MOD       ?= cmd/distlock
 # Test infrastructure is out of the library module too, so that a user of
 # one driver gets no container stack in its go.sum (docs/architecture.md):
@@ -33,7 +36,11 @@ CMD_MOD       ?= cmd/distlock
 # which the sandbox's docker provider builds and runs as a child process.
 FAULTS_MOD    ?= faults
 BROKER_MOD    ?= sandbox/containers
-MODULES       ?= . $(CMD_MOD) bench $(FAULTS_MOD) $(BROKER_MOD)
+BENCH_MOD     ?= bench
+# The bench module's packages with tests to run in make test (its peer
+# benchmarks run in make bench).
+BENCH_TEST_PKGS ?= ./cmd/... ./internal/...
+MODULES       ?= . $(CMD_MOD) $(BENCH_MOD) $(FAULTS_MOD) $(BROKER_MOD)
 # The container pass skips what would only repeat the local pass: a test
 # that starts its servers with the local provider whatever DISTLOCK_SANDBOX
 # says (TestConformanceModuleEtcd: etcd 3.5+ built from its module), and
@@ -90,6 +97,7 @@ deps:
 	$(GO) -C $(CMD_MOD) mod download
 	$(GO) -C $(FAULTS_MOD) mod download
 	$(GO) -C $(BROKER_MOD) mod download
+	$(GO) -C $(BENCH_MOD) mod download
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		scripts/install-servers.sh; \
 	else \
@@ -111,12 +119,14 @@ test-unit:
 	$(GO) -C $(CMD_MOD) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GO) -C $(FAULTS_MOD) test -race -count=1 -timeout $(TEST_TIMEOUT) ./internal/...
 	$(GO) -C $(BROKER_MOD) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) -C $(BENCH_MOD) test -race -count=1 -timeout $(TEST_TIMEOUT) $(BENCH_TEST_PKGS)
 
 test-local:
 	DISTLOCK_SANDBOX=local $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	DISTLOCK_SANDBOX=local $(GO) -C $(CMD_MOD) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	DISTLOCK_SANDBOX=local $(GO) -C $(FAULTS_MOD) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GO) -C $(BROKER_MOD) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	DISTLOCK_SANDBOX=local $(GO) -C $(BENCH_MOD) test -race -count=1 -timeout $(TEST_TIMEOUT) $(BENCH_TEST_PKGS)
 
 test-docker:
 	@if docker info >/dev/null 2>&1; then \
@@ -171,7 +181,8 @@ lint:
 		echo "$(GO) -C $$m vet ./... && $(GO) -C $$m run $(STATICCHECK) ./..."; \
 		$(GO) -C $$m vet ./... && $(GO) -C $$m run $(STATICCHECK) ./... || exit 1; \
 	done
-	@if [ -f bench/go.mod ]; then cd bench && $(GO) vet ./...; fi
+	$(GO) -C $(BENCH_MOD) vet ./...
+	$(GO) -C $(BENCH_MOD) run $(STATICCHECK) $(BENCH_TEST_PKGS)
 	@for m in $(MODULES); do \
 		[ -f $$m/go.mod ] || continue; \
 		echo "$(GO) -C $$m mod tidy -diff"; \
@@ -189,8 +200,10 @@ bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
 	@if [ -f bench/go.mod ]; then cd bench && $(GO) test -run '^$$' -bench . -benchtime 2s ./...; fi
 
+# The comparison is its own command (distlock-bench, in the bench module):
+# the distlock CLI does not carry it.
 demo: deps
-	$(GO) -C $(CMD_MOD) run . bench $(DEMO_FLAGS) --out $(abspath $(DEMO_OUT))
+	$(GO) -C $(BENCH_MOD) run ./cmd/distlock-bench $(DEMO_FLAGS) --out $(abspath $(DEMO_OUT))
 
 clean-containers:
 	scripts/cleanup-containers.sh

@@ -3,7 +3,7 @@
 # "local" provider runs (redis-server, mariadbd, etcd, ZooKeeper via java,
 # postgres),
 # plus debootstrap for scripts/build-images.sh, chromium, in which the
-# tests of cmd/distlock render the bench report (headless), and iptables
+# tests of the bench module render the distlock-bench report (headless), and iptables
 # and iproute2 (ss), with which a zklock test cuts one ensemble member's
 # loopback connections to another, and stress-ng, the CPU hog of
 # scripts/cpu-hog.sh (make test-loaded).

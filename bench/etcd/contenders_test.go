@@ -17,8 +17,8 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/bench/internal/lockbench"
+	"github.com/distlock/distlock/bench/internal/measure"
 	"github.com/distlock/distlock/etcdlock"
-	"github.com/distlock/distlock/internal/measure"
 )
 
 // leaseTTL is the lease TTL of both libraries: long enough that nothing

@@ -21,7 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/distlock/distlock/bench/internal/lockbench"
-	"github.com/distlock/distlock/internal/measure"
+	"github.com/distlock/distlock/bench/internal/measure"
 )
 
 // floorPrefix is the range of the floor locks' keys: one watch of it per

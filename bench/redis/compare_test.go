@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/bench/internal/lockbench"
-	"github.com/distlock/distlock/internal/measure"
+	"github.com/distlock/distlock/bench/internal/measure"
 )
 
 // Settings of the comparison, overridable for a quicker run.

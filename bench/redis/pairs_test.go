@@ -23,7 +23,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/bench/internal/lockbench"
-	"github.com/distlock/distlock/internal/measure"
+	"github.com/distlock/distlock/bench/internal/measure"
 	dlredis "github.com/distlock/distlock/redislock"
 	"github.com/distlock/distlock/sandbox"
 )

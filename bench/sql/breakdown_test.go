@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock/internal/measure"
+	"github.com/distlock/distlock/bench/internal/measure"
 	"github.com/distlock/distlock/sqllock"
 )
 

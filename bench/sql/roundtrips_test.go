@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/bench/internal/lockbench"
-	"github.com/distlock/distlock/internal/measure"
+	"github.com/distlock/distlock/bench/internal/measure"
 )
 
 // roundTripOps is how many uncontended acquire+release pairs each count

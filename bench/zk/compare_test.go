@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/bench/internal/lockbench"
-	"github.com/distlock/distlock/internal/measure"
+	"github.com/distlock/distlock/bench/internal/measure"
 )
 
 // Settings of the comparison. The libraries are measured in alternating

@@ -9,7 +9,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/bench/internal/lockbench"
-	"github.com/distlock/distlock/internal/measure"
+	"github.com/distlock/distlock/bench/internal/measure"
 	"github.com/distlock/distlock/zklock"
 )
 

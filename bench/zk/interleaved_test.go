@@ -9,7 +9,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock/bench/internal/lockbench"
-	"github.com/distlock/distlock/internal/measure"
+	"github.com/distlock/distlock/bench/internal/measure"
 )
 
 // TestInterleaved measures uncontended acquire+release of both libraries

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,16 +15,18 @@ import (
 // lockOpts are the flags of the subcommands that take a lock (run, hold).
 type lockOpts struct {
 	url, key    string
+	owner       string // --owner; empty: defaultOwner()
 	ttl, wait   time.Duration
 	noWait      bool
 	openTimeout time.Duration
 }
 
-// addLockFlags adds --url, --key, --ttl, --wait, --no-wait and
+// addLockFlags adds --url, --key, --owner, --ttl, --wait, --no-wait and
 // --connect-timeout to cmd.
 func addLockFlags(cmd *cobra.Command, o *lockOpts) {
 	urlFlag(cmd, &o.url)
 	cmd.Flags().StringVar(&o.key, "key", "", "lock key (required)")
+	cmd.Flags().StringVar(&o.owner, "owner", "", "owner id to acquire as, 1 to 128 printable ASCII bytes without spaces (default HOST:PID:RANDOM, which status and list show); processes given the same id re-enter each other's lock where the store supports it")
 	cmd.Flags().DurationVar(&o.ttl, "ttl", 0, "lease TTL: how long the lock outlives a crashed distlock (default: the URL's ttl, else 30s)")
 	cmd.Flags().DurationVar(&o.wait, "wait", 0, "give up after waiting this long for the lock (default: wait indefinitely)")
 	cmd.Flags().BoolVar(&o.noWait, "no-wait", false, "fail at once (exit 75) if the lock is held elsewhere")
@@ -44,6 +47,11 @@ func (o lockOpts) check(name string) error {
 		return exitWith(ExitUsage, fmt.Errorf("%s: --wait and --ttl must not be negative", name))
 	case o.openTimeout <= 0:
 		return exitWith(ExitUsage, fmt.Errorf("%s: --connect-timeout must be positive", name))
+	case o.owner != "" && !validOwner(o.owner):
+		// The library refuses it too, at the first attempt; saying so
+		// here does not depend on that attempt's outcome (hold's stdin
+		// closing first, an unreachable backend).
+		return exitWith(ExitUsage, fmt.Errorf("%s: --owner: the owner id must be 1 to 128 printable ASCII bytes without spaces, got %d bytes", name, len(o.owner)))
 	}
 	return nil
 }
@@ -59,7 +67,7 @@ func (o lockOpts) open(ctx context.Context) (*distlock.Locker, error) {
 // (a signal, or hold's stdin closing, cancels it); name is the
 // subcommand's, for messages.
 func (o lockOpts) acquire(ctx context.Context, locker *distlock.Locker, name string) (*distlock.Lease, error) {
-	return o.take(ctx, locker.TryAcquire, locker.Acquire, name, fmt.Sprintf("lock %q", o.key))
+	return o.take(ctx, locker.TryAcquire, locker.Acquire, name, fmt.Sprintf("lock %q", o.key), true)
 }
 
 // acquirePermit takes one permit of the semaphore o.key with limit n, as
@@ -75,7 +83,9 @@ func (o lockOpts) acquirePermit(ctx context.Context, locker *distlock.Locker, n 
 	wait := func(ctx context.Context, _ string, opts ...distlock.Option) (*distlock.Lease, error) {
 		return sem.Acquire(ctx, opts...)
 	}
-	return o.take(ctx, try, wait, name, fmt.Sprintf("all %d permits of semaphore %q", n, o.key))
+	// No WithOwner: the library gives every permit grant a fresh owner id
+	// of its own, and refuses one given.
+	return o.take(ctx, try, wait, name, fmt.Sprintf("all %d permits of semaphore %q", n, o.key), false)
 }
 
 // acquireRW takes the write side (write) or the read side of the
@@ -94,13 +104,17 @@ func (o lockOpts) acquireRW(ctx context.Context, locker *distlock.Locker, write 
 	},
 		func(ctx context.Context, _ string, opts ...distlock.Option) (*distlock.Lease, error) {
 			return wait(ctx, opts...)
-		}, name, what)
+		}, name, what, true)
 }
 
 // take makes one attempt with try, then (unless --no-wait) waits with
-// wait; what names what is taken, for messages.
-func (o lockOpts) take(ctx context.Context, try, wait func(context.Context, string, ...distlock.Option) (*distlock.Lease, error), name, what string) (*distlock.Lease, error) {
+// wait; what names what is taken, for messages. With owned, it acquires
+// as --owner, by default host:pid:random.
+func (o lockOpts) take(ctx context.Context, try, wait func(context.Context, string, ...distlock.Option) (*distlock.Lease, error), name, what string, owned bool) (*distlock.Lease, error) {
 	var opts []distlock.Option
+	if owned {
+		opts = append(opts, distlock.WithOwner(cmp.Or(o.owner, defaultOwner())))
+	}
 	if o.ttl > 0 {
 		opts = append(opts, distlock.WithTTL(o.ttl))
 	}

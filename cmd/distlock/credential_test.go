@@ -21,7 +21,6 @@ func TestNoCredentialFromDSN(t *testing.T) {
 		{nil, []string{"list", "--url", dsn}, ExitUsage},
 		{nil, []string{"run", "--url", dsn, "--key", "k", "--no-wait", "--", "true"}, ExitUsage},
 		{nil, []string{"elect", "--url", dsn, "--name", "e", "--", "true"}, ExitUsage},
-		{nil, []string{"bench", "--url", dsn, "--duration", "1s"}, ExitUsage},
 		{nil, []string{"status", "--url", "redis:/127.0.0.1 password=" + secret, "--key", "k"}, ExitUsage},
 		{nil, []string{"status", "--url", "mem://?token=" + secret, "--key", "k"}, ExitUsage},
 		{nil, []string{"status", "--url", "mysql://127.0.0.1:1/db%20password=" + secret + "?dial_timeout=300ms", "--key", "k", "--timeout", "5s"}, -1},

@@ -27,7 +27,12 @@ import (
 // the line it printed, a func closing its stdin, and its result.
 func startHold(t *testing.T, ctx context.Context, url string, ttl time.Duration) (line string, closeStdin func(), done <-chan error) {
 	t.Helper()
-	o := lockOpts{url: url, key: "job", ttl: ttl, openTimeout: 10 * time.Second}
+	return startHoldAs(t, ctx, lockOpts{url: url, key: "job", ttl: ttl, openTimeout: 10 * time.Second})
+}
+
+// startHoldAs runs hold with o in the background, as startHold does.
+func startHoldAs(t *testing.T, ctx context.Context, o lockOpts) (line string, closeStdin func(), done <-chan error) {
+	t.Helper()
 	eof := make(chan struct{})
 	pr, pw := io.Pipe()
 	t.Cleanup(func() { _ = pr.Close() })
@@ -59,7 +64,7 @@ func TestHoldUntilStdinCloses(t *testing.T) {
 	line, closeStdin, done := startHold(t, context.Background(), url, 0)
 	defer closeStdin()
 	f := strings.Split(strings.TrimSuffix(line, "\n"), "\t")
-	if len(f) != 3 || f[0] != "job" || f[1] != "1" || len(f[2]) != 32 {
+	if len(f) != 3 || f[0] != "job" || f[1] != "1" || !ownerPattern.MatchString(f[2]) {
 		t.Errorf("hold printed %q, want key, token and owner separated by tabs", line)
 	}
 	other := openMem(t, url)
@@ -157,7 +162,7 @@ func TestHoldBinary(t *testing.T) {
 				t.Fatalf("hold printed %q: %v", line, err)
 			}
 			var h heldJSON
-			if err := json.Unmarshal([]byte(line), &h); err != nil || h.Key != "deploy/prod" || h.Token != 1 || len(h.Owner) != 32 || h.Backend != "mem" {
+			if err := json.Unmarshal([]byte(line), &h); err != nil || h.Key != "deploy/prod" || h.Token != 1 || !ownerPattern.MatchString(h.Owner) || h.Backend != "mem" {
 				t.Errorf("hold --json printed %q (%v)", line, err)
 			}
 			if end == "stdin" {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -62,6 +61,7 @@ func list(ctx context.Context, w io.Writer, o queryOpts, prefix string, limit in
 	if limit > 0 {
 		ask++ // one more, to know whether there are more
 	}
+	var sts []state
 	infos, err := ls.List(qctx, prefix, ask)
 	if errors.Is(err, backend.ErrUnsupported) {
 		err = fmt.Errorf("list: %w by the %s backend", distlock.ErrUnsupported, locker.Capabilities().Name)
@@ -73,26 +73,19 @@ func list(ctx context.Context, w io.Writer, o queryOpts, prefix string, limit in
 		infos = infos[:limit]
 		defer fmt.Fprintf(os.Stderr, "distlock: list: more than %d locks; only the first %d shown (see --limit)\n", limit, limit)
 	}
-	if o.asJSON {
-		for _, info := range infos {
-			if err := printJSONLine(w, newStatusJSON(locker.Capabilities().Name, info)); err != nil {
+	now := time.Now()
+	for _, info := range infos {
+		st := lockState(locker.Capabilities().Name, info, now)
+		if o.asJSON {
+			if err := printJSONLine(w, st.json()); err != nil {
 				return err
 			}
+			continue
 		}
+		sts = append(sts, st)
+	}
+	if o.asJSON {
 		return nil
 	}
-	return printList(w, infos)
-}
-
-func printList(w io.Writer, infos []backend.Info) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tOWNER\tTOKEN\tEXPIRES IN\tWAITING")
-	for _, info := range infos {
-		waiting := "?"
-		if info.Waiters >= 0 {
-			waiting = fmt.Sprint(info.Waiters)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%s\n", info.Key, info.Owner, info.Token, info.TTL.Round(time.Millisecond), waiting)
-	}
-	return tw.Flush()
+	return printList(w, sts)
 }

@@ -1,12 +1,12 @@
 // Command distlock holds a distributed lock around a command or for a
-// script, inspects locks, and compares lock backends side by side.
+// script, and inspects locks. The comparison of lock backends side by side
+// is a command of its own, distlock-bench (module bench).
 //
 //	distlock run     --url URL --key KEY [--ttl 30s] [--wait 5m | --no-wait] -- CMD ARGS...
 //	distlock elect   --url URL --name NAME [--value V] [--ttl 30s] [--wait 5m] -- CMD ARGS...
 //	distlock hold    --url URL --key KEY [--ttl 30s] [--wait 5m | --no-wait] [--json]
 //	distlock status  --url URL --key KEY [--json] [--timeout 10s]
 //	distlock list    --url URL [--prefix P] [--limit 100] [--json] [--timeout 10s]
-//	distlock bench   [--url NAME=URL ...] [--config FILE] [--embedded] [--out DIR]
 //	distlock version (or --version)
 //
 // --url defaults to $DISTLOCK_URL. See docs/cli.md for exit codes and
@@ -93,7 +93,7 @@ func newRoot() *cobra.Command {
 	// Defined here, cobra's would take -v as well.
 	root.Flags().Bool("version", false, "print the command's version and VCS commit, and exit")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitWith(ExitUsage, err) })
-	root.AddCommand(newRunCmd(), newElectCmd(), newHoldCmd(), newStatusCmd(), newListCmd(), newBenchCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(), newElectCmd(), newHoldCmd(), newStatusCmd(), newListCmd(), newVersionCmd())
 	addLogFlag(root)
 	usageExits(root)
 	return root

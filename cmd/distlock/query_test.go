@@ -40,11 +40,11 @@ func TestStatusExitCodes(t *testing.T) {
 		if code := classify(err); code != tc.code {
 			t.Errorf("status of the %s key: %v (exit %d), want exit %d", tc.key, err, code, tc.code)
 		}
-		var st statusJSON
+		var st stateJSON
 		if strings.Count(out.String(), "\n") != 1 || json.Unmarshal(out.Bytes(), &st) != nil {
 			t.Fatalf("status --json printed %q, want one line of JSON", out.String())
 		}
-		if st.Key != tc.key || st.Held != (tc.key == "held") || (st.Held && (st.Owner != le.Owner() || st.Token != le.Token())) {
+		if st.Key != tc.key || st.Held != (tc.key == "held") || (st.Held && (st.holder().Owner != le.Owner() || st.Token != le.Token())) {
 			t.Errorf("status --json of the %s key = %+v", tc.key, st)
 		}
 	}
@@ -76,7 +76,7 @@ func TestListUnderPrefix(t *testing.T) {
 	}
 	var keys []string
 	for _, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
-		var st statusJSON
+		var st stateJSON
 		if err := json.Unmarshal([]byte(line), &st); err != nil || !st.Held || st.Backend != "mem" {
 			t.Errorf("list --json line %q (%v)", line, err)
 		}
@@ -89,10 +89,18 @@ func TestListUnderPrefix(t *testing.T) {
 
 // TestListBinary: the binary lists nothing for a fresh in-process store.
 func TestListBinary(t *testing.T) {
-	if out, code := runCLI(t, nil, "list", "--url", "mem://"); code != 0 || strings.TrimSpace(out) != "KEY  OWNER  TOKEN  EXPIRES IN  WAITING" {
+	if out, code := runCLI(t, nil, "list", "--url", "mem://"); code != 0 || strings.TrimSpace(out) != "KEY  OWNER  TOKEN  EXPIRES IN  DEADLINE  WAITING" {
 		t.Errorf("list of an empty store: exit %d:\n%s", code, out)
 	}
 	if out, code := runCLI(t, nil, "list", "--url", "mem://", "--json"); code != 0 || out != "" {
 		t.Errorf("list --json of an empty store: exit %d:\n%s", code, out)
 	}
+}
+
+// holder is the first of s's holders (none: the zero holder).
+func (s stateJSON) holder() holderJSON {
+	if len(s.Holders) == 0 {
+		return holderJSON{}
+	}
+	return s.Holders[0]
 }

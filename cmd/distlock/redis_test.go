@@ -59,11 +59,11 @@ func TestRunAgainstRedis(t *testing.T) {
 
 	// status sees the holder.
 	o, code := runCLI(t, nil, "status", "--url", url, "--key", "job", "--json")
-	var st statusJSON
+	var st stateJSON
 	if code != 0 || json.Unmarshal([]byte(o), &st) != nil {
 		t.Fatalf("status: exit %d: %s", code, o)
 	}
-	if !st.Held || st.Owner == "" || st.Backend == "" || st.TTL <= 0 || strings.TrimSpace(token) != jsonNumber(st.Token) {
+	if !st.Held || st.holder().Owner == "" || st.Backend == "" || st.holder().TTL <= 0 || strings.TrimSpace(token) != jsonNumber(st.Token) {
 		t.Errorf("status = %+v, want held with the holder's token %s", st, token)
 	}
 
@@ -143,11 +143,11 @@ func TestRedisLockedWithoutCommand(t *testing.T) {
 		t.Errorf("run --no-wait while hold holds the lock: exit %d, want %d\n%s", code, ExitNotAcquired, o)
 	}
 	o, code := runCLI(t, nil, "status", "--url", url, "--key", "deploy", "--json")
-	var st statusJSON
-	if code != ExitOK || json.Unmarshal([]byte(o), &st) != nil || st.Owner != f[2] || jsonNumber(st.Token) != f[1] {
+	var st stateJSON
+	if code != ExitOK || json.Unmarshal([]byte(o), &st) != nil || st.holder().Owner != f[2] || jsonNumber(st.Token) != f[1] {
 		t.Errorf("status of the held lock: exit %d, %s; want 0 and owner %s, token %s", code, o, f[2], f[1])
 	}
-	if o, code := runCLI(t, nil, "list", "--url", url, "--prefix", "dep", "--json"); code != ExitOK || json.Unmarshal([]byte(o), &st) != nil || st.Key != "deploy" || st.Owner != f[2] {
+	if o, code := runCLI(t, nil, "list", "--url", url, "--prefix", "dep", "--json"); code != ExitOK || json.Unmarshal([]byte(o), &st) != nil || st.Key != "deploy" || st.holder().Owner != f[2] {
 		t.Errorf("list on redis: exit %d, %q; want 0 and the held lock", code, o)
 	}
 	if o, code := runCLI(t, nil, "list", "--url", url, "--prefix", "other/"); code != ExitOK || strings.Contains(o, "deploy") {
@@ -186,8 +186,8 @@ func TestElectAgainstRedis(t *testing.T) {
 		t.Errorf("a second candidate with --wait 300ms while the first leads: exit %d, want %d\n%s", code, ExitNotAcquired, o)
 	}
 	o, code := runCLI(t, nil, "status", "--url", url, "--key", "sched", "--json")
-	var st statusJSON
-	if code != ExitOK || json.Unmarshal([]byte(o), &st) != nil || !strings.HasPrefix(st.Owner, "first.") || jsonNumber(st.Token) != firstTerm {
+	var st stateJSON
+	if code != ExitOK || json.Unmarshal([]byte(o), &st) != nil || !strings.HasPrefix(st.holder().Owner, "first.") || jsonNumber(st.Token) != firstTerm {
 		t.Errorf("status of the election: exit %d, %s; want held by first.* with term %s", code, o, firstTerm)
 	}
 

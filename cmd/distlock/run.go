@@ -88,6 +88,9 @@ func (o runOpts) check() error {
 	if (o.read && o.write) || (o.sem && (o.read || o.write)) {
 		return exitWith(ExitUsage, errors.New("run: -n, --read and --write exclude each other"))
 	}
+	if o.sem && o.owner != "" {
+		return exitWith(ExitUsage, errors.New("run: --owner does not apply to -n: the library gives each permit grant an owner id of its own"))
+	}
 	if o.sem && (o.permits < 1 || o.permits > distlock.MaxSemaphoreLimit) {
 		return exitWith(ExitUsage, fmt.Errorf("run: -n must be 1 to %d permits, got %d", distlock.MaxSemaphoreLimit, o.permits))
 	}

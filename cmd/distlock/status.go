@@ -55,22 +55,6 @@ no answer within --timeout), 1 any other error.`,
 	return cmd
 }
 
-// statusJSON is the --json output of status, and of list for each lock.
-type statusJSON struct {
-	Backend string  `json:"backend"`
-	Key     string  `json:"key"`
-	Held    bool    `json:"held"`
-	Owner   string  `json:"owner,omitempty"`
-	Token   uint64  `json:"token"`
-	TTL     float64 `json:"ttl_seconds"`
-	Waiters int     `json:"waiters"` // -1: the store does not know
-}
-
-func newStatusJSON(name string, info backend.Info) statusJSON {
-	return statusJSON{Backend: name, Key: info.Key, Held: info.Held, Owner: info.Owner,
-		Token: info.Token, TTL: info.TTL.Seconds(), Waiters: info.Waiters}
-}
-
 // status prints key's state and exits 0 when it is held, ExitFree when not.
 func status(ctx context.Context, w io.Writer, o queryOpts, key string) error {
 	qctx, cancel := context.WithTimeout(ctx, o.timeout)
@@ -85,27 +69,22 @@ func status(ctx context.Context, w io.Writer, o queryOpts, key string) error {
 		return o.unanswered(ctx, qctx, "status", err)
 	}
 	info.Key = key
+	return o.show(w, lockState(locker.Capabilities().Name, info, time.Now()))
+}
+
+// show prints st, as JSON with --json; it exits 0 when st is held,
+// ExitFree when not.
+func (o queryOpts) show(w io.Writer, st state) error {
+	var err error
 	if o.asJSON {
-		err = printJSONLine(w, newStatusJSON(locker.Capabilities().Name, info))
+		err = printJSONLine(w, st.json())
 	} else {
-		printStatus(w, info)
+		err = st.print(w)
 	}
-	if err != nil || info.Held {
+	if err != nil || st.held() {
 		return err
 	}
 	return exitWith(ExitFree, nil)
-}
-
-func printStatus(w io.Writer, info backend.Info) {
-	if !info.Held {
-		fmt.Fprintf(w, "%s: free (last token %d)\n", info.Key, info.Token)
-		return
-	}
-	fmt.Fprintf(w, "%s: held by %s, token %d, expires in %v", info.Key, info.Owner, info.Token, info.TTL.Round(time.Millisecond))
-	if info.Waiters >= 0 {
-		fmt.Fprintf(w, ", %d waiting", info.Waiters)
-	}
-	fmt.Fprintln(w)
 }
 
 // printJSONLine writes v as one line of JSON.

@@ -36,9 +36,9 @@ func TestStatusSemaphoreAndRW(t *testing.T) {
 	if err := semaphoreStatus(ctx, &out, o, "s"); classify(err) != ExitOK {
 		t.Fatalf("status --semaphore of a held semaphore: %v", err)
 	}
-	var sj semaphoreStatusJSON
+	var sj stateJSON
 	decode(t, &out, &sj)
-	if sj.Key != "s" || sj.Held != 3 || len(sj.Holders) != 1 || sj.Holders[0].Owner != one.Owner() || sj.Holders[0].Permits != 3 || sj.Holders[0].Token != one.Token() {
+	if sj.Key != "s" || sj.Kind != "semaphore" || !sj.Held || sj.PermitsHeld == nil || *sj.PermitsHeld != 3 || len(sj.Holders) != 1 || sj.Holders[0].Owner != one.Owner() || sj.Holders[0].Permits != 3 || sj.Holders[0].Token != one.Token() {
 		t.Errorf("status --semaphore = %+v, want 3 permits held by %q", sj, one.Owner())
 	}
 	if err := one.Release(ctx); err != nil {
@@ -61,9 +61,9 @@ func TestStatusSemaphoreAndRW(t *testing.T) {
 	if err := rwStatus(ctx, &out, o, "rw"); classify(err) != ExitOK {
 		t.Fatalf("status --rw of a written lock: %v", err)
 	}
-	var rj rwStatusJSON
+	var rj stateJSON
 	decode(t, &out, &rj)
-	if rj.Writer == nil || rj.Writer.Owner != w.Owner() || rj.Writer.Token != w.Token() || len(rj.Readers) != 0 {
+	if rj.Kind != "rw" || !rj.Held || len(rj.Holders) != 1 || rj.Holders[0].Mode != "write" || rj.Holders[0].Owner != w.Owner() || rj.Holders[0].Token != w.Token() {
 		t.Errorf("status --rw = %+v, want the writer %q", rj, w.Owner())
 	}
 	if err := w.Release(ctx); err != nil {
@@ -77,9 +77,9 @@ func TestStatusSemaphoreAndRW(t *testing.T) {
 	if err := rwStatus(ctx, &out, o, "rw"); classify(err) != ExitOK {
 		t.Fatalf("status --rw of a read lock: %v", err)
 	}
-	rj = rwStatusJSON{}
+	rj = stateJSON{}
 	decode(t, &out, &rj)
-	if rj.Writer != nil || len(rj.Readers) != 1 || rj.Readers[0].Owner != r.Owner() {
+	if len(rj.Holders) != 1 || rj.Holders[0].Mode != "read" || rj.Holders[0].Owner != r.Owner() {
 		t.Errorf("status --rw = %+v, want the reader %q", rj, r.Owner())
 	}
 	if err := r.Release(ctx); err != nil {
