@@ -174,7 +174,7 @@ func (l *Locker) queueWait(ctx context.Context, ops *storeOps, started time.Time
 			g, err = l.valid(g, ops.ttl, started)
 		}
 		l.tel.storeError(ctx, "wait", err)
-		if err == nil || !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
+		if err == nil || !errors.Is(err, ErrUnavailable) || permanent(err) || ctx.Err() != nil {
 			return g, waitErr(ctx, err, nil)
 		}
 		if serr := sleep(ctx, bo.next(pollMin, outageMax), nil); serr != nil {
@@ -206,6 +206,8 @@ func (l *Locker) retryWait(ctx context.Context, ops *storeOps) (backend.Grant, e
 		}
 		var delay time.Duration
 		switch {
+		case permanent(err):
+			return g, err
 		case errors.Is(err, ErrNotAcquired):
 			if wake == nil && l.subscribes(ops) {
 				w, cancel, serr := l.subscribe(ctx, ops)
@@ -230,6 +232,14 @@ func (l *Locker) retryWait(ctx context.Context, ops *storeOps) (backend.Grant, e
 			return g, waitErr(ctx, err, lastErr)
 		}
 	}
+}
+
+// permanent reports whether err is one no retry fixes (a refused login or
+// ACL, a bad key, an unsupported request): a wait ends at once with it,
+// even if it matches ErrUnavailable too (a Redlock whose nodes failed in
+// different ways).
+func permanent(err error) bool {
+	return errors.Is(err, ErrInvalidConfig) || errors.Is(err, ErrInvalidKey) || errors.Is(err, ErrUnsupported)
 }
 
 // waitDelay is how long a waiter sleeps after finding the lock held. A

@@ -328,6 +328,14 @@ func notAllowed(err error) bool {
 	return strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOAUTH ") || strings.Contains(msg, "NOPERM ")
 }
 
+// loginRefused reports whether Redis refused the client's login: no
+// password where one is wanted (NOAUTH) or a wrong user or password, or a
+// disabled user (WRONGPASS).
+func loginRefused(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOAUTH ")
+}
+
 // suspect makes a Cluster client reload its slot map soon after a command
 // failed: a dead primary answers no MOVED, and a client given to New keeps
 // its own reload interval (go-redis's default is a minute), so it would go

@@ -100,6 +100,9 @@ func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 
 // ping sends PING through every client at once and wants at least need
 // answers, within ctx and the dial and read timeouts; else ErrUnavailable.
+// A server that refuses the login (NOAUTH: it wants a password; WRONGPASS:
+// wrong user or password, or a disabled user) fails it with
+// ErrInvalidConfig, as no retry fixes that.
 func (cfg clientConfig) ping(ctx context.Context, clients []redis.UniversalClient, need int) error {
 	ctx, cancel := context.WithTimeout(ctx, cfg.dial+cfg.read)
 	defer cancel()
@@ -115,9 +118,12 @@ func (cfg clientConfig) ping(ctx context.Context, clients []redis.UniversalClien
 		if err != nil && strings.Contains(err.Error(), "DB index is out of range") {
 			return fmt.Errorf("redislock: %w: database %d: the server at %s has fewer databases: %w", backend.ErrInvalidConfig, cfg.db, cfg.addrs[i], err)
 		}
+		if err != nil && loginRefused(err) {
+			return fmt.Errorf("redislock: %w: %s", backend.ErrInvalidConfig, cfg.loginErr(cfg.addrs[i], err))
+		}
 		if err == nil || notAllowed(err) {
-			// A refused login or command is an answer: the first lock
-			// call reports it (ErrInvalidConfig).
+			// A command the ACL refuses (NOPERM) is an answer: the first
+			// lock call reports it (ErrInvalidConfig).
 			ok++
 			continue
 		}
@@ -128,6 +134,23 @@ func (cfg clientConfig) ping(ctx context.Context, clients []redis.UniversalClien
 	}
 	return fmt.Errorf("redislock: connect: %w: %d of %d node(s) answered PING, %d needed: %w",
 		backend.ErrUnavailable, ok, len(clients), need, errors.Join(failed...))
+}
+
+// loginErr explains a login the server at addr refused: which user, and
+// whether a password was given (never the password itself).
+func (cfg clientConfig) loginErr(addr string, err error) string {
+	user := cfg.username
+	if user == "" {
+		user = "default"
+	}
+	msg := strings.TrimSpace(strings.ReplaceAll(err.Error(), "\n", " "))
+	switch {
+	case cfg.password == "" && strings.Contains(msg, "NOAUTH"):
+		return fmt.Sprintf("the server at %s wants a password and the URL gives none (redis://user:PASSWORD@host): %s", addr, msg)
+	case cfg.password == "":
+		return fmt.Sprintf("the server at %s refused user %q without a password: %s", addr, user, msg)
+	}
+	return fmt.Sprintf("the server at %s refused user %q with the password given: %s", addr, user, msg)
 }
 
 // checkEviction asks every server behind clients (every node of a
