@@ -141,6 +141,10 @@
 // doubt): its statement goes on, bounded by the session's idle timeout,
 // so the client library does not close the lock's connection; the next
 // Refresh waits for it. A closed *sql.DB or
-// Driver is ErrClosed. The server's own error (*mysql.MySQLError) is
+// Driver is ErrClosed. A connection the server refuses for its settings
+// (a wrong password or user, an unknown database: PostgreSQL SQLSTATE
+// class 28 and 3D000, MySQL 1044, 1045, 1049 and the like) wraps
+// ErrInvalidConfig, in one line naming the user, host and database. The
+// server's own error (*mysql.MySQLError) is
 // wrapped too. Passwords never appear in errors.
 package sqllock

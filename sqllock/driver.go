@@ -110,6 +110,10 @@ func newDriver(ctx context.Context, db *sql.DB, dia dialect, opts *Options) (*Dr
 	}
 	if !o.NoCreateTable {
 		if err := d.createTables(ctx); err != nil {
+			if re := refused(err); re != nil {
+				// Not the CREATE TABLE's fault: the connection was refused.
+				return nil, fmt.Errorf("sqllock: connect: %w", re)
+			}
 			return nil, err
 		}
 	}

@@ -11,7 +11,9 @@ import (
 const errDBClosed = "sql: database is closed"
 
 // classify wraps err with the backend error kind it belongs to: a closed
-// *sql.DB is ErrClosed, a server error about the request itself is
+// *sql.DB is ErrClosed, a connection the server refused for its settings
+// (a wrong password, an unknown database) a *refusedError matching
+// ErrInvalidConfig, a server error about the request itself is
 // returned as is, and anything else (network, timeouts, a connection the
 // server or the driver closed) is ErrUnavailable.
 func (d *Driver) classify(err error) error { return classifyWith(d.dia, err) }
@@ -22,6 +24,8 @@ func classifyWith(dia dialect, err error) error {
 		return nil
 	case err.Error() == errDBClosed:
 		return fmt.Errorf("%w: %w", backend.ErrClosed, err)
+	case refused(err) != nil:
+		return refused(err)
 	case dia.serverError(err) && !dia.connGone(err):
 		return err
 	default:

@@ -86,10 +86,17 @@ func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	if opts.NoCreateTable { // else New's CREATE TABLE dials
 		if err := db.PingContext(ctx); err != nil {
+			if re := refused(err); re != nil {
+				return fail(fmt.Errorf("sqllock: connect: %w", re.at(cfg.User, cfg.Addr, cfg.DBName)))
+			}
 			return fail(fmt.Errorf("sqllock: connect to %s: %w", cfg.Addr, classifyWith(mysqlDialect{}, err)))
 		}
 	}
 	d, err := newDriver(ctx, db, mysqlDialect{}, &opts)
+	if re := refused(err); re != nil {
+		// MySQL's error names neither the server nor the database.
+		return fail(fmt.Errorf("sqllock: connect: %w", re.at(cfg.User, cfg.Addr, cfg.DBName)))
+	}
 	if err != nil {
 		var verr *tls.CertificateVerificationError
 		if errors.As(err, &verr) {

@@ -66,6 +66,9 @@ func openPostgres(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 	}
 	if opts.NoCreateTable { // else New's CREATE TABLE dials
 		if err := db.PingContext(ctx); err != nil {
+			if re := refused(err); re != nil {
+				return fail(fmt.Errorf("sqllock: connect: %w", re))
+			}
 			return fail(fmt.Errorf("sqllock: connect to %s: %w", u.Hosts[0], classifyWith(pgDialect{}, err)))
 		}
 	}
