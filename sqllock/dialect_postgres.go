@@ -38,15 +38,6 @@ import (
 // row, does not wait for the WAL to reach the disk.
 type pgDialect struct{}
 
-// dialectOf picks db's dialect from its driver: pgx's stdlib is
-// PostgreSQL, anything else MySQL.
-func dialectOf(db *sql.DB) dialect {
-	if _, ok := db.Driver().(*stdlib.Driver); ok {
-		return pgDialect{}
-	}
-	return mysqlDialect{}
-}
-
 // pgMaxTimeout is the largest idle_in_transaction_session_timeout and
 // lock_timeout PostgreSQL accepts (INT_MAX milliseconds), in whole seconds.
 const pgMaxTimeout = 2147483 * time.Second
@@ -185,7 +176,7 @@ func writeBytea(b *strings.Builder, v []byte) {
 func pgExec(ctx context.Context, c *sql.Conn, q string) ([]*pgconn.Result, error) {
 	var res []*pgconn.Result
 	err := c.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
+		sc, ok := driverConn(dc).(*stdlib.Conn)
 		if !ok {
 			return fmt.Errorf("sqllock: postgres: %T is not a connection of github.com/jackc/pgx/v5/stdlib", dc)
 		}
@@ -215,7 +206,7 @@ func pgExecDB(ctx context.Context, d *Driver, q string) ([]*pgconn.Result, error
 func (pgDialect) connID(_ context.Context, lc *lockConn) (uint64, error) {
 	var pid uint32
 	err := lc.c.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
+		sc, ok := driverConn(dc).(*stdlib.Conn)
 		if !ok {
 			return fmt.Errorf("sqllock: postgres: %T is not a connection of github.com/jackc/pgx/v5/stdlib", dc)
 		}
@@ -317,7 +308,7 @@ func (lc *lockConn) pgHasTxTimeout() bool {
 			lc.txTimeout = 1
 		}
 		_ = lc.c.Raw(func(dc any) error {
-			if sc, ok := dc.(*stdlib.Conn); ok && pgVersionHasTxTimeout(sc.Conn().PgConn().ParameterStatus("server_version")) {
+			if sc, ok := driverConn(dc).(*stdlib.Conn); ok && pgVersionHasTxTimeout(sc.Conn().PgConn().ParameterStatus("server_version")) {
 				lc.txTimeout = 1
 			}
 			return nil
@@ -397,7 +388,7 @@ func pgToken(ctx context.Context, lc *lockConn, q, key, owner string, lr lockRes
 	var tok int64
 	var status string
 	err = c.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
+		sc, ok := driverConn(dc).(*stdlib.Conn)
 		if !ok {
 			return fmt.Errorf("sqllock: postgres: %T is not a connection of github.com/jackc/pgx/v5/stdlib", dc)
 		}

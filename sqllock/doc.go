@@ -9,8 +9,10 @@
 // literals, error codes, the cancel statement, session settings and the
 // fencing counter are each dialect's (dialect_mysql.go,
 // dialect_postgres.go). [New] picks the dialect from the *sql.DB's
-// driver: github.com/jackc/pgx/v5/stdlib is PostgreSQL, anything else
-// MySQL.
+// driver: github.com/jackc/pgx/v5/stdlib is PostgreSQL,
+// github.com/go-sql-driver/mysql MySQL; for a driver it does not know (one
+// wrapped by instrumentation such as otelsql) it asks the server (SELECT
+// version()), and [Options].Dialect names it outright.
 //
 // # PostgreSQL
 //

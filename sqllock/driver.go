@@ -75,7 +75,15 @@ func New(ctx context.Context, db *sql.DB, opts *Options) (*Driver, error) {
 	if db == nil {
 		return nil, fmt.Errorf("sqllock: %w: nil *sql.DB", backend.ErrInvalidConfig)
 	}
-	return newDriver(ctx, db, dialectOf(db), opts)
+	var name string
+	if opts != nil {
+		name = opts.Dialect
+	}
+	dia, err := dialectFor(ctx, db, name)
+	if err != nil {
+		return nil, err
+	}
+	return newDriver(ctx, db, dia, opts)
 }
 
 // newDriver is New in the given dialect.
@@ -89,6 +97,15 @@ func newDriver(ctx context.Context, db *sql.DB, dia dialect, opts *Options) (*Dr
 	}
 	if err := checkTable(o.Table); err != nil {
 		return nil, fmt.Errorf("sqllock: %w", err)
+	}
+	if o.Dialect != "" {
+		named, err := dialectFor(ctx, db, o.Dialect)
+		if err != nil {
+			return nil, err
+		}
+		if named.name() != dia.name() {
+			return nil, fmt.Errorf("sqllock: %w: Dialect %q, but the connections are %s's", backend.ErrInvalidConfig, o.Dialect, dia.name())
+		}
 	}
 	if o.LockWaitTimeout < 0 {
 		return nil, fmt.Errorf("sqllock: %w: negative LockWaitTimeout %v", backend.ErrInvalidConfig, o.LockWaitTimeout)

@@ -23,6 +23,14 @@ func init() {
 
 // Options configures a Driver. The zero value is valid.
 type Options struct {
+	// Dialect names the server's SQL dialect for [New]: "postgres" or
+	// "mysql" (MariaDB too). Empty, New tells it from db's driver (pgx's
+	// stdlib, go-sql-driver/mysql) or, for a driver it does not know (one
+	// wrapped by instrumentation such as otelsql), from the server's
+	// SELECT version(); if that tells nothing it refuses db with
+	// ErrInvalidConfig, saying what it saw. [NewPool] refuses any but
+	// "postgres".
+	Dialect string
 	// Table is the lock table's name (default [DefaultTable]); the fencing
 	// counters live in Table+[FenceSuffix]. Letters, digits and underscores
 	// only, at most 58 of them.

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,5 +171,79 @@ func TestNewOverWrappedDriver(t *testing.T) {
 				t.Fatalf("the waiter: %v", err)
 			}
 		})
+	}
+}
+
+// A dialect the server does not tell (Options.Dialect unset) or one that
+// is unknown is refused, naming what was seen; Options.Dialect names it.
+func TestNewDialectOption(t *testing.T) {
+	addr := startPG(t).addr()
+	cfg, err := pgx.ParseConfig(sandbox.PostgresURL(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(hidingConnector{stdlib.GetConnector(*cfg)})
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d, err := sqllock.New(ctx, db, &sqllock.Options{Table: "wrapped_opt", Dialect: "postgres"})
+	if err != nil {
+		t.Fatalf("New with Dialect postgres: %v", err)
+	}
+	_ = d.Close()
+	_, err = sqllock.New(ctx, db, &sqllock.Options{Table: "wrapped_opt", Dialect: "oracle"})
+	if !errors.Is(err, distlock.ErrInvalidConfig) || !strings.Contains(err.Error(), `"oracle"`) {
+		t.Errorf("New with Dialect oracle: %v, want ErrInvalidConfig naming it", err)
+	}
+}
+
+// versionConn is a connection of a server that answers every query with
+// one row, its version.
+type versionConn struct{ version string }
+
+func (c versionConn) Prepare(string) (driver.Stmt, error) { return nil, errors.New("no statements") }
+func (c versionConn) Close() error                        { return nil }
+func (c versionConn) Begin() (driver.Tx, error)           { return nil, errors.New("no transactions") }
+func (c versionConn) QueryContext(context.Context, string, []driver.NamedValue) (driver.Rows, error) {
+	return &versionRows{v: c.version}, nil
+}
+
+type versionRows struct {
+	v    string
+	done bool
+}
+
+func (r *versionRows) Columns() []string { return []string{"version"} }
+func (r *versionRows) Close() error      { return nil }
+func (r *versionRows) Next(dest []driver.Value) error {
+	if r.done {
+		return io.EOF
+	}
+	r.done = true
+	dest[0] = r.v
+	return nil
+}
+
+type versionConnector struct{ version string }
+
+func (c versionConnector) Connect(context.Context) (driver.Conn, error) {
+	return versionConn(c), nil
+}
+func (c versionConnector) Driver() driver.Driver { return hidingDriver{} }
+
+// A server whose version() names neither dialect: New says what it saw
+// and how to name the dialect.
+func TestNewCannotTellDialect(t *testing.T) {
+	db := sql.OpenDB(versionConnector{"CockroachDB CCL v23.1.11 (x86_64-pc-linux-gnu)"})
+	defer db.Close()
+	_, err := sqllock.New(context.Background(), db, nil)
+	t.Logf("error: %v", err)
+	if !errors.Is(err, distlock.ErrInvalidConfig) {
+		t.Fatalf("New: %v, want ErrInvalidConfig", err)
+	}
+	for _, want := range []string{"CockroachDB CCL v23.1.11", "hidingDriver", "Options.Dialect"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
 	}
 }
