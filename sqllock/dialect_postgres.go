@@ -189,7 +189,7 @@ func pgExec(ctx context.Context, c *sql.Conn, q string) ([]*pgconn.Result, error
 
 // pgExecDB is pgExec on a connection of d's pool.
 func pgExecDB(ctx context.Context, d *Driver, q string) ([]*pgconn.Result, error) {
-	c, err := d.db.Conn(ctx)
+	c, err := d.conn(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -381,7 +381,7 @@ const tokenAttempts = 10
 // transaction meanwhile) rolled the statement back whole: it is sent
 // again, up to tokenAttempts times.
 func pgToken(ctx context.Context, lc *lockConn, q, key, owner string, lr lockResult) (uint64, error) {
-	c, err := lc.d.db.Conn(ctx)
+	c, err := lc.d.conn(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -424,6 +424,21 @@ func pgToken(ctx context.Context, lc *lockConn, q, key, owner string, lr lockRes
 func (pgDialect) cancel(ctx context.Context, d *Driver, id uint64) error {
 	_, err := pgExecDB(ctx, d, bindPG(d.q.killQuery, id))
 	return err
+}
+
+// cancelConn sends PostgreSQL's cancel request for lc's session over a
+// new connection to the server (pgconn's CancelRequest, as pgx's own ctx
+// handling does), not one of the pool's. It reads only what the
+// connection learnt at its start-up (the server's address, the backend's
+// process id and secret key), so it may be called while lc's statement
+// runs. A connection that is not pgx's (none should be) falls back to
+// pg_cancel_backend.
+func (p pgDialect) cancelConn(ctx context.Context, lc *lockConn) error {
+	sc, ok := driverConn(lc.raw).(*stdlib.Conn)
+	if !ok {
+		return p.cancel(ctx, lc.d, lc.id)
+	}
+	return sc.Conn().PgConn().CancelRequest(ctx)
 }
 
 // rowExists reads in the simple protocol: database/sql's QueryRow would
