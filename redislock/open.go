@@ -309,16 +309,47 @@ func parseTLS(u *backend.URL, q *backend.Params) *tls.Config {
 }
 
 func (cfg clientConfig) single(addr string) *redis.Options {
-	return &redis.Options{
+	o := &redis.Options{
 		Addr: addr, DB: cfg.db, Username: cfg.username, Password: cfg.password, TLSConfig: cfg.tls,
 		DialTimeout: cfg.dial, ReadTimeout: cfg.read, WriteTimeout: cfg.write, PoolSize: cfg.pool,
 		MaxRetries:            -1, // one attempt per call: the portable layer retries
 		ContextTimeoutEnabled: true,
 	}
+	if cfg.tls != nil {
+		o.Dialer, o.DialerRetries = cfg.tlsDialer(), 1
+	}
+	return o
+}
+
+// tlsDialer dials addr and makes the TLS handshake within dial_timeout
+// (and ctx), saying "TLS handshake" when that fails: a server that speaks
+// no TLS never answers a ClientHello (it waits for the end of a command
+// line), and go-redis's own dialer would let each of its five attempts
+// run out with no word of TLS. rediss:// clients dial once per call
+// (DialerRetries 1): the portable layer retries.
+func (cfg clientConfig) tlsDialer() func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d := net.Dialer{Timeout: cfg.dial}
+		raw, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		hctx, cancel := context.WithTimeout(ctx, cfg.dial)
+		defer cancel()
+		c := tls.Client(raw, cfg.tls)
+		if err := c.HandshakeContext(hctx); err != nil {
+			_ = raw.Close()
+			if hctx.Err() != nil && !errors.Is(ctx.Err(), context.Canceled) {
+				return nil, fmt.Errorf("TLS handshake with %s: no answer within dial_timeout %v (does the server speak TLS? rediss:// wants it; a server without TLS takes redis://): %w", addr, cfg.dial, err)
+			}
+			return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
+		}
+		return c, nil
+	}
 }
 
 func (cfg clientConfig) cluster() *redis.ClusterOptions {
-	return &redis.ClusterOptions{
+	o := &redis.ClusterOptions{
 		Addrs: cfg.addrs, Username: cfg.username, Password: cfg.password, TLSConfig: cfg.tls,
 		DialTimeout: cfg.dial, ReadTimeout: cfg.read, WriteTimeout: cfg.write, PoolSize: cfg.pool,
 		MaxRetries:            -1, // one attempt per node call (go-redis's cluster default, made explicit)
@@ -330,4 +361,8 @@ func (cfg clientConfig) cluster() *redis.ClusterOptions {
 		// second lets clients find a promoted replica within a second.
 		ClusterStateReloadInterval: cfg.refresh,
 	}
+	if cfg.tls != nil {
+		o.Dialer, o.DialerRetries = cfg.tlsDialer(), 1
+	}
+	return o
 }
