@@ -121,3 +121,21 @@ func TestOpenRefusedLoginSQL(t *testing.T) {
 		})
 	}
 }
+
+// A URL ttl below the store's minimum (1 s for SQL: the server's timeouts
+// count whole seconds) is refused by Open, naming the TTL and the minimum,
+// instead of failing every acquisition later (issue 32, item 7).
+func TestOpenTTLBelowMinimum(t *testing.T) {
+	for _, row := range openErrRows {
+		t.Run(row.name, func(t *testing.T) {
+			addr := row.start(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			l, err := distlock.Open(ctx, row.url(addr, rowUser(row), rowPassword(row), sandbox.Database, "ttl=500ms"))
+			if err == nil {
+				l.Close()
+			}
+			checkOneLine(t, err, distlock.ErrInvalidConfig, "500ms", "minimum of 1s")
+		})
+	}
+}
