@@ -99,3 +99,39 @@ func TestFullPoolHonoursCtx(t *testing.T) {
 	}
 	_ = le
 }
+
+// A MySQL waiter canceled while every connection of a bounded *sql.DB is
+// in use cannot send KILL QUERY: after the grace period its connection is
+// closed, and the error says the ctx's error once, matching no
+// ErrUnavailable (issue 32, item 8: "context canceled (store
+// unavailable: context canceled)").
+func TestFullPoolCanceledWaitReadsOnce(t *testing.T) {
+	s := startServer(t)
+	db := s.newDB(s.addr, false)
+	defer db.Close()
+	db.SetMaxOpenConns(2)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d, err := sqllock.New(ctx, db, &sqllock.Options{Table: "full_pool", NoProcedure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := distlock.New(d)
+	defer l.Close()
+	key := uniqueKey(t.Name())
+	le, err := l.TryAcquire(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer le.Release(ctx)
+	wctx, wcancel := context.WithCancel(ctx)
+	time.AfterFunc(300*time.Millisecond, wcancel)
+	_, err = l.Acquire(wctx, key)
+	t.Logf("error: %v", err)
+	if !errors.Is(err, context.Canceled) || errors.Is(err, distlock.ErrUnavailable) {
+		t.Errorf("Acquire: %v, want context.Canceled and not ErrUnavailable", err)
+	}
+	if n := strings.Count(err.Error(), "context canceled"); n != 1 {
+		t.Errorf("Acquire: %q says context canceled %d times, want once", err, n)
+	}
+}
