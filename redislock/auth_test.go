@@ -131,3 +131,35 @@ func TestAcquireRefusedLoginEndsAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// A semaphore refused the login says so in one line, without a word about
+// a cleanup the refused script never needed (issue 32, item 8).
+func TestSemaphoreRefusedLoginReadsOnce(t *testing.T) {
+	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
+	ctx := testCtx(t, time.Minute)
+	requirePassword(ctx, t, g.Node(0), aclPassword)
+	c := redis.NewClient(&redis.Options{Addr: g.Node(0).Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	defer c.Close()
+	d, err := New(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := distlock.New(d)
+	defer l.Close()
+	s, err := l.Semaphore("auth-sem", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.TryAcquire(ctx)
+	checkAuthErr(t, err, "NOAUTH")
+	if strings.Contains(err.Error(), "cleanup") {
+		t.Errorf("the error speaks of a cleanup: %v", err)
+	}
+	actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	_, err = s.Acquire(actx)
+	checkAuthErr(t, err, "NOAUTH")
+	if actx.Err() != nil {
+		t.Errorf("the semaphore's Acquire waited out its ctx on a refused login")
+	}
+}
