@@ -77,7 +77,7 @@ func (r *Redlock) Wait(ctx context.Context, req backend.Request) (backend.Grant,
 			return r.raceWait(ctx, req)
 		case err != nil:
 			aerr := r.abandon(ctx, ks, req.Owner, wait)
-			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w", req.Key, errors.Join(err, aerr))
+			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w", req.Key, alsoFailed(err, aerr))
 		}
 		r.observe(req.Key)
 		delay := beat
