@@ -296,16 +296,13 @@ func (l *Locker) loseLocked(h *hold, cause error) {
 }
 
 // logHold logs a change of h's state, once per change, with what
-// identifies the lease: its key, its owner (shortened) and its token.
-// Locker.mu is held.
+// identifies the lease: its key, its owner (whole: at most 128 bytes, and
+// a cut one may read as another, "replica-a:8080.<suffix>" as
+// "replica-a:80") and its token. Locker.mu is held.
 func (l *Locker) logHold(level slog.Level, msg string, h *hold, args ...any) {
 	if !l.cfg.logger.Enabled(context.Background(), level) {
 		return
 	}
-	owner := h.owner
-	if len(owner) > 12 {
-		owner = owner[:12]
-	}
-	args = append([]any{"key", h.key, "owner", owner, "token", h.grant.Token}, args...)
+	args = append([]any{"key", h.key, "owner", h.owner, "token", h.grant.Token}, args...)
 	l.cfg.logger.Log(context.Background(), level, msg, args...)
 }

@@ -30,13 +30,13 @@ const MaxCandidateValueLen = 128 - ownerSuffixLen
 const ownerSuffixLen = 1 + 32
 
 // ErrNoLeader: no candidate leads the election now.
-var ErrNoLeader = errors.New("distlock: no leader")
+var ErrNoLeader = errors.New("no leader")
 
 // ErrCampaigning: a Campaign of this Election is already under way, or
 // this Election leads (Election.Leadership returns its Leadership). One
 // Election campaigns once at a time; make another Election for another
 // candidate.
-var ErrCampaigning = errors.New("distlock: this Election is already campaigning or leading")
+var ErrCampaigning = errors.New("this Election is already campaigning or leading")
 
 // An Election is one candidate's handle on the election named by its
 // name, made by Locker.Election. It is safe for concurrent use. Every

@@ -1,6 +1,7 @@
 package distlock
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/distlock/distlock/backend"
@@ -47,3 +48,33 @@ func (e *lostError) Error() string {
 
 func (e *lostError) Is(target error) bool { return target == ErrLost }
 func (e *lostError) Unwrap() error        { return e.cause }
+
+// endedError is what an operation on a lease that has ended returns: it
+// names the operation and the key once, and why the lease ended without
+// the cause's own "distlock: lease on KEY" ("distlock: release "k":
+// already released", "distlock: refresh "k": lease lost: <why>"). It
+// unwraps to the cause, so it matches ErrReleased or ErrLost.
+type endedError struct {
+	op, key string
+	cause   error
+}
+
+func (e *endedError) Error() string {
+	op := e.op
+	if e.key != "" {
+		op = fmt.Sprintf("%s %q", e.op, e.key)
+	}
+	if errors.Is(e.cause, ErrReleased) {
+		return fmt.Sprintf("distlock: %s: already released", op)
+	}
+	var lost *lostError
+	if errors.As(e.cause, &lost) && lost.key == e.key {
+		return fmt.Sprintf("distlock: %s: lease lost: %v", op, lost.cause)
+	}
+	if errors.As(e.cause, &lost) {
+		return fmt.Sprintf("distlock: %s: lease on %q lost: %v", op, lost.key, lost.cause)
+	}
+	return fmt.Sprintf("distlock: %s: %v", op, e.cause)
+}
+
+func (e *endedError) Unwrap() error { return e.cause }

@@ -187,7 +187,7 @@ func (le *Lease) Deadline() time.Time {
 // answer, if it comes while the lease lasts, is recorded then.
 func (le *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := le.Err(); err != nil {
-		return fmt.Errorf("distlock: refresh %q: %w", le.h.key, err)
+		return &endedError{op: "refresh", key: le.h.key, cause: err}
 	}
 	if ttl < 0 {
 		return fmt.Errorf("distlock: refresh %q: %w: TTL %v is negative", le.h.key, ErrInvalidConfig, ttl)
@@ -213,7 +213,7 @@ func (le *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err != nil {
 		le.l.refreshFailed(le.h, err)
 		if errors.Is(err, ErrNotHeld) {
-			return fmt.Errorf("distlock: refresh %q: %w", le.h.key, le.Err())
+			return &endedError{op: "refresh", key: le.h.key, cause: le.Err()}
 		}
 		if ended := le.ended(); ended != nil && context.Cause(rctx) == ended && ctx.Err() == nil {
 			return fmt.Errorf("distlock: refresh %q: ended while the refresh was in flight, unanswered after %v: %w",
@@ -264,10 +264,7 @@ func (le *Lease) release(ctx context.Context) (freed bool, err error) {
 	if le.cause != nil {
 		err := le.cause
 		l.mu.Unlock()
-		if errors.Is(err, ErrReleased) {
-			return false, fmt.Errorf("distlock: release %q: already released: %w", h.key, err)
-		}
-		return false, fmt.Errorf("distlock: release %q: %w", h.key, err)
+		return false, &endedError{op: "release", key: h.key, cause: err}
 	}
 	le.released.key = h.key
 	le.end(&le.released)

@@ -87,6 +87,11 @@ func newLocker(d backend.Driver, opts []LockerOption) (*Locker, error) {
 	if caps.MultiAtomic {
 		l.multi = d.(backend.Batcher)
 	}
+	// A default TTL the store cannot honour would fail every acquisition
+	// made without WithTTL: refuse it now.
+	if err := l.checkTTLBounds(cfg.ttl); err != nil {
+		return nil, fmt.Errorf("default TTL (WithDefaultTTL, or the URL's ttl): %w", err)
+	}
 	if lg, ok := d.(backend.Logging); ok {
 		lg.SetLogger(cfg.logger)
 	}
@@ -404,17 +409,32 @@ func (l *Locker) ttlFor(c acquireConfig) (time.Duration, error) {
 	if ttl == 0 {
 		ttl = l.cfg.ttl
 	}
-	if ttl < 0 {
-		return 0, fmt.Errorf("%w: TTL %v is negative", ErrInvalidConfig, ttl)
-	}
-	if ttl < l.caps.MinTTL {
-		return 0, fmt.Errorf("%w: TTL %v is below the %s backend's minimum of %v", ErrInvalidConfig, ttl, l.caps.Name, l.caps.MinTTL)
-	}
-	if err := l.checkMaxTTL(ttl); err != nil {
+	if err := l.checkTTL(ttl); err != nil {
 		return 0, err
 	}
-	if l.cfg.drift(ttl) >= ttl/2 {
-		return 0, fmt.Errorf("%w: TTL %v leaves no validity after the clock-drift margin %v", ErrInvalidConfig, ttl, l.cfg.drift(ttl))
-	}
 	return ttl, nil
+}
+
+// checkTTLBounds reports whether the store can honour ttl: not negative,
+// within its MinTTL and MaxTTL.
+func (l *Locker) checkTTLBounds(ttl time.Duration) error {
+	if ttl < 0 {
+		return fmt.Errorf("%w: TTL %v is negative", ErrInvalidConfig, ttl)
+	}
+	if ttl < l.caps.MinTTL {
+		return fmt.Errorf("%w: TTL %v is below the %s backend's minimum of %v", ErrInvalidConfig, ttl, l.caps.Name, l.caps.MinTTL)
+	}
+	return l.checkMaxTTL(ttl)
+}
+
+// checkTTL reports whether the store can honour ttl, and the drift margin
+// leaves it a validity.
+func (l *Locker) checkTTL(ttl time.Duration) error {
+	if err := l.checkTTLBounds(ttl); err != nil {
+		return err
+	}
+	if l.cfg.drift(ttl) >= ttl/2 {
+		return fmt.Errorf("%w: TTL %v leaves no validity after the clock-drift margin %v", ErrInvalidConfig, ttl, l.cfg.drift(ttl))
+	}
+	return nil
 }

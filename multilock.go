@@ -290,13 +290,10 @@ func (m *MultiLease) Refresh(ctx context.Context, ttl time.Duration) error {
 // keys are being released in the background already.
 func (m *MultiLease) Release(ctx context.Context) error {
 	if err := m.Err(); err != nil {
-		if errors.Is(err, ErrReleased) {
-			return fmt.Errorf("distlock: release all: already released: %w", err)
-		}
-		return fmt.Errorf("distlock: release all: %w", err)
+		return &endedError{op: "release all", cause: err}
 	}
 	if !m.releasing.CompareAndSwap(false, true) {
-		return fmt.Errorf("distlock: release all: already released: %w", ErrReleased)
+		return &endedError{op: "release all", cause: ErrReleased}
 	}
 	for _, stop := range m.stops {
 		stop()

@@ -46,8 +46,10 @@ func defaultLockerConfig() lockerConfig {
 	}
 }
 
-// WithDefaultTTL sets the TTL of leases acquired without WithTTL.
-// Zero keeps DefaultTTL.
+// WithDefaultTTL sets the TTL of leases acquired without WithTTL (or with
+// WithTTL(0)). Zero keeps DefaultTTL. A TTL the store cannot honour (below
+// its Capabilities.MinTTL, above its MaxTTL) is refused when the Locker is
+// made: Open returns ErrInvalidConfig, New panics.
 func WithDefaultTTL(ttl time.Duration) LockerOption {
 	return func(c *lockerConfig) {
 		if ttl != 0 {
@@ -207,7 +209,10 @@ func applyOptions(opts []Option) acquireConfig {
 // process stops renewing it (it crashed, or WithoutAutoRenew). While the
 // lease is held it is renewed every TTL/3. Stores whose lifetime is a
 // session (ZooKeeper, etcd with a shared lease) use their session's TTL
-// instead; see backend.Capabilities.PerLockTTL.
+// instead; see backend.Capabilities.PerLockTTL. Zero means the Locker's
+// default TTL (WithDefaultTTL, the URL's ttl, else DefaultTTL), as when
+// WithTTL is not given; a negative TTL, or one outside the store's
+// Capabilities.MinTTL and MaxTTL, is refused with ErrInvalidConfig.
 func WithTTL(ttl time.Duration) Option {
 	return func(c *acquireConfig) { c.ttl = ttl }
 }

@@ -67,7 +67,8 @@ func FuzzOptions(f *testing.F) {
 		})
 		validFactor := factor >= 0 && factor < 0.5
 		validFixed := fixed >= 0 && time.Duration(fixed) < maxDriftFixed
-		validTTL := ttl >= 0 && time.Duration(ttl) <= backend.TTLLimit
+		// A default TTL must be one the store honours (memlock: from 1 ms).
+		validTTL := ttl == 0 || (time.Duration(ttl) >= d.Capabilities().MinTTL && time.Duration(ttl) <= backend.TTLLimit)
 		if err != nil {
 			if !errors.Is(err, ErrInvalidConfig) {
 				t.Fatalf("New refused the options with %v, not matching ErrInvalidConfig", err)

@@ -136,7 +136,7 @@ func (l *Locker) queueWait(ctx context.Context, h *hold, req backend.Request, st
 			g, err = l.valid(h, g, req.TTL, started)
 		}
 		l.tel.storeError(ctx, "wait", err)
-		if err == nil || !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
+		if err == nil || !errors.Is(err, ErrUnavailable) || permanent(err) || ctx.Err() != nil {
 			return g, waitErr(ctx, err, nil)
 		}
 		if serr := sleep(ctx, bo.Next(pollMin, outageMax), nil); serr != nil {
@@ -173,6 +173,8 @@ func (l *Locker) retryWait(ctx context.Context, h *hold, req backend.Request) (b
 		}
 		var delay time.Duration
 		switch {
+		case permanent(err):
+			return g, err
 		case errors.Is(err, ErrNotAcquired):
 			if wake == nil && notifies {
 				w, cancel, serr := l.notifier.Subscribe(ctx, req.Key, req.Kind)
@@ -197,6 +199,14 @@ func (l *Locker) retryWait(ctx context.Context, h *hold, req backend.Request) (b
 			return g, waitErr(ctx, err, lastErr)
 		}
 	}
+}
+
+// permanent reports whether err is one no retry fixes (a refused login or
+// ACL, a bad key, an unsupported request): a wait ends at once with it,
+// even if it matches ErrUnavailable too (a Redlock whose nodes failed in
+// different ways).
+func permanent(err error) bool {
+	return errors.Is(err, ErrInvalidConfig) || errors.Is(err, ErrInvalidKey) || errors.Is(err, ErrUnsupported)
 }
 
 // waitDelay is how long a waiter sleeps after finding the lock held. A

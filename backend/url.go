@@ -3,6 +3,7 @@ package backend
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"regexp"
 	"slices"
@@ -29,8 +30,11 @@ type URL struct {
 
 // ParseURL parses raw. Its errors wrap ErrInvalidConfig and never contain
 // the password, nor the value of a password=, pass= or pwd= keyword. Input
-// that is not a URL (no "scheme://", such as a libpq keyword string
-// "host=... password=...") is not echoed at all.
+// that is not a URL (no "scheme://") is not echoed, except a libpq keyword
+// string ("host=db1 user=app dbname=appdb password=..."): its error says
+// the postgres:// URL to write, from the host, port, user, database and
+// TLS keywords before any password keyword, with PASSWORD in place of the
+// password.
 //
 // A password holding '/', '?', '#' or '@' must percent-encode them (%2F,
 // %3F, %23, %40): an '@' after the host part (in the path, the query or a
@@ -123,7 +127,7 @@ func splitScheme(raw string) (scheme, rest string, err error) {
 		// of it is echoed.
 		hint := ""
 		if strings.Contains(raw, "=") {
-			hint = "; a key=value connection string (host=... dbname=...) is not a URL: write it as postgres://user:password@host:5432/dbname?sslmode=..."
+			hint = "; a key=value connection string (host=... dbname=...) is not a URL: write it as " + keywordURL(raw)
 		}
 		return "", "", fmt.Errorf("%w: the URL has no scheme (want e.g. redis://host:6379)%s", ErrInvalidConfig, hint)
 	}
@@ -134,6 +138,66 @@ func splitScheme(raw string) (scheme, rest string, err error) {
 		return "", "", fmt.Errorf("%w: the URL's scheme (before \"://\") is not valid: want letters, digits, '+', '-' or '.'", ErrInvalidConfig)
 	}
 	return scheme, rest, nil
+}
+
+// keywordURL is the postgres:// URL to write for a libpq keyword string
+// (host=db1 port=5432 user=app dbname=appdb sslmode=require): the
+// string's own host, port, user, database and TLS settings, PASSWORD for
+// the password, and placeholders for what it does not say. Only the
+// keywords before the first that may hold a secret (password, passfile,
+// sslpassword, pwd...) are read: nothing after a password is echoed, as
+// a value with a space in it would otherwise show the password's tail.
+// A keyword it does not know, a quoted value or a character a URL would
+// need escaped gives the general form, echoing nothing.
+func keywordURL(raw string) string {
+	const general = "postgres://user:password@host:5432/dbname?sslmode=..."
+	kw := map[string]string{}
+	for _, tok := range strings.Fields(raw) {
+		if secretKeyword.MatchString(tok) || strings.Contains(strings.ToLower(tok), "pass") {
+			break
+		}
+		k, v, ok := strings.Cut(tok, "=")
+		if !ok || v == "" || strings.ContainsAny(v, `'"\=`) {
+			return general
+		}
+		switch k {
+		case "port", "connect_timeout":
+			if strings.Trim(v, "0123456789") != "" {
+				return general
+			}
+		case "host", "user", "dbname", "sslmode", "application_name":
+			if strings.ContainsAny(v, "@/?#%&:") {
+				return general
+			}
+		case "sslrootcert", "sslcert", "sslkey": // file names, escaped in the query
+		default:
+			return general
+		}
+		kw[k] = v
+	}
+	or := func(k, def string) string {
+		if v, ok := kw[k]; ok {
+			return v
+		}
+		return def
+	}
+	u := url.URL{
+		Scheme: "postgres",
+		User:   url.UserPassword(or("user", "USER"), "PASSWORD"),
+		Host:   net.JoinHostPort(or("host", "HOST"), or("port", "5432")),
+		Path:   "/" + or("dbname", "DBNAME"),
+	}
+	q := url.Values{}
+	for _, k := range []string{"sslmode", "sslrootcert", "sslcert", "sslkey", "application_name"} {
+		if v, ok := kw[k]; ok {
+			q.Set(k, v)
+		}
+	}
+	if v, ok := kw["connect_timeout"]; ok {
+		q.Set("dial_timeout", v+"s")
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // parseUserinfo reads user[:password], percent-decoding both. Its errors

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -152,6 +153,15 @@ func testWaitGivesUp(t *testing.T, e *env, mk func(context.Context) (context.Con
 	}
 	if !errors.Is(err, want) {
 		t.Errorf("Acquire error %v does not match %v", err, want)
+	}
+	// The same kinds on every store, said once: a ctx the caller
+	// canceled is not an unreachable store, and the ctx's error is not
+	// repeated ("context canceled (store unavailable: context canceled)").
+	if want == context.Canceled && errors.Is(err, distlock.ErrUnavailable) {
+		t.Errorf("Acquire error %v matches ErrUnavailable: a canceled ctx is not an unreachable store", err)
+	}
+	if n := strings.Count(err.Error(), want.Error()); n != 1 || strings.Contains(err.Error(), "\n") {
+		t.Errorf("Acquire error %q: want one line saying %q once", err, want)
 	}
 	if took > e.ttl/2+2*time.Second+e.ttl {
 		t.Errorf("Acquire returned %v after its ctx ended; want promptly", took-e.ttl/2)

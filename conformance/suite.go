@@ -51,6 +51,7 @@ var cases = []testCase{
 	{"FailedAttemptKeepsHold", "an acquisition that fails by its ctx, by another process with the same owner, never frees the hold the first process has", testFailedAttemptKeepsHold},
 	{"KeyIndependence", "different keys never block each other, whatever characters they hold", testKeyIndependence},
 	{"InvalidKeys", "keys no store may see are rejected with ErrInvalidKey", testInvalidKeys},
+	{"ErrorTable", "bad input and refused requests match the same sentinels on every store (a canceled ctx is never ErrUnavailable), each error in one line saying distlock: once", testErrorTable},
 	{"WaiterDies", "a waiter whose own client dies while waiting gets an error, never the lock", testWaiterDies},
 	{"Close", "Close ends every lease and wait; later calls return ErrClosed", testClose},
 	{"ElectionOneLeader", "candidates campaigning in rounds on several Lockers (some with the same value) never lead at the same time, each term is above the one before, and Leader reports the one in office", testElectionOneLeader},

@@ -297,11 +297,15 @@ func TestACLErrors(t *testing.T) {
 	t.Run("Acquire with a wrong password", func(t *testing.T) {
 		// Acquire retries ErrUnavailable until its ctx ends; a refused
 		// password is ErrInvalidConfig, which no retry fixes: it returns
-		// at once.
-		l, err := distlock.Open(ctx, withUser(t, g.URL(), "locker", "wrong-"+aclPassword))
+		// at once. (Open refuses the password: New does not dial.)
+		c := redis.NewClient(&redis.Options{Addr: g.Node(0).Addr(), Username: "locker", Password: "wrong-" + aclPassword,
+			MaxRetries: -1, ContextTimeoutEnabled: true})
+		defer c.Close()
+		d, err := New(c, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
+		l := distlock.New(d)
 		defer l.Close()
 		actx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		defer cancel()

@@ -79,7 +79,8 @@
 // or refresh of a lock the owner no longer holds wraps ErrNotHeld (in
 // Redlock mode: held on fewer than a majority of nodes, whose stragglers
 // a release still frees); bad URLs
-// wrap ErrInvalidConfig and never show the password, and so does a URL
+// wrap ErrInvalidConfig and never show the password, and so do a login the
+// server refuses (NOAUTH, WRONGPASS: Open checks it) and a URL
 // whose server may evict keys (a maxmemory with a maxmemory-policy other
 // than noeviction: an evicted lock or fencing counter breaks exclusion and
 // token order), unless the URL says allow_eviction=true. When an acquisition

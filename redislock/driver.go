@@ -300,7 +300,7 @@ func (d *Driver) tryMutex(ctx context.Context, req backend.Request) (backend.Gra
 		if !neverSent(err) {
 			cerr = d.cleanup(ctx, ks, req.Owner, hold)
 		}
-		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: %w", req.Key, errKind(err), errors.Join(err, cerr))
+		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: %w", req.Key, errKind(err), alsoFailed(err, cerr))
 	}
 	if !res.held {
 		return backend.Grant{}, backend.NotAcquired(req.Key, res.pttl)
@@ -326,6 +326,23 @@ func notAllowed(err error) bool {
 	// authenticate: WRONGPASS ..."), so look for the code anywhere.
 	msg := err.Error()
 	return strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOAUTH ") || strings.Contains(msg, "NOPERM ")
+}
+
+// alsoFailed is err, and what failed after it (a cleanup, leaving a
+// queue) if anything did, in one line.
+func alsoFailed(err, after error) error {
+	if after == nil {
+		return err
+	}
+	return fmt.Errorf("%w (and: %w)", err, after)
+}
+
+// loginRefused reports whether Redis refused the client's login: no
+// password where one is wanted (NOAUTH) or a wrong user or password, or a
+// disabled user (WRONGPASS).
+func loginRefused(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOAUTH ")
 }
 
 // suspect makes a Cluster client reload its slot map soon after a command

@@ -91,7 +91,7 @@ func (d *Driver) waitMutex(ctx context.Context, req backend.Request) (backend.Gr
 			// The script may have taken or confirmed the lock for this
 			// wait: give that back, and the place in the queue.
 			aerr := d.abandon(ctx, ks, req.Owner, wait)
-			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w", req.Key, errKind(err), errors.Join(err, aerr))
+			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w", req.Key, errKind(err), alsoFailed(err, aerr))
 		}
 		if res.held {
 			l := &lock{d: d, key: req.Key, ks: ks, owner: req.Owner, hold: wait}

@@ -186,7 +186,7 @@ func (d *Driver) multiFailed(ctx context.Context, kss []keyset, owner string, ho
 			cerr = fmt.Errorf("cleanup failed, the locks expire by their TTL: %w", e)
 		}
 	}
-	return fmt.Errorf("redislock: acquire %d keys: %w: %w", len(kss), errKind(err), errors.Join(err, cerr))
+	return fmt.Errorf("redislock: acquire %d keys: %w: %w", len(kss), errKind(err), alsoFailed(err, cerr))
 }
 
 // multiCleanup gives back the holds of one multiScript run, in one

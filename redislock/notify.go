@@ -34,7 +34,8 @@ type notifier struct {
 type channelState struct {
 	refs    int                        // waiters
 	pending int                        // SUBSCRIBE commands not yet confirmed
-	ready   chan struct{}              // closed once the last SUBSCRIBE is confirmed
+	ready   chan struct{}              // closed once the last SUBSCRIBE is confirmed, or refused
+	err     error                      // why Redis refused the subscription (refuse), else nil
 	outs    map[chan<- struct{}]filter // where to announce, with each one's filter
 	idle    bool                       // subscribed, no waiter, kept for reuse
 	gen     int                        // counts idle periods, to spot stale idle entries
@@ -106,6 +107,15 @@ func (n *notifier) subscribe(ctx context.Context, channel string, out chan<- str
 	})
 	select {
 	case <-ready:
+		n.mu.Lock()
+		err := st.err
+		if err != nil {
+			n.leaveLocked(ctx, channel, st, out, false)
+		}
+		n.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
 		return cancel, nil
 	case <-ctx.Done():
 		cancel()
@@ -181,6 +191,13 @@ func (n *notifier) read(ps *redis.PubSub) {
 				return
 			default:
 			}
+			if notAllowed(err) {
+				// Redis refused the login (NOAUTH, WRONGPASS) or the ACL
+				// the channel (NOPERM): no reconnect fixes that, so the
+				// subscriptions still waiting for their confirmation fail
+				// now instead of waiting out their ctx.
+				n.refuse(err)
+			}
 			// The connection broke: releases may have been missed, so every
 			// waiter re-checks. go-redis reconnects and resubscribes on the
 			// next Receive; back off while the server is unreachable.
@@ -225,6 +242,25 @@ func (n *notifier) confirmed(channel string) {
 	}
 	if st.refs == 0 && !st.idle {
 		delete(n.chans, channel)
+	}
+}
+
+// refuse fails every subscription still waiting for Redis's confirmation
+// with err.
+func (n *notifier) refuse(err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, st := range n.chans {
+		if st.pending == 0 {
+			continue
+		}
+		st.pending = 0
+		st.err = err
+		select {
+		case <-st.ready:
+		default:
+			close(st.ready)
+		}
 	}
 }
 

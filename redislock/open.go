@@ -100,6 +100,9 @@ func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 
 // ping sends PING through every client at once and wants at least need
 // answers, within ctx and the dial and read timeouts; else ErrUnavailable.
+// A server that refuses the login (NOAUTH: it wants a password; WRONGPASS:
+// wrong user or password, or a disabled user) fails it with
+// ErrInvalidConfig, as no retry fixes that.
 func (cfg clientConfig) ping(ctx context.Context, clients []redis.UniversalClient, need int) error {
 	ctx, cancel := context.WithTimeout(ctx, cfg.dial+cfg.read)
 	defer cancel()
@@ -115,9 +118,12 @@ func (cfg clientConfig) ping(ctx context.Context, clients []redis.UniversalClien
 		if err != nil && strings.Contains(err.Error(), "DB index is out of range") {
 			return fmt.Errorf("redislock: %w: database %d: the server at %s has fewer databases: %w", backend.ErrInvalidConfig, cfg.db, cfg.addrs[i], err)
 		}
+		if err != nil && loginRefused(err) {
+			return fmt.Errorf("redislock: %w: %s", backend.ErrInvalidConfig, cfg.loginErr(cfg.addrs[i], err))
+		}
 		if err == nil || notAllowed(err) {
-			// A refused login or command is an answer: the first lock
-			// call reports it (ErrInvalidConfig).
+			// A command the ACL refuses (NOPERM) is an answer: the first
+			// lock call reports it (ErrInvalidConfig).
 			ok++
 			continue
 		}
@@ -128,6 +134,23 @@ func (cfg clientConfig) ping(ctx context.Context, clients []redis.UniversalClien
 	}
 	return fmt.Errorf("redislock: connect: %w: %d of %d node(s) answered PING, %d needed: %w",
 		backend.ErrUnavailable, ok, len(clients), need, errors.Join(failed...))
+}
+
+// loginErr explains a login the server at addr refused: which user, and
+// whether a password was given (never the password itself).
+func (cfg clientConfig) loginErr(addr string, err error) string {
+	user := cfg.username
+	if user == "" {
+		user = "default"
+	}
+	msg := strings.TrimSpace(strings.ReplaceAll(err.Error(), "\n", " "))
+	switch {
+	case cfg.password == "" && strings.Contains(msg, "NOAUTH"):
+		return fmt.Sprintf("the server at %s wants a password and the URL gives none (redis://user:PASSWORD@host): %s", addr, msg)
+	case cfg.password == "":
+		return fmt.Sprintf("the server at %s refused user %q without a password: %s", addr, user, msg)
+	}
+	return fmt.Sprintf("the server at %s refused user %q with the password given: %s", addr, user, msg)
 }
 
 // checkEviction asks every server behind clients (every node of a
@@ -286,16 +309,47 @@ func parseTLS(u *backend.URL, q *backend.Params) *tls.Config {
 }
 
 func (cfg clientConfig) single(addr string) *redis.Options {
-	return &redis.Options{
+	o := &redis.Options{
 		Addr: addr, DB: cfg.db, Username: cfg.username, Password: cfg.password, TLSConfig: cfg.tls,
 		DialTimeout: cfg.dial, ReadTimeout: cfg.read, WriteTimeout: cfg.write, PoolSize: cfg.pool,
 		MaxRetries:            -1, // one attempt per call: the portable layer retries
 		ContextTimeoutEnabled: true,
 	}
+	if cfg.tls != nil {
+		o.Dialer, o.DialerRetries = cfg.tlsDialer(), 1
+	}
+	return o
+}
+
+// tlsDialer dials addr and makes the TLS handshake within dial_timeout
+// (and ctx), saying "TLS handshake" when that fails: a server that speaks
+// no TLS never answers a ClientHello (it waits for the end of a command
+// line), and go-redis's own dialer would let each of its five attempts
+// run out with no word of TLS. rediss:// clients dial once per call
+// (DialerRetries 1): the portable layer retries.
+func (cfg clientConfig) tlsDialer() func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d := net.Dialer{Timeout: cfg.dial}
+		raw, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		hctx, cancel := context.WithTimeout(ctx, cfg.dial)
+		defer cancel()
+		c := tls.Client(raw, cfg.tls)
+		if err := c.HandshakeContext(hctx); err != nil {
+			_ = raw.Close()
+			if hctx.Err() != nil && !errors.Is(ctx.Err(), context.Canceled) {
+				return nil, fmt.Errorf("TLS handshake with %s: no answer within dial_timeout %v (does the server speak TLS? rediss:// wants it; a server without TLS takes redis://): %w", addr, cfg.dial, err)
+			}
+			return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
+		}
+		return c, nil
+	}
 }
 
 func (cfg clientConfig) cluster() *redis.ClusterOptions {
-	return &redis.ClusterOptions{
+	o := &redis.ClusterOptions{
 		Addrs: cfg.addrs, Username: cfg.username, Password: cfg.password, TLSConfig: cfg.tls,
 		DialTimeout: cfg.dial, ReadTimeout: cfg.read, WriteTimeout: cfg.write, PoolSize: cfg.pool,
 		MaxRetries:            -1, // one attempt per node call (go-redis's cluster default, made explicit)
@@ -307,4 +361,8 @@ func (cfg clientConfig) cluster() *redis.ClusterOptions {
 		// second lets clients find a promoted replica within a second.
 		ClusterStateReloadInterval: cfg.refresh,
 	}
+	if cfg.tls != nil {
+		o.Dialer, o.DialerRetries = cfg.tlsDialer(), 1
+	}
+	return o
 }

@@ -457,7 +457,7 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 			return fail(backend.NotAcquired(req.Key, retry))
 		}
 		return fail(fmt.Errorf("redislock: acquire %q: %w: %d of %d nodes granted, %d failed (need %d): %w",
-			req.Key, backend.ErrUnavailable, held, len(r.nodes), failed, r.quorum, errors.Join(errs...)))
+			req.Key, r.failKind(errs), held, len(r.nodes), failed, r.quorum, errors.Join(errs...)))
 	}
 	token := newToken(res)
 	if err := r.fence(ctx, ks, req, hold, token, res); err != nil {
@@ -468,6 +468,23 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 	}
 	l := &rlock{r: r, key: req.Key, ks: ks, owner: req.Owner, hold: hold, back: back}
 	return backend.Grant{Lock: l, Token: token, ValidFrom: first}, nil
+}
+
+// failKind is the portable kind of an attempt that failed on too many
+// nodes (errs, one per node): ErrInvalidConfig when so many nodes refused
+// the login or the ACL a command that no majority can ever grant (no
+// retry fixes that), else ErrUnavailable.
+func (r *Redlock) failKind(errs []error) error {
+	refused := 0
+	for _, err := range errs {
+		if err != nil && (notAllowed(err) || scriptRefused(err)) {
+			refused++
+		}
+	}
+	if refused > len(r.nodes)-r.quorum {
+		return backend.ErrInvalidConfig
+	}
+	return backend.ErrUnavailable
 }
 
 // splitWait bounds how long, from its first request, an attempt holding

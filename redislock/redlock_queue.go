@@ -46,6 +46,11 @@ func (r *Redlock) Wait(ctx context.Context, req backend.Request) (backend.Grant,
 		if ctx.Err() != nil {
 			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w", req.Key, context.Cause(ctx))
 		}
+		if notAllowed(err) {
+			// The first node refused the login or the channel: no
+			// retry fixes that.
+			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: the first node: %w", req.Key, backend.ErrInvalidConfig, err)
+		}
 		return r.raceWait(ctx, req)
 	}
 	defer unsubscribe()
@@ -75,7 +80,7 @@ func (r *Redlock) Wait(ctx context.Context, req backend.Request) (backend.Grant,
 			return r.raceWait(ctx, req)
 		case err != nil:
 			aerr := r.abandon(ctx, ks, req.Owner, wait)
-			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w", req.Key, errors.Join(err, aerr))
+			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w", req.Key, alsoFailed(err, aerr))
 		}
 		r.observe(req.Key)
 		delay := beat
@@ -216,7 +221,7 @@ func (r *Redlock) queueAttempt(ctx context.Context, ks keyset, req backend.Reque
 	if held < r.quorum {
 		if failed > 0 && held+refused < r.quorum {
 			return fail(fmt.Errorf("%w: %d of %d nodes granted, %d failed (need %d): %w",
-				backend.ErrUnavailable, held, len(r.nodes), failed, r.quorum, errors.Join(errs...)))
+				r.failKind(errs), held, len(r.nodes), failed, r.quorum, errors.Join(errs...)))
 		}
 		if ctx.Err() != nil {
 			return fail(context.Cause(ctx))

@@ -2,7 +2,6 @@ package redislock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -91,7 +90,7 @@ func (d *Driver) tryRW(ctx context.Context, req backend.Request, mode backend.Ki
 			}
 			cancel()
 		}
-		return backend.Grant{}, fmt.Errorf("redislock: acquire %q (%v): %w: %w", req.Key, mode, errKind(err), errors.Join(err, cerr))
+		return backend.Grant{}, fmt.Errorf("redislock: acquire %q (%v): %w: %w", req.Key, mode, errKind(err), alsoFailed(err, cerr))
 	}
 	switch v[0] {
 	case 1:

@@ -169,13 +169,17 @@ func (d *Driver) tryPermits(ctx context.Context, req backend.Request) (backend.G
 	if err == nil && len(v) != 3 {
 		err = fmt.Errorf("unexpected reply %v from the semaphore acquire script", v)
 	}
+	if err != nil && notAllowed(err) {
+		// Refused before the script ran: nothing to clean up.
+		return backend.Grant{}, fmt.Errorf("redislock: acquire permits of %q: %w: %w", req.Key, backend.ErrInvalidConfig, err)
+	}
 	if err != nil {
 		d.suspect(err)
 		var cerr error
 		if !neverSent(err) {
 			cerr = d.semCleanup(ctx, ks, req.Owner)
 		}
-		return backend.Grant{}, fmt.Errorf("redislock: acquire permits of %q: %w: %w", req.Key, errKind(err), errors.Join(err, cerr))
+		return backend.Grant{}, fmt.Errorf("redislock: acquire permits of %q: %w: %w", req.Key, errKind(err), alsoFailed(err, cerr))
 	}
 	if v[0] != 1 {
 		return backend.Grant{}, backend.NotAcquired(req.Key, time.Duration(max(0, v[2]))*time.Millisecond)

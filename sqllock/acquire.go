@@ -2,6 +2,7 @@ package sqllock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -176,6 +177,13 @@ func (lc *lockConn) waitRow(ctx context.Context, name, key, owner string) (time.
 		case err == nil: // won just as the caller gave up: let it go
 			lc.end(nil)
 			return time.Time{}, lockResult{}, fmt.Errorf("sqllock: wait %q: %w", key, context.Cause(ctx))
+		case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+			// The interruption could not be sent or did not end the
+			// statement within killGrace: the statement's own ctx was
+			// canceled, which closed the connection. Its error is no
+			// news, and not the store's unavailability.
+			lc.end(err)
+			return time.Time{}, lockResult{}, fmt.Errorf("sqllock: wait %q: %w (not interrupted within %v: its connection was closed)", key, context.Cause(ctx), killGrace)
 		case ctx.Err() != nil:
 			lc.end(err)
 			return time.Time{}, lockResult{}, fmt.Errorf("sqllock: wait %q: %w (%w)", key, context.Cause(ctx), lc.d.classify(err))

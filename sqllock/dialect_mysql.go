@@ -241,7 +241,7 @@ func (mysqlDialect) lockOnce(ctx context.Context, lc *lockConn, key, owner strin
 // mysql.Result: database/sql keeps only the last).
 func execBatch(ctx context.Context, c *sql.Conn, q string) (rows, ids []int64, err error) {
 	err = c.Raw(func(dc any) error {
-		ex, ok := dc.(driver.ExecerContext)
+		ex, ok := driverConn(dc).(driver.ExecerContext)
 		if !ok {
 			return fmt.Errorf("sqllock: %T cannot execute statements", dc)
 		}

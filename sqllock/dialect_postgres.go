@@ -38,15 +38,6 @@ import (
 // row, does not wait for the WAL to reach the disk.
 type pgDialect struct{}
 
-// dialectOf picks db's dialect from its driver: pgx's stdlib is
-// PostgreSQL, anything else MySQL.
-func dialectOf(db *sql.DB) dialect {
-	if _, ok := db.Driver().(*stdlib.Driver); ok {
-		return pgDialect{}
-	}
-	return mysqlDialect{}
-}
-
 // pgMaxTimeout is the largest idle_in_transaction_session_timeout and
 // lock_timeout PostgreSQL accepts (INT_MAX milliseconds), in whole seconds.
 const pgMaxTimeout = 2147483 * time.Second
@@ -185,7 +176,7 @@ func writeBytea(b *strings.Builder, v []byte) {
 func pgExec(ctx context.Context, c *sql.Conn, q string) ([]*pgconn.Result, error) {
 	var res []*pgconn.Result
 	err := c.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
+		sc, ok := driverConn(dc).(*stdlib.Conn)
 		if !ok {
 			return fmt.Errorf("sqllock: postgres: %T is not a connection of github.com/jackc/pgx/v5/stdlib", dc)
 		}
@@ -198,7 +189,7 @@ func pgExec(ctx context.Context, c *sql.Conn, q string) ([]*pgconn.Result, error
 
 // pgExecDB is pgExec on a connection of d's pool.
 func pgExecDB(ctx context.Context, d *Driver, q string) ([]*pgconn.Result, error) {
-	c, err := d.db.Conn(ctx)
+	c, err := d.conn(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +206,7 @@ func pgExecDB(ctx context.Context, d *Driver, q string) ([]*pgconn.Result, error
 func (pgDialect) connID(_ context.Context, lc *lockConn) (uint64, error) {
 	var pid uint32
 	err := lc.c.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
+		sc, ok := driverConn(dc).(*stdlib.Conn)
 		if !ok {
 			return fmt.Errorf("sqllock: postgres: %T is not a connection of github.com/jackc/pgx/v5/stdlib", dc)
 		}
@@ -317,7 +308,7 @@ func (lc *lockConn) pgHasTxTimeout() bool {
 			lc.txTimeout = 1
 		}
 		_ = lc.c.Raw(func(dc any) error {
-			if sc, ok := dc.(*stdlib.Conn); ok && pgVersionHasTxTimeout(sc.Conn().PgConn().ParameterStatus("server_version")) {
+			if sc, ok := driverConn(dc).(*stdlib.Conn); ok && pgVersionHasTxTimeout(sc.Conn().PgConn().ParameterStatus("server_version")) {
 				lc.txTimeout = 1
 			}
 			return nil
@@ -390,14 +381,14 @@ const tokenAttempts = 10
 // transaction meanwhile) rolled the statement back whole: it is sent
 // again, up to tokenAttempts times.
 func pgToken(ctx context.Context, lc *lockConn, q, key, owner string, lr lockResult) (uint64, error) {
-	c, err := lc.d.db.Conn(ctx)
+	c, err := lc.d.conn(ctx)
 	if err != nil {
 		return 0, err
 	}
 	var tok int64
 	var status string
 	err = c.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
+		sc, ok := driverConn(dc).(*stdlib.Conn)
 		if !ok {
 			return fmt.Errorf("sqllock: postgres: %T is not a connection of github.com/jackc/pgx/v5/stdlib", dc)
 		}
@@ -433,6 +424,21 @@ func pgToken(ctx context.Context, lc *lockConn, q, key, owner string, lr lockRes
 func (pgDialect) cancel(ctx context.Context, d *Driver, id uint64) error {
 	_, err := pgExecDB(ctx, d, bindPG(d.q.killQuery, id))
 	return err
+}
+
+// cancelConn sends PostgreSQL's cancel request for lc's session over a
+// new connection to the server (pgconn's CancelRequest, as pgx's own ctx
+// handling does), not one of the pool's. It reads only what the
+// connection learnt at its start-up (the server's address, the backend's
+// process id and secret key), so it may be called while lc's statement
+// runs. A connection that is not pgx's (none should be) falls back to
+// pg_cancel_backend.
+func (p pgDialect) cancelConn(ctx context.Context, lc *lockConn) error {
+	sc, ok := driverConn(lc.raw).(*stdlib.Conn)
+	if !ok {
+		return p.cancel(ctx, lc.d, lc.id)
+	}
+	return sc.Conn().PgConn().CancelRequest(ctx)
 }
 
 // rowExists reads in the simple protocol: database/sql's QueryRow would

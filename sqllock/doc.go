@@ -9,8 +9,10 @@
 // literals, error codes, the cancel statement, session settings and the
 // fencing counter are each dialect's (dialect_mysql.go,
 // dialect_postgres.go). [New] picks the dialect from the *sql.DB's
-// driver: github.com/jackc/pgx/v5/stdlib is PostgreSQL, anything else
-// MySQL.
+// driver: github.com/jackc/pgx/v5/stdlib is PostgreSQL,
+// github.com/go-sql-driver/mysql MySQL; for a driver it does not know (one
+// wrapped by instrumentation such as otelsql) it asks the server (SELECT
+// version()), and [Options].Dialect names it outright.
 //
 // # PostgreSQL
 //
@@ -141,6 +143,10 @@
 // doubt): its statement goes on, bounded by the session's idle timeout,
 // so the client library does not close the lock's connection; the next
 // Refresh waits for it. A closed *sql.DB or
-// Driver is ErrClosed. The server's own error (*mysql.MySQLError) is
+// Driver is ErrClosed. A connection the server refuses for its settings
+// (a wrong password or user, an unknown database: PostgreSQL SQLSTATE
+// class 28 and 3D000, MySQL 1044, 1045, 1049 and the like) wraps
+// ErrInvalidConfig, in one line naming the user, host and database. The
+// server's own error (*mysql.MySQLError) is
 // wrapped too. Passwords never appear in errors.
 package sqllock

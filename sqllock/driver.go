@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Driver is a distlock backend over one MySQL, MariaDB or PostgreSQL server. Each held
@@ -26,8 +27,11 @@ type Driver struct {
 	dia     dialect
 	// noSpares: keep no spare connection (a pgxpool has its own limit).
 	noSpares bool
-	q        *statements
-	lwt      int // session innodb_lock_wait_timeout in seconds, 0 = server's
+	// pool is NewPool's pgxpool, whose use a connection wait that timed
+	// out reports (conn); nil otherwise.
+	pool *pgxpool.Pool
+	q    *statements
+	lwt  int // session innodb_lock_wait_timeout in seconds, 0 = server's
 	// assumeTxTimeout (tests): send transaction_timeout's SET whatever
 	// server_version says (see pgHasTxTimeout).
 	assumeTxTimeout bool
@@ -75,7 +79,15 @@ func New(ctx context.Context, db *sql.DB, opts *Options) (*Driver, error) {
 	if db == nil {
 		return nil, fmt.Errorf("sqllock: %w: nil *sql.DB", backend.ErrInvalidConfig)
 	}
-	return newDriver(ctx, db, dialectOf(db), opts)
+	var name string
+	if opts != nil {
+		name = opts.Dialect
+	}
+	dia, err := dialectFor(ctx, db, name)
+	if err != nil {
+		return nil, err
+	}
+	return newDriver(ctx, db, dia, opts)
 }
 
 // newDriver is New in the given dialect.
@@ -89,6 +101,15 @@ func newDriver(ctx context.Context, db *sql.DB, dia dialect, opts *Options) (*Dr
 	}
 	if err := checkTable(o.Table); err != nil {
 		return nil, fmt.Errorf("sqllock: %w", err)
+	}
+	if o.Dialect != "" {
+		named, err := dialectFor(ctx, db, o.Dialect)
+		if err != nil {
+			return nil, err
+		}
+		if named.name() != dia.name() {
+			return nil, fmt.Errorf("sqllock: %w: Dialect %q, but the connections are %s's", backend.ErrInvalidConfig, o.Dialect, dia.name())
+		}
 	}
 	if o.LockWaitTimeout < 0 {
 		return nil, fmt.Errorf("sqllock: %w: negative LockWaitTimeout %v", backend.ErrInvalidConfig, o.LockWaitTimeout)
@@ -110,6 +131,10 @@ func newDriver(ctx context.Context, db *sql.DB, dia dialect, opts *Options) (*Dr
 	}
 	if !o.NoCreateTable {
 		if err := d.createTables(ctx); err != nil {
+			if re := refused(err); re != nil {
+				// Not the CREATE TABLE's fault: the connection was refused.
+				return nil, fmt.Errorf("sqllock: connect: %w", re)
+			}
 			return nil, err
 		}
 	}
@@ -178,6 +203,38 @@ func (d *Driver) Close() error {
 	return nil
 }
 
+// conn checks a connection out of d's pool. When ctx ends before one is
+// free and every connection of a bounded pool is in use, the error says
+// so: a pool too small for the locks held and waited for (each pins a
+// connection, and an acquisition needs one more for a moment) would
+// otherwise read as a store that did not answer.
+func (d *Driver) conn(ctx context.Context) (*sql.Conn, error) {
+	c, err := d.db.Conn(ctx)
+	if err != nil && ctx.Err() != nil {
+		if full := d.poolFull(); full != "" {
+			return nil, fmt.Errorf("no free connection within the ctx: %s (each held lock and each waiter pins one, and an acquisition needs one more for a moment: see docs/sql.md, Connections): %w", full, err)
+		}
+	}
+	return c, err
+}
+
+// poolFull describes d's pool if every connection of it is in use, else
+// returns "".
+func (d *Driver) poolFull() string {
+	if d.pool != nil {
+		st := d.pool.Stat()
+		if st.AcquiredConns() >= st.MaxConns() {
+			return fmt.Sprintf("the pgxpool has %d of %d connections in use (MaxConns)", st.AcquiredConns(), st.MaxConns())
+		}
+		return ""
+	}
+	st := d.db.Stats()
+	if st.MaxOpenConnections > 0 && st.InUse >= st.MaxOpenConnections {
+		return fmt.Sprintf("the *sql.DB has %d of %d connections in use (SetMaxOpenConns)", st.InUse, st.MaxOpenConnections)
+	}
+	return ""
+}
+
 // pin returns a connection to pin for one acquisition: a spare, or one
 // checked out of the pool.
 func (d *Driver) pin(ctx context.Context, op, key string) (*lockConn, error) {
@@ -190,7 +247,7 @@ func (d *Driver) pin(ctx context.Context, op, key string) (*lockConn, error) {
 	if lc := d.spare(ctx); lc != nil {
 		return lc, nil
 	}
-	c, err := d.db.Conn(ctx)
+	c, err := d.conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sqllock: %s %q: %w", op, key, d.classify(err))
 	}

@@ -1,6 +1,8 @@
 package sqllock
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"github.com/distlock/distlock/backend"
@@ -11,7 +13,9 @@ import (
 const errDBClosed = "sql: database is closed"
 
 // classify wraps err with the backend error kind it belongs to: a closed
-// *sql.DB is ErrClosed, a server error about the request itself is
+// *sql.DB is ErrClosed, a connection the server refused for its settings
+// (a wrong password, an unknown database) a *refusedError matching
+// ErrInvalidConfig, a canceled ctx's error is returned as is, a server error about the request itself is
 // returned as is, and anything else (network, timeouts, a connection the
 // server or the driver closed) is ErrUnavailable.
 func (d *Driver) classify(err error) error { return classifyWith(d.dia, err) }
@@ -22,6 +26,12 @@ func classifyWith(dia dialect, err error) error {
 		return nil
 	case err.Error() == errDBClosed:
 		return fmt.Errorf("%w: %w", backend.ErrClosed, err)
+	case refused(err) != nil:
+		return refused(err)
+	case errors.Is(err, context.Canceled):
+		// The caller canceled: not the store's unavailability (as on
+		// every store), and the caller knows why.
+		return err
 	case dia.serverError(err) && !dia.connGone(err):
 		return err
 	default:

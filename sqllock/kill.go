@@ -44,7 +44,7 @@ func (lc *lockConn) interruptible(ctx context.Context, fn func(sctx context.Cont
 		defer kcancel()
 		var bo backoff.Backoff
 		for {
-			if err := lc.d.dia.cancel(kctx, lc.d, lc.id); err != nil {
+			if err := lc.interrupt(kctx); err != nil {
 				scancel()
 				return
 			}
@@ -70,4 +70,22 @@ func (lc *lockConn) interruptible(ctx context.Context, fn func(sctx context.Cont
 		}
 	}
 	return err
+}
+
+// outOfBand is a dialect that interrupts a connection's statement without
+// another connection of the pool: PostgreSQL's cancel request goes over a
+// connection of its own to the server, outside the pool, so a waiter
+// whose ctx ends is interrupted at once even when every connection of a
+// bounded pool is in use (pg_cancel_backend would wait for one).
+type outOfBand interface {
+	cancelConn(ctx context.Context, lc *lockConn) error
+}
+
+// interrupt interrupts the statement lc runs: out of band where the
+// dialect can, else with its cancel statement on another connection.
+func (lc *lockConn) interrupt(ctx context.Context) error {
+	if ob, ok := lc.d.dia.(outOfBand); ok {
+		return ob.cancelConn(ctx, lc)
+	}
+	return lc.d.dia.cancel(ctx, lc.d, lc.id)
 }

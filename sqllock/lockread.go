@@ -108,7 +108,7 @@ func (d *Driver) insertRow(ctx context.Context, key string) error {
 
 // insertStmt is insertRow for any statement q creating rows.
 func (d *Driver) insertStmt(ctx context.Context, q string) error {
-	c, err := d.db.Conn(ctx)
+	c, err := d.conn(ctx)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,14 @@ func init() {
 
 // Options configures a Driver. The zero value is valid.
 type Options struct {
+	// Dialect names the server's SQL dialect for [New]: "postgres" or
+	// "mysql" (MariaDB too). Empty, New tells it from db's driver (pgx's
+	// stdlib, go-sql-driver/mysql) or, for a driver it does not know (one
+	// wrapped by instrumentation such as otelsql), from the server's
+	// SELECT version(); if that tells nothing it refuses db with
+	// ErrInvalidConfig, saying what it saw. [NewPool] refuses any but
+	// "postgres".
+	Dialect string
 	// Table is the lock table's name (default [DefaultTable]); the fencing
 	// counters live in Table+[FenceSuffix]. Letters, digits and underscores
 	// only, at most 58 of them.
@@ -86,10 +94,17 @@ func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	if opts.NoCreateTable { // else New's CREATE TABLE dials
 		if err := db.PingContext(ctx); err != nil {
+			if re := refused(err); re != nil {
+				return fail(fmt.Errorf("sqllock: connect: %w", re.at(cfg.User, cfg.Addr, cfg.DBName)))
+			}
 			return fail(fmt.Errorf("sqllock: connect to %s: %w", cfg.Addr, classifyWith(mysqlDialect{}, err)))
 		}
 	}
 	d, err := newDriver(ctx, db, mysqlDialect{}, &opts)
+	if re := refused(err); re != nil {
+		// MySQL's error names neither the server nor the database.
+		return fail(fmt.Errorf("sqllock: connect: %w", re.at(cfg.User, cfg.Addr, cfg.DBName)))
+	}
 	if err != nil {
 		var verr *tls.CertificateVerificationError
 		if errors.As(err, &verr) {

@@ -25,8 +25,9 @@ func init() {
 // PostgreSQL connections, through a *sql.DB of pgx's stdlib made from it
 // (stdlib.OpenDBFromPool); it is otherwise [New]. Each held lock and each
 // waiter holds one of pool's connections, and every acquisition briefly
-// needs one more (the fencing counter, a cancel): size pool's MaxConns
-// accordingly. The Driver keeps no spare connection of its own, and never
+// needs one more (the fencing counter): size pool's MaxConns to the locks
+// held and waited for at once plus one. An acquisition that finds every
+// connection in use waits within its ctx and then fails naming the pool. The Driver keeps no spare connection of its own, and never
 // closes pool: close it after the Driver.
 func NewPool(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Driver, error) {
 	if pool == nil {
@@ -39,6 +40,7 @@ func NewPool(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Driver, e
 		return nil, err
 	}
 	d.noSpares = true
+	d.pool = pool
 	d.onClose = func() { _ = db.Close() } // returns the connections to pool
 	return d, nil
 }
@@ -66,6 +68,9 @@ func openPostgres(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 	}
 	if opts.NoCreateTable { // else New's CREATE TABLE dials
 		if err := db.PingContext(ctx); err != nil {
+			if re := refused(err); re != nil {
+				return fail(fmt.Errorf("sqllock: connect: %w", re))
+			}
 			return fail(fmt.Errorf("sqllock: connect to %s: %w", u.Hosts[0], classifyWith(pgDialect{}, err)))
 		}
 	}

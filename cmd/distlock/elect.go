@@ -143,7 +143,7 @@ func elect(ctx context.Context, o electOpts, args []string) error {
 		fmt.Fprintln(os.Stderr, "distlock: resign:", err)
 	}
 	if terminated {
-		return exitWith(ExitLost, fmt.Errorf("elect: %w; the command was terminated", cause))
+		return exitWith(ExitLost, reword("elect: ", cause, "; the command was terminated"))
 	}
 	return exitWith(code, nil)
 }

@@ -91,7 +91,7 @@ func hold(ctx context.Context, o lockOpts, asJSON bool, eof <-chan struct{}, w i
 	lost := lease.Err() // nil while held
 	rerr := releaseLease(lease)
 	if lost != nil {
-		return exitWith(ExitLost, fmt.Errorf("hold: %w", lost))
+		return exitWith(ExitLost, reword("hold: ", lost, ""))
 	}
 	if rerr != nil {
 		return fmt.Errorf("hold: release: %w", rerr)

@@ -114,3 +114,22 @@ func main() {
 	stop()
 	os.Exit(code)
 }
+
+// rewordedError is err with its text between a prefix and a suffix, the
+// library's own "distlock: " prefix dropped (main prints one), so that a
+// line reads "distlock: hold: lease on "job" lost: ...", not "distlock:
+// hold: distlock: lease on ...". It unwraps to err.
+type rewordedError struct {
+	prefix, suffix string
+	err            error
+}
+
+func (e *rewordedError) Error() string {
+	return e.prefix + strings.TrimPrefix(e.err.Error(), "distlock: ") + e.suffix
+}
+
+func (e *rewordedError) Unwrap() error { return e.err }
+
+func reword(prefix string, err error, suffix string) error {
+	return &rewordedError{prefix: prefix, suffix: suffix, err: err}
+}

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -131,7 +132,7 @@ func runLocked(ctx context.Context, o runOpts, args []string) error {
 		fmt.Fprintln(os.Stderr, "distlock: release:", err)
 	}
 	if terminated {
-		return exitWith(ExitLost, fmt.Errorf("run: %w; the command was terminated", cause))
+		return exitWith(ExitLost, reword("run: ", cause, "; the command was terminated"))
 	}
 	return exitWith(code, nil)
 }
@@ -196,7 +197,7 @@ func supervise(lease *distlock.Lease, grace time.Duration, args, env []string) (
 		case <-done:
 			done = nil
 			if errors.Is(lease.Err(), distlock.ErrLost) {
-				kill(lease.Err().Error())
+				kill(strings.TrimPrefix(lease.Err().Error(), "distlock: "))
 			}
 		case <-timer.C:
 		}
