@@ -28,16 +28,14 @@ func (d *refusingDriver) TryAcquire(context.Context, backend.Request) (backend.G
 
 // Capabilities says wait=poll: the portable retry loop waits.
 func (d *refusingDriver) Capabilities() backend.Capabilities {
-	c := d.Driver.Capabilities()
-	c.Wait = backend.WaitPoll
-	return c
+	return d.Driver.Capabilities().Polled()
 }
 
 type refusingQueue struct{ *refusingDriver }
 
 // Capabilities says wait=queue: the store's queue waits.
 func (d refusingQueue) Capabilities() backend.Capabilities {
-	c := d.Driver.Capabilities()
+	c := d.Driver.Capabilities().Polled()
 	c.Wait = backend.WaitQueue
 	return c
 }
