@@ -18,7 +18,7 @@ import (
 
 // TestConformanceModuleEtcd runs the conformance suite and the queue tests
 // once more against the etcd server of the go.etcd.io/etcd/server/v3
-// version the command's module (cmd/distlock, which embeds it) requires
+// version the bench module (bench/, whose distlock-bench embeds it) requires
 // (3.7), built from the module cache by the
 // go command and run by the local provider: the Debian package and the
 // substitute images are etcd 3.4, so this is what covers etcd ≥ 3.5 with
@@ -72,12 +72,13 @@ func atLeast(version string, major, minor int) bool {
 	return err1 == nil && err2 == nil && (ma > major || ma == major && mi >= minor)
 }
 
-// cmdModule is the command's module, whose go.mod requires the etcd server
-// (the library's go.mod does not, to stay free of server dependencies).
-var cmdModule = filepath.Join("..", "cmd", "distlock")
+// cmdModule is the bench module, whose go.mod requires the etcd server
+// (distlock-bench embeds one; the library's go.mod does not, to stay free
+// of server dependencies).
+var cmdModule = filepath.Join("..", "bench")
 
 // moduleEtcd returns the etcd server binary of the go.etcd.io/etcd/server/v3
-// version in cmd/distlock/go.mod, building it on first use into
+// version in bench/go.mod, building it on first use into
 // <user cache>/distlock/etcd-<version>/etcd.
 func moduleEtcd(t *testing.T) string {
 	t.Helper()
