@@ -366,9 +366,25 @@ func (ld *Leadership) State() State { return ld.le.State() }
 // is Err. Run the leader's work under it.
 func (ld *Leadership) Context() context.Context { return ld.le.Context() }
 
-// Lease returns the lease behind the leadership (its Deadline, Refresh).
-// Releasing it is resigning.
+// Lease returns the lease behind the leadership (its Key, Token and
+// Permits besides what Leadership has itself). Releasing it is resigning.
 func (ld *Leadership) Lease() *Lease { return ld.le }
+
+// Locker returns the Locker that holds the leadership's lease.
+func (ld *Leadership) Locker() *Locker { return ld.le.Locker() }
+
+// Deadline returns the end of the leadership's client-side validity, as
+// Lease.Deadline does: it is lost then unless a renewal succeeds first.
+func (ld *Leadership) Deadline() time.Time { return ld.le.Deadline() }
+
+// Refresh extends the leadership's lease, as Lease.Refresh does.
+func (ld *Leadership) Refresh(ctx context.Context, ttl time.Duration) error {
+	return ld.le.Refresh(ctx, ttl)
+}
+
+// Release is Resign, under the name Held has for it: a helper over Held
+// that releases a Leadership resigns it.
+func (ld *Leadership) Release(ctx context.Context) error { return ld.Resign(ctx) }
 
 // Resign gives up the leadership: the lock is released and the next
 // candidate can be elected at once. Resigning twice returns an error

@@ -183,9 +183,9 @@ func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context
 	return l.runHeld(ctx, le, fn)
 }
 
-// runHeld runs fn under le and releases le afterwards with its own
-// timeout, even if fn panics.
-func (l *Locker) runHeld(ctx context.Context, le *Lease, fn func(ctx context.Context) error) (err error) {
+// runHeld runs fn under le (a Lease, or any Held) and releases le
+// afterwards with its own timeout, even if fn panics.
+func (l *Locker) runHeld(ctx context.Context, le Held, fn func(ctx context.Context) error) (err error) {
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)
 		defer cancel()
