@@ -225,3 +225,18 @@ func (t *telemetry) storeError(ctx context.Context, op string, err error) {
 	a := t.base.with(attrOp.String(op), attrErrType.String(errorKind(err)))
 	t.m.storeErrors.Add(ctx, 1, a.add...)
 }
+
+// logHold logs a change of h's state, once per change, with what
+// identifies the lease: its key, its owner (shortened) and its token.
+// Locker.mu is held.
+func (l *Locker) logHold(level slog.Level, msg string, h *hold, args ...any) {
+	if !l.cfg.logger.Enabled(context.Background(), level) {
+		return
+	}
+	owner := h.owner
+	if len(owner) > 12 {
+		owner = owner[:12]
+	}
+	args = append([]any{"key", h.key, "owner", owner, "token", h.grant.Token}, args...)
+	l.cfg.logger.Log(context.Background(), level, msg, args...)
+}
