@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/backoff"
 )
 
 // A lease is in doubt while the portable layer cannot tell whether the
@@ -206,21 +207,6 @@ func (l *Locker) recheckAt(h *hold, sent time.Time) time.Time {
 	return now.Add(retryInterval(h.ttl))
 }
 
-// ranOut is the cause of a loss at the deadline: the doubt if any, else
-// that the lease was not confirmed (or renewed) in time.
-func (d *doubtState) ranOut(notWhat string) error {
-	if d.cause != nil {
-		return &expiredError{fmt.Errorf("validity ran out while in doubt: %w", d.cause)}
-	}
-	return &expiredError{errors.New("validity ran out: not " + notWhat + " in time")}
-}
-
-// expiredError is the cause of a loss at the deadline (distlock.lost.reason
-// "expired").
-type expiredError struct{ error }
-
-func (e *expiredError) Unwrap() error { return e.error }
-
 // doubtAtGrant applies a doubt the driver pushed while h was pending to
 // its grant g (a store life of life): none if the grant was confirmed
 // after it, else h starts in doubt. Locker.mu is held.
@@ -237,4 +223,10 @@ func (l *Locker) doubtAtGrant(h *hold, g backend.Grant, life time.Duration) {
 		h.nextRenew = l.recheckAt(h, time.Now())
 		l.changed(h, EventInDoubt, h.doubt.cause)
 	}
+}
+
+// retryInterval is how soon a failed renewal is retried: a tenth of the TTL,
+// at most a second, jittered so many Lockers do not retry in step.
+func retryInterval(ttl time.Duration) time.Duration {
+	return backoff.Jitter(min(ttl/10, time.Second))
 }

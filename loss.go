@@ -95,3 +95,18 @@ func (l *Locker) loseLocked(h *hold, cause error) {
 	lock := h.grant.Lock
 	l.goCall(func() { l.releaseQuietly(lock) })
 }
+
+// ranOut is the cause of a loss at the deadline: the doubt if any, else
+// that the lease was not confirmed (or renewed) in time.
+func (d *doubtState) ranOut(notWhat string) error {
+	if d.cause != nil {
+		return &expiredError{fmt.Errorf("validity ran out while in doubt: %w", d.cause)}
+	}
+	return &expiredError{errors.New("validity ran out: not " + notWhat + " in time")}
+}
+
+// expiredError is the cause of a loss at the deadline (distlock.lost.reason
+// "expired").
+type expiredError struct{ error }
+
+func (e *expiredError) Unwrap() error { return e.error }

@@ -120,3 +120,15 @@ func (l *Locker) releaseQuietly(lock backend.Lock) {
 	defer cancel()
 	l.tel.storeError(ctx, "release", lock.Release(ctx))
 }
+
+// end ends the lease with cause, unless it already ended. Locker.mu is
+// held.
+func (le *Lease) end(cause error) {
+	if le.cause != nil {
+		return
+	}
+	le.cause = cause
+	if le.cancel != nil {
+		le.cancel(cause)
+	}
+}
