@@ -115,3 +115,7 @@
 // [ErrNoLeader] and [ErrCampaigning]. The store's own
 // error is wrapped too, for errors.As.
 package distlock
+
+// The files of the package, read top to bottom (API, engine, telemetry,
+// vocabulary), with what each holds: docs/architecture.md, "What lives
+// where".
