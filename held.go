@@ -2,6 +2,8 @@ package distlock
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -46,3 +48,25 @@ var (
 	_ Held = (*MultiLease)(nil)
 	_ Held = (*Leadership)(nil)
 )
+
+// What every Held does once it has ended, written once.
+
+// endedState is the State of a grant that ended with err (its Err, not
+// nil): lost if err matches ErrLost, else released.
+func endedState(err error) State {
+	if errors.Is(err, ErrLost) {
+		return StateLost
+	}
+	return StateReleased
+}
+
+// releaseEndedErr is what Release of a grant that ended with err returns:
+// a second Release says so (matching ErrReleased), a Release of a lost
+// grant returns its Err (matching ErrLost). op names the call ("release
+// all").
+func releaseEndedErr(op string, err error) error {
+	if errors.Is(err, ErrReleased) {
+		return fmt.Errorf("distlock: %s: already released: %w", op, err)
+	}
+	return fmt.Errorf("distlock: %s: %w", op, err)
+}

@@ -140,10 +140,8 @@ func (le *Lease) State() State {
 			return StateInDoubt
 		}
 		return StateHeld
-	case errors.Is(err, ErrLost):
-		return StateLost
 	default:
-		return StateReleased
+		return endedState(err)
 	}
 }
 
@@ -247,10 +245,7 @@ func (le *Lease) release(ctx context.Context) (freed bool, err error) {
 	if le.cause != nil {
 		err := le.cause
 		l.mu.Unlock()
-		if errors.Is(err, ErrReleased) {
-			return false, fmt.Errorf("distlock: release %q: already released: %w", h.key, err)
-		}
-		return false, fmt.Errorf("distlock: release %q: %w", h.key, err)
+		return false, releaseEndedErr(fmt.Sprintf("release %q", h.key), err)
 	}
 	le.released.key = h.key
 	le.end(&le.released)

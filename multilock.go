@@ -209,10 +209,7 @@ func (m *MultiLease) Context() context.Context { return m.ctx }
 // released if the MultiLease was), in doubt if any is, else held.
 func (m *MultiLease) State() State {
 	if err := m.Err(); err != nil {
-		if errors.Is(err, ErrLost) {
-			return StateLost
-		}
-		return StateReleased
+		return endedState(err)
 	}
 	s := StateHeld
 	for _, le := range m.leases {
@@ -251,10 +248,7 @@ func (m *MultiLease) Refresh(ctx context.Context, ttl time.Duration) error {
 // keys are being released in the background already.
 func (m *MultiLease) Release(ctx context.Context) error {
 	if err := m.Err(); err != nil {
-		if errors.Is(err, ErrReleased) {
-			return fmt.Errorf("distlock: release all: already released: %w", err)
-		}
-		return fmt.Errorf("distlock: release all: %w", err)
+		return releaseEndedErr("release all", err)
 	}
 	if !m.releasing.CompareAndSwap(false, true) {
 		return fmt.Errorf("distlock: release all: already released: %w", ErrReleased)
