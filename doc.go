@@ -73,6 +73,11 @@
 // in one atomic step (Capabilities.MultiAtomic: mem, Redis single, etcd)
 // takes a multi-lock's keys in that step first. See docs/primitives.md.
 //
+// A [Lease], a [MultiLease] and a [Leadership] each end as a lease does,
+// with the same methods: [Held] is that surface (Owner, Done, Err,
+// Context, State, Deadline, Refresh, Release), for helpers that serve all
+// three. A Leadership's Release is its Resign.
+//
 // # Read-write locks
 //
 // [Locker.RWMutex] is a read-write lock: [RWMutex.RLock] for many readers,
@@ -110,3 +115,7 @@
 // [ErrNoLeader] and [ErrCampaigning]. The store's own
 // error is wrapped too, for errors.As.
 package distlock
+
+// The files of the package, read top to bottom (API, engine, telemetry,
+// vocabulary), with what each holds: docs/architecture.md, "What lives
+// where".

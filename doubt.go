@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/backoff"
 )
 
 // A lease is in doubt while the portable layer cannot tell whether the
@@ -29,6 +29,35 @@ type doubtState struct {
 	until      time.Time // the driver's until, kept for a pending hold
 	restoredAt time.Time // the driver's last OnRestored
 	checking   bool      // in doubt: the watchdog refreshes it even without auto-renewal
+}
+
+// refreshHold refreshes h's lock for ttl, bounded by ctx whatever the
+// driver does with it. It returns when the refresh was sent and its
+// outcome: the driver's error, or, if ctx ended first, an error matching
+// ErrUnavailable and ctx's that says the refresh went unanswered (the
+// driver's own error after ctx ended says the same). A refresh the caller
+// gave up on is not a loss: the caller records the error as doubt, and
+// the answer, if it comes later, is recorded then (an answer after the
+// deadline changes nothing).
+func (l *Locker) refreshHold(ctx context.Context, h *hold, lock backend.Lock, ttl time.Duration) (time.Time, error) {
+	sent := time.Now()
+	err, answered := l.call(ctx, func(ctx context.Context) error { return lock.Refresh(ctx, ttl) }, func(err error) {
+		if err == nil {
+			l.extended(h, sent, ttl)
+		} else {
+			l.refreshFailed(h, err)
+		}
+	})
+	switch {
+	case !answered:
+		err = fmt.Errorf("%w: refresh unanswered after %v (the caller's ctx ended: %w)",
+			ErrUnavailable, time.Since(sent).Round(time.Millisecond), context.Cause(ctx))
+	case err != nil && ctx.Err() != nil && !errors.Is(err, ErrNotHeld):
+		err = fmt.Errorf("%w: refresh unanswered after %v (the caller's ctx ended: %w): %w",
+			ErrUnavailable, time.Since(sent).Round(time.Millisecond), context.Cause(ctx), err)
+	}
+	l.renewal(ctx, h, sent, err)
+	return sent, err
 }
 
 // extended records a successful refresh sent at sent for ttl. It returns
@@ -178,21 +207,6 @@ func (l *Locker) recheckAt(h *hold, sent time.Time) time.Time {
 	return now.Add(retryInterval(h.ttl))
 }
 
-// ranOut is the cause of a loss at the deadline: the doubt if any, else
-// that the lease was not confirmed (or renewed) in time.
-func (d *doubtState) ranOut(notWhat string) error {
-	if d.cause != nil {
-		return &expiredError{fmt.Errorf("validity ran out while in doubt: %w", d.cause)}
-	}
-	return &expiredError{errors.New("validity ran out: not " + notWhat + " in time")}
-}
-
-// expiredError is the cause of a loss at the deadline (distlock.lost.reason
-// "expired").
-type expiredError struct{ error }
-
-func (e *expiredError) Unwrap() error { return e.error }
-
 // doubtAtGrant applies a doubt the driver pushed while h was pending to
 // its grant g (a store life of life): none if the grant was confirmed
 // after it, else h starts in doubt. Locker.mu is held.
@@ -211,98 +225,8 @@ func (l *Locker) doubtAtGrant(h *hold, g backend.Grant, life time.Duration) {
 	}
 }
 
-// endIfPastDeadline ends h as lost if its validity has run out and the
-// watchdog has not ended it yet (its goroutine may not have run), so that
-// Err and State never report a lease held past its deadline. It reports
-// whether h has ended.
-func (l *Locker) endIfPastDeadline(h *hold) bool {
-	l.mu.Lock()
-	switch {
-	case h.state == holdEnded:
-		l.mu.Unlock()
-		return true
-	case h.state != holdHeld || time.Now().Before(h.deadline):
-		l.mu.Unlock()
-		return false
-	}
-	cause := h.doubt.ranOut("renewed")
-	l.mu.Unlock()
-	l.lose(h, cause)
-	return true
-}
-
-func earliest(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-// driverLost is the OnLost callback given to drivers. The first call
-// counts; later ones, and calls for a hold that has ended, do nothing.
-func (l *Locker) driverLost(h *hold, err error) {
-	l.mu.Lock()
-	if h.state == holdPending {
-		if h.early == nil {
-			h.early = fmt.Errorf("%w: %w", ErrLost, err)
-		}
-		l.mu.Unlock()
-		return
-	}
-	l.mu.Unlock()
-	l.lose(h, err)
-}
-
-// lose ends h because of cause, cancels its Leases, and releases the lock
-// in the background: a lease the client gave up on is never left locked,
-// and a lock the store no longer has is released too (the driver then
-// answers ErrNotHeld and frees what it kept for it), so every Grant is
-// released exactly once.
-func (l *Locker) lose(h *hold, cause error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.loseLocked(h, cause)
-}
-
-// loseLocked is lose with Locker.mu held.
-func (l *Locker) loseLocked(h *hold, cause error) {
-	if h.state != holdHeld {
-		return
-	}
-	var expired *expiredError
-	if l.closed && !errors.As(cause, &expired) {
-		// Close has begun and ends this hold as it ends every other
-		// (released, not lost). A loss reported now is most likely Close's
-		// own doing: it canceled the lock's renewal, and the driver gave
-		// the lock up with it, reporting the cancellation (context.Canceled)
-		// or only its effect (an SQL connection closed under the abandoned
-		// statement: "bad connection"). Close's release of a lock that is
-		// really gone fails with ErrNotHeld, which Close ignores: the
-		// caller is done with the lease either way.
-		//
-		// A validity that ran out is no such report: Close renews nothing,
-		// and a lease it has not released yet when its deadline passes is
-		// lost (the store may give the lock to someone else), so it is
-		// ended here as it would be without Close. Close has not released
-		// it, so it has not yet waited for the background release below.
-		return
-	}
-	lost := &lostError{key: h.key, cause: cause}
-	l.endLocked(h, lost)
-	delete(l.holds, h.hk())
-	l.changed(h, EventLost, lost)
-	lock := h.grant.Lock
-	l.goCall(func() { l.releaseQuietly(lock) })
-}
-
-// logHold logs a change of h's state, once per change, with what
-// identifies the lease: its key, its owner (whole: at most 128 bytes, and
-// a cut one may read as another, "replica-a:8080.<suffix>" as
-// "replica-a:80") and its token. Locker.mu is held.
-func (l *Locker) logHold(level slog.Level, msg string, h *hold, args ...any) {
-	if !l.cfg.logger.Enabled(context.Background(), level) {
-		return
-	}
-	args = append([]any{"key", h.key, "owner", h.owner, "token", h.grant.Token}, args...)
-	l.cfg.logger.Log(context.Background(), level, msg, args...)
+// retryInterval is how soon a failed renewal is retried: a tenth of the TTL,
+// at most a second, jittered so many Lockers do not retry in step.
+func retryInterval(ttl time.Duration) time.Duration {
+	return backoff.Jitter(min(ttl/10, time.Second))
 }

@@ -55,52 +55,6 @@ type Election struct {
 	cur         *Leadership
 }
 
-// ElectionOption configures an Election.
-type ElectionOption func(*Election)
-
-// WithLeaderTTL sets the TTL of the leader's lease (WithTTL for the lock
-// behind the election): how long the store keeps a crashed leader in
-// office. Zero keeps the Locker's default TTL; a negative TTL, or one above
-// the backend's maximum, is refused by Election (ErrInvalidConfig).
-func WithLeaderTTL(ttl time.Duration) ElectionOption {
-	return func(e *Election) {
-		switch {
-		case ttl < 0:
-			e.refuse(fmt.Errorf("%w: WithLeaderTTL(%v): the TTL is negative", ErrInvalidConfig, ttl))
-		case ttl > e.l.maxTTL():
-			e.refuse(fmt.Errorf("%w: WithLeaderTTL(%v): the TTL is above the %s backend's maximum of %v", ErrInvalidConfig, ttl, e.l.caps.Name, e.l.maxTTL()))
-		case ttl != 0:
-			e.opts = append(e.opts, WithTTL(ttl))
-		}
-	}
-}
-
-// WithObserveInterval sets how often Observe reads who leads (default
-// 1s; zero keeps it, a negative interval is refused by Election with
-// ErrInvalidConfig). Where the store announces releases
-// (backend.Notifier) a resignation is seen sooner; a crashed leader's
-// successor is seen within this interval of taking office.
-func WithObserveInterval(d time.Duration) ElectionOption {
-	return func(e *Election) {
-		switch {
-		case d > 0:
-			e.interval = d
-		case d < 0:
-			e.refuse(fmt.Errorf("%w: WithObserveInterval(%v): the interval is negative", ErrInvalidConfig, d))
-		}
-	}
-}
-
-// refuse records the first option Election refuses.
-func (e *Election) refuse(err error) {
-	if e.err == nil {
-		e.err = err
-	}
-}
-
-// defaultObserveInterval is how often Observe reads the leader by default.
-const defaultObserveInterval = time.Second
-
 // Election returns a handle on the election called name (a key: the
 // election is the lock of that name, so do not use name as a lock of its
 // own). It sends nothing to the store. It fails with ErrInvalidKey for a
@@ -366,9 +320,25 @@ func (ld *Leadership) State() State { return ld.le.State() }
 // is Err. Run the leader's work under it.
 func (ld *Leadership) Context() context.Context { return ld.le.Context() }
 
-// Lease returns the lease behind the leadership (its Deadline, Refresh).
-// Releasing it is resigning.
+// Lease returns the lease behind the leadership (its Key, Token and
+// Permits besides what Leadership has itself). Releasing it is resigning.
 func (ld *Leadership) Lease() *Lease { return ld.le }
+
+// Locker returns the Locker that holds the leadership's lease.
+func (ld *Leadership) Locker() *Locker { return ld.le.Locker() }
+
+// Deadline returns the end of the leadership's client-side validity, as
+// Lease.Deadline does: it is lost then unless a renewal succeeds first.
+func (ld *Leadership) Deadline() time.Time { return ld.le.Deadline() }
+
+// Refresh extends the leadership's lease, as Lease.Refresh does.
+func (ld *Leadership) Refresh(ctx context.Context, ttl time.Duration) error {
+	return ld.le.Refresh(ctx, ttl)
+}
+
+// Release is Resign, under the name Held has for it: a helper over Held
+// that releases a Leadership resigns it.
+func (ld *Leadership) Release(ctx context.Context) error { return ld.Resign(ctx) }
 
 // Resign gives up the leadership: the lock is released and the next
 // candidate can be elected at once. Resigning twice returns an error

@@ -49,18 +49,6 @@ func (le *Lease) context() context.Context {
 	return le.ctx
 }
 
-// end ends the lease with cause, unless it already ended. Locker.mu is
-// held.
-func (le *Lease) end(cause error) {
-	if le.cause != nil {
-		return
-	}
-	le.cause = cause
-	if le.cancel != nil {
-		le.cancel(cause)
-	}
-}
-
 // ended returns why the lease ended, nil while it lasts.
 func (le *Lease) ended() error {
 	le.l.mu.Lock()
@@ -152,17 +140,10 @@ func (le *Lease) State() State {
 			return StateInDoubt
 		}
 		return StateHeld
-	case errors.Is(err, ErrLost):
-		return StateLost
 	default:
-		return StateReleased
+		return endedState(err)
 	}
 }
-
-// unansweredAfter is how long a renewal may go unanswered before the lease
-// is reported in doubt: a store that does not answer (a partition, a paused
-// server) keeps a renewal in flight until the lease's validity runs out.
-func unansweredAfter(ttl time.Duration) time.Duration { return ttl / 6 }
 
 // Deadline returns the end of the lease's client-side validity: the lease
 // is reported lost at this instant unless a renewal succeeds first.
@@ -264,7 +245,7 @@ func (le *Lease) release(ctx context.Context) (freed bool, err error) {
 	if le.cause != nil {
 		err := le.cause
 		l.mu.Unlock()
-		return false, &endedError{op: "release", key: h.key, cause: err}
+		return false, releaseEndedErr("release", h.key, err)
 	}
 	le.released.key = h.key
 	le.end(&le.released)

@@ -12,12 +12,13 @@ import (
 
 // Multi-lock: AcquireAll holds one lock per key, all under one owner, and
 // ties their fates together. On every backend it can take the keys one
-// after another, in one global order (the ordered path, below): one
+// after another, in one global order (the ordered path, takeInOrder): one
 // acquisition per key, so N keys cost N acquisitions' round trips. A store
 // that takes several keys in one atomic step (Capabilities.MultiAtomic:
-// mem, Redis on one node, etcd) is asked for all of them at once first
-// (multistep.go): one round trip, and no other client ever sees a part of
-// the set held by that attempt. Either way each key is a lock of its own,
+// mem, Redis on one node, etcd) is asked for all of them at once first:
+// one round trip, and no other client ever sees a part of the set held by
+// that attempt. multistep.go takes the keys both ways, and gives them
+// back. Either way each key is a lock of its own,
 // with its own token, renewal and loss, and is released on its own (the
 // releases sent together). docs/primitives.md lists the costs per store.
 
@@ -121,46 +122,6 @@ func (l *Locker) acquireAll(ctx context.Context, keys []string, opts []Option, w
 	return m, nil
 }
 
-// takeInOrder acquires keys one after another, in their order, and
-// releases those taken if one fails.
-func (l *Locker) takeInOrder(ctx context.Context, keys []string, opts []Option, wait bool) ([]*Lease, error) {
-	leases := make([]*Lease, 0, len(keys))
-	for _, k := range keys {
-		le, err := l.acquire(ctx, k, opts, wait)
-		if err != nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)
-			rerr := releaseLeases(rctx, leases)
-			cancel()
-			if rerr != nil {
-				rerr = fmt.Errorf("releasing the %d keys taken: %w", len(leases), rerr)
-			}
-			return nil, errors.Join(fmt.Errorf("distlock: acquire all: key %q (%d of %d): %w", k, len(leases)+1, len(keys), err), rerr)
-		}
-		leases = append(leases, le)
-	}
-	return leases, nil
-}
-
-// releaseWorkers bounds the releases a MultiLease sends at once.
-const releaseWorkers = 16
-
-// releaseLeases releases every lease, several at a time, and joins their
-// errors.
-func releaseLeases(ctx context.Context, leases []*Lease) error {
-	errs := make([]error, len(leases))
-	sem := make(chan struct{}, releaseWorkers)
-	var wg sync.WaitGroup
-	for i, le := range leases {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			errs[i] = le.Release(ctx)
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
 // partEnded runs when le's lease ends. If it was lost, the whole
 // MultiLease is: its ctx ends with le's cause and the other keys are
 // released. A part that ended otherwise was released by the Locker's
@@ -248,10 +209,7 @@ func (m *MultiLease) Context() context.Context { return m.ctx }
 // released if the MultiLease was), in doubt if any is, else held.
 func (m *MultiLease) State() State {
 	if err := m.Err(); err != nil {
-		if errors.Is(err, ErrLost) {
-			return StateLost
-		}
-		return StateReleased
+		return endedState(err)
 	}
 	s := StateHeld
 	for _, le := range m.leases {
@@ -290,7 +248,7 @@ func (m *MultiLease) Refresh(ctx context.Context, ttl time.Duration) error {
 // keys are being released in the background already.
 func (m *MultiLease) Release(ctx context.Context) error {
 	if err := m.Err(); err != nil {
-		return &endedError{op: "release all", cause: err}
+		return releaseEndedErr("release all", "", err)
 	}
 	if !m.releasing.CompareAndSwap(false, true) {
 		return &endedError{op: "release all", cause: ErrReleased}

@@ -4,17 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/distlock/distlock/backend"
 )
 
-// The multi-lock's one-step path: on a store that takes several keys in
-// one atomic step (backend.Batcher, Capabilities.MultiAtomic),
-// AcquireAll and TryAcquireAll first ask the store for every key at once.
+// How AcquireAll takes its keys, and gives them back. The one-step path:
+// on a store that takes several keys in one atomic step (backend.Batcher,
+// Capabilities.MultiAtomic), AcquireAll and TryAcquireAll first ask the
+// store for every key at once.
 // Each key still gets its own hold, and so its own Lease with its own
 // token, renewal, doubt and loss, exactly as if it had been acquired
-// alone: only the taking is shared. The ordered path (multilock.go) takes
+// alone: only the taking is shared. The ordered path (takeInOrder) takes
 // over when the step cannot decide: the store cannot take this set in one
 // step, this Locker already has a hold of the owner on one of the keys
 // (a re-entry, counted by the ordered path's Acquires), or, for
@@ -174,4 +176,44 @@ func multiStepErr(keys []string, err error) error {
 		return fmt.Errorf("distlock: acquire all: key %q (one step for %d keys): %w", na.Key, len(keys), err)
 	}
 	return fmt.Errorf("distlock: acquire all: %d keys in one step: %w", len(keys), err)
+}
+
+// takeInOrder acquires keys one after another, in their order, and
+// releases those taken if one fails.
+func (l *Locker) takeInOrder(ctx context.Context, keys []string, opts []Option, wait bool) ([]*Lease, error) {
+	leases := make([]*Lease, 0, len(keys))
+	for _, k := range keys {
+		le, err := l.acquire(ctx, k, opts, wait)
+		if err != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)
+			rerr := releaseLeases(rctx, leases)
+			cancel()
+			if rerr != nil {
+				rerr = fmt.Errorf("releasing the %d keys taken: %w", len(leases), rerr)
+			}
+			return nil, errors.Join(fmt.Errorf("distlock: acquire all: key %q (%d of %d): %w", k, len(leases)+1, len(keys), err), rerr)
+		}
+		leases = append(leases, le)
+	}
+	return leases, nil
+}
+
+// releaseWorkers bounds the releases a MultiLease sends at once.
+const releaseWorkers = 16
+
+// releaseLeases releases every lease, several at a time, and joins their
+// errors.
+func releaseLeases(ctx context.Context, leases []*Lease) error {
+	errs := make([]error, len(leases))
+	sem := make(chan struct{}, releaseWorkers)
+	var wg sync.WaitGroup
+	for i, le := range leases {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = le.Release(ctx)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

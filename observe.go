@@ -225,3 +225,15 @@ func (t *telemetry) storeError(ctx context.Context, op string, err error) {
 	a := t.base.with(attrOp.String(op), attrErrType.String(errorKind(err)))
 	t.m.storeErrors.Add(ctx, 1, a.add...)
 }
+
+// logHold logs a change of h's state, once per change, with what
+// identifies the lease: its key, its owner (whole: at most 128 bytes, and
+// a cut one may read as another, "replica-a:8080.<suffix>" as
+// "replica-a:80") and its token. Locker.mu is held.
+func (l *Locker) logHold(level slog.Level, msg string, h *hold, args ...any) {
+	if !l.cfg.logger.Enabled(context.Background(), level) {
+		return
+	}
+	args = append([]any{"key", h.key, "owner", h.owner, "token", h.grant.Token}, args...)
+	l.cfg.logger.Log(context.Background(), level, msg, args...)
+}

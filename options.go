@@ -12,6 +12,15 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
+// Options come in three types, one per thing configured and when:
+// LockerOption for New and Open (the Locker's defaults, logging and
+// telemetry, for its life), Option for each acquisition (Acquire, the
+// primitives' acquisitions, AcquireAll), and ElectionOption for
+// Locker.Election (the election's lock and how Observe reads it). They
+// are separate types so that an option given where it means nothing (a
+// logger to Acquire, an owner to an Election, whose owner is its
+// candidate's) does not compile.
+
 // DefaultTTL is the lease TTL when neither WithTTL nor WithDefaultTTL (nor a
 // ttl URL parameter) says otherwise. It is the TTL Redisson uses: long
 // enough that a paused holder rarely loses its lock, short enough that a
@@ -235,3 +244,49 @@ func WithOwner(owner string) Option {
 func WithoutAutoRenew() Option {
 	return func(c *acquireConfig) { c.noRenew = true }
 }
+
+// ElectionOption configures an Election.
+type ElectionOption func(*Election)
+
+// WithLeaderTTL sets the TTL of the leader's lease (WithTTL for the lock
+// behind the election): how long the store keeps a crashed leader in
+// office. Zero keeps the Locker's default TTL; a negative TTL, or one above
+// the backend's maximum, is refused by Election (ErrInvalidConfig).
+func WithLeaderTTL(ttl time.Duration) ElectionOption {
+	return func(e *Election) {
+		switch {
+		case ttl < 0:
+			e.refuse(fmt.Errorf("%w: WithLeaderTTL(%v): the TTL is negative", ErrInvalidConfig, ttl))
+		case ttl > e.l.maxTTL():
+			e.refuse(fmt.Errorf("%w: WithLeaderTTL(%v): the TTL is above the %s backend's maximum of %v", ErrInvalidConfig, ttl, e.l.caps.Name, e.l.maxTTL()))
+		case ttl != 0:
+			e.opts = append(e.opts, WithTTL(ttl))
+		}
+	}
+}
+
+// WithObserveInterval sets how often Observe reads who leads (default
+// 1s; zero keeps it, a negative interval is refused by Election with
+// ErrInvalidConfig). Where the store announces releases
+// (backend.Notifier) a resignation is seen sooner; a crashed leader's
+// successor is seen within this interval of taking office.
+func WithObserveInterval(d time.Duration) ElectionOption {
+	return func(e *Election) {
+		switch {
+		case d > 0:
+			e.interval = d
+		case d < 0:
+			e.refuse(fmt.Errorf("%w: WithObserveInterval(%v): the interval is negative", ErrInvalidConfig, d))
+		}
+	}
+}
+
+// refuse records the first option Election refuses.
+func (e *Election) refuse(err error) {
+	if e.err == nil {
+		e.err = err
+	}
+}
+
+// defaultObserveInterval is how often Observe reads the leader by default.
+const defaultObserveInterval = time.Second

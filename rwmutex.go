@@ -2,9 +2,7 @@ package distlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/distlock/distlock/backend"
 )
@@ -39,6 +37,9 @@ import (
 //
 // The read-write lock named key is not the mutex named key: they never
 // block each other.
+//
+// claimRW (hold.go) applies the rules between one owner's two sides when
+// a hold is claimed.
 
 // ErrUpgrade: the owner holds the read side of the read-write lock and
 // asked for its write side (see RWMutex.Lock).
@@ -106,48 +107,4 @@ func (m *RWMutex) acquire(ctx context.Context, opts []Option, mode backend.Kind,
 	le, err := m.l.acquireMode(actx, m.key, opts, wait, op.label, mode)
 	op.end(ctx, le, err)
 	return le, err
-}
-
-// What claimRW tells claim to do.
-type rwNext int
-
-const (
-	rwProceed rwNext = iota // no rule applies: claim as for the mutex (Locker.mu still held)
-	rwDone                  // return the Lease or error given (Locker.mu released)
-	rwRetry                 // look again (Locker.mu released)
-)
-
-// claimRW applies the rules between one owner's two sides of a key, for
-// claim: a read by the write holder re-enters the write hold; a write by
-// an owner holding or acquiring the read side is an upgrade, refused.
-// Locker.mu is held on entry.
-func (l *Locker) claimRW(ctx context.Context, hk holdKey, ttl time.Duration, c acquireConfig) (*Lease, rwNext, error) {
-	other := hk
-	other.mode = backend.Write
-	if hk.mode == backend.Write {
-		other.mode = backend.Read
-	}
-	h := l.holds[other]
-	switch {
-	case h == nil:
-		return nil, rwProceed, nil
-	case hk.mode == backend.Read && h.state == holdHeld:
-		l.mu.Unlock()
-		le, err := l.reenter(ctx, h, ttl, c)
-		if errors.Is(err, errHoldEnded) {
-			return nil, rwRetry, nil
-		}
-		return le, rwDone, err
-	case hk.mode == backend.Write && h.state != holdEnded:
-		l.mu.Unlock()
-		return nil, rwDone, fmt.Errorf("distlock: lock %q: %w: owner %s holds or is taking the read side; release it, then take the write side", hk.key, ErrUpgrade, hk.owner)
-	}
-	ready := h.waitChan() // the other side is being acquired or released
-	l.mu.Unlock()
-	select {
-	case <-ready:
-		return nil, rwRetry, nil
-	case <-ctx.Done():
-		return nil, rwDone, fmt.Errorf("distlock: acquire %q: %w", hk.key, context.Cause(ctx))
-	}
 }

@@ -162,10 +162,3 @@ func (l *Locker) permitHold(key, owner string, n int, label string) *hold {
 	l.mu.Unlock()
 	return h
 }
-
-// permitOwnerErr refuses to take a lock under an owner that holds a
-// semaphore's permits of the same name (an Acquire with a permit Lease's
-// Context): a permit is not that lock, and cannot be re-entered.
-func permitOwnerErr(hk holdKey) error {
-	return fmt.Errorf("distlock: acquire %q: %w: owner %q holds permits of the semaphore %q, which is not the lock of that name; acquire the lock under another owner", hk.key, ErrInvalidConfig, hk.owner, hk.key)
-}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock/backend"
@@ -188,9 +187,9 @@ func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context
 	return l.runHeld(ctx, le, fn)
 }
 
-// runHeld runs fn under le and releases le afterwards with its own
-// timeout, even if fn panics.
-func (l *Locker) runHeld(ctx context.Context, le *Lease, fn func(ctx context.Context) error) (err error) {
+// runHeld runs fn under le (a Lease, or any Held) and releases le
+// afterwards with its own timeout, even if fn panics.
+func (l *Locker) runHeld(ctx context.Context, le Held, fn func(ctx context.Context) error) (err error) {
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)
 		defer cancel()
@@ -254,187 +253,4 @@ func (l *Locker) Close() error {
 	errs = append(errs, l.d.Close())
 	<-calls
 	return errors.Join(errs...)
-}
-
-// closeWorkers bounds the releases Close has in flight at once: a Locker
-// holding 100,000 leases neither starts 100,000 goroutines nor queues
-// 100,000 requests for its client's few connections at once.
-const closeWorkers = 64
-
-// releaseAll ends every hold of held with cause, releasing each in the
-// store within the release timeout, at most closeWorkers at a time. The
-// timeout bounds each release, not all of them: a Locker with more leases
-// than its store can release in one timeout still releases every one while
-// the store answers. Once a whole timeout has passed with no release
-// answered (the store is unreachable), the releases not yet sent are made
-// with a ctx already ended, so those leases are abandoned to expire and
-// Close ends in about one timeout whatever the number of leases.
-func (l *Locker) releaseAll(held []*hold, cause error) []error {
-	errs := make([]error, len(held))
-	timeout := l.cfg.releaseTimeout
-	var next atomic.Int64
-	var lastAnswer atomic.Int64 // UnixNano of the latest answered release
-	lastAnswer.Store(time.Now().UnixNano())
-	gone, giveUp := context.WithCancel(context.Background())
-	giveUp() // the ctx of releases not sent once the store stopped answering
-	// A release's slot is held until the driver returns, which may be
-	// after the release has given up on it (a client that ignores ctx):
-	// the store's client never has more than closeWorkers releases out.
-	slots := make(chan struct{}, closeWorkers)
-	returned := func() { <-slots }
-	var wg sync.WaitGroup
-	for range min(closeWorkers, len(held)) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(held) {
-					return
-				}
-				slots <- struct{}{}
-				if time.Since(time.Unix(0, lastAnswer.Load())) >= timeout {
-					errs[i] = l.endHold(gone, held[i], cause, returned)
-					continue
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), timeout)
-				errs[i] = l.endHold(ctx, held[i], cause, returned)
-				cancel()
-				if answered(errs[i]) {
-					lastAnswer.Store(time.Now().UnixNano())
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return errs
-}
-
-// answered reports whether a release's outcome came from the store: done,
-// or refused (the lock was gone), as opposed to no answer in time.
-func answered(err error) bool {
-	return err == nil || errors.Is(err, ErrNotHeld) ||
-		!errors.Is(err, ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
-}
-
-// ignoreExpected drops release errors that Close need not report: a lock the
-// store had already freed.
-func ignoreExpected(err error) error {
-	if err == nil || errors.Is(err, ErrNotHeld) || errors.Is(err, ErrLost) {
-		return nil
-	}
-	return err
-}
-
-// begin registers an operation; false once the Locker is closed.
-func (l *Locker) begin() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return false
-	}
-	l.ops.Add(1)
-	return true
-}
-
-// goBackground runs f on a goroutine that Close waits for.
-func (l *Locker) goBackground(f func()) {
-	l.bg.Go(f)
-}
-
-// goCall runs f, which calls the driver, on a goroutine that Close waits
-// for after closing the driver: a store client that ignores ctx may keep
-// the call out long after its ctx ended.
-func (l *Locker) goCall(f func()) {
-	l.callsMu.Lock()
-	defer l.callsMu.Unlock()
-	if l.callsDone {
-		go f() // a call racing Close, on a hold Close has ended: its driver is closed or closing
-		return
-	}
-	l.calls.Go(f)
-}
-
-// call runs f (a driver call) bounded by ctx whatever the driver does with
-// it: if ctx ends before f returns, call returns at once with answered
-// false and f goes on in the background, where late (if set) gets its
-// error. A ctx that cannot end runs f on the caller's goroutine.
-func (l *Locker) call(ctx context.Context, f func(context.Context) error, late func(error)) (err error, answered bool) {
-	if ctx.Done() == nil {
-		return f(ctx), true
-	}
-	const (
-		waiting int32 = iota
-		returned
-		gaveUp
-	)
-	var state atomic.Int32
-	done := make(chan error, 1)
-	l.goCall(func() {
-		err := f(ctx)
-		if state.CompareAndSwap(waiting, returned) {
-			done <- err
-		} else if late != nil {
-			late(err)
-		}
-	})
-	select {
-	case err := <-done:
-		return err, true
-	case <-ctx.Done():
-	}
-	if state.CompareAndSwap(waiting, gaveUp) {
-		return nil, false
-	}
-	return <-done, true // it answered as ctx ended
-}
-
-// maxTTL is the longest TTL the Locker asks its driver for: the store's
-// MaxTTL, never above backend.TTLLimit.
-func (l *Locker) maxTTL() time.Duration {
-	if l.caps.MaxTTL > 0 && l.caps.MaxTTL < backend.TTLLimit {
-		return l.caps.MaxTTL
-	}
-	return backend.TTLLimit
-}
-
-func (l *Locker) checkMaxTTL(ttl time.Duration) error {
-	if ttl > l.maxTTL() {
-		return fmt.Errorf("%w: TTL %v is above the %s backend's maximum of %v", ErrInvalidConfig, ttl, l.caps.Name, l.maxTTL())
-	}
-	return nil
-}
-
-// ttlFor returns the TTL to request.
-func (l *Locker) ttlFor(c acquireConfig) (time.Duration, error) {
-	ttl := c.ttl
-	if ttl == 0 {
-		ttl = l.cfg.ttl
-	}
-	if err := l.checkTTL(ttl); err != nil {
-		return 0, err
-	}
-	return ttl, nil
-}
-
-// checkTTLBounds reports whether the store can honour ttl: not negative,
-// within its MinTTL and MaxTTL.
-func (l *Locker) checkTTLBounds(ttl time.Duration) error {
-	if ttl < 0 {
-		return fmt.Errorf("%w: TTL %v is negative", ErrInvalidConfig, ttl)
-	}
-	if ttl < l.caps.MinTTL {
-		return fmt.Errorf("%w: TTL %v is below the %s backend's minimum of %v", ErrInvalidConfig, ttl, l.caps.Name, l.caps.MinTTL)
-	}
-	return l.checkMaxTTL(ttl)
-}
-
-// checkTTL reports whether the store can honour ttl, and the drift margin
-// leaves it a validity.
-func (l *Locker) checkTTL(ttl time.Duration) error {
-	if err := l.checkTTLBounds(ttl); err != nil {
-		return err
-	}
-	if l.cfg.drift(ttl) >= ttl/2 {
-		return fmt.Errorf("%w: TTL %v leaves no validity after the clock-drift margin %v", ErrInvalidConfig, ttl, l.cfg.drift(ttl))
-	}
-	return nil
 }
