@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/kinds"
 )
 
 var (
@@ -11,48 +12,40 @@ var (
 	_ backend.Inspector = (*Driver)(nil)
 )
 
-// TryAcquire implements backend.Driver for the mutex, the sides of a read-
-// write lock and a semaphore's permits. A kind its Capabilities do not
-// declare (in this mode) is refused.
-func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
-	if req.Kind != backend.Exclusive && d.Capabilities().WaitFor(req.Kind) == "" {
-		return backend.Grant{}, backend.UnsupportedKind("zklock", "acquire", req.Kind)
-	}
-	switch req.Kind {
-	case backend.Exclusive:
-		return d.tryMutex(ctx, req)
-	case backend.Read, backend.Write:
+// byKind routes each entry point to the method of the request's kind
+// (internal/kinds).
+var byKind = kinds.Table[*Driver]{
+	Name:     "zklock",
+	TryMutex: (*Driver).tryMutex,
+	TryRW: func(d *Driver, ctx context.Context, req backend.Request) (backend.Grant, error) {
 		return d.tryRW(ctx, req, req.Kind, req.Waiting)
-	case backend.Permits:
-		return d.tryPermits(ctx, req)
-	}
-	return backend.Grant{}, backend.UnsupportedKind("zklock", "acquire", req.Kind)
+	},
+	TryPermits: (*Driver).tryPermits,
+	WaitMutex:  (*Driver).waitMutex,
+	WaitRW: func(d *Driver, ctx context.Context, req backend.Request) (backend.Grant, error) {
+		return d.waitRW(ctx, req, req.Kind)
+	},
+	WaitPermits:    (*Driver).waitPermits,
+	InspectMutex:   (*Driver).inspectMutex,
+	InspectRW:      (*Driver).inspectRW,
+	InspectPermits: (*Driver).inspectPermits,
+}
+
+// TryAcquire implements backend.Driver for the mutex, the sides of a read-write
+// lock and a semaphore's permits. A kind its Capabilities
+// do not declare (in this mode) is refused.
+func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	return byKind.TryAcquire(d, ctx, req)
 }
 
 // Wait implements backend.Waiter for the mutex, the sides of a read-write
 // lock and a semaphore's permits.
 func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, error) {
-	switch req.Kind {
-	case backend.Exclusive:
-		return d.waitMutex(ctx, req)
-	case backend.Read, backend.Write:
-		return d.waitRW(ctx, req, req.Kind)
-	case backend.Permits:
-		return d.waitPermits(ctx, req)
-	}
-	return backend.Grant{}, backend.UnsupportedKind("zklock", "wait", req.Kind)
+	return byKind.Wait(d, ctx, req)
 }
 
-// Inspect implements backend.Inspector for the mutex, the sides of a read-
-// write lock and a semaphore's permits.
+// Inspect implements backend.Inspector for the mutex, the sides of a read-write
+// lock and a semaphore's permits.
 func (d *Driver) Inspect(ctx context.Context, key string, kind backend.Kind) (backend.Info, error) {
-	switch kind {
-	case backend.Exclusive:
-		return d.inspectMutex(ctx, key)
-	case backend.Read, backend.Write:
-		return d.inspectRW(ctx, key)
-	case backend.Permits:
-		return d.inspectPermits(ctx, key)
-	}
-	return backend.Info{}, backend.UnsupportedKind("zklock", "inspect", kind)
+	return byKind.Inspect(d, ctx, key, kind)
 }
