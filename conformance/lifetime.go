@@ -63,7 +63,7 @@ func testWatchdogRenews(t *testing.T, e *env) {
 			held = false
 		}
 	}
-	if s := le.State(); s != distlock.StateHeld {
+	if s := heldAgain(le); s != distlock.StateHeld {
 		t.Errorf("State() = %v after 3×TTL, want held", s)
 	}
 	release(t, le)

@@ -293,6 +293,20 @@ func eventually(d time.Duration, cond func() bool) bool {
 	}
 }
 
+// heldAgain reports le's state, giving a lease in doubt until its deadline
+// to be held again. In doubt is also a moment's state: a renewal in flight
+// for more than TTL/6 shows it, as on a machine whose cores are busy with
+// other work. A healthy lease answers held before its deadline; one whose
+// renewals fail stays in doubt or ends, and is reported as it is then.
+func heldAgain(le *distlock.Lease) distlock.State {
+	s := le.State()
+	if s != distlock.StateInDoubt {
+		return s
+	}
+	eventually(time.Until(le.Deadline()), func() bool { return le.State() != distlock.StateInDoubt })
+	return le.State()
+}
+
 // waitDone waits up to d for le to end.
 func waitDone(le *distlock.Lease, d time.Duration) bool {
 	select {
