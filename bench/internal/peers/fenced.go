@@ -3,11 +3,13 @@ package peers
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/bench/internal/measure"
@@ -96,3 +98,71 @@ func (x *RedisFenced) Acquire(ctx context.Context, key string) (func(context.Con
 func (x *RedisFenced) Close() { _ = x.C.Close() }
 
 func (x *RedisFenced) abandon(func(context.Context) error) { x.Close() }
+
+// The SQL fenced floors: the store's own lock (a row lock held by an open
+// transaction, a named or advisory lock on a pinned connection) and, while
+// it is held, a per-key counter raised in a statement of its own in
+// autocommit on another of the pool's connections: committed (durable)
+// before the grant is used, as a fencing token must be. (A counter raised
+// in the lock's own transaction would be rolled back with a holder that
+// died, and the next holder would get the same token again.)
+
+// fenceTable holds the SQL fenced floors' counters.
+const fenceTable = "distlock_bench_fence"
+
+// fencedClient is a lock client plus a fencing counter that bump raises,
+// returning the token, once the lock is held.
+type fencedClient struct {
+	client
+	bump func(ctx context.Context, key string) (int64, error)
+}
+
+func (c *fencedClient) Acquire(ctx context.Context, key string) (func(context.Context) error, error) {
+	release, err := c.client.Acquire(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	token, err := c.bump(ctx, key)
+	if err == nil && token <= 0 {
+		err = fmt.Errorf("fenced floor: token %d for %q", token, key)
+	}
+	if err != nil {
+		_ = release(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return release, nil
+}
+
+// mysqlFence returns bump for MySQL/MariaDB: INSERT ... ON DUPLICATE KEY
+// UPDATE token = LAST_INSERT_ID(token + 1), the token read from the
+// statement's own reply (no second round trip).
+func mysqlFence(ctx context.Context, db *sql.DB) (func(context.Context, string) (int64, error), error) {
+	_, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+fenceTable+
+		" (name VARBINARY(255) NOT NULL PRIMARY KEY, token BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB")
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, key string) (int64, error) {
+		res, err := db.ExecContext(ctx, "INSERT INTO "+fenceTable+" (name, token) VALUES (?, LAST_INSERT_ID(1)) "+
+			"ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1)", key)
+		if err != nil {
+			return 0, err
+		}
+		return res.LastInsertId()
+	}, nil
+}
+
+// pgFence returns bump for PostgreSQL: INSERT ... ON CONFLICT DO UPDATE
+// SET token = token + 1 RETURNING token.
+func pgFence(ctx context.Context, pool *pgxpool.Pool) (func(context.Context, string) (int64, error), error) {
+	_, err := pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+fenceTable+" (name TEXT PRIMARY KEY, token BIGINT NOT NULL)")
+	if err != nil && !isPgDuplicate(err) { // two clients creating it at once
+		return nil, err
+	}
+	return func(ctx context.Context, key string) (int64, error) {
+		var token int64
+		err := pool.QueryRow(ctx, "INSERT INTO "+fenceTable+" AS f (name, token) VALUES ($1, 1) "+
+			"ON CONFLICT (name) DO UPDATE SET token = f.token + 1 RETURNING token", key).Scan(&token)
+		return token, err
+	}, nil
+}
