@@ -71,6 +71,39 @@ func postgresStore(u *backend.URL, rawURL string) (*Store, error) {
 					return newPgForUpdate(ctx, pool)
 				}).from("github.com/jackc/pgx/v5", "1 (its open transaction's)"),
 		},
+		Fenced: []Peer{
+			fencedPeer("FOR UPDATE + counter", "BEGIN; SELECT ... FOR UPDATE as the FOR UPDATE peer, then, held, "+
+				"INSERT INTO "+fenceTable+" ... ON CONFLICT DO UPDATE SET token = token + 1 RETURNING token in autocommit on another connection (the token, durable before use); COMMIT releases",
+				func(ctx context.Context, _ time.Duration, cut *cutter) (client, error) {
+					pool, err := open(ctx, cut)
+					if err != nil {
+						return nil, err
+					}
+					fu, err := newPgForUpdate(ctx, pool)
+					if err != nil {
+						return nil, err
+					}
+					bump, err := pgFence(ctx, pool)
+					if err != nil {
+						fu.Close()
+						return nil, err
+					}
+					return &fencedClient{client: fu, bump: bump}, nil
+				}),
+			fencedPeer("pg_advisory_lock + counter", "pg_advisory_lock as the pg_advisory_lock peer, then, held, the same counter in autocommit on another connection; pg_advisory_unlock releases",
+				func(ctx context.Context, _ time.Duration, cut *cutter) (client, error) {
+					pool, err := open(ctx, cut)
+					if err != nil {
+						return nil, err
+					}
+					bump, err := pgFence(ctx, pool)
+					if err != nil {
+						pool.Close()
+						return nil, err
+					}
+					return &fencedClient{client: &pgAdvisoryClient{pool: pool}, bump: bump}, nil
+				}),
+		},
 		Conns: "1 (pinned while held)",
 		Distlock: distlockPeer("sqllock.NewPool over a pgxpool.Pool with pgx's defaults, one Locker per pool; lease TTL = the run's TTL",
 			func(ctx context.Context, _ time.Duration) (backend.Driver, func(), error) {
