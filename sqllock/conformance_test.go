@@ -36,7 +36,7 @@ const conformanceTTL = 2 * time.Second
 // local one only (CI time). The MySQL and PostgreSQL rows run in
 // parallel (distinct servers and tables): 164 s instead of 285 s.
 func TestConformance(t *testing.T) {
-	eachDialect(t, allRows, func(t *testing.T, d *dialect) {
+	eachDialect(t, allRows|sessionRows, func(t *testing.T, d *dialect) {
 		if d.opts.Advisory && os.Getenv("DISTLOCK_SANDBOX") == "docker" {
 			t.Skip("advisory mode's conformance runs in the local provider")
 		}

@@ -584,7 +584,7 @@ func checkMode(ctx context.Context, d *Driver, mode string) error {
 		return fmt.Errorf("sqllock: %w: the mode table %q is missing (tables created by hand from an earlier PostgresDDL): create it, see PostgresDDL and docs/sql.md", backend.ErrInvalidConfig, mt)
 	}
 	if err == nil && !ok {
-		if mode == "advisory" {
+		if mode != "row" {
 			if err = d.refuseRowRows(ctx, mt); err != nil {
 				return err
 			}

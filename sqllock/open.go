@@ -49,6 +49,21 @@ type Options struct {
 	// (recorded by its first Driver in table+[ModeSuffix]): New refuses a
 	// Driver of the other mode with ErrInvalidConfig. See docs/sql.md.
 	Advisory bool
+	// Session (PostgreSQL 14 and later; URL mode=session) holds every lease
+	// of the Driver as a session-level advisory lock on one of a few
+	// shared connections (Sessions), not a transaction on a pinned
+	// connection per lease: any number of leases over Sessions+Waiters
+	// connections, renewed by one statement per session per watchdog
+	// round. Mutexes only: semaphores and read-write locks are refused
+	// with ErrUnsupported. The table records the mode, as for Advisory.
+	// See docs/sql.md, Session mode.
+	Session bool
+	// Sessions bounds the shared connections of session mode (default 2).
+	Sessions int
+	// Waiters bounds the connections session mode uses at once for
+	// blocking waits, one per waiting call (default 2); a wait beyond it
+	// waits for one within its ctx.
+	Waiters int
 	// NoProcedure (MySQL, MariaDB) keeps the Driver from creating and
 	// calling the stored procedure named Table+[ProcSuffix]. By default,
 	// over a *sql.DB whose connections send one statement per round trip
