@@ -124,13 +124,17 @@ func newDriver(ctx context.Context, db *sql.DB, dia dialect, opts *Options) (*Dr
 		dia = pgAdvisory{}
 	}
 	if o.Session {
-		if _, ok := dia.(pgDialect); !ok {
-			return nil, fmt.Errorf("sqllock: %w: Session mode is PostgreSQL's here (session-level advisory locks); this *sql.DB is %s's", backend.ErrInvalidConfig, dia.name())
-		}
 		if o.Advisory {
 			return nil, fmt.Errorf("sqllock: %w: Advisory and Session are two modes: choose one", backend.ErrInvalidConfig)
 		}
-		dia = pgSession{}
+		switch dia.(type) {
+		case pgDialect:
+			dia = pgSession{}
+		case mysqlDialect:
+			dia = mysqlSession{}
+		default:
+			return nil, fmt.Errorf("sqllock: %w: no session mode for %s", backend.ErrInvalidConfig, dia.name())
+		}
 	}
 	if o.LockWaitTimeout > dia.maxLockWait() {
 		// The server would cut it down to its maximum with only a warning.
@@ -150,9 +154,26 @@ func newDriver(ctx context.Context, db *sql.DB, dia dialect, opts *Options) (*Dr
 			return nil, err
 		}
 	}
-	if m, ok := dia.(interface{ mode() string }); ok {
-		if err := checkMode(ctx, d, m.mode()); err != nil {
+	switch dia.(type) {
+	case mysqlDialect:
+		// With NoCreateTable, New sends nothing in row mode (a DBA's
+		// tables, a server not reached yet): a session-mode table is then
+		// refused by its own clients only, see docs/sql.md.
+		if o.NoCreateTable {
+			break
+		}
+		if err := checkModeMySQL(ctx, d, "row"); err != nil {
 			return nil, err
+		}
+	case mysqlSession:
+		if err := checkModeMySQL(ctx, d, "session"); err != nil {
+			return nil, err
+		}
+	default:
+		if m, ok := dia.(interface{ mode() string }); ok {
+			if err := checkMode(ctx, d, m.mode()); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if o.Session {

@@ -2,6 +2,7 @@ package sqllock
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 )
 
@@ -14,7 +15,13 @@ import (
 // is alive. Every token of earlier epochs is smaller, whatever the live
 // counter held before (a restart emptied it, or it was evicted).
 func (lc *lockConn) newEpoch(ctx context.Context, key, owner string) (uint64, error) {
-	e, err := lc.d.fence(ctx, key, owner, lc.id)
+	return lc.d.newEpochOn(ctx, lc.c, key, owner, lc.id)
+}
+
+// newEpochOn is newEpoch on c, the connection of session id that holds
+// the lock (a pinned connection, or session mode's shared session).
+func (d *Driver) newEpochOn(ctx context.Context, c *sql.Conn, key, owner string, id uint64) (uint64, error) {
+	e, err := d.fence(ctx, key, owner, id)
 	if err != nil {
 		return 0, err
 	}
@@ -23,7 +30,7 @@ func (lc *lockConn) newEpoch(ctx context.Context, key, owner string) (uint64, er
 	}
 	first := e<<seqBits | 1
 	for evicted := false; ; evicted = true {
-		res, err := lc.c.ExecContext(ctx, bind(lc.d.q.liveSet, key, first, owner, first, owner))
+		res, err := c.ExecContext(ctx, bind(d.q.liveSet, key, first, owner, first, owner))
 		switch {
 		case err == nil:
 			tok, err := res.LastInsertId()
@@ -31,7 +38,7 @@ func (lc *lockConn) newEpoch(ctx context.Context, key, owner string) (uint64, er
 		case serverCode(err) == errTableFull && !evicted:
 			// Forgetting live counters is always safe: a key without one
 			// starts a new epoch at its next grant.
-			if _, err := lc.d.db.ExecContext(ctx, lc.d.q.liveEvict); err != nil {
+			if _, err := d.db.ExecContext(ctx, d.q.liveEvict); err != nil {
 				return 0, err
 			}
 		case serverCode(err) == errTableFull:

@@ -135,8 +135,9 @@ func (h *harness) NewUserDriver(ctx context.Context) (backend.Driver, error) {
 func (h *harness) Delete(ctx context.Context, key string) error {
 	if h.d.opts.Session {
 		// Session mode: the holder's session unlocks the key (as
-		// pg_advisory_unlock_all, or an operator's statement on it,
-		// would); killing the session would end its other leases too.
+		// pg_advisory_unlock_all, or a statement of the holder's own on
+		// it, would: a MySQL named lock can be released by its session
+		// only); killing the session would end its other leases too.
 		h.mu.Lock()
 		var ds []*sqllock.Driver
 		for d := range h.clients {

@@ -182,3 +182,31 @@ func TestAdvisoryNeedsPostgres(t *testing.T) {
 		t.Errorf("Advisory over MySQL: %v, want ErrInvalidConfig naming Advisory", err)
 	}
 }
+
+// TestMySQLModeMixRefused: row mode (SELECT ... FOR UPDATE) and session
+// mode (GET_LOCK) lock different things; the table records the mode of
+// its first client and a client of the other is refused at New with
+// ErrInvalidConfig naming both.
+func TestMySQLModeMixRefused(t *testing.T) {
+	s := startShared(t, false)
+	for _, tc := range [][2]string{{"row", "session"}, {"session", "row"}} {
+		first, second := tc[0], tc[1]
+		t.Run(first+"-then-"+second, func(t *testing.T) {
+			table := "distlock_test_mix_" + first[:3] + second[:3] + "_" + strings.TrimPrefix(uniqueKey(""), "sqllock-test--")
+			a, err := sqllock.New(ctxFor(t, 30*time.Second), s.admin, &sqllock.Options{Table: table, Session: first == "session"})
+			if err != nil {
+				t.Fatalf("New in %s mode: %v", first, err)
+			}
+			defer a.Close()
+			b, err := sqllock.New(ctxFor(t, 30*time.Second), s.admin, &sqllock.Options{Table: table, Session: second == "session"})
+			if err == nil {
+				_ = b.Close()
+				t.Fatalf("New in %s mode on a table used in %s mode succeeded, want ErrInvalidConfig", second, first)
+			}
+			t.Logf("New in %s mode after %s mode: %v", second, first, err)
+			if !errors.Is(err, backend.ErrInvalidConfig) || !strings.Contains(err.Error(), first+" mode") || !strings.Contains(err.Error(), second+" mode") {
+				t.Errorf("New in %s mode on a %s-mode table = %v, want ErrInvalidConfig naming both modes", second, first, err)
+			}
+		})
+	}
+}

@@ -6,13 +6,10 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/distlock/distlock/backend"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // Session mode (Options.Session, URL mode=session): the leases of a
@@ -34,10 +31,11 @@ import (
 // missing, and the live counter's increment, in the same statement as
 // the try-lock.
 type sessionMode struct {
-	d        *Driver
-	n        int
-	waiters  chan struct{}
-	acquireQ string // try-lock and token, one statement ($1 key, $2 owner, $3 pid, $4 advisory key)
+	d       *Driver
+	sd      sessDialect
+	space   string // the key space hashed into each key: the table (PostgreSQL), the database and table (MySQL)
+	n       int
+	waiters chan struct{}
 
 	mu       sync.Mutex
 	sessions []*session          // by hash slot; nil until first used, or after it ended
@@ -71,37 +69,43 @@ func newSessionMode(ctx context.Context, d *Driver, o Options) (*sessionMode, er
 	if w == 0 {
 		w = defaultWaiters
 	}
-	res, err := pgExecDB(ctx, d, "SELECT current_setting('server_version_num')")
+	m := &sessionMode{d: d, n: n, waiters: make(chan struct{}, w), sessions: make([]*session, n), local: map[int64]*sessLock{}, space: d.q.table}
+	var err error
+	if _, ok := d.dia.(pgSession); ok {
+		m.sd, err = newPGSession(ctx, d)
+	} else {
+		m.sd, m.space, err = newMySQLSession(ctx, d)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("sqllock: session mode: server version: %w", d.classify(err))
+		return nil, err
 	}
-	var v int
-	if len(res) != 1 || len(res[0].Rows) != 1 {
-		return nil, errors.New("sqllock: session mode: server_version_num returned no row")
-	}
-	if _, err := fmt.Sscan(string(res[0].Rows[0][0]), &v); err != nil {
-		return nil, fmt.Errorf("sqllock: session mode: server_version_num %q: %v", res[0].Rows[0][0], err)
-	}
-	if v < pgMinSessionVersion {
-		return nil, fmt.Errorf("sqllock: %w: session mode needs PostgreSQL 14 or later (idle_session_timeout, which frees a frozen holder's locks within the TTL); the server is version %d: use row or advisory mode", backend.ErrInvalidConfig, v)
-	}
-	f := d.q.fence
-	// The fencing statement of the other modes, with the try-lock first:
-	// the counters move only if it was granted, and a refusal is a row
-	// (0, false).
-	for _, r := range [][2]string{
-		{"WITH s AS (SELECT set_config('synchronous_commit', 'on', true)), ",
-			"WITH k AS (SELECT pg_try_advisory_lock($4::bigint) AS ok), s AS (SELECT set_config('synchronous_commit', 'on', true) FROM k WHERE k.ok), "},
-		{"WHERE l.name = $1::bytea AND", "WHERE (SELECT ok FROM k) AND l.name = $1::bytea AND"},
-		{"SELECT token, txid_status($4::bigint) FROM u UNION ALL SELECT token, txid_status($4::bigint) FROM n",
-			"SELECT token, true FROM u UNION ALL SELECT token, true FROM n UNION ALL SELECT 0, false FROM k WHERE NOT k.ok"},
-	} {
-		if !strings.Contains(f, r[0]) {
-			return nil, fmt.Errorf("sqllock: session mode: the fencing statement has no %q", r[0])
-		}
-		f = strings.Replace(f, r[0], r[1], 1)
-	}
-	return &sessionMode{d: d, n: n, waiters: make(chan struct{}, w), acquireQ: f, sessions: make([]*session, n), local: map[int64]*sessLock{}}, nil
+	return m, nil
+}
+
+// sessDialect is what a database does its own way in session mode;
+// session.go holds what they share (the sessions, their statements one at
+// a time, the local claims, waits, refresh and release).
+type sessDialect interface {
+	// setup prepares a new session c with idle timeout ttl seconds and
+	// returns its server id.
+	setup(ctx context.Context, c *sql.Conn, ttl int) (uint64, error)
+	// raise is the statement that sets the session's idle timeout to ttl
+	// seconds.
+	raise(ttl int) string
+	// acquire tries k on session s for key and owner, and when granted
+	// returns the fencing token it committed; ok is false when another
+	// session holds k. On an error it leaves k unlocked on s.
+	acquire(ctx context.Context, s *session, key, owner string, k int64) (tok uint64, ok bool, err error)
+	// unlock frees k on c: false if c did not hold it.
+	unlock(ctx context.Context, c *sql.Conn, k int64) (bool, error)
+	// check renews c's session (after the statement raise, if not "") and
+	// returns which of keys it still holds (it may answer for more).
+	check(ctx context.Context, c *sql.Conn, raise string, keys []int64) (map[int64]bool, error)
+	// await waits on c, a waiter connection, until k is free for a
+	// moment, within ctx; when ctx ends it leaves no waiter in the server.
+	await(ctx context.Context, m *sessionMode, c *sql.Conn, k int64) error
+	// holds reports whether any session holds k, from a pooled connection.
+	holds(ctx context.Context, d *Driver, k int64) (bool, error)
 }
 
 // session is one shared connection and the locks held on it.
@@ -145,17 +149,8 @@ func (m *sessionMode) session(ctx context.Context, i int, ttl int) (*session, er
 		return nil, err
 	}
 	ns := &session{m: m, c: c, sem: make(chan struct{}, 1), ttl: ttl}
-	_ = c.Raw(func(dc any) error {
-		if sc, ok := driverConn(dc).(*stdlib.Conn); ok {
-			ns.pid = uint64(sc.Conn().PgConn().PID())
-		}
-		return nil
-	})
 	sent := time.Now()
-	// read committed: the fencing statement is never rolled back for a
-	// serialization failure (which would leave its try-lock granted).
-	_, err = pgExec(ctx, c, fmt.Sprintf("SET idle_session_timeout = '%ds'; SET idle_in_transaction_session_timeout = 0; SET default_transaction_isolation = 'read committed'", ttl))
-	if err != nil {
+	if ns.pid, err = m.sd.setup(ctx, c, ttl); err != nil {
 		_ = c.Raw(func(any) error { return driver.ErrBadConn })
 		_ = c.Close()
 		return nil, err
@@ -209,7 +204,7 @@ func (s *session) end(err error) {
 // anyway). When ctx ends first, run returns ctx's cause and f goes on;
 // late, when not nil, then gets f's error once it is done. A connection
 // failure ends the session.
-func (s *session) run(ctx context.Context, f func(ctx context.Context, c *pgx.Conn) error, late func(err error)) error {
+func (s *session) run(ctx context.Context, f func(ctx context.Context, c *sql.Conn) error, late func(err error)) error {
 	if err := ctx.Err(); err != nil {
 		return context.Cause(ctx)
 	}
@@ -234,13 +229,7 @@ func (s *session) run(ctx context.Context, f func(ctx context.Context, c *pgx.Co
 	go func() {
 		defer cancel()
 		sent := time.Now()
-		err := s.c.Raw(func(dc any) error {
-			sc, ok := driverConn(dc).(*stdlib.Conn)
-			if !ok {
-				return fmt.Errorf("sqllock: postgres: %T is not a connection of github.com/jackc/pgx/v5/stdlib", dc)
-			}
-			return f(sctx, sc.Conn())
-		})
+		err := f(sctx, s.c)
 		if err == nil || !s.m.d.connGone(err) {
 			s.confirmed = sent
 		} else {
@@ -282,7 +271,7 @@ func (s *session) raise(ttl int) string {
 	if ttl <= s.ttl {
 		return ""
 	}
-	return fmt.Sprintf("SET idle_session_timeout = '%ds'", ttl)
+	return s.m.sd.raise(ttl)
 }
 
 // tryMutex takes key on its session if no lease of this Driver holds it
@@ -292,7 +281,7 @@ func (m *sessionMode) tryMutex(ctx context.Context, req backend.Request) (backen
 	if ttl > m.d.dia.maxTTL() {
 		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w: TTL %v is beyond the server's longest idle timeout (%v)", req.Key, backend.ErrInvalidConfig, ttl, m.d.dia.maxTTL())
 	}
-	k := advisoryKey(m.d.q.table, req.Key)
+	k := advisoryKey(m.space, req.Key)
 	m.d.mu.Lock()
 	closed := m.d.closed
 	m.d.mu.Unlock()
@@ -328,28 +317,23 @@ func (m *sessionMode) tryMutex(ctx context.Context, req backend.Request) (backen
 		m.mu.Unlock()
 	}
 	sent := time.Now()
-	var tok int64
+	var tok uint64
 	var ok bool
-	undo := fmt.Sprintf("SELECT pg_advisory_unlock(%d)", k)
-	err = s.run(ctx, func(ctx context.Context, c *pgx.Conn) error {
+	err = s.run(ctx, func(ctx context.Context, c *sql.Conn) error {
 		if q := s.raise(secs); q != "" {
-			if _, err := c.Exec(ctx, q); err != nil {
+			if _, err := c.ExecContext(ctx, q); err != nil {
 				return err
 			}
 			s.ttl = secs
 		}
-		err := c.QueryRow(ctx, m.acquireQ, []byte(req.Key), []byte(req.Owner), int64(s.pid), k).Scan(&tok, &ok)
-		if err != nil && !m.d.connGone(err) {
-			// The try-lock may have been granted before the counters
-			// failed, and a rollback does not undo a session lock.
-			_, _ = c.Exec(ctx, undo)
-		}
+		var err error
+		tok, ok, err = m.sd.acquire(ctx, s, req.Key, req.Owner, k)
 		return err
 	}, func(err error) {
 		// The caller gave up: undo a grant that came late.
 		if err == nil && ok {
-			_ = s.run(context.Background(), func(ctx context.Context, c *pgx.Conn) error {
-				_, err := c.Exec(ctx, undo)
+			_ = s.run(context.Background(), func(ctx context.Context, c *sql.Conn) error {
+				_, err := m.sd.unlock(ctx, c, k)
 				return err
 			}, nil)
 		}
@@ -368,7 +352,7 @@ func (m *sessionMode) tryMutex(ctx context.Context, req backend.Request) (backen
 		unclaim()
 		return backend.Grant{}, backend.NotAcquired(req.Key, 0)
 	}
-	if tok <= 0 {
+	if tok == 0 {
 		_ = l.Release(context.WithoutCancel(ctx))
 		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: fencing counter returned %d", req.Key, tok)
 	}
@@ -376,14 +360,14 @@ func (m *sessionMode) tryMutex(ctx context.Context, req backend.Request) (backen
 		unclaim()
 		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w: %w", req.Key, backend.ErrUnavailable, err)
 	}
-	return backend.Grant{Lock: l, Token: uint64(tok), ValidFrom: sent}, nil
+	return backend.Grant{Lock: l, Token: tok, ValidFrom: sent}, nil
 }
 
 // waitMutex waits for key on a waiter connection of its own (at most
 // Waiters at once) in the server's queue, lets it go as soon as granted,
 // and tries it on its session; until it wins, within ctx.
 func (m *sessionMode) waitMutex(ctx context.Context, req backend.Request) (backend.Grant, error) {
-	k := advisoryKey(m.d.q.table, req.Key)
+	k := advisoryKey(m.space, req.Key)
 	for {
 		g, err := m.tryMutex(ctx, req)
 		if !errors.Is(err, backend.ErrNotAcquired) {
@@ -423,28 +407,11 @@ func (m *sessionMode) awaitFree(ctx context.Context, key string, k int64) error 
 	if err != nil {
 		return fmt.Errorf("sqllock: wait %q: %w", key, m.d.classify(err))
 	}
-	// One statement: granted in the queue's order, freed at once. A ctx
-	// that ends interrupts it, and pgx then closes the connection, which
-	// leaves no ghost waiter.
-	var pid uint32
-	_ = c.Raw(func(dc any) error {
-		if sc, ok := driverConn(dc).(*stdlib.Conn); ok {
-			pid = sc.Conn().PgConn().PID()
-		}
-		return nil
-	})
-	_, err = pgExec(ctx, c, fmt.Sprintf("SELECT pg_advisory_lock(%d), pg_advisory_unlock(%d)", k, k))
+	err = m.sd.await(ctx, m, c, k)
 	if err != nil {
 		_ = c.Raw(func(any) error { return driver.ErrBadConn })
 		_ = c.Close()
 		if ctx.Err() != nil {
-			// pgx closed its end, but the server's backend does not see
-			// it while it waits in the lock's queue: end it, and wait
-			// for its end (PostgreSQL 14's timeout argument), so that it
-			// never takes the key after the wait gave up.
-			tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			_, _ = pgExecDB(tctx, m.d, fmt.Sprintf("SELECT pg_terminate_backend(%d, 4000)", pid))
-			cancel()
 			return fmt.Errorf("sqllock: wait %q: %w", key, context.Cause(ctx))
 		}
 		return fmt.Errorf("sqllock: wait %q: %w", key, m.d.classify(err))
@@ -452,9 +419,6 @@ func (m *sessionMode) awaitFree(ctx context.Context, key string, k int64) error 
 	_ = c.Close()
 	return nil
 }
-
-// heldQ lists the advisory locks (of bigint keys) the session holds.
-const heldQ = "SELECT (classid::bigint << 32) | objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted AND pid = pg_backend_pid()"
 
 // Refresh checks that l's session is alive and holds l's key, raising
 // the session's idle timeout to ttl if that is longer; any statement
@@ -475,27 +439,18 @@ func (m *sessionMode) refresh(ctx context.Context, locks []*sessLock, ttl time.D
 	}
 	s := locks[0].s
 	secs := seconds(ttl)
-	held := map[int64]bool{}
-	err := s.run(ctx, func(ctx context.Context, c *pgx.Conn) error {
-		q := heldQ
-		if r := s.raise(secs); r != "" {
-			q = r + "; " + heldQ
+	var held map[int64]bool
+	err := s.run(ctx, func(ctx context.Context, c *sql.Conn) error {
+		var err error
+		keys := make([]int64, len(locks))
+		for i, l := range locks {
+			keys[i] = l.k
 		}
-		res, err := c.PgConn().Exec(ctx, q).ReadAll()
-		if err != nil {
-			return err
-		}
-		if secs > s.ttl {
+		held, err = m.sd.check(ctx, c, s.raise(secs), keys)
+		if err == nil && secs > s.ttl {
 			s.ttl = secs
 		}
-		for _, row := range res[len(res)-1].Rows {
-			var k int64
-			if _, err := fmt.Sscan(string(row[0]), &k); err != nil {
-				return err
-			}
-			held[k] = true
-		}
-		return nil
+		return err
 	}, nil)
 	for i, l := range locks {
 		l.mu.Lock()
@@ -592,8 +547,10 @@ func (l *sessLock) Release(ctx context.Context) error {
 		}
 		m.mu.Unlock()
 	}
-	err := s.run(ctx, func(ctx context.Context, c *pgx.Conn) error {
-		return c.QueryRow(ctx, "SELECT pg_advisory_unlock($1::bigint)", l.k).Scan(&freed)
+	err := s.run(ctx, func(ctx context.Context, c *sql.Conn) error {
+		var err error
+		freed, err = m.sd.unlock(ctx, c, l.k)
+		return err
 	}, func(error) { finish() })
 	if errors.Is(err, errAbandoned) {
 		return fmt.Errorf("sqllock: release %q: %w: %w", l.key, backend.ErrUnavailable, err) // finished when the statement is
@@ -624,12 +581,11 @@ func (m *sessionMode) inspectMutex(ctx context.Context, key string) (backend.Inf
 		return info, nil
 	}
 	info.Token = g.token
-	k := uint64(advisoryKey(d.q.table, key))
-	res, err := pgExecDB(ctx, d, fmt.Sprintf("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted AND classid = %d AND objid = %d", k>>32, k&0xffffffff))
+	held, err := m.sd.holds(ctx, d, advisoryKey(m.space, key))
 	if err != nil {
 		return info, fmt.Errorf("sqllock: inspect %q: %w", key, d.classify(err))
 	}
-	if len(res) == 1 && len(res[0].Rows) == 1 && string(res[0].Rows[0][0]) != "0" {
+	if held {
 		info.Held, info.Owner = true, string(g.owner)
 	}
 	return info, nil
@@ -654,7 +610,7 @@ func (m *sessionMode) close() {
 // operator would, behind the lease's back; false if no session of d
 // holds it.
 func (m *sessionMode) unlockBehind(ctx context.Context, key string) (bool, error) {
-	k := advisoryKey(m.d.q.table, key)
+	k := advisoryKey(m.space, key)
 	m.mu.Lock()
 	l := m.local[k]
 	m.mu.Unlock()
@@ -662,8 +618,10 @@ func (m *sessionMode) unlockBehind(ctx context.Context, key string) (bool, error
 		return false, nil
 	}
 	var freed bool
-	err := l.s.run(ctx, func(ctx context.Context, c *pgx.Conn) error {
-		return c.QueryRow(ctx, "SELECT pg_advisory_unlock($1::bigint)", k).Scan(&freed)
+	err := l.s.run(ctx, func(ctx context.Context, c *sql.Conn) error {
+		var err error
+		freed, err = m.sd.unlock(ctx, c, k)
+		return err
 	}, nil)
 	return freed, err
 }
