@@ -15,13 +15,21 @@ import (
 // is alive. Every token of earlier epochs is smaller, whatever the live
 // counter held before (a restart emptied it, or it was evicted).
 func (lc *lockConn) newEpoch(ctx context.Context, key, owner string) (uint64, error) {
-	return lc.d.newEpochOn(ctx, lc.c, key, owner, lc.id)
+	return lc.d.newEpochOn(ctx, lc.c, lc.d.db, key, owner, lc.id)
+}
+
+// execer runs a statement: a *sql.DB, a *sql.Conn.
+type execer interface {
+	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
 }
 
 // newEpochOn is newEpoch on c, the connection of session id that holds
-// the lock (a pinned connection, or session mode's shared session).
-func (d *Driver) newEpochOn(ctx context.Context, c *sql.Conn, key, owner string, id uint64) (uint64, error) {
-	e, err := d.fence(ctx, key, owner, id)
+// the lock (a pinned connection, or session mode's shared session), with
+// the durable epoch's autocommit statement sent on fc (another
+// connection of the pool when c is in a transaction; c itself in
+// session mode, where it is not).
+func (d *Driver) newEpochOn(ctx context.Context, c *sql.Conn, fc execer, key, owner string, id uint64) (uint64, error) {
+	e, err := d.fenceOn(ctx, fc, key, owner, id)
 	if err != nil {
 		return 0, err
 	}
@@ -58,7 +66,12 @@ func (d *Driver) newEpochOn(ctx context.Context, c *sql.Conn, key, owner string,
 // it) and records the holder. It runs while the row lock is held, so
 // increments are ordered like the holds.
 func (d *Driver) fence(ctx context.Context, key, owner string, id uint64) (uint64, error) {
-	res, err := d.db.ExecContext(ctx, bind(d.q.fence, key, owner, id, owner, id))
+	return d.fenceOn(ctx, d.db, key, owner, id)
+}
+
+// fenceOn is fence on c.
+func (d *Driver) fenceOn(ctx context.Context, c execer, key, owner string, id uint64) (uint64, error) {
+	res, err := c.ExecContext(ctx, bind(d.q.fence, key, owner, id, owner, id))
 	if err != nil {
 		return 0, err
 	}

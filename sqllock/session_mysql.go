@@ -75,7 +75,7 @@ func (m *mysqlSessionDialect) token(ctx context.Context, s *session, key, owner 
 		tok, err := res.LastInsertId()
 		return uint64(tok), err
 	}
-	return m.d.newEpochOn(ctx, s.c, key, owner, s.pid)
+	return m.d.newEpochOn(ctx, s.c, s.c, key, owner, s.pid) // autocommit: the epoch on the session itself
 }
 
 func (mysqlSessionDialect) unlock(ctx context.Context, c *sql.Conn, k int64) (bool, error) {
