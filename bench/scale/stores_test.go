@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/go-zookeeper/zk"
+	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.opentelemetry.io/otel/metric"
@@ -131,7 +131,7 @@ func (s *store) start(ctx context.Context) (stop func() error, err error) {
 // the store's bare round trip on that client for a baseline.
 type client struct {
 	l     *distlock.Locker
-	conns func() int // the open server connections of the client (nil: not known)
+	conns func() int                      // the open server connections of the client (nil: not known)
 	ping  func(ctx context.Context) error // nil: no round trip (mem)
 	close func()
 }
