@@ -22,8 +22,14 @@ type mysqlSessionDialect struct{ d *Driver }
 
 func newMySQLSession(ctx context.Context, d *Driver) (*mysqlSessionDialect, string, error) {
 	var db sql.NullString
-	if err := d.db.QueryRowContext(ctx, "SELECT DATABASE()").Scan(&db); err != nil {
+	var version string
+	if err := d.db.QueryRowContext(ctx, "SELECT DATABASE(), VERSION()").Scan(&db, &version); err != nil {
 		return nil, "", fmt.Errorf("sqllock: session mode: the database's name: %w", d.classify(err))
+	}
+	if !manyNamedLocks(version) {
+		// Before them a session holds one named lock: GET_LOCK of a
+		// second name silently frees the first.
+		return nil, "", fmt.Errorf("sqllock: %w: session mode needs MySQL 5.7.5+ or MariaDB 10.0.2+ (many GET_LOCK names per session); the server is %s: use row mode", backend.ErrInvalidConfig, version)
 	}
 	return &mysqlSessionDialect{d: d}, db.String + "." + d.q.table, nil
 }
@@ -205,4 +211,18 @@ func checkModeMySQL(ctx context.Context, d *Driver, mode string) error {
 			backend.ErrInvalidConfig, d.q.table, got, mt, mode)
 	}
 	return nil
+}
+
+// manyNamedLocks reports whether a server of VERSION() version holds
+// many GET_LOCK names per session: MySQL 5.7.5 and later, MariaDB 10.0.2
+// and later.
+func manyNamedLocks(version string) bool {
+	var a, b, c int
+	// The replication protocol's prefix of MariaDB's version.
+	_, _ = fmt.Sscanf(strings.TrimPrefix(version, "5.5.5-"), "%d.%d.%d", &a, &b, &c)
+	v := a*10000 + b*100 + c
+	if strings.Contains(strings.ToLower(version), "mariadb") {
+		return v >= 100002
+	}
+	return v >= 50705
 }
