@@ -144,11 +144,10 @@ func configFromURL(u *backend.URL) (*mysql.Config, Options, error) {
 	opts.Table = q.String("table", DefaultTable)
 	opts.NoCreateTable = !q.Bool("create_table", true)
 	opts.LockWaitTimeout = lockWaitParam(q, mysqlDialect{})
-	if q.Enum("mode", "row", "row", "session") == "session" {
-		opts.Session = true
-		opts.Sessions = q.Int("sessions", 0, 1, 64)
-		opts.Waiters = q.Int("waiters", 0, 1, 1024)
-	}
+	opts.Session = q.Enum("mode", "row", "row", "session") == "session"
+	// Read in every mode, used in session mode.
+	opts.Sessions = q.Int("sessions", 0, 1, 64)
+	opts.Waiters = q.Int("waiters", 0, 1, 1024)
 	dial := q.Duration("dial_timeout", 10*time.Second)
 	tlsMode := q.String("tls", "false")
 	tlsCA := q.String("tls_ca", "")

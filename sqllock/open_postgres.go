@@ -100,9 +100,10 @@ func pgConfigFromURL(u *backend.URL) (*pgx.ConnConfig, Options, error) {
 		opts.Advisory = true
 	case "session":
 		opts.Session = true
-		opts.Sessions = q.Int("sessions", 0, 1, 64)
-		opts.Waiters = q.Int("waiters", 0, 1, 1024)
 	}
+	// Read in every mode, used in session mode.
+	opts.Sessions = q.Int("sessions", 0, 1, 64)
+	opts.Waiters = q.Int("waiters", 0, 1, 1024)
 	pass := url.Values{}
 	for _, name := range pgParams {
 		if v := q.String(name, ""); v != "" {
