@@ -15,6 +15,10 @@ import (
 	"github.com/distlock/distlock/sqllock"
 )
 
+// sessionTable is the lock table of distlock's session-mode rows (a
+// table records the one mode it is used in).
+const sessionTable = "distlock_bench_session"
+
 // pgForUpdateTable is the PostgreSQL FOR UPDATE peer's table: one row per
 // key.
 const pgForUpdateTable = "distlock_bench_for_update"
@@ -70,6 +74,20 @@ func postgresStore(u *backend.URL, rawURL string) (*Store, error) {
 					}
 					return newPgForUpdate(ctx, pool)
 				}).from("github.com/jackc/pgx/v5", "1 (its open transaction's)"),
+			peer("distlock session", "sqllock.NewPool with Options.Session (session-level advisory locks on 2 shared sessions, idle_session_timeout = TTL) "+
+				"over a pgxpool.Pool with pgx's defaults, one Locker per pool; lease TTL = the run's TTL",
+				func(ctx context.Context, ttl time.Duration, cut *cutter) (client, error) {
+					pool, err := open(ctx, cut)
+					if err != nil {
+						return nil, err
+					}
+					d, err := sqllock.NewPool(ctx, pool, &sqllock.Options{Session: true, Table: sessionTable})
+					if err != nil {
+						pool.Close()
+						return nil, err
+					}
+					return newSessionClient(d, ttl, pool.Close), nil
+				}).from("github.com/distlock/distlock", sessionConns),
 		},
 		Fenced: []Peer{
 			fencedPeer("FOR UPDATE + counter", "BEGIN; SELECT ... FOR UPDATE as the FOR UPDATE peer, then, held, "+

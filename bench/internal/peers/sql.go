@@ -54,6 +54,20 @@ func sqlStore(u *backend.URL) (*Store, error) {
 					}
 					return newForUpdate(ctx, db)
 				}).from("github.com/go-sql-driver/mysql", "1 (its open transaction's)"),
+			peer("distlock session", "sqllock.New with Options.Session (GET_LOCK on 2 shared sessions, wait_timeout = TTL) "+
+				"over a *sql.DB of go-sql-driver with its defaults, one Locker per pool; lease TTL = the run's TTL",
+				func(ctx context.Context, ttl time.Duration, cut *cutter) (client, error) {
+					db, err := open(cut)
+					if err != nil {
+						return nil, err
+					}
+					d, err := sqllock.New(ctx, db, &sqllock.Options{Session: true, Table: sessionTable})
+					if err != nil {
+						_ = db.Close()
+						return nil, err
+					}
+					return newSessionClient(d, ttl, func() { _ = db.Close() }), nil
+				}).from("github.com/distlock/distlock", sessionConns),
 		},
 		Fenced: []Peer{
 			fencedPeer("FOR UPDATE + counter", "BEGIN; SELECT ... FOR UPDATE as the FOR UPDATE peer, then, held, "+
