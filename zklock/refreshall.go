@@ -240,6 +240,13 @@ func (n *lockNode) arm(gen uint64) existsResult {
 		return existsResult{err: err}
 	}
 	n.wmu.Lock()
+	if n.released.Load() {
+		// Release ran meanwhile, and its dropWatch may be done: this watch
+		// fires with (or has fired at) the delete.
+		n.wmu.Unlock()
+		n.d.drainWatch(w)
+		return existsResult{exists: true, stat: stat}
+	}
 	old := n.watch
 	n.watch, n.wgen = w, gen
 	n.wmu.Unlock()
@@ -249,8 +256,9 @@ func (n *lockNode) arm(gen uint64) existsResult {
 	return existsResult{exists: true, stat: stat}
 }
 
-// dropWatch accounts for the node's watch once it is released or given up:
-// the delete fired it (its event came before the delete's reply) unless the
+// dropWatch accounts for the node's watch once it is released (Release has
+// set n.released before it, so an arm still in flight drains its own): the
+// delete fired it (its event came before the delete's reply) unless the
 // delete failed, in which case it is drained.
 func (n *lockNode) dropWatch() {
 	n.wmu.Lock()
