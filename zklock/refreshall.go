@@ -48,8 +48,10 @@ const refreshPipeline = 256
 // A watch set before a reconnect is not trusted: go-zookeeper re-registers
 // it (setWatches) on a goroutine of its own, which the round's requests may
 // overtake. If the connection changed while the round ran, the round is
-// run again with every node read on its own; if it changed again, the
-// leases not confirmed are reported ErrUnavailable. A lease's first round
+// run again with every node read on its own; if it changed again, every
+// lease of the round is reported ErrUnavailable (the portable layer tries
+// again). If the node read in 1 is gone or not ours, its answer vouches
+// for no other lease: every node is read on its own. A lease's first round
 // costs what it did before this (one read for it), and a lock released
 // before its first round never carries a watch.
 //
