@@ -36,7 +36,8 @@ type lockNode struct {
 	// fires when the node is deleted. Guarded by wmu.
 	wmu   sync.Mutex
 	watch <-chan zk.Event
-	wgen  uint64 // the connection generation it was set in (session.gen)
+	wgen  uint64            // the connection generation it was set in (session.gen)
+	stale []<-chan zk.Event // watches replaced before they fired (a re-arm after a reconnect)
 
 	lostOnce sync.Once
 	lost     chan struct{} // closed when the node or its session is gone

@@ -221,16 +221,34 @@ func (n *lockNode) fired() bool {
 	case <-n.watch:
 		n.watch = nil
 		n.d.watchGone()
+		n.dropStaleLocked()
 		return true
 	default:
 		return false
 	}
 }
 
+// dropStaleLocked accounts for the watches the node's current one replaced,
+// once it fired or was dropped: go-zookeeper keeps one list of channels per
+// path and watch type and fires them all at once, so a replaced watch has
+// fired by the time the one that replaced it has (one that has not, as
+// when the delete failed, is drained). n.wmu is held.
+func (n *lockNode) dropStaleLocked() {
+	for _, w := range n.stale {
+		select {
+		case <-w:
+			n.d.watchGone()
+		default:
+			n.d.drainWatch(w)
+		}
+	}
+	n.stale = nil
+}
+
 // arm reads the node with a data watch (GetW: it sets none on a missing
-// node), which replaces the watch it had; a watch that has not fired is left
-// to drain (it fires with the new one: go-zookeeper keeps one server watch
-// per path).
+// node), which replaces the watch it had; one that has not fired is kept
+// with the node until the new one fires, with which it fires
+// (dropStaleLocked).
 func (n *lockNode) arm(gen uint64) existsResult {
 	n.d.watchSet()
 	_, stat, w, err := n.d.conn.GetW(n.path)
@@ -249,12 +267,11 @@ func (n *lockNode) arm(gen uint64) existsResult {
 		n.d.drainWatch(w)
 		return existsResult{exists: true, stat: stat}
 	}
-	old := n.watch
+	if n.watch != nil {
+		n.stale = append(n.stale, n.watch)
+	}
 	n.watch, n.wgen = w, gen
 	n.wmu.Unlock()
-	if old != nil {
-		n.d.drainWatch(old)
-	}
 	return existsResult{exists: true, stat: stat}
 }
 
@@ -264,16 +281,15 @@ func (n *lockNode) arm(gen uint64) existsResult {
 // delete failed, in which case it is drained.
 func (n *lockNode) dropWatch() {
 	n.wmu.Lock()
-	w := n.watch
-	n.watch = nil
-	n.wmu.Unlock()
-	if w == nil {
-		return
+	defer n.wmu.Unlock()
+	if w := n.watch; w != nil {
+		n.watch = nil
+		select {
+		case <-w:
+			n.d.watchGone()
+		default:
+			n.d.drainWatch(w)
+		}
 	}
-	select {
-	case <-w:
-		n.d.watchGone()
-	default:
-		n.d.drainWatch(w)
-	}
+	n.dropStaleLocked()
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -206,7 +207,11 @@ func TestRefreshAllPerSession(t *testing.T) {
 	if !eventually(20*time.Second, func() bool { return d.conn.State() == zk.StateHasSession }) {
 		t.Fatal("no session after the heal")
 	}
+	goroutines := runtime.NumGoroutine()
 	fourth, errs := round("after a reconnect")
+	if grown := runtime.NumGoroutine() - goroutines; grown > n/4 {
+		t.Errorf("the round after a reconnect left %d goroutines more (re-armed watches waiting to fire?)", grown)
+	}
 	allOK("after a reconnect", errs, 9)
 	if fourth < n+more-2 {
 		t.Errorf("the round after a reconnect sent %d requests, want each of the %d leases checked on its own", fourth, n+more-2)
