@@ -35,6 +35,7 @@ var (
 	windowFlag = flag.Duration("scale.window", 0, "how long renewals are watched (0: TTL, or 2×TTL with -scale.full)")
 	sizesFlag  = flag.String("scale.sizes", "", "lease counts to hold, comma-separated, instead of the store's (e.g. 100000)")
 	noClients  = flag.Bool("scale.noclients", false, "skip the acquisition curve (clients)")
+	zkWatch    = flag.Bool("scale.zkwatch", true, "ZooKeeper: renew with zklock.Options.WatchRenewals (a Sync and one read per round for the session, plus one read per changed node); false: a Sync and one read per lease")
 )
 
 // runFor is how long each acquisition curve point runs (after a warm-up),

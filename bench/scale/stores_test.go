@@ -216,7 +216,7 @@ func (s *store) open(ctx context.Context, ttl time.Duration, mp metric.MeterProv
 		if err != nil {
 			return nil, err
 		}
-		d, err := zklock.New(conn, &zklock.Options{Base: "/scale", SessionTimeout: ttl})
+		d, err := zklock.New(conn, &zklock.Options{Base: "/scale", SessionTimeout: ttl, WatchRenewals: *zkWatch})
 		if err != nil {
 			conn.Close()
 			return nil, err
