@@ -21,6 +21,9 @@ func (d *Driver) inspectMutex(ctx context.Context, key string) (backend.Info, er
 	if err != nil {
 		return info, d.wrap(ctx, "inspect", key, err)
 	}
+	if info.Forced, err = d.forcedRecord(ctx, key); err != nil {
+		return info, d.wrap(ctx, "inspect", key, err)
+	}
 	if len(resp.Kvs) == 0 {
 		return info, nil
 	}
