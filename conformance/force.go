@@ -65,7 +65,9 @@ func testForceRelease(t *testing.T, e *env) {
 		t.Errorf("the freed holder's Err() = %v, want ErrLost", le.Err())
 	}
 	if in, ok := op.d.(backend.Inspector); ok {
-		if info, err := in.Inspect(ctxFor(t, 10*time.Second), key, backend.Exclusive); err == nil && info.Forced != nil {
+		info, err := in.Inspect(ctxFor(t, 10*time.Second), key, backend.Exclusive)
+		t.Logf("Inspect after the force: record %+v (%v)", info.Forced, err)
+		if err == nil && info.Forced != nil {
 			if f := info.Forced; f.By != "conformance-operator" || f.Reason != "stuck holder" || (f.Token != 0 && f.Token != le.Token()) {
 				t.Errorf("Inspect's record of the force = %+v, want by conformance-operator, reason \"stuck holder\", token %d", *f, le.Token())
 			}

@@ -28,6 +28,11 @@ func (d *Driver) inspectMutex(ctx context.Context, key string) (backend.Info, er
 		if zerr != nil {
 			return info, failure("inspect", key, zerr)
 		}
+		var pdata []byte
+		if err := d.do(ctx, func() { pdata, _, zerr = d.conn.Get(parent) }); err != nil {
+			return info, failure("inspect", key, err)
+		}
+		info.Forced = forcedOf(pdata) // ForceRelease's record, if any
 		q := queueOf(children)
 		if len(q) == 0 {
 			return info, nil
