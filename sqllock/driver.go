@@ -169,6 +169,8 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		MaxKeyLen:   maxKeyLen,
 		Fair:        false,
 		Replication: "single server: row locks are not replicated, a failover to a replica loses every lock",
+		// force.go: ends the holder's session
+		ForceRelease: true,
 	}
 	if d.semDia() != nil {
 		c.Semaphore = backend.WaitPoll // semaphore.go: SKIP LOCKED never waits
