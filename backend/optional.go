@@ -3,6 +3,8 @@ package backend
 import (
 	"context"
 	"log/slog"
+	"net"
+	"strconv"
 	"time"
 )
 
@@ -206,3 +208,37 @@ type Forced struct {
 // ForcedKeep is how long a store keeps the record of a forced release
 // where it has to bound it (a Redis key's expiry, an etcd lease).
 const ForcedKeep = 24 * time.Hour
+
+// Endpoint is implemented by drivers that can name the server they talk
+// to. The Locker records it on its metrics and spans (server.address,
+// server.port and db.system.name, as the OpenTelemetry semantic
+// conventions name them), so that two stores can be told apart.
+type Endpoint interface {
+	// Server returns the server the driver talks to (the first one of a
+	// cluster or ensemble, as configured); a zero Address when unknown.
+	// It is called once, when the Locker is made, and must not block.
+	Server() Server
+}
+
+// Server names a store's server for telemetry.
+type Server struct {
+	// Address is its host name or IP address, as configured; Port its
+	// port (0: unknown).
+	Address string
+	Port    int
+	// System is the store's db.system.name in the semantic conventions'
+	// well-known values ("redis", "mysql", "mariadb", "postgresql"), or ""
+	// for a store that is not one of them (ZooKeeper, etcd).
+	System string
+}
+
+// ServerOf splits hostport ("host:port", "[::1]:port", or a bare host)
+// into a Server of system; a port that is not a number is 0.
+func ServerOf(hostport, system string) Server {
+	s := Server{Address: hostport, System: system}
+	if h, p, err := net.SplitHostPort(hostport); err == nil {
+		s.Address = h
+		s.Port, _ = strconv.Atoi(p)
+	}
+	return s
+}
