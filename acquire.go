@@ -22,7 +22,13 @@ import (
 
 // acquire is Acquire (wait) and TryAcquire, measured and traced.
 func (l *Locker) acquire(ctx context.Context, key string, opts []Option, wait bool) (*Lease, error) {
-	actx, op := l.tel.startAcquire(ctx, key, wait)
+	return l.acquirePrim(ctx, key, opts, wait, primMutex)
+}
+
+// acquirePrim is acquire of the mutex of key for prim (a mutex, an
+// election's lock, a key of AcquireAll), as telemetry names it.
+func (l *Locker) acquirePrim(ctx context.Context, key string, opts []Option, wait bool, prim primitive) (*Lease, error) {
+	actx, op := l.tel.startAcquire(ctx, key, wait, prim)
 	le, err := l.acquireAs(actx, key, opts, wait, op.label)
 	op.end(ctx, le, err)
 	return le, err

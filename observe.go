@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
+	"github.com/distlock/distlock/backend"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
@@ -29,13 +32,14 @@ type telemetry struct {
 	keyLabel func(key string) string
 	backend  attribute.KeyValue
 
-	base    attrs                   // distlock.backend
-	acquire [2][numOutcomes]attrs   // by mode (try, wait) and outcome
-	states  [numGauges]attrs        // distlock.lease.count, by state
-	ended   [2]attrs                // distlock.lease.duration: released, lost
-	lost    [numLostReasons]attrs   // distlock.lease.lost, by reason
-	renew   [numRenewOutcomes]attrs // distlock.renewals, by outcome
-	open    map[*hold]trace.Span    // doubt spans; event goroutine only
+	server  []attribute.KeyValue            // server.address, server.port, db.system.name, where known
+	base    attrs                           // distlock.backend and the server
+	acquire [numPrims][2][numOutcomes]attrs // by primitive, mode (try, wait) and outcome
+	states  [numGauges]attrs                // distlock.lease.count, by state
+	ended   [2]attrs                        // distlock.lease.duration: released, lost
+	lost    [numLostReasons]attrs           // distlock.lease.lost, by reason
+	renew   [numRenewOutcomes]attrs         // distlock.renewals, by outcome
+	open    map[*hold]trace.Span            // doubt spans; event goroutine only
 }
 
 // gauge is the state in which distlock.lease.count counts a hold.
@@ -64,23 +68,27 @@ func (t *telemetry) spansNow() bool {
 	return t.traced && (t.unset == nil || otel.GetTracerProvider() != t.unset)
 }
 
-func newTelemetry(cfg lockerConfig, name string) *telemetry {
-	m, err := newInstruments(cfg.meters.Meter(instrumentationName))
+func newTelemetry(cfg lockerConfig, name string, srv backend.Server) *telemetry {
+	v := moduleVersion()
+	m, err := newInstruments(cfg.meters.Meter(instrumentationName, metric.WithInstrumentationVersion(v)))
 	if err != nil {
 		otel.Handle(err)
 	}
 	_, noopTracer := cfg.tracers.(tracenoop.TracerProvider)
 	t := &telemetry{
-		m: m, tracer: cfg.tracers.Tracer(instrumentationName), traced: !noopTracer,
+		m: m, tracer: cfg.tracers.Tracer(instrumentationName, trace.WithInstrumentationVersion(v)), traced: !noopTracer,
 		keyLabel: cfg.keyLabel, backend: attrBackend.String(name), open: map[*hold]trace.Span{},
+		server: serverAttrs(srv),
 	}
 	if tp := otel.GetTracerProvider(); cfg.tracers == tp && fmt.Sprintf("%T", tp) == "*global.tracerProvider" {
 		t.unset = tp
 	}
-	t.base = newAttrs(t.backend)
-	for mode, m := range []string{"try", "wait"} {
-		for out := range numOutcomes {
-			t.acquire[mode][out] = t.base.with(attrMode.String(m), attrOutcome.String(outcomeNames[out]))
+	t.base = newAttrs(append([]attribute.KeyValue{t.backend}, t.server...)...)
+	for p := range numPrims {
+		for mode, m := range []string{"try", "wait"} {
+			for out := range numOutcomes {
+				t.acquire[p][mode][out] = t.base.with(attrPrim.String(primNames[p]), attrMode.String(m), attrOutcome.String(outcomeNames[out]))
+			}
 		}
 	}
 	t.states[gaugeHeld] = t.base.with(attrState.String("held"))
@@ -94,6 +102,47 @@ func newTelemetry(cfg lockerConfig, name string) *telemetry {
 		t.renew[r] = t.base.with(attrOutcome.String(renewOutcomeNames[r]))
 	}
 	return t
+}
+
+// serverAttrs are the semantic conventions' attributes of srv: none for
+// an unknown address, no port when it is unknown, no db.system.name for a
+// store the conventions do not name.
+func serverAttrs(srv backend.Server) []attribute.KeyValue {
+	var kvs []attribute.KeyValue
+	if srv.Address != "" {
+		kvs = append(kvs, attrServerAddr.String(srv.Address))
+		if srv.Port > 0 {
+			kvs = append(kvs, attrServerPort.Int(srv.Port))
+		}
+	}
+	if srv.System != "" {
+		kvs = append(kvs, attrDBSystem.String(srv.System))
+	}
+	return kvs
+}
+
+// moduleVersion is the library's module version as the go command
+// recorded it in the binary (its instrumentation scope's version), or
+// "devel" when the binary has none (built from a checkout, a replace
+// without a version, or without module information).
+func moduleVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	mods := append([]*debug.Module{&bi.Main}, bi.Deps...)
+	for _, m := range mods {
+		if m.Path != instrumentationName {
+			continue
+		}
+		if m.Replace != nil && m.Replace.Version != "" {
+			m = m.Replace
+		}
+		if m.Version != "" && m.Version != "(devel)" {
+			return m.Version
+		}
+	}
+	return "devel"
 }
 
 // label returns key's label for the distlock.key attribute ("": none).

@@ -114,7 +114,7 @@ func (le *Lease) Permits() int { return le.h.permits }
 // acquire is the Semaphore's Acquire and TryAcquire, measured and traced
 // as a lock's acquisition of the semaphore's key.
 func (s *Semaphore) acquire(ctx context.Context, n int, opts []Option, wait bool) (*Lease, error) {
-	actx, op := s.l.tel.startAcquire(ctx, s.key, wait)
+	actx, op := s.l.tel.startAcquire(ctx, s.key, wait, primSemaphore)
 	le, err := s.acquireAs(actx, n, opts, wait, op.label)
 	op.end(ctx, le, err)
 	return le, err
