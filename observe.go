@@ -138,7 +138,7 @@ func moduleVersion() string {
 		if m.Replace != nil && m.Replace.Version != "" {
 			m = m.Replace
 		}
-		if m.Version != "" && m.Version != "(devel)" {
+		if m.Version != "" && m.Version != "(devel)" && m.Version != "v0.0.0-00010101000000-000000000000" {
 			return m.Version
 		}
 	}
