@@ -150,7 +150,7 @@ func (l *Locker) claimAll(keys []string, owner string) []*hold {
 	}
 	holds := make([]*hold, len(keys))
 	for i, k := range keys {
-		h := newHold(holdKey{k, owner, 0}, l.tel.label(k))
+		h := newHold(holdKey{k, owner, 0}, holdTag{l.tel.label(k), primMulti})
 		l.holds[h.hk()] = h
 		holds[i] = h
 	}

@@ -35,11 +35,13 @@ type telemetry struct {
 	server  []attribute.KeyValue            // server.address, server.port, db.system.name, where known
 	base    attrs                           // distlock.backend and the server
 	acquire [numPrims][2][numOutcomes]attrs // by primitive, mode (try, wait) and outcome
-	states  [numGauges]attrs                // distlock.lease.count, by state
-	ended   [2]attrs                        // distlock.lease.duration: released, lost
-	lost    [numLostReasons]attrs           // distlock.lease.lost, by reason
-	renew   [numRenewOutcomes]attrs         // distlock.renewals, by outcome
-	open    map[*hold]trace.Span            // doubt spans; event goroutine only
+	// The rest by the hold's primitive, then:
+	prims  [numPrims]attrs                   // distlock.lease.in_doubt, .restored
+	states [numPrims][numGauges]attrs        // distlock.lease.count, by state
+	ended  [numPrims][2]attrs                // distlock.lease.duration: released, lost
+	lost   [numPrims][numLostReasons]attrs   // distlock.lease.lost, by reason
+	renew  [numPrims][numRenewOutcomes]attrs // distlock.renewals, by outcome
+	open   map[*hold]trace.Span              // doubt spans; event goroutine only
 }
 
 // gauge is the state in which distlock.lease.count counts a hold.
@@ -56,6 +58,7 @@ const (
 // Locker.mu once the hold is registered.
 type holdTelemetry struct {
 	label     string            // WithKeyAttribute's label for the key ("": none)
+	prim      primitive         // what it was taken as (distlock.primitive)
 	link      trace.SpanContext // the span of the acquisition that took the lock
 	grantedAt time.Time
 	counted   gauge
@@ -91,15 +94,19 @@ func newTelemetry(cfg lockerConfig, name string, srv backend.Server) *telemetry 
 			}
 		}
 	}
-	t.states[gaugeHeld] = t.base.with(attrState.String("held"))
-	t.states[gaugeInDoubt] = t.base.with(attrState.String("in_doubt"))
-	t.ended[0] = t.base.with(attrOutcome.String("released"))
-	t.ended[1] = t.base.with(attrOutcome.String("lost"))
-	for r := range numLostReasons {
-		t.lost[r] = t.base.with(attrReason.String(lostReasonNames[r]))
-	}
-	for r := range numRenewOutcomes {
-		t.renew[r] = t.base.with(attrOutcome.String(renewOutcomeNames[r]))
+	for p := range numPrims {
+		b := t.base.with(attrPrim.String(primNames[p]))
+		t.prims[p] = b
+		t.states[p][gaugeHeld] = b.with(attrState.String("held"))
+		t.states[p][gaugeInDoubt] = b.with(attrState.String("in_doubt"))
+		t.ended[p][0] = b.with(attrOutcome.String("released"))
+		t.ended[p][1] = b.with(attrOutcome.String("lost"))
+		for r := range numLostReasons {
+			t.lost[p][r] = b.with(attrReason.String(lostReasonNames[r]))
+		}
+		for r := range numRenewOutcomes {
+			t.renew[p][r] = b.with(attrOutcome.String(renewOutcomeNames[r]))
+		}
 	}
 	return t
 }
@@ -223,17 +230,17 @@ func (t *telemetry) record(h *hold, kind EventKind, cause error, now time.Time) 
 		h.tel.grantedAt = now
 		t.count(ctx, h, gaugeHeld)
 	case EventInDoubt:
-		t.m.doubts.Add(ctx, 1, t.base.withKey(h.tel.label).add...)
+		t.m.doubts.Add(ctx, 1, t.prims[h.tel.prim].withKey(h.tel.label).add...)
 		t.count(ctx, h, gaugeInDoubt)
 	case EventRestored:
-		t.m.restores.Add(ctx, 1, t.base.withKey(h.tel.label).add...)
+		t.m.restores.Add(ctx, 1, t.prims[h.tel.prim].withKey(h.tel.label).add...)
 		t.count(ctx, h, gaugeHeld)
 	case EventLost:
-		t.m.losses.Add(ctx, 1, t.lost[lostReason(cause)].withKey(h.tel.label).add...)
-		t.m.holdTime.Record(ctx, now.Sub(h.tel.grantedAt).Seconds(), t.ended[1].withKey(h.tel.label).rec...)
+		t.m.losses.Add(ctx, 1, t.lost[h.tel.prim][lostReason(cause)].withKey(h.tel.label).add...)
+		t.m.holdTime.Record(ctx, now.Sub(h.tel.grantedAt).Seconds(), t.ended[h.tel.prim][1].withKey(h.tel.label).rec...)
 		t.count(ctx, h, gaugeNone)
 	case EventReleased:
-		t.m.holdTime.Record(ctx, now.Sub(h.tel.grantedAt).Seconds(), t.ended[0].withKey(h.tel.label).rec...)
+		t.m.holdTime.Record(ctx, now.Sub(h.tel.grantedAt).Seconds(), t.ended[h.tel.prim][0].withKey(h.tel.label).rec...)
 		t.count(ctx, h, gaugeNone)
 	}
 }
@@ -244,10 +251,10 @@ func (t *telemetry) count(ctx context.Context, h *hold, g gauge) {
 		return
 	}
 	if h.tel.counted != gaugeNone {
-		t.m.leases.Add(ctx, -1, t.states[h.tel.counted].add...)
+		t.m.leases.Add(ctx, -1, t.states[h.tel.prim][h.tel.counted].add...)
 	}
 	if g != gaugeNone {
-		t.m.leases.Add(ctx, 1, t.states[g].add...)
+		t.m.leases.Add(ctx, 1, t.states[h.tel.prim][g].add...)
 	}
 	h.tel.counted = g
 }
@@ -255,7 +262,7 @@ func (t *telemetry) count(ctx context.Context, h *hold, g gauge) {
 // renewal records a refresh of h sent at sent that returned err. ctx is
 // the refresh's.
 func (l *Locker) renewal(ctx context.Context, h *hold, sent time.Time, err error) {
-	a := l.tel.renew[renewOutcome(err)].withKey(h.tel.label)
+	a := l.tel.renew[h.tel.prim][renewOutcome(err)].withKey(h.tel.label)
 	l.tel.m.renewals.Add(ctx, 1, a.add...)
 	l.tel.m.renewalTime.Record(ctx, time.Since(sent).Seconds(), a.rec...)
 	l.tel.storeError(ctx, "refresh", err)

@@ -108,7 +108,7 @@ func (m *RWMutex) acquire(ctx context.Context, opts []Option, mode backend.Kind,
 		prim = primWrite
 	}
 	actx, op := m.l.tel.startAcquire(ctx, m.key, wait, prim)
-	le, err := m.l.acquireMode(actx, m.key, opts, wait, op.label, mode)
+	le, err := m.l.acquireMode(actx, m.key, opts, wait, op.tag(), mode)
 	op.end(ctx, le, err)
 	return le, err
 }

@@ -74,6 +74,15 @@ func (t *telemetry) startAcquire(ctx context.Context, key string, wait bool, pri
 	return context.WithValue(sctx, acquireParent{}, leaseBase(ctx)), op
 }
 
+// holdTag is what a hold's telemetry records of how it was taken: its
+// WithKeyAttribute label and its primitive.
+type holdTag struct {
+	label string
+	prim  primitive
+}
+
+func (op *acquireOp) tag() holdTag { return holdTag{op.label, op.prim} }
+
 // startMulti starts the span of an AcquireAll or TryAcquireAll of n keys,
 // the parent of its keys' acquisition spans (and of the store step that
 // takes them at once).
@@ -136,7 +145,7 @@ func (t *telemetry) startRelease(ctx context.Context, h *hold) (context.Context,
 	ctx, span := t.tracer.Start(ctx, "distlock.Release")
 	if span.IsRecording() {
 		span.SetAttributes(t.spanAttrs(h.tel.label)...)
-		span.SetAttributes(tokenAttr(h.grant.Token))
+		span.SetAttributes(attrPrim.String(primNames[h.tel.prim]), tokenAttr(h.grant.Token))
 	}
 	return ctx, span
 }
@@ -184,7 +193,7 @@ func (t *telemetry) startLeaseSpan(ev Event, name string) trace.Span {
 	}
 	_, span := t.tracer.Start(context.Background(), name, opts...)
 	span.SetAttributes(t.spanAttrs(ev.h.tel.label)...)
-	span.SetAttributes(tokenAttr(ev.Token))
+	span.SetAttributes(attrPrim.String(primNames[ev.h.tel.prim]), tokenAttr(ev.Token))
 	return span
 }
 

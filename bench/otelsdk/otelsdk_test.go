@@ -92,7 +92,7 @@ func TestTelemetryWithSDK(t *testing.T) {
 		t.Fatal(err)
 	}
 	version := libraryVersion(t)
-	var hist *metricdata.Histogram[float64]
+	var hist, held *metricdata.Histogram[float64]
 	for _, sm := range rm.ScopeMetrics {
 		if sm.Scope.Name != scope {
 			continue
@@ -106,6 +106,9 @@ func TestTelemetryWithSDK(t *testing.T) {
 			}
 			if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == "distlock.acquire.duration" {
 				hist = &h
+			}
+			if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == "distlock.lease.duration" {
+				held = &h
 			}
 		}
 	}
@@ -127,6 +130,22 @@ func TestTelemetryWithSDK(t *testing.T) {
 		}
 	}
 
+	// The lease metrics carry the primitive the lock was taken as.
+	if held == nil {
+		t.Fatal("no distlock.lease.duration histogram")
+	}
+	heldPrims := map[string]uint64{}
+	for _, dp := range held.DataPoints {
+		checkServer(t, "distlock.lease.duration", dp.Attributes, host, wantPort)
+		p, _ := dp.Attributes.Value("distlock.primitive")
+		heldPrims[p.AsString()] += dp.Count
+	}
+	for p, n := range map[string]uint64{"mutex": 1, "semaphore": 1, "rwlock_read": 1, "rwlock_write": 1, "election": 1, "multi": 3} {
+		if heldPrims[p] != n {
+			t.Errorf("distlock.lease.duration{distlock.primitive=%s} counts %d, want %d (all: %v)", p, heldPrims[p], n, heldPrims)
+		}
+	}
+
 	// Spans: the scope and its version, the primitive and the server on
 	// each acquisition, and TryAcquireAll's keys under its own span.
 	var multi sdktrace.ReadOnlySpan
@@ -145,6 +164,11 @@ func TestTelemetryWithSDK(t *testing.T) {
 			t.Errorf("span %s: scope %+v, want %s %s", s.Name(), s.InstrumentationScope(), scope, version)
 		}
 		attrs := attribute.NewSet(s.Attributes()...)
+		if s.Name() == "distlock.Release" {
+			if p, _ := attrs.Value("distlock.primitive"); p.AsString() == "" {
+				t.Errorf("a Release span has no distlock.primitive")
+			}
+		}
 		if s.Name() != "distlock.TryAcquire" && s.Name() != "distlock.Acquire" {
 			continue
 		}
