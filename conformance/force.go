@@ -64,16 +64,35 @@ func testForceRelease(t *testing.T, e *env) {
 	if !errors.Is(le.Err(), distlock.ErrLost) {
 		t.Errorf("the freed holder's Err() = %v, want ErrLost", le.Err())
 	}
-	if in, ok := op.d.(backend.Inspector); ok {
+	in, _ := op.d.(backend.Inspector)
+	recorded := false
+	checkRecord := func(when string) {
+		if in == nil {
+			return
+		}
 		info, err := in.Inspect(ctxFor(t, 10*time.Second), key, backend.Exclusive)
-		t.Logf("Inspect after the force: record %+v (%v)", info.Forced, err)
-		if err == nil && info.Forced != nil {
-			if f := info.Forced; f.By != "conformance-operator" || f.Reason != "stuck holder" || (f.Token != 0 && f.Token != le.Token()) {
-				t.Errorf("Inspect's record of the force = %+v, want by conformance-operator, reason \"stuck holder\", token %d", *f, le.Token())
+		t.Logf("Inspect %s: record %+v (%v)", when, info.Forced, err)
+		if err != nil {
+			return
+		}
+		if info.Forced == nil {
+			if recorded {
+				t.Errorf("Inspect %s reports no record of the force; it reported one before", when)
 			}
+			return
+		}
+		recorded = true
+		if f := info.Forced; f.By != "conformance-operator" || f.Reason != "stuck holder" || (f.Token != 0 && f.Token != le.Token()) {
+			t.Errorf("Inspect's record of the force %s = %+v, want by conformance-operator, reason \"stuck holder\", token %d", when, *f, le.Token())
 		}
 	}
+	checkRecord("after the force")
 	release(t, l2)
+	// The record stays over later grants (until the store's own expiry or
+	// the key's next force).
+	l3 := mustAcquire(t, waiter, key)
+	checkRecord("after a later grant")
+	release(t, l3)
 	if !eventually(e.ttl, func() bool {
 		_, err = op.ForceRelease(ctxFor(t, 10*time.Second), key, "conformance-operator", "free key")
 		return errors.Is(err, distlock.ErrNotHeld)
