@@ -60,15 +60,11 @@ func (d *Driver) ForceRelease(ctx context.Context, key string, f backend.Forced)
 	}
 }
 
-// forcedRecord reads key's record of its last forced release, or nil.
-func (d *Driver) forcedRecord(ctx context.Context, key string) (*backend.Forced, error) {
-	resp, err := d.c.Get(ctx, forcedName(d.prefix, key))
-	if err != nil || len(resp.Kvs) == 0 {
-		return nil, err
-	}
+// forcedOf reads a record ForceRelease wrote, or nil.
+func forcedOf(v []byte) *backend.Forced {
 	var f backend.Forced
-	if json.Unmarshal(resp.Kvs[0].Value, &f) != nil {
-		return nil, nil // not ours: no record
+	if json.Unmarshal(v, &f) != nil || f.By == "" {
+		return nil // not ours: no record
 	}
-	return &f, nil
+	return &f
 }
