@@ -35,6 +35,7 @@ type lockerConfig struct {
 	driftFactor    float64
 	driftFixed     time.Duration
 	releaseTimeout time.Duration
+	releaseInline  bool // WithReleaseOnCaller
 	logger         *slog.Logger
 	meters         metric.MeterProvider
 	tracers        trace.TracerProvider
@@ -95,6 +96,25 @@ func WithReleaseTimeout(d time.Duration) LockerOption {
 			c.errs = append(c.errs, fmt.Errorf("%w: WithReleaseTimeout(%v): the timeout is negative", ErrInvalidConfig, d))
 		}
 	}
+}
+
+// WithReleaseOnCaller makes a Release call the driver on the caller's
+// goroutine, whatever its ctx: no goroutine hand-off per release (on a
+// busy 2-core machine the hand-off is most of the gap between distlock's
+// uncontended pair on Redis and a fenced floor's: docs/benchmarks, session
+// 15). The price is the bound on Release's return: by default a Release
+// whose ctx ends before the store answers returns at once (the lease has
+// ended all the same; the lock expires by its TTL if the release never
+// arrives); with this option it returns when the driver does, which for a
+// store client that ignores ctx is later: go-redis ignores a ctx's
+// cancellation always and its deadline unless ContextTimeoutEnabled (the
+// Redis driver then still returns by a deadline itself, on a goroutine of
+// its own), so a cancelled Release waits up to the client's ReadTimeout.
+// Nothing else changes: renewals, their bound and the lease's deadline
+// (the loss bound), fencing, fairness and retry-safety are the default's.
+// A ctx that cannot end (context.Background) never costs a hand-off.
+func WithReleaseOnCaller() LockerOption {
+	return func(c *lockerConfig) { c.releaseInline = true }
 }
 
 // WithLogger sets the logger for the Locker and its driver (default:

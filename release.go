@@ -61,8 +61,10 @@ func (l *Locker) releaseEnded(ctx context.Context, h *hold, cause error, returne
 	l.mu.Unlock()
 	var err error
 	answered := true
-	if ctx.Done() == nil {
-		err = lock.Release(ctx) // a ctx that cannot end: no goroutine, no closures
+	if ctx.Done() == nil || l.cfg.releaseInline {
+		// A ctx that cannot end, or WithReleaseOnCaller: no goroutine, no
+		// closures.
+		err = lock.Release(ctx)
 	} else {
 		sent := time.Now()
 		err, answered = l.call(ctx, lock.Release, func(error) {

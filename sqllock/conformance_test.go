@@ -31,12 +31,13 @@ const conformanceTTL = 2 * time.Second
 // TestConformance runs the suite for every row: MySQL with statements
 // sent one at a time (with and without the procedure) and in batches
 // (multiStatements, as a URL-opened Driver does); PostgreSQL in row mode
-// and in advisory mode (pg_advisory_xact_lock). The server sees the same
+// and in advisory mode (pg_advisory_xact_lock); both in session mode
+// (leases on shared sessions). The server sees the same
 // statements in both providers in advisory mode, so that row runs in the
 // local one only (CI time). The MySQL and PostgreSQL rows run in
 // parallel (distinct servers and tables): 164 s instead of 285 s.
 func TestConformance(t *testing.T) {
-	eachDialect(t, allRows, func(t *testing.T, d *dialect) {
+	eachDialect(t, allRows|sessionRows, func(t *testing.T, d *dialect) {
 		if d.opts.Advisory && os.Getenv("DISTLOCK_SANDBOX") == "docker" {
 			t.Skip("advisory mode's conformance runs in the local provider")
 		}
@@ -50,7 +51,7 @@ func TestConformance(t *testing.T) {
 // TestHarnessHooks checks the harness's Partitioner and ReplyDropper
 // (per-driver proxies) before the conformance cases rely on them.
 func TestHarnessHooks(t *testing.T) {
-	eachDialect(t, mysqlProc|mysqlBatched|pgRow, func(t *testing.T, d *dialect) {
+	eachDialect(t, mysqlProc|mysqlBatched|pgRow|sessionRows, func(t *testing.T, d *dialect) {
 		hooktest.Run(t, newHarness(d, d.server(t), conformanceTTL))
 	})
 }

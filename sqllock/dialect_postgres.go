@@ -598,8 +598,8 @@ func checkMode(ctx context.Context, d *Driver, mode string) error {
 		return fmt.Errorf("sqllock: %w: the mode table %q is missing (tables created by hand from an earlier PostgresDDL): create it, see PostgresDDL and docs/sql.md", backend.ErrInvalidConfig, mt)
 	}
 	if err == nil && !ok {
-		if mode == "advisory" {
-			if err = d.refuseRowRows(ctx, mt); err != nil {
+		if mode != "row" {
+			if err = d.refuseRowRows(ctx, mt, mode); err != nil {
 				return err
 			}
 		}
@@ -621,7 +621,7 @@ func checkMode(ctx context.Context, d *Driver, mode string) error {
 
 // refuseRowRows refuses to record advisory mode on a table whose lock
 // table has rows: row-mode clients were there, and may still run.
-func (d *Driver) refuseRowRows(ctx context.Context, mt string) error {
+func (d *Driver) refuseRowRows(ctx context.Context, mt, mode string) error {
 	rows := pgDialect{}.statements(d.q.table)
 	for _, q := range []string{rows.lockTable, rows.lockRows} {
 		res, err := pgExecDB(ctx, d, q)
@@ -633,7 +633,7 @@ func (d *Driver) refuseRowRows(ctx context.Context, mt string) error {
 		}
 	}
 	return fmt.Errorf("sqllock: %w: table %q records no mode and its lock table has rows, so clients in row mode "+
-		"(of a version that records no mode) may be running on it; this Driver is in advisory mode, and a client of each "+
-		"would both hold a key: stop the row-mode clients, then record the mode (INSERT INTO %q VALUES (1, 'advisory')), see docs/sql.md",
-		backend.ErrInvalidConfig, d.q.table, mt)
+		"(of a version that records no mode) may be running on it; this Driver is in %s mode, and a client of each "+
+		"would both hold a key: stop the row-mode clients, then record the mode (INSERT INTO %q VALUES (1, '%s')), see docs/sql.md",
+		backend.ErrInvalidConfig, d.q.table, mode, mt, mode)
 }

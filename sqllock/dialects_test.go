@@ -35,10 +35,15 @@ const (
 	mysqlStatements                    // MySQL/MariaDB, NoProcedure: two statements where a wait would CALL
 	pgRow                              // PostgreSQL, row locks
 	pgAdvisory                         // PostgreSQL, Options.Advisory (pg_advisory_xact_lock)
+	pgSession                          // PostgreSQL, Options.Session (session-level advisory locks on shared sessions)
+	mysqlSession                       // MySQL/MariaDB, Options.Session (GET_LOCK on shared sessions)
 
 	allMySQL = mysqlProc | mysqlBatched | mysqlStatements
 	allPG    = pgRow | pgAdvisory
 	allRows  = allMySQL | allPG
+	// sessionRows are session mode's (mutexes only, shared sessions): the
+	// conformance suite runs on them; the tests of pinned connections do not.
+	sessionRows = pgSession | mysqlSession
 )
 
 // dialect is one row: a dialect and a mode of the Driver.
@@ -117,6 +122,14 @@ var dialects = []*dialect{
 		d.opts.Advisory, d.opts.Table = true, testAdvisoryTable // a table records the one mode it is used in
 		d.semaphore = false                                     // no slot table in advisory mode
 	}),
+	row(mysqlBase, mysqlSession, "session", func(d *dialect) {
+		d.opts.Session, d.opts.Table = true, testSessionTable
+		d.semaphore = false // mutexes only
+	}),
+	row(postgresBase, pgSession, "session", func(d *dialect) {
+		d.opts.Session, d.opts.Table = true, testSessionTable
+		d.semaphore = false // mutexes only
+	}),
 }
 
 // row is base in the mode named mode (id), as set makes it; the test
@@ -187,6 +200,7 @@ func (d *dialect) options(opts sqllock.Options) sqllock.Options {
 		opts.Table = d.opts.Table
 	}
 	opts.Advisory = opts.Advisory || d.opts.Advisory
+	opts.Session = opts.Session || d.opts.Session
 	opts.NoProcedure = opts.NoProcedure || d.opts.NoProcedure
 	return opts
 }

@@ -21,7 +21,7 @@
 //
 // Parameters: table, create_table, lock_wait_timeout (lock_timeout for
 // blocking waits) and dial_timeout as for MySQL; mode (row, the default,
-// or advisory); and libpq's sslmode, sslrootcert, sslcert, sslkey and
+// advisory or session, with sessions and waiters); and libpq's sslmode, sslrootcert, sslcert, sslkey and
 // application_name, handed to pgx. [New] takes a *sql.DB of pgx's stdlib,
 // [NewPool] a *pgxpool.Pool. An acquisition sends BEGIN, SET LOCAL
 // idle_in_transaction_session_timeout (the TTL: a holder that goes silent
@@ -41,6 +41,28 @@
 // mode with ErrInvalidConfig. On PostgreSQL 17 and later lock
 // transactions turn transaction_timeout off. See docs/sql.md.
 //
+// # Session mode
+//
+// With mode=session ([Options].Session; PostgreSQL 14+, MySQL 5.7.5+,
+// MariaDB 10.0.2+, older servers refused with ErrInvalidConfig) a lease
+// is not a transaction on a pinned connection but a session-level
+// advisory lock (pg_try_advisory_lock) or a named lock (GET_LOCK) on one
+// of Options.Sessions (2) shared connections: any number of leases over
+// two connections, where the other modes need one per lease. Each
+// session's idle_session_timeout or wait_timeout is the longest TTL of
+// its leases, so a frozen holder's locks free within the TTL; a crashed
+// holder's free at once; the watchdog renews every lease of a session
+// with one statement per round (Capabilities.BatchRefresh). A blocking
+// wait runs on a waiter connection of its own (at most Options.Waiters,
+// 2), in the server's queue, and then tries the key on its session: no
+// polling, not fair. Fencing tokens come from the same counter tables,
+// the try-lock and the token in one statement on PostgreSQL. Mutexes
+// only: semaphores and read-write locks are refused with ErrUnsupported.
+// The table records the mode (table+[ModeSuffix], MySQL too). Every
+// statement of a Driver goes through its few sessions one at a time, so
+// session mode trades throughput for connections: docs/sql.md, Session
+// mode.
+//
 // # MySQL/MariaDB URLs
 //
 //	mysql://user:pass@host:3306/dbname
@@ -50,7 +72,8 @@
 // lock_wait_timeout (a duration; the session's innodb_lock_wait_timeout
 // for blocking waits, default the server's), dial_timeout (default 10s),
 // tls (false, true, skip-verify or preferred) and tls_ca (a PEM file of CA
-// certificates, with tls=true). Unknown parameters are errors. A
+// certificates, with tls=true), mode (row, the default, or session, with
+// sessions and waiters). Unknown parameters are errors. A
 // URL-opened Driver's pool has multiStatements on, so an uncontended
 // acquire+release is two round trips. [New] takes a *sql.DB of
 // github.com/go-sql-driver/mysql instead; with the driver's defaults a

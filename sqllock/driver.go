@@ -37,6 +37,9 @@ type Driver struct {
 	// server_version says (see pgHasTxTimeout).
 	assumeTxTimeout bool
 
+	// sess is session mode's state (session.go), nil in the other modes.
+	sess *sessionMode
+
 	ids   connIDs
 	batch atomic.Int32 // batchUnknown, batchYes or batchNo
 	proc  atomic.Int32 // procUnknown, procYes or procNo: CALL the procedure (proc.go)
@@ -121,6 +124,19 @@ func newDriver(ctx context.Context, db *sql.DB, dia dialect, opts *Options) (*Dr
 		}
 		dia = pgAdvisory{}
 	}
+	if o.Session {
+		if o.Advisory {
+			return nil, fmt.Errorf("sqllock: %w: Advisory and Session are two modes: choose one", backend.ErrInvalidConfig)
+		}
+		switch dia.(type) {
+		case pgDialect:
+			dia = pgSession{}
+		case mysqlDialect:
+			dia = mysqlSession{}
+		default:
+			return nil, fmt.Errorf("sqllock: %w: no session mode for %s", backend.ErrInvalidConfig, dia.name())
+		}
+	}
 	if o.LockWaitTimeout > dia.maxLockWait() {
 		// The server would cut it down to its maximum with only a warning.
 		return nil, fmt.Errorf("sqllock: %w: LockWaitTimeout %v is above the server's maximum lock-wait timeout (%v)",
@@ -139,10 +155,35 @@ func newDriver(ctx context.Context, db *sql.DB, dia dialect, opts *Options) (*Dr
 			return nil, err
 		}
 	}
-	if m, ok := dia.(interface{ mode() string }); ok {
-		if err := checkMode(ctx, d, m.mode()); err != nil {
+	switch dia.(type) {
+	case mysqlDialect:
+		// With NoCreateTable, New sends nothing in row mode (a DBA's
+		// tables, a server not reached yet): a session-mode table is then
+		// refused by its own clients only, see docs/sql.md.
+		if o.NoCreateTable {
+			break
+		}
+		if err := checkModeMySQL(ctx, d, "row"); err != nil {
 			return nil, err
 		}
+	case mysqlSession:
+		if err := checkModeMySQL(ctx, d, "session"); err != nil {
+			return nil, err
+		}
+	default:
+		if m, ok := dia.(interface{ mode() string }); ok {
+			if err := checkMode(ctx, d, m.mode()); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if o.Session {
+		sm, err := newSessionMode(ctx, d, o)
+		if err != nil {
+			return nil, err
+		}
+		d.sess = sm
+		return d, nil
 	}
 	if err := d.setUpProc(ctx, o); err != nil {
 		return nil, err
@@ -173,6 +214,14 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		// force.go: ends the holder's session
 		ForceRelease: true,
 	}
+	if d.sess != nil {
+		// A lease lives as long as its session's connection (closed: freed
+		// at once) and its own TTL (the session's idle timeout is at least
+		// the longest TTL of its leases).
+		c.BatchRefresh = true
+		c.Replication = "single server: advisory locks are not replicated, a failover to a replica loses every lock"
+		return c // no semaphores, no read-write locks
+	}
 	if d.semDia() != nil {
 		c.Semaphore = backend.WaitPoll // semaphore.go: SKIP LOCKED never waits
 	}
@@ -193,6 +242,9 @@ func (d *Driver) Close() error {
 	}
 	d.closed = true
 	d.mu.Unlock()
+	if d.sess != nil {
+		d.sess.close()
+	}
 	for _, l := range d.held.End(backend.ErrClosed) {
 		l.abandon()
 	}

@@ -2,6 +2,7 @@ package sqllock
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 )
 
@@ -14,7 +15,21 @@ import (
 // is alive. Every token of earlier epochs is smaller, whatever the live
 // counter held before (a restart emptied it, or it was evicted).
 func (lc *lockConn) newEpoch(ctx context.Context, key, owner string) (uint64, error) {
-	e, err := lc.d.fence(ctx, key, owner, lc.id)
+	return lc.d.newEpochOn(ctx, lc.c, lc.d.db, key, owner, lc.id)
+}
+
+// execer runs a statement: a *sql.DB, a *sql.Conn.
+type execer interface {
+	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+}
+
+// newEpochOn is newEpoch on c, the connection of session id that holds
+// the lock (a pinned connection, or session mode's shared session), with
+// the durable epoch's autocommit statement sent on fc (another
+// connection of the pool when c is in a transaction; c itself in
+// session mode, where it is not).
+func (d *Driver) newEpochOn(ctx context.Context, c *sql.Conn, fc execer, key, owner string, id uint64) (uint64, error) {
+	e, err := d.fenceOn(ctx, fc, key, owner, id)
 	if err != nil {
 		return 0, err
 	}
@@ -23,7 +38,7 @@ func (lc *lockConn) newEpoch(ctx context.Context, key, owner string) (uint64, er
 	}
 	first := e<<seqBits | 1
 	for evicted := false; ; evicted = true {
-		res, err := lc.c.ExecContext(ctx, bind(lc.d.q.liveSet, key, first, owner, first, owner))
+		res, err := c.ExecContext(ctx, bind(d.q.liveSet, key, first, owner, first, owner))
 		switch {
 		case err == nil:
 			tok, err := res.LastInsertId()
@@ -31,7 +46,7 @@ func (lc *lockConn) newEpoch(ctx context.Context, key, owner string) (uint64, er
 		case serverCode(err) == errTableFull && !evicted:
 			// Forgetting live counters is always safe: a key without one
 			// starts a new epoch at its next grant.
-			if _, err := lc.d.db.ExecContext(ctx, lc.d.q.liveEvict); err != nil {
+			if _, err := d.db.ExecContext(ctx, d.q.liveEvict); err != nil {
 				return 0, err
 			}
 		case serverCode(err) == errTableFull:
@@ -51,7 +66,12 @@ func (lc *lockConn) newEpoch(ctx context.Context, key, owner string) (uint64, er
 // it) and records the holder. It runs while the row lock is held, so
 // increments are ordered like the holds.
 func (d *Driver) fence(ctx context.Context, key, owner string, id uint64) (uint64, error) {
-	res, err := d.db.ExecContext(ctx, bind(d.q.fence, key, owner, id, owner, id))
+	return d.fenceOn(ctx, d.db, key, owner, id)
+}
+
+// fenceOn is fence on c.
+func (d *Driver) fenceOn(ctx context.Context, c execer, key, owner string, id uint64) (uint64, error) {
+	res, err := c.ExecContext(ctx, bind(d.q.fence, key, owner, id, owner, id))
 	if err != nil {
 		return 0, err
 	}

@@ -18,6 +18,9 @@ const testTable = "distlock_test_locks"
 // (a table records the one mode it is used in).
 const testAdvisoryTable = "distlock_test_adv"
 
+// testSessionTable is the tests' lock table in session mode.
+const testSessionTable = "distlock_test_sess"
+
 // client is one Driver's store client, whose connections go through a
 // proxy of its own (nil for clients that need no faults).
 type client struct {
@@ -114,7 +117,7 @@ func (h *harness) NewUserDriver(ctx context.Context) (backend.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := &sqllock.Options{Table: h.d.table(), Advisory: h.d.opts.Advisory}
+	opts := &sqllock.Options{Table: h.d.table(), Advisory: h.d.opts.Advisory, Session: h.d.opts.Session}
 	d, db, closeUser, err := h.d.newUserClient(ctx, p.Addr(), opts)
 	if err != nil {
 		_ = p.Close()
@@ -130,6 +133,26 @@ func (h *harness) NewUserDriver(ctx context.Context) (backend.Driver, error) {
 
 // Delete ends the holder's session from an admin connection.
 func (h *harness) Delete(ctx context.Context, key string) error {
+	if h.d.opts.Session {
+		// Session mode: the holder's session unlocks the key (as
+		// pg_advisory_unlock_all, or a statement of the holder's own on
+		// it, would: a MySQL named lock can be released by its session
+		// only); killing the session would end its other leases too.
+		h.mu.Lock()
+		var ds []*sqllock.Driver
+		for d := range h.clients {
+			if sd, ok := d.(*sqllock.Driver); ok {
+				ds = append(ds, sd)
+			}
+		}
+		h.mu.Unlock()
+		for _, d := range ds {
+			if ok, err := sqllock.UnlockBehind(ctx, d, key); ok || err != nil {
+				return err
+			}
+		}
+		return fmt.Errorf("delete %q: no session of the harness's drivers holds it", key)
+	}
 	return h.d.killHolder(ctx, h.s, key)
 }
 

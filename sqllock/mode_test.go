@@ -16,16 +16,30 @@ import (
 // things (a row, an advisory lock), so clients of both on one table would
 // each hold the same key. The table records the mode of its first client;
 // a client of the other mode is refused at New, with ErrInvalidConfig
-// naming both modes, whichever mode came first.
+// naming both modes, whichever mode came first; session mode
+// (session-level advisory locks on shared sessions) is a third.
 func TestPostgresModeMixRefused(t *testing.T) {
 	s := startPG(t)
-	for _, first := range []string{"row", "advisory"} {
-		t.Run(first+"-first", func(t *testing.T) {
-			table := "distlock_test_mix_" + first + "_" + strings.TrimPrefix(uniqueKey(""), "sqllock-test--")
-			opts := func(mode string) *sqllock.Options {
-				return &sqllock.Options{Table: table, Advisory: mode == "advisory"}
+	modes := []string{"row", "advisory", "session"}
+	for _, first := range modes {
+		for _, second := range modes {
+			if second == first {
+				continue
 			}
-			second := map[string]string{"row": "advisory", "advisory": "row"}[first]
+			testModeMix(t, s, first, second)
+		}
+	}
+}
+
+// testModeMix: a client in mode second on a table first used in mode
+// first is refused.
+func testModeMix(t *testing.T, s *server, first, second string) {
+	{
+		t.Run(first+"-then-"+second, func(t *testing.T) {
+			table := "distlock_test_mix_" + first[:3] + second[:3] + "_" + strings.TrimPrefix(uniqueKey(""), "sqllock-test--")
+			opts := func(mode string) *sqllock.Options {
+				return &sqllock.Options{Table: table, Advisory: mode == "advisory", Session: mode == "session"}
+			}
 			a, err := sqllock.New(ctxFor(t, 30*time.Second), s.admin, opts(first))
 			if err != nil {
 				t.Fatalf("New in %s mode: %v", first, err)
@@ -166,5 +180,33 @@ func TestAdvisoryNeedsPostgres(t *testing.T) {
 	_, err = sqllock.New(ctxFor(t, 5*time.Second), db, &sqllock.Options{Advisory: true})
 	if !errors.Is(err, backend.ErrInvalidConfig) || !strings.Contains(err.Error(), "Advisory") {
 		t.Errorf("Advisory over MySQL: %v, want ErrInvalidConfig naming Advisory", err)
+	}
+}
+
+// TestMySQLModeMixRefused: row mode (SELECT ... FOR UPDATE) and session
+// mode (GET_LOCK) lock different things; the table records the mode of
+// its first client and a client of the other is refused at New with
+// ErrInvalidConfig naming both.
+func TestMySQLModeMixRefused(t *testing.T) {
+	s := startShared(t, false)
+	for _, tc := range [][2]string{{"row", "session"}, {"session", "row"}} {
+		first, second := tc[0], tc[1]
+		t.Run(first+"-then-"+second, func(t *testing.T) {
+			table := "distlock_test_mix_" + first[:3] + second[:3] + "_" + strings.TrimPrefix(uniqueKey(""), "sqllock-test--")
+			a, err := sqllock.New(ctxFor(t, 30*time.Second), s.admin, &sqllock.Options{Table: table, Session: first == "session"})
+			if err != nil {
+				t.Fatalf("New in %s mode: %v", first, err)
+			}
+			defer a.Close()
+			b, err := sqllock.New(ctxFor(t, 30*time.Second), s.admin, &sqllock.Options{Table: table, Session: second == "session"})
+			if err == nil {
+				_ = b.Close()
+				t.Fatalf("New in %s mode on a table used in %s mode succeeded, want ErrInvalidConfig", second, first)
+			}
+			t.Logf("New in %s mode after %s mode: %v", second, first, err)
+			if !errors.Is(err, backend.ErrInvalidConfig) || !strings.Contains(err.Error(), first+" mode") || !strings.Contains(err.Error(), second+" mode") {
+				t.Errorf("New in %s mode on a %s-mode table = %v, want ErrInvalidConfig naming both modes", second, first, err)
+			}
+		})
 	}
 }

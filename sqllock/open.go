@@ -49,6 +49,23 @@ type Options struct {
 	// (recorded by its first Driver in table+[ModeSuffix]): New refuses a
 	// Driver of the other mode with ErrInvalidConfig. See docs/sql.md.
 	Advisory bool
+	// Session (PostgreSQL 14 and later, MySQL 5.7+, MariaDB 10.0.2+; URL
+	// mode=session) holds every lease
+	// of the Driver as a session-level advisory lock on one of a few
+	// shared connections (Sessions): PostgreSQL's session-level advisory
+	// locks, MySQL's GET_LOCK; not a transaction on a pinned connection
+	// per lease: any number of leases over Sessions+Waiters
+	// connections, renewed by one statement per session per watchdog
+	// round. Mutexes only: semaphores and read-write locks are refused
+	// with ErrUnsupported. The table records the mode, as for Advisory.
+	// See docs/sql.md, Session mode.
+	Session bool
+	// Sessions bounds the shared connections of session mode (default 2).
+	Sessions int
+	// Waiters bounds the connections session mode uses at once for
+	// blocking waits, one per waiting call (default 2); a wait beyond it
+	// waits for one within its ctx.
+	Waiters int
 	// NoProcedure (MySQL, MariaDB) keeps the Driver from creating and
 	// calling the stored procedure named Table+[ProcSuffix]. By default,
 	// over a *sql.DB whose connections send one statement per round trip
@@ -133,6 +150,10 @@ func configFromURL(u *backend.URL) (*mysql.Config, Options, error) {
 	opts.Table = q.String("table", DefaultTable)
 	opts.NoCreateTable = !q.Bool("create_table", true)
 	opts.LockWaitTimeout = lockWaitParam(q, mysqlDialect{})
+	opts.Session = q.Enum("mode", "row", "row", "session") == "session"
+	// Read in every mode, used in session mode.
+	opts.Sessions = q.Int("sessions", 0, 1, 64)
+	opts.Waiters = q.Int("waiters", 0, 1, 1024)
 	dial := q.Duration("dial_timeout", 10*time.Second)
 	tlsMode := q.String("tls", "false")
 	tlsCA := q.String("tls_ca", "")

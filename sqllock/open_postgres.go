@@ -98,7 +98,15 @@ func pgConfigFromURL(u *backend.URL) (*pgx.ConnConfig, Options, error) {
 	opts.NoCreateTable = !q.Bool("create_table", true)
 	opts.LockWaitTimeout = lockWaitParam(q, pgDialect{})
 	dial := q.Duration("dial_timeout", 10*time.Second)
-	opts.Advisory = q.Enum("mode", "row", "row", "advisory") == "advisory"
+	switch q.Enum("mode", "row", "row", "advisory", "session") {
+	case "advisory":
+		opts.Advisory = true
+	case "session":
+		opts.Session = true
+	}
+	// Read in every mode, used in session mode.
+	opts.Sessions = q.Int("sessions", 0, 1, 64)
+	opts.Waiters = q.Int("waiters", 0, 1, 1024)
 	pass := url.Values{}
 	for _, name := range pgParams {
 		if v := q.String(name, ""); v != "" {

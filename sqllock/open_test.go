@@ -44,7 +44,7 @@ func TestOpenURLErrors(t *testing.T) {
 
 func TestDDL(t *testing.T) {
 	ddl, err := sqllock.DDL("app_locks")
-	if err != nil || len(ddl) != 5 {
+	if err != nil || len(ddl) != 6 {
 		t.Fatalf("DDL = %q, %v", ddl, err)
 	}
 	for _, want := range []string{"CREATE TABLE IF NOT EXISTS `app_locks`", "PRIMARY KEY (name)"} {
@@ -61,9 +61,12 @@ func TestDDL(t *testing.T) {
 	if !strings.Contains(ddl[3], "`app_locks_sem`") || !strings.Contains(ddl[3], "PRIMARY KEY (name, slot)") {
 		t.Errorf("semaphore slot table DDL:\n%s", ddl[3])
 	}
-	if !strings.HasPrefix(ddl[4], "CREATE PROCEDURE IF NOT EXISTS `app_locks"+sqllock.ProcSuffix+"`(") ||
-		!strings.Contains(ddl[4], "FOR UPDATE") || !strings.Contains(ddl[4], "`app_locks_live`") {
-		t.Errorf("procedure DDL:\n%s", ddl[4])
+	if !strings.Contains(ddl[4], "`app_locks"+sqllock.ModeSuffix+"`") {
+		t.Errorf("mode table DDL:\n%s", ddl[4])
+	}
+	if !strings.HasPrefix(ddl[5], "CREATE PROCEDURE IF NOT EXISTS `app_locks"+sqllock.ProcSuffix+"`(") ||
+		!strings.Contains(ddl[5], "FOR UPDATE") || !strings.Contains(ddl[5], "`app_locks_live`") {
+		t.Errorf("procedure DDL:\n%s", ddl[5])
 	}
 	if _, err := sqllock.DDL("x; DROP TABLE y"); !errors.Is(err, distlock.ErrInvalidConfig) {
 		t.Errorf("DDL of a bad name = %v", err)

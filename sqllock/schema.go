@@ -37,9 +37,10 @@ const (
 // forgotten when the MEMORY table is full (max_heap_table_size).
 const evictRows = 256
 
-// ModeSuffix is appended to the lock table's name to name PostgreSQL's
-// table that records the mode (row or advisory) the table is used in:
-// Drivers of the other mode are refused (see [Options.Advisory]).
+// ModeSuffix is appended to the lock table's name to name the table that
+// records the mode the table is used in (PostgreSQL: row, advisory or
+// session; MySQL, MariaDB: row or session): Drivers of another mode are
+// refused (see [Options.Advisory], [Options.Session]).
 const ModeSuffix = "_mode"
 
 // SemSuffix is appended to the lock table's name to name the table of
@@ -73,7 +74,8 @@ func checkTable(name string) error {
 
 // DDL returns the statements that create the lock table, its durable
 // fencing-epoch table, its MEMORY table of live token counters, the
-// semaphores' table of permit slots and the stored procedure named
+// semaphores' table of permit slots, the table that records the mode
+// (table+[ModeSuffix]) and the stored procedure named
 // table+[ProcSuffix], for DBAs who create them by hand (see docs/sql.md).
 // The last statement, the procedure, is optional: without it (or without
 // the EXECUTE privilege on it) a Driver sends two statements where it
@@ -171,7 +173,15 @@ func newStatements(table string) *statements {
 				"  slot INT NOT NULL,\n"+
 				"  PRIMARY KEY (name, slot)\n"+
 				") ENGINE=InnoDB", "`"+table+SemSuffix+"`", maxKeyLen),
+			// The table's mode (row or session, see checkModeMySQL): one
+			// row, written by the first Driver on the table.
+			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
+				"  id   INT NOT NULL PRIMARY KEY,\n"+
+				"  mode VARCHAR(16) NOT NULL\n"+
+				") ENGINE=InnoDB", "`"+table+ModeSuffix+"`"),
 		},
+		modeRead: "SELECT mode FROM `" + table + ModeSuffix + "` WHERE id = 1",
+		modeSet:  "INSERT IGNORE INTO `" + table + ModeSuffix + "` (id, mode) VALUES (1, ?)",
 		// MariaDB's idle transaction timeouts (10.3+, in a MariaDB-only
 		// executable comment that MySQL skips) are turned off: a DBA's
 		// bound for forgotten transactions would end a lock's session, and

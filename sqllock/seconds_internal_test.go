@@ -24,3 +24,16 @@ func TestSecondsNoOverflow(t *testing.T) {
 		}
 	}
 }
+
+// TestManyNamedLocks: session mode refuses servers whose sessions hold one
+// GET_LOCK name (a second frees the first).
+func TestManyNamedLocks(t *testing.T) {
+	for v, want := range map[string]bool{
+		"10.11.6-MariaDB-0+deb12u1": true, "10.0.2-MariaDB": true, "10.0.1-MariaDB": false, "5.5.5-10.3.39-MariaDB": true,
+		"8.0.36": true, "5.7.5-log": true, "5.7.4": false, "5.6.51": false,
+	} {
+		if got := manyNamedLocks(v); got != want {
+			t.Errorf("manyNamedLocks(%q) = %v, want %v", v, got, want)
+		}
+	}
+}

@@ -153,7 +153,7 @@ func afterEvent(t *testing.T, set rowSet, event func(t *testing.T, d *dialect, s
 // so the live counters survive and tokens go on in the same epoch (no
 // durable write).
 func TestTokensAcrossRestart(t *testing.T) {
-	afterEvent(t, allRows, func(t *testing.T, _ *dialect, s *server, _ string) {
+	afterEvent(t, allRows|sessionRows, func(t *testing.T, _ *dialect, s *server, _ string) {
 		if err := s.restart(ctxFor(t, 3*time.Minute)); err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +177,7 @@ func TestTokensAcrossRestart(t *testing.T) {
 // next grant starts a new durable epoch, above every token before the
 // crash.
 func TestTokensAcrossCrash(t *testing.T) {
-	afterEvent(t, pgRow, func(t *testing.T, _ *dialect, s *server, _ string) {
+	afterEvent(t, pgRow|pgSession, func(t *testing.T, _ *dialect, s *server, _ string) {
 		if err := s.crash(ctxFor(t, 3*time.Minute)); err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +216,7 @@ func TestTokensAcrossBackendCrash(t *testing.T) {
 // TestTokenMissingCounter: a key whose live counter row is gone (deleted
 // here, as crash recovery would) starts a new durable epoch.
 func TestTokenMissingCounter(t *testing.T) {
-	afterEvent(t, mysqlProc|pgRow|pgAdvisory, func(t *testing.T, d *dialect, s *server, key string) {
+	afterEvent(t, mysqlProc|pgRow|pgAdvisory|sessionRows, func(t *testing.T, d *dialect, s *server, key string) {
 		retry(t, func() error {
 			_, err := s.admin.ExecContext(ctxFor(t, 10*time.Second),
 				d.sql("DELETE FROM `"+d.table()+sqllock.LiveSuffix+"` WHERE name = ?"), []byte(key))
@@ -228,7 +228,7 @@ func TestTokenMissingCounter(t *testing.T) {
 // TestTokenEpochEnd: a live counter at the last token of its epoch is not
 // moved into the next epoch's range; a new durable epoch starts instead.
 func TestTokenEpochEnd(t *testing.T) {
-	afterEvent(t, allMySQL|pgRow, func(t *testing.T, d *dialect, s *server, key string) {
+	afterEvent(t, allMySQL|pgRow|sessionRows, func(t *testing.T, d *dialect, s *server, key string) {
 		retry(t, func() error {
 			_, err := s.admin.ExecContext(ctxFor(t, 10*time.Second),
 				d.sql(fmt.Sprintf("UPDATE `%s%s` SET token = token | %d WHERE name = ?", d.table(), sqllock.LiveSuffix, uint64(1)<<d.seqBits-1)), []byte(key))

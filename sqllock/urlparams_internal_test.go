@@ -27,7 +27,8 @@ var mysqlURLParser = urltest.Parser{
 	Base:      "mysql://u:p@127.0.0.1:3306/db",
 	Schemes:   []string{"mysql"},
 	Durations: []string{"lock_wait_timeout", "dial_timeout"},
-	Others:    []string{"table", "create_table", "tls", "tls_ca"},
+	Ints:      []string{"sessions", "waiters"},
+	Others:    []string{"table", "create_table", "tls", "tls_ca", "mode"},
 	Parse: func(u *backend.URL) error {
 		cfg, _, err := configFromURL(u)
 		if err == nil && strings.HasPrefix(cfg.TLSConfig, tlsPrefix) {
@@ -41,6 +42,7 @@ var pgURLParser = urltest.Parser{
 	Base:      "postgres://u:p@127.0.0.1:5432/db",
 	Schemes:   []string{"postgres", "postgresql"},
 	Durations: []string{"lock_wait_timeout", "dial_timeout"},
+	Ints:      []string{"sessions", "waiters"},
 	Others:    []string{"table", "create_table", "mode", "sslmode", "sslrootcert", "sslcert", "sslkey", "application_name"},
 	Parse:     func(u *backend.URL) error { _, _, err := pgConfigFromURL(u); return err },
 }
@@ -103,5 +105,31 @@ func TestURLPostgresFileNameWithSpace(t *testing.T) {
 	}
 	if _, _, err := pgConfigFromURL(u); err != nil {
 		t.Errorf("sslrootcert=%q: %v", ca, err)
+	}
+}
+
+// TestURLSessionMode: mode=session, sessions and waiters reach Options
+// on both schemes; a MySQL mode other than row or session is refused.
+func TestURLSessionMode(t *testing.T) {
+	u, err := backend.ParseURL("mysql://u:p@127.0.0.1:3306/db?mode=session&sessions=3&waiters=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, o, err := configFromURL(u); err != nil || !o.Session || o.Sessions != 3 || o.Waiters != 5 {
+		t.Errorf("mysql mode=session: %+v, %v", o, err)
+	}
+	u, err = backend.ParseURL("postgres://u:p@127.0.0.1:5432/db?mode=session&sessions=4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, o, err := pgConfigFromURL(u); err != nil || !o.Session || o.Advisory || o.Sessions != 4 {
+		t.Errorf("postgres mode=session: %+v, %v", o, err)
+	}
+	u, err = backend.ParseURL("mysql://u:p@127.0.0.1:3306/db?mode=advisory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := configFromURL(u); !errors.Is(err, backend.ErrInvalidConfig) || !strings.Contains(err.Error(), "mode") {
+		t.Errorf("mysql mode=advisory: %v, want ErrInvalidConfig naming mode", err)
 	}
 }

@@ -39,9 +39,10 @@ func (d *Driver) vouched() time.Duration { return d.timeout() * vouchNum / vouch
 // until the last contact plus 5/12 of the session timeout (vouched); when the
 // session is back, they are told (OnRestored) so that the portable layer
 // checks them at once; when the server reports the session expired, every
-// held lock is lost (OnLost) and later grants go to a new set. Locks set no
-// watch of their own: a node deleted behind its holder's back is found by
-// the next renewal.
+// held lock is lost (OnLost) and later grants go to a new set. A lock sets
+// no watch when granted; its first renewal round sets one on its node, and
+// a node deleted behind its holder's back is found by the next renewal
+// round, through that watch (refreshall.go).
 
 // heldSet returns the set of the current session's locks.
 func (d *Driver) heldSet() *backend.HeldSet[*lockNode] {
@@ -120,9 +121,11 @@ func (d *Driver) pollState() {
 		s := d.conn.State()
 		if id := d.conn.SessionID(); id != session && s == zk.StateHasSession {
 			session = id
+			d.sess.gen.Add(1)
 			d.stateChanged(zk.StateExpired)
 		}
 		if s != zk.StateHasSession {
+			d.sess.gen.Add(1)
 			d.lostContact(s, true)
 			last = zk.StateDisconnected
 			continue

@@ -70,7 +70,14 @@
 // owner, the driver polls the connection's state instead (a twentieth of
 // the session timeout apart) and keeps the deadline of the last renewal.
 // A lock node deleted behind its holder's back is found by the next
-// renewal (5/36 of the session timeout).
+// renewal (5/36 of the session timeout). A round of renewals (backend.
+// Batcher's RefreshAll) costs a Sync and one Exists for the whole session,
+// plus one read per node that changed: every node renewed once carries a
+// data watch, whose event ZooKeeper sends before the Exists' answer if the
+// node was deleted first; after a reconnect the next round reads every
+// node itself. On a connection passed to New that takes
+// Options.WatchRenewals (without it, one Exists per lease), since the
+// driver sees its reconnects there only by polling.
 //
 // The fencing token is the lock node's czxid: the zxid of the transaction
 // that created it, global to the ensemble and increasing across parent

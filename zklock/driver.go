@@ -36,6 +36,22 @@ type Options struct {
 	// digest authentication on the connection so that other clients cannot
 	// delete your nodes (deleting a node needs DELETE on its parent).
 	ACL []zk.ACL
+	// WatchRenewals makes a renewal round of a connection passed to New
+	// cost two requests for the whole session (a Sync and one read) plus one
+	// per node whose watch fired, instead of a Sync and one read per lease
+	// (docs/zookeeper.md, "A round of renewals"). Each held node carries a
+	// watch, set by its first round, and a round trusts the watches only
+	// while the connection is the one they were set on: after a reconnect
+	// the next round checks every node on its own. The driver sees
+	// reconnects of conn only by looking at conn.State() a twentieth of the
+	// session timeout apart, so a reconnect between two looks goes unseen,
+	// and the watches it re-registers (go-zookeeper's setWatches, with its
+	// unguarded read of the last zxid: see New) are trusted: a node deleted
+	// behind its holder's back during such a blip may be reported a round
+	// late, or, if go-zookeeper's race made it skip the node's watch, not
+	// until the node's queue changes again. Connections distlock.Open makes
+	// always renew this way: the driver sees each of their handshakes.
+	WatchRenewals bool
 }
 
 // Driver is a distlock backend.Driver over one ZooKeeper session. All its
@@ -47,7 +63,11 @@ type Driver struct {
 	base    string
 	acl     []zk.ACL
 	timeout func() time.Duration // the granted session timeout
-	sess    *session             // nil for a connection passed to New
+	sess    *session             // what the driver learns of its connection
+	// watchRounds: a renewal round confirms the session once and relies on
+	// the nodes' watches (refreshall.go): always on owned connections, on a
+	// connection passed to New with Options.WatchRenewals.
+	watchRounds bool
 
 	noContainers atomic.Bool // the server rejected container nodes
 	orphans      orphans
@@ -158,7 +178,7 @@ func newDriver(conn *zk.Conn, o Options, owned bool, s *session) (*Driver, error
 	if len(acl) == 0 {
 		acl = zk.WorldACL(zk.PermAll)
 	}
-	d := &Driver{conn: conn, owned: owned, base: base, acl: acl, timeout: s.timeout, sess: s, closing: make(chan struct{})}
+	d := &Driver{conn: conn, owned: owned, base: base, acl: acl, timeout: s.timeout, sess: s, watchRounds: owned || o.WatchRenewals, closing: make(chan struct{})}
 	d.closeCtx, d.endCtx = context.WithCancel(context.Background())
 	d.orphans.init()
 	d.held = &backend.HeldSet[*lockNode]{}
@@ -297,6 +317,7 @@ func (d *Driver) do(ctx context.Context, f func()) error {
 		return context.Cause(ctx)
 	}
 	if d.conn.State() != zk.StateHasSession {
+		d.sess.gen.Add(1) // whatever the connection was, the next one is another
 		return errDisconnected
 	}
 	if ctx.Done() == nil {

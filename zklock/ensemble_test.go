@@ -3,6 +3,7 @@ package zklock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -103,11 +104,21 @@ func leaderIndex(t testing.TB, c *cluster) int {
 // leader (Sync first) does not complete, so A's validity ends about one
 // session timeout after the pause began, before the leader can expire the
 // session.
+//
+// With two leases A renews both in one round (RefreshAll: a Sync, one
+// Exists, the other judged by its node's watch), which must not extend
+// either on F's stale copy either.
 func TestStaleFollowerRefresh(t *testing.T) {
 	c := startCluster(t, 3)
 	if err := c.g.Wait(ctxFor(t, time.Minute)); err != nil {
 		t.Fatal(err)
 	}
+	for _, leases := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d-leases", leases), func(t *testing.T) { staleFollowerRefresh(t, c, leases) })
+	}
+}
+
+func staleFollowerRefresh(t *testing.T, c *cluster, leases int) {
 	leader := leaderIndex(t, c)
 	f, f2 := (leader+1)%3, (leader+2)%3
 	addrs := c.g.Addrs()
@@ -118,6 +129,11 @@ func TestStaleFollowerRefresh(t *testing.T) {
 	la, err := a.Acquire(ctxFor(t, 10*time.Second), key)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for i := 1; i < leases; i++ { // renewed in the same rounds as la
+		if _, err := a.Acquire(ctxFor(t, 10*time.Second), fmt.Sprintf("%s-%d", key, i)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	granted := make(chan time.Time, 1)
 	go func() {

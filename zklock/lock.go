@@ -32,6 +32,13 @@ type lockNode struct {
 	released atomic.Bool                 // Release was called (or the node given up)
 	set      *backend.HeldSet[*lockNode] // the set grant tracked it in
 
+	// The data watch a renewal round set on the node (refreshall.go): it
+	// fires when the node is deleted. Guarded by wmu.
+	wmu   sync.Mutex
+	watch <-chan zk.Event
+	wgen  uint64            // the connection generation it was set in (session.gen)
+	stale []<-chan zk.Event // watches replaced before they fired (a re-arm after a reconnect)
+
 	lostOnce sync.Once
 	lost     chan struct{} // closed when the node or its session is gone
 	lostErr  error         // why; set before lost is closed
@@ -105,9 +112,10 @@ func (n *lockNode) refreshable() error {
 
 // existsResult is the answer to an Exists of a lock node.
 type existsResult struct {
-	exists bool
-	stat   *zk.Stat
-	err    error
+	exists  bool
+	stat    *zk.Stat
+	err     error
+	watched bool // not read: the node's watch vouches for it (refreshall.go)
 }
 
 // refreshed judges the answer to the Exists that followed a Sync: the
@@ -117,6 +125,8 @@ func (n *lockNode) refreshed(ex existsResult) error {
 	switch {
 	case zerr != nil:
 		return failure("refresh", n.key, zerr)
+	case ex.watched:
+		return nil
 	case !exists:
 		n.gone(fmt.Errorf("node %s is gone", n.name))
 		return fmt.Errorf("zklock: refresh %q: %w: node %s is gone", n.key, backend.ErrNotHeld, n.name)
@@ -139,6 +149,7 @@ func (n *lockNode) Release(ctx context.Context) error {
 		return fmt.Errorf("zklock: release %q: %w: already released", n.key, backend.ErrNotHeld)
 	}
 	n.untrack()
+	defer n.dropWatch() // after the delete, whose reply follows the watch's event
 	if err := n.lostReason(); err != nil {
 		return fmt.Errorf("zklock: release %q: %w: %w", n.key, backend.ErrNotHeld, err)
 	}

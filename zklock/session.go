@@ -38,6 +38,11 @@ type session struct {
 	asked   time.Duration
 	ms      atomic.Int64 // last granted timeout in ms; 0 until known
 	watches atomic.Int64 // watches the driver has set and not seen fire
+	// gen counts the connections whose handshake completed (owned
+	// connections), or the looks at a connection passed to New that found
+	// it without a session: a renewal round trusts a node's watch only if
+	// it was set in the generation the round runs in (refreshall.go).
+	gen atomic.Uint64
 
 	lastRead atomic.Int64                   // unix ns of the last read that returned data; 0 if unknown
 	onState  atomic.Pointer[func(zk.State)] // the driver's stateChanged, once it exists
@@ -213,6 +218,7 @@ func (c *sessionConn) handshakeRead(p []byte) {
 	if c.hsLen > 0 && c.got >= c.hsLen {
 		// Before go-zookeeper looks at its watches: the driver's count is
 		// never below go-zookeeper's.
+		c.s.gen.Add(1)
 		c.s.mu.Lock()
 		if c.s.watches.Load() > 0 {
 			c.s.made++

@@ -16,6 +16,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/bench/internal/lockbench"
 	"github.com/distlock/distlock/bench/internal/measure"
+	"github.com/distlock/distlock/bench/internal/peers"
 	dlredis "github.com/distlock/distlock/redislock"
 )
 
@@ -60,6 +61,13 @@ var libraries = []library{
 	{name: "redsync", make: newRedsync},
 	{name: "bsm/redislock", make: newBSM},
 }
+
+// fencedLib is the fenced floor (internal/peers): one script SET NX PX +
+// INCR of a per-key counter, an owner-checked DEL. Not in libraries:
+// TestCompare's renewal has no case for it.
+var fencedLib = library{name: "fenced-floor", make: func(addr string) contender {
+	return &peers.RedisFenced{C: newClient(addr), TTL: leaseTTL}
+}}
 
 func newClient(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})

@@ -14,6 +14,7 @@ import (
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/bench/internal/lockbench"
 	"github.com/distlock/distlock/bench/internal/measure"
+	"github.com/distlock/distlock/bench/internal/peers"
 	dlredis "github.com/distlock/distlock/redislock"
 	"github.com/distlock/distlock/sandbox"
 )
@@ -30,7 +31,9 @@ import (
 //     distlock's scripts run (calibrated from INFO commandstats at the
 //     start): distlock's wire shape and server time with no driver code;
 //   - the driver's TryAcquire and queue-mode Wait, each with Release, and
-//     the Locker's Acquire with Release (what TestPairs calls distlock).
+//     the Locker's Acquire with Release (what TestPairs calls distlock);
+//   - the fenced floor (internal/peers.RedisFenced: SET NX PX + INCR in one
+//     script, an owner-checked DEL), the least a lock with a token does.
 //
 // Each row also reports, per pair, Redis's time inside EVALSHA (INFO
 // commandstats), the server's CPU (INFO cpu) and the client process's CPU
@@ -63,6 +66,13 @@ func TestPairFloor(t *testing.T) {
 		{name: "driver wait", make: driverPair(true)},
 		{name: "distlock", make: dlSingle(nil)},
 		{name: "bsm/redislock", make: bsmLib},
+		{name: "fenced floor", make: func(addrs []string, hook func(int) redis.Hook) measure.Contender {
+			c := userClient(addrs[0], nil)
+			if hook != nil {
+				c.AddHook(hook(0))
+			}
+			return &peers.RedisFenced{C: c, TTL: leaseTTL}
+		}},
 	}
 	type row struct {
 		rounds                  [][]time.Duration

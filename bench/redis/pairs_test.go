@@ -532,6 +532,57 @@ func BenchmarkPairLayers(b *testing.B) {
 			}
 		})
 	}
+	// The Locker's Acquire and Release with the ctx kinds the comparison
+	// passes: a cancellable ctx (distlock-bench's uncontended pairs) and
+	// one with a deadline (its contended and many-keys workers, whose
+	// releases have a timeout), for the goroutine hand-offs they cost.
+	// deadline-ctxtimeout: the same on a client with ContextTimeoutEnabled
+	// (go-redis itself ends a call at its ctx's deadline: the driver runs
+	// it on the caller's goroutine).
+	// cancel-oncaller: a cancellable ctx with distlock.WithReleaseOnCaller
+	// (the release's hand-off, measured).
+	for _, kind := range []string{"cancel", "cancel-oncaller", "deadline", "deadline-ctxtimeout"} {
+		b.Run("acquire-"+kind+"ctx", func(b *testing.B) {
+			var x *lockbench.LockerContender
+			if kind == "deadline-ctxtimeout" {
+				c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+				d, err := dlredis.New(c, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				x = &lockbench.LockerContender{L: distlock.New(d, distlock.WithDefaultTTL(leaseTTL)), CloseClient: func() { _ = c.Close() }}
+			} else {
+				c := userClient(addr, nil)
+				d, err := dlredis.New(c, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				opts := []distlock.LockerOption{distlock.WithDefaultTTL(leaseTTL)}
+				if kind == "cancel-oncaller" {
+					opts = append(opts, distlock.WithReleaseOnCaller())
+				}
+				x = &lockbench.LockerContender{L: distlock.New(d, opts...), CloseClient: func() { _ = c.Close() }}
+			}
+			defer x.Close()
+			key := lockbench.UniqueKey("layers")
+			cctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			if strings.HasPrefix(kind, "deadline") {
+				cctx, cancel = context.WithTimeout(cctx, time.Hour)
+				defer cancel()
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				le, err := x.L.Acquire(cctx, key)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := le.Release(cctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 	b.Run("bsm", func(b *testing.B) {
 		x := bsmLib([]string{addr}, nil)
 		defer x.Close()

@@ -3,6 +3,7 @@ package redisbench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,7 +33,7 @@ func benchPing(b *testing.B) {
 func BenchmarkPing(b *testing.B) { benchPing(b) }
 
 func BenchmarkUncontended(b *testing.B) {
-	for _, lib := range libraries {
+	for _, lib := range append(slices.Clone(libraries), fencedLib) {
 		b.Run(lib.name, func(b *testing.B) { lockbench.Uncontended(b, lib.trying()) })
 	}
 }

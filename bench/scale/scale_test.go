@@ -35,6 +35,7 @@ var (
 	windowFlag = flag.Duration("scale.window", 0, "how long renewals are watched (0: TTL, or 2×TTL with -scale.full)")
 	sizesFlag  = flag.String("scale.sizes", "", "lease counts to hold, comma-separated, instead of the store's (e.g. 100000)")
 	noClients  = flag.Bool("scale.noclients", false, "skip the acquisition curve (clients)")
+	zkWatch    = flag.Bool("scale.zkwatch", true, "ZooKeeper: renew with zklock.Options.WatchRenewals (a Sync and one read per round for the session, plus one read per changed node); false: a Sync and one read per lease")
 )
 
 // runFor is how long each acquisition curve point runs (after a warm-up),
@@ -164,16 +165,17 @@ type heldResult struct {
 	release             time.Duration // Close: every lease released
 	serverOpsPerRenewal float64
 	counterName         string
+	conns               int // the client's open server connections at most, after acquiring and after the window (-1: not known)
 }
 
 func (r heldResult) line() string {
 	return fmt.Sprintf("%s n=%d: acquire %v (%.0f/s first tenth, %.0f/s last), heap %.0f B/lease, %.3f goroutines/lease, "+
 		"%.0f renewals/s, %.0f server ops/s, cpu %.3f core, %v/renewal, %d rounds of %.0f, round p50 %v max %v, release %v; "+
-		"renewal errors %d, in doubt %d, lost %d; at the end %d in doubt, %d lost; %d not released; Close: %s; load %s; %d acquisitions failed%s",
+		"renewal errors %d, in doubt %d, lost %d; at the end %d in doubt, %d lost; %d not released; Close: %s; load %s; %d acquisitions failed%s; connections %d",
 		r.store, r.n, r.acquire.Round(time.Millisecond), r.rateFirst, r.rateLast, r.heapPerLease, r.goroutinesPerLease,
 		r.renewalsPerSec, r.serverOpsPerSec, r.cpuPerSec, r.cpuPerRenewal, r.rounds, r.leasesPerRound,
 		r.roundP50.Round(time.Microsecond), r.roundMax.Round(time.Microsecond), r.release.Round(time.Millisecond),
-		r.renewFailed, r.doubts, r.lost, r.endDoubt, r.endLost, r.notReleased, firstErr(r.closeErr), r.load, r.failed, r.failure())
+		r.renewFailed, r.doubts, r.lost, r.endDoubt, r.endLost, r.notReleased, firstErr(r.closeErr), r.load, r.failed, r.failure(), r.conns)
 }
 
 func (r heldResult) failure() string {
@@ -278,6 +280,10 @@ func measureHeld(s *store, n int) (heldResult, error) {
 	r.rateFirst = float64(tenth) / time.Duration(firstTenth.Load()).Seconds()
 	r.rateLast = float64(tenth) / (r.acquire - time.Duration(lastTenth.Load())).Seconds()
 
+	r.conns = -1
+	if c.conns != nil {
+		r.conns = c.conns()
+	}
 	heap1, g1 := heapInuse()
 	r.heapPerLease = (float64(heap1) - float64(heap0)) / float64(n)
 	r.goroutinesPerLease = float64(g1-g0) / float64(n)
@@ -314,6 +320,9 @@ func measureHeld(s *store, n int) (heldResult, error) {
 		r.cpuPerRenewal = (cpu1 - cpu0) / time.Duration(renewed)
 	}
 	r.load = loadAvg()
+	if c.conns != nil {
+		r.conns = max(r.conns, c.conns())
+	}
 	rounds := m.renewalRounds()
 	r.rounds = len(rounds)
 	if len(rounds) > 0 {

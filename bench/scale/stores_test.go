@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/go-zookeeper/zk"
+	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.opentelemetry.io/otel/metric"
@@ -83,6 +84,19 @@ var stores = []*store{
 		counter:     "SHOW GLOBAL STATUS Questions + Com_admin_commands",
 	},
 	{
+		// Session mode: every lease a GET_LOCK on one of 2 shared sessions.
+		name: "mariadb-session", kind: sandbox.MariaDB, held: manyHeld, parallel: 16,
+		heldLimit: "none met: GET_LOCK names on Sessions (2) shared connections, renewed by one statement per session per round",
+		counter:   "SHOW GLOBAL STATUS Questions + Com_admin_commands",
+	},
+	{
+		// Session mode: every lease a session-level advisory lock on one
+		// of 2 shared sessions.
+		name: "postgres-session", kind: sandbox.Postgres, held: manyHeld, parallel: 16,
+		heldLimit: "the server's shared lock table (max_locks_per_transaction × max_connections slots, 6,400+ on a stock server, and what spare shared memory holds)",
+		counter:   "pg_stat_database xact_commit + xact_rollback (one per statement the Driver sends)",
+	},
+	{
 		name: "etcd", kind: sandbox.Etcd, held: manyHeld, parallel: 64,
 		counter:   "/metrics grpc_server_msg_received_total",
 		heldLimit: "etcd's backend quota (2 GiB by default)",
@@ -117,6 +131,7 @@ func (s *store) start(ctx context.Context) (stop func() error, err error) {
 // the store's bare round trip on that client for a baseline.
 type client struct {
 	l     *distlock.Locker
+	conns func() int                      // the open server connections of the client (nil: not known)
 	ping  func(ctx context.Context) error // nil: no round trip (mem)
 	close func()
 }
@@ -166,6 +181,24 @@ func (s *store) open(ctx context.Context, ttl time.Duration, mp metric.MeterProv
 			return nil, err
 		}
 		return &client{l: distlock.New(d, opts...), ping: db.PingContext, close: func() { _ = db.Close() }}, nil
+	case "mariadb-session", "postgres-session":
+		driverName, dsn := "mysql", ""
+		if s.name == "postgres-session" {
+			driverName, dsn = "pgx", sandbox.PostgresURL(s.g.Addrs()[0])
+		} else {
+			dsn = s.g.MySQLDSN()
+		}
+		db, err := sql.Open(driverName, dsn)
+		if err != nil {
+			return nil, err
+		}
+		d, err := sqllock.New(ctx, db, &sqllock.Options{Session: true, Table: "distlock_session"})
+		if err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+		conns := func() int { return db.Stats().OpenConnections }
+		return &client{l: distlock.New(d, opts...), ping: db.PingContext, conns: conns, close: func() { _ = db.Close() }}, nil
 	case "etcd":
 		cli, err := clientv3.New(clientv3.Config{Endpoints: s.g.Addrs(), DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
 		if err != nil {
@@ -183,7 +216,7 @@ func (s *store) open(ctx context.Context, ttl time.Duration, mp metric.MeterProv
 		if err != nil {
 			return nil, err
 		}
-		d, err := zklock.New(conn, &zklock.Options{Base: "/scale", SessionTimeout: ttl})
+		d, err := zklock.New(conn, &zklock.Options{Base: "/scale", SessionTimeout: ttl, WatchRenewals: *zkWatch})
 		if err != nil {
 			conn.Close()
 			return nil, err
@@ -246,7 +279,17 @@ func (s *store) serverOps(ctx context.Context) (int64, bool, error) {
 			n += v
 		}
 		return n, true, nil
-	case "mariadb":
+	case "postgres-session":
+		db, err := sql.Open("pgx", sandbox.PostgresURL(s.g.Addrs()[0]))
+		if err != nil {
+			return 0, true, err
+		}
+		defer db.Close()
+		var n int64
+		err = db.QueryRowContext(ctx, "SELECT sum(xact_commit + xact_rollback)::bigint FROM pg_stat_database").Scan(&n)
+		s.reads++
+		return n - s.reads, true, err
+	case "mariadb", "mariadb-session":
 		cfg, err := mysql.ParseDSN(s.g.MySQLDSN())
 		if err != nil {
 			return 0, true, err

@@ -43,11 +43,15 @@ func addPeers(ctx context.Context, s *targetSet, withPeers bool) {
 	s.targets = out
 }
 
-// storeTargets returns the peers (when withPeers) and the floor of t's
-// store as targets.
+// storeTargets returns the fenced floors, the peers (when withPeers) and
+// the floor of t's store as targets.
 func storeTargets(t compare.Target, st *peers.Store, withPeers bool) []compare.Target {
 	store := t.StoreName()
 	var out []compare.Target
+	for _, p := range st.Fenced {
+		out = append(out, compare.Target{Name: store + ": " + p.Name, Store: store, Library: p.Name, Fenced: true,
+			URL: t.URL, About: p.About, New: p.New, Crash: p.Crash, Counters: st.Counters, RoundTrips: peers.RoundTrips})
+	}
 	if withPeers {
 		for _, p := range st.Peers {
 			out = append(out, compare.Target{Name: store + ": " + p.Name, Store: store, Library: p.Name,

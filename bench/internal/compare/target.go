@@ -28,6 +28,10 @@ type Target struct {
 	// Floor marks a store's bare round trip, drawn as a reference, not as
 	// a lock (it runs no crash-recovery).
 	Floor bool
+	// Fenced marks a store's fenced floor: the least lock of its kind
+	// with a fencing token, written in the benchmark. It is measured as a
+	// lock (crash recovery included); the verdict names it a floor.
+	Fenced bool
 	// URL opens a distlock client of the store; its password is never
 	// printed.
 	URL string

@@ -51,3 +51,37 @@ func (c *distlockClient) Close() {
 	_ = c.l.Close()
 	c.closeClient()
 }
+
+// sessionConns is what a lease of sqllock's session mode keeps to
+// itself: no connection.
+const sessionConns = "0 (every lease on one of Sessions=2 shared sessions; a wait uses one of Waiters=2 connections while it waits)"
+
+// sessionClient is distlock in sqllock's session mode as a peer of its
+// own row: a Locker over a driver over a client whose connections go
+// through a cutter, so that its crash is the peers' (connections cut).
+type sessionClient struct {
+	l     *distlock.Locker
+	close func()
+}
+
+// newSessionClient makes a sessionClient over d (whose client close
+// closes).
+func newSessionClient(d backend.Driver, ttl time.Duration, close func()) *sessionClient {
+	return &sessionClient{l: distlock.New(d, distlock.WithDefaultTTL(max(ttl, d.Capabilities().MinTTL))), close: close}
+}
+
+func (c *sessionClient) Acquire(ctx context.Context, key string) (func(context.Context) error, error) {
+	le, err := c.l.Acquire(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return le.Release, nil
+}
+
+func (c *sessionClient) Close() {
+	_ = c.l.Close()
+	c.close()
+}
+
+// abandon: the connections are cut; Close finds the lease's session gone.
+func (c *sessionClient) abandon(func(context.Context) error) { c.Close() }

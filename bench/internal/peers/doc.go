@@ -11,6 +11,11 @@
 //
 // The floor of a store is one bare round trip (Redis PING, SELECT 1, etcd
 // Get, ZooKeeper Exists) taken as an "acquire" with nothing to release.
+// A fenced floor (fenced.go; Redis: SET NX PX + INCR in one script, an
+// owner-checked DEL; MySQL/MariaDB and PostgreSQL: the FOR UPDATE and the
+// GET_LOCK / pg_advisory_lock peers with a per-key counter committed in
+// autocommit while the lock is held) is the least lock of the store's
+// kind with a fencing token, written here: a peer marked Peer.Fenced.
 //
 // A peer's crash cuts its client's connections and refuses every redial,
 // then frees the client without a word to the store: the store sees what

@@ -33,6 +33,9 @@ type Peer struct {
 	// Conns says how many of the store's connections a held lease keeps
 	// to itself, and why: "1 (pinned while held)", "0 (a shared pool)".
 	Conns string
+	// Fenced marks a fenced floor: the least lock of the store's kind
+	// with a fencing token, written in the benchmark (fenced.go).
+	Fenced bool
 }
 
 // from returns p with its module and its connections per lease.
@@ -53,6 +56,9 @@ type Store struct {
 	Peers []Peer
 	// Floor is one bare round trip as an "acquire" with nothing to release.
 	Floor Peer
+	// Fenced are the store's fenced floors (Peer.Fenced), none where the
+	// store's own lock hands out a token for free (etcd, ZooKeeper).
+	Fenced []Peer
 	// Distlock is distlock built the way a program that already has a
 	// client of the store builds it: the driver's New over a client made
 	// like the peers' (its library's defaults). Its Crash is nil.
@@ -178,6 +184,13 @@ func peer(name, about string, newClient newClientFunc) Peer {
 			return died, nil
 		},
 	}
+}
+
+// fencedPeer makes a fenced floor of a client constructor.
+func fencedPeer(name, about string, newClient newClientFunc) Peer {
+	p := peer("fenced floor ("+name+")", "the fenced floor: "+about, newClient)
+	p.Fenced = true
+	return p
 }
 
 // floor makes a Peer of one round trip.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -134,7 +135,7 @@ func checkStore(t *testing.T, spec sandbox.Spec, query string) {
 		}
 		checkExcludes(ctx, t, st.Distlock)
 	})
-	for _, p := range st.Peers {
+	for _, p := range append(slices.Clone(st.Fenced), st.Peers...) {
 		t.Run(strings.ReplaceAll(p.Name, "/", "-"), func(t *testing.T) {
 			checkExcludes(ctx, t, p)
 			checkCrash(ctx, t, p)

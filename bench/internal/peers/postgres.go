@@ -15,6 +15,10 @@ import (
 	"github.com/distlock/distlock/sqllock"
 )
 
+// sessionTable is the lock table of distlock's session-mode rows (a
+// table records the one mode it is used in).
+const sessionTable = "distlock_bench_session"
+
 // pgForUpdateTable is the PostgreSQL FOR UPDATE peer's table: one row per
 // key.
 const pgForUpdateTable = "distlock_bench_for_update"
@@ -70,6 +74,53 @@ func postgresStore(u *backend.URL, rawURL string) (*Store, error) {
 					}
 					return newPgForUpdate(ctx, pool)
 				}).from("github.com/jackc/pgx/v5", "1 (its open transaction's)"),
+			peer("distlock session", "sqllock.NewPool with Options.Session (session-level advisory locks on 2 shared sessions, idle_session_timeout = TTL) "+
+				"over a pgxpool.Pool with pgx's defaults, one Locker per pool; lease TTL = the run's TTL",
+				func(ctx context.Context, ttl time.Duration, cut *cutter) (client, error) {
+					pool, err := open(ctx, cut)
+					if err != nil {
+						return nil, err
+					}
+					d, err := sqllock.NewPool(ctx, pool, &sqllock.Options{Session: true, Table: sessionTable})
+					if err != nil {
+						pool.Close()
+						return nil, err
+					}
+					return newSessionClient(d, ttl, pool.Close), nil
+				}).from("github.com/distlock/distlock", sessionConns),
+		},
+		Fenced: []Peer{
+			fencedPeer("FOR UPDATE + counter", "BEGIN; SELECT ... FOR UPDATE as the FOR UPDATE peer, then, held, "+
+				"INSERT INTO "+fenceTable+" ... ON CONFLICT DO UPDATE SET token = token + 1 RETURNING token in autocommit on another connection (the token, durable before use); COMMIT releases",
+				func(ctx context.Context, _ time.Duration, cut *cutter) (client, error) {
+					pool, err := open(ctx, cut)
+					if err != nil {
+						return nil, err
+					}
+					fu, err := newPgForUpdate(ctx, pool)
+					if err != nil {
+						return nil, err
+					}
+					bump, err := pgFence(ctx, pool)
+					if err != nil {
+						fu.Close()
+						return nil, err
+					}
+					return &fencedClient{client: fu, bump: bump}, nil
+				}),
+			fencedPeer("pg_advisory_lock + counter", "pg_advisory_lock as the pg_advisory_lock peer, then, held, the same counter in autocommit on another connection; pg_advisory_unlock releases",
+				func(ctx context.Context, _ time.Duration, cut *cutter) (client, error) {
+					pool, err := open(ctx, cut)
+					if err != nil {
+						return nil, err
+					}
+					bump, err := pgFence(ctx, pool)
+					if err != nil {
+						pool.Close()
+						return nil, err
+					}
+					return &fencedClient{client: &pgAdvisoryClient{pool: pool}, bump: bump}, nil
+				}),
 		},
 		Conns: "1 (pinned while held)",
 		Distlock: distlockPeer("sqllock.NewPool over a pgxpool.Pool with pgx's defaults, one Locker per pool; lease TTL = the run's TTL",

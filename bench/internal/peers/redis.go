@@ -48,6 +48,11 @@ func redisStore(u *backend.URL) (*Store, error) {
 					return &bsmClient{c: c, lc: redislock.New(c), ttl: ttl}, nil
 				}).from("github.com/bsm/redislock", "0 (a shared pool)"),
 		},
+		Fenced: []Peer{
+			fencedPeer("SET NX PX + INCR", RedisFencedAbout, func(_ context.Context, ttl time.Duration, cut *cutter) (client, error) {
+				return &RedisFenced{C: newClient(cut), TTL: ttl}, nil
+			}),
+		},
 		Conns: "0 (a shared pool)",
 		Distlock: distlockPeer("redislock.New over redis.NewClient (go-redis defaults), one Locker per client; lease TTL = the run's TTL",
 			func(context.Context, time.Duration) (backend.Driver, func(), error) {

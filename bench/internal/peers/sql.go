@@ -54,6 +54,53 @@ func sqlStore(u *backend.URL) (*Store, error) {
 					}
 					return newForUpdate(ctx, db)
 				}).from("github.com/go-sql-driver/mysql", "1 (its open transaction's)"),
+			peer("distlock session", "sqllock.New with Options.Session (GET_LOCK on 2 shared sessions, wait_timeout = TTL) "+
+				"over a *sql.DB of go-sql-driver with its defaults, one Locker per pool; lease TTL = the run's TTL",
+				func(ctx context.Context, ttl time.Duration, cut *cutter) (client, error) {
+					db, err := open(cut)
+					if err != nil {
+						return nil, err
+					}
+					d, err := sqllock.New(ctx, db, &sqllock.Options{Session: true, Table: sessionTable})
+					if err != nil {
+						_ = db.Close()
+						return nil, err
+					}
+					return newSessionClient(d, ttl, func() { _ = db.Close() }), nil
+				}).from("github.com/distlock/distlock", sessionConns),
+		},
+		Fenced: []Peer{
+			fencedPeer("FOR UPDATE + counter", "BEGIN; SELECT ... FOR UPDATE as the FOR UPDATE peer, then, held, "+
+				"INSERT INTO "+fenceTable+" ... ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1) in autocommit on another connection (the token, durable before use); COMMIT releases",
+				func(ctx context.Context, _ time.Duration, cut *cutter) (client, error) {
+					db, err := open(cut)
+					if err != nil {
+						return nil, err
+					}
+					fu, err := newForUpdate(ctx, db)
+					if err != nil {
+						return nil, err
+					}
+					bump, err := mysqlFence(ctx, db)
+					if err != nil {
+						fu.Close()
+						return nil, err
+					}
+					return &fencedClient{client: fu, bump: bump}, nil
+				}),
+			fencedPeer("GET_LOCK + counter", "SELECT GET_LOCK(key, 3600) as the GET_LOCK peer, then, held, the same counter in autocommit on another connection; DO RELEASE_LOCK releases",
+				func(ctx context.Context, _ time.Duration, cut *cutter) (client, error) {
+					db, err := open(cut)
+					if err != nil {
+						return nil, err
+					}
+					bump, err := mysqlFence(ctx, db)
+					if err != nil {
+						_ = db.Close()
+						return nil, err
+					}
+					return &fencedClient{client: &getLockClient{db: db}, bump: bump}, nil
+				}),
 		},
 		Conns: "1 (pinned while held: the lock row's open transaction)",
 		Distlock: distlockPeer("sqllock.New over a *sql.DB of go-sql-driver with its defaults (no multiStatements, no interpolateParams), one Locker per pool; lease TTL = the run's TTL",

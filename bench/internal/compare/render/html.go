@@ -36,7 +36,7 @@ table.verdict td.num{font-weight:600}table.verdict{margin:.4em 0 .8em}span.bette
 @font-face{font-family:"Liberation Sans";src:url(data:font/ttf;base64,{{.Font}}) format("truetype")}
 </style></head><body>
 <h1>distlock: lock libraries side by side</h1>
-{{with .Ratios}}<h2 id="verdict">Verdict: distlock ÷ each peer, same run</h2>
+{{with .Ratios}}<h2 id="verdict">Verdict: distlock ÷ its fenced floor and ÷ each peer, same run</h2>
 <p>Each of distlock's figures divided by the same figure of another lock library on the same store, in this run
 (the median of the rounds' ratios). <span class="better">Green: distlock is better</span> by more than {{$.Even}}%
 (faster, more acquisitions per second, fairer), <span class="worse">red: worse</span> by more than {{$.Even}}%, grey: within {{$.Even}}%,

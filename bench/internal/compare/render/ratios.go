@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/distlock/distlock/bench/internal/compare"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -26,10 +27,13 @@ var ratioColumns = []ratioColumn{
 	{"crash-recovery", "recovery", "crash recovery", false},
 }
 
-// ratioRow is distlock against one peer library of its store.
+// ratioRow is distlock against one peer library of its store, or against
+// its fenced floor (the least lock of its kind with a fencing token,
+// written in the benchmark), whose rows come first.
 type ratioRow struct {
 	Store, Peer string
 	Version     string // the peer's, from the binary's build info
+	Fenced      bool   // Peer is the store's fenced floor
 	Cells       []ratioCell
 }
 
@@ -54,12 +58,22 @@ func (rep *Report) ratios() []ratioRow {
 		if b.Library == "distlock" || b.Floor {
 			continue
 		}
-		row := ratioRow{Store: b.Store, Peer: b.Library, Version: b.Version}
+		row := ratioRow{Store: b.Store, Peer: b.Library, Version: b.Version, Fenced: b.Fenced}
 		for _, c := range ratioColumns {
 			row.Cells = append(row.Cells, rep.ratioCell(b.Store, b.Library, c))
 		}
 		rows = append(rows, row)
 	}
+	// A store's fenced floors first: the figure distlock is held to.
+	slices.SortStableFunc(rows, func(a, b ratioRow) int {
+		if a.Store != b.Store || a.Fenced == b.Fenced {
+			return 0
+		}
+		if a.Fenced {
+			return -1
+		}
+		return 1
+	})
 	return rows
 }
 
@@ -153,7 +167,7 @@ func (rep *Report) writeRatios(w io.Writer) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "== verdict: distlock ÷ peer, same run (better/worse: by more than %.0f%%)\n", (evenBand-1)*100)
+	fmt.Fprintf(tw, "== verdict: distlock ÷ peer and ÷ fenced floor, same run (better/worse: by more than %.0f%%)\n", (evenBand-1)*100)
 	fmt.Fprintln(tw, "store\tpeer\t"+strings.Join(ratioHeads(), "\t"))
 	for _, r := range rows {
 		peer := r.Peer

@@ -51,6 +51,34 @@ func TestRatios(t *testing.T) {
 	}
 }
 
+// A fenced floor (the least lock with a token, written in the benchmark)
+// gets its row of distlock ÷ it, before the store's peers, and the bare
+// round trip none.
+func TestRatiosFencedFloor(t *testing.T) {
+	res := func(backend, library string, v float64) compare.Result {
+		return compare.Result{Backend: backend, Store: "redis", Library: library, Workload: "many-keys",
+			Metrics: []compare.Metric{{Name: "acq/s", Value: v}}}
+	}
+	fenced := "fenced floor (SET NX PX + INCR)"
+	rep := &Report{
+		Backends: []BackendInfo{
+			{Name: "redis", Store: "redis", Library: "distlock"},
+			{Name: "redis: bsm/redislock", Store: "redis", Library: "bsm/redislock"},
+			{Name: "redis: " + fenced, Store: "redis", Library: fenced, Fenced: true},
+			{Name: "redis: floor (PING)", Store: "redis", Library: "PING", Floor: true},
+		},
+		Results: []compare.Result{res("redis", "distlock", 900), res("redis: bsm/redislock", "bsm/redislock", 1000),
+			res("redis: "+fenced, fenced, 1200)},
+	}
+	rows := rep.ratios()
+	if len(rows) != 2 || rows[0].Peer != fenced || !rows[0].Fenced || rows[1].Peer != "bsm/redislock" {
+		t.Fatalf("rows = %+v, want the fenced floor, then bsm/redislock", rows)
+	}
+	if got := rows[0].Cells[4].Text; got != "0.75×" {
+		t.Errorf("many keys ÷ fenced floor = %q, want 0.75×", got)
+	}
+}
+
 // The ratio pairs rounds: each round's figure over the peer's in the same
 // round, then the median. A ratio of the two medians would pair distlock's
 // fast round with the peer's slow one (session 11's run 1: rounds of 1.19,

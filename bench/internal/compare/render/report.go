@@ -65,7 +65,9 @@ type BackendInfo struct {
 	Store   string `json:"store"`
 	Library string `json:"library"`
 	Floor   bool   `json:"floor,omitempty"`
-	About   string `json:"about,omitempty"`
+	// Fenced marks a fenced floor (compare.Target.Fenced).
+	Fenced bool   `json:"fenced_floor,omitempty"`
+	About  string `json:"about,omitempty"`
 	// Version is the library's version from the binary's build info.
 	Version string `json:"version,omitempty"`
 	// Conns is how many of the store's connections a held lease keeps.
@@ -88,7 +90,7 @@ func NewReport(targets []compare.Target, c compare.Config, results []compare.Res
 			RWWorkers: c.RWWorkers, RWReads: c.RWReads, RWHold: c.RWHold.String()}}
 	for _, t := range targets {
 		rep.Backends = append(rep.Backends, BackendInfo{Name: t.Name, URL: t.Display(), Store: t.StoreName(),
-			Library: t.LibraryName(), Floor: t.Floor, About: t.About, Version: t.Version, Conns: t.Conns})
+			Library: t.LibraryName(), Floor: t.Floor, Fenced: t.Fenced, About: t.About, Version: t.Version, Conns: t.Conns})
 	}
 	return rep
 }

@@ -1,0 +1,90 @@
+package distlock_test
+
+import (
+	"context"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/memlock"
+)
+
+// stackDriver's locks record, at each Release, whether the caller's
+// goroutine made the call (its stack holds the test's release function).
+type stackDriver struct {
+	backend.Driver
+	onCaller chan bool
+}
+
+func (d *stackDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
+}
+
+func (d *stackDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	g, err := d.Driver.TryAcquire(ctx, req)
+	if err == nil {
+		g.Lock = &stackLock{Lock: g.Lock, d: d}
+	}
+	return g, err
+}
+
+type stackLock struct {
+	backend.Lock
+	d *stackDriver
+}
+
+func (l *stackLock) Release(ctx context.Context) error {
+	buf := make([]byte, 64<<10)
+	l.d.onCaller <- strings.Contains(string(buf[:runtime.Stack(buf, false)]), "releaseFromTest")
+	return l.Lock.Release(ctx)
+}
+
+//go:noinline
+func releaseFromTest(ctx context.Context, le *distlock.Lease) error { return le.Release(ctx) }
+
+// TestReleaseOnCaller: with WithReleaseOnCaller a Release with a ctx that
+// can end calls the driver on the caller's goroutine (no hand-off);
+// without it, on a goroutine of the Locker's own, so that Release returns
+// at the ctx's end whatever the driver does. A ctx that cannot end is
+// called on the caller's goroutine either way.
+func TestReleaseOnCaller(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		opts     []distlock.LockerOption
+		cancel   bool
+		onCaller bool
+	}{
+		{"default, cancellable ctx", nil, true, false},
+		{"default, background ctx", nil, false, true},
+		{"WithReleaseOnCaller, cancellable ctx", []distlock.LockerOption{distlock.WithReleaseOnCaller()}, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inner, err := memlock.NewStore().NewDriver(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := &stackDriver{Driver: inner, onCaller: make(chan bool, 1)}
+			l := distlock.New(d, tc.opts...)
+			defer l.Close()
+			ctx := context.Background()
+			if tc.cancel {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, time.Hour)
+				defer cancel()
+			}
+			le, err := l.Acquire(ctx, "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := releaseFromTest(ctx, le); err != nil {
+				t.Fatal(err)
+			}
+			if got := <-d.onCaller; got != tc.onCaller {
+				t.Errorf("driver's Release on the caller's goroutine = %v, want %v", got, tc.onCaller)
+			}
+		})
+	}
+}

@@ -1,0 +1,627 @@
+package sqllock
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// Session mode (Options.Session, URL mode=session): the leases of a
+// Driver are session-level advisory locks (pg_try_advisory_lock,
+// pg_advisory_unlock) multiplexed on a few shared connections, at most
+// Options.Sessions of them, instead of a transaction on a pinned
+// connection per lease. A key always goes to the same session (its hash
+// picks it). Each session's idle_session_timeout (PostgreSQL 14+) is the
+// longest TTL of its leases, so a frozen holder's session, and every
+// lock on it, ends within the TTL; the watchdog's renewal round is one
+// statement per session (RefreshAll). A crashed holder's sessions close
+// and the server frees their locks at once. A blocking wait runs on a
+// waiter connection of its own (at most Options.Waiters at once), never
+// on a shared session: it waits in the server's queue for the key to be
+// free (pg_advisory_lock), lets it go at once, and then tries the key on
+// its session; another client may win that race, and the wait goes on.
+// Fencing tokens come from the counter tables as in the other modes: a
+// durable epoch per key, bumped only when its live counter (UNLOGGED) is
+// missing, and the live counter's increment, in the same statement as
+// the try-lock.
+type sessionMode struct {
+	d       *Driver
+	sd      sessDialect
+	space   string // the key space hashed into each key: the table (PostgreSQL), the database and table (MySQL)
+	n       int
+	waiters chan struct{}
+
+	mu       sync.Mutex
+	sessions []*session          // by hash slot; nil until first used, or after it ended
+	local    map[int64]*sessLock // keys held through this Driver
+}
+
+// Defaults of Options.Sessions and Options.Waiters.
+const (
+	defaultSessions = 2
+	defaultWaiters  = 2
+)
+
+// pgMinSessionVersion is the first server_version_num with
+// idle_session_timeout.
+const pgMinSessionVersion = 140000
+
+// pgSession is the dialect of session mode: the advisory mode's tables
+// (fencing epochs, live counters, the mode record) and its own mode name.
+type pgSession struct{ pgAdvisory }
+
+func (pgSession) mode() string { return "session" }
+
+func newSessionMode(ctx context.Context, d *Driver, o Options) (*sessionMode, error) {
+	n, w := o.Sessions, o.Waiters
+	if n < 0 || w < 0 {
+		return nil, fmt.Errorf("sqllock: %w: negative Sessions (%d) or Waiters (%d)", backend.ErrInvalidConfig, n, w)
+	}
+	if n == 0 {
+		n = defaultSessions
+	}
+	if w == 0 {
+		w = defaultWaiters
+	}
+	m := &sessionMode{d: d, n: n, waiters: make(chan struct{}, w), sessions: make([]*session, n), local: map[int64]*sessLock{}, space: d.q.table}
+	var err error
+	if _, ok := d.dia.(pgSession); ok {
+		m.sd, err = newPGSession(ctx, d)
+	} else {
+		m.sd, m.space, err = newMySQLSession(ctx, d)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// sessDialect is what a database does its own way in session mode;
+// session.go holds what they share (the sessions, their statements one at
+// a time, the local claims, waits, refresh and release).
+type sessDialect interface {
+	// setup prepares a new session c with idle timeout ttl seconds and
+	// returns its server id.
+	setup(ctx context.Context, c *sql.Conn, ttl int) (uint64, error)
+	// raise is the statement that sets the session's idle timeout to ttl
+	// seconds.
+	raise(ttl int) string
+	// acquire tries k on session s for key and owner, and when granted
+	// returns the fencing token it committed; ok is false when another
+	// session holds k. On an error it leaves k unlocked on s.
+	acquire(ctx context.Context, s *session, key, owner string, k int64) (tok uint64, ok bool, err error)
+	// unlock frees k on c: false if c did not hold it.
+	unlock(ctx context.Context, c *sql.Conn, k int64) (bool, error)
+	// check renews c's session (after the statement raise, if not "") and
+	// returns which of keys it still holds (it may answer for more).
+	check(ctx context.Context, c *sql.Conn, raise string, keys []int64) (map[int64]bool, error)
+	// await waits on c, a waiter connection, until k is free for a
+	// moment, within ctx; when ctx ends it leaves no waiter in the server.
+	await(ctx context.Context, m *sessionMode, c *sql.Conn, k int64) error
+	// holds reports whether any session holds k, from a pooled connection.
+	holds(ctx context.Context, d *Driver, k int64) (bool, error)
+}
+
+// session is one shared connection and the locks held on it.
+type session struct {
+	m   *sessionMode
+	c   *sql.Conn
+	pid uint64
+	sem chan struct{} // one statement at a time
+
+	// Guarded by sem.
+	ttl       int       // idle_session_timeout, seconds; only grows
+	confirmed time.Time // when the last statement the server answered was sent
+	gone      error     // the connection failed: every lock on it is lost
+
+	held backend.HeldSet[*sessLock]
+}
+
+// sessLock is a lease held on a session.
+type sessLock struct {
+	s   *session
+	key string
+	k   int64
+
+	mu    sync.Mutex
+	ended bool // released or found gone
+}
+
+// slot returns the session index of advisory key k.
+func (m *sessionMode) slot(k int64) int { return int(uint64(k) % uint64(m.n)) }
+
+// session returns the live session of slot i, opening it if needed.
+func (m *sessionMode) session(ctx context.Context, i int, ttl int) (*session, error) {
+	m.mu.Lock()
+	s := m.sessions[i]
+	m.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	c, err := m.d.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ns := &session{m: m, c: c, sem: make(chan struct{}, 1), ttl: ttl}
+	sent := time.Now()
+	if ns.pid, err = m.sd.setup(ctx, c, ttl); err != nil {
+		_ = c.Raw(func(any) error { return driver.ErrBadConn })
+		_ = c.Close()
+		return nil, err
+	}
+	ns.confirmed = sent
+	m.d.mu.Lock()
+	closed := m.d.closed
+	m.d.mu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if closed {
+		_ = c.Close()
+		return nil, backend.ErrClosed
+	}
+	if cur := m.sessions[i]; cur != nil { // another call opened it meanwhile
+		_ = c.Close()
+		return cur, nil
+	}
+	m.sessions[i] = ns
+	return ns, nil
+}
+
+// end marks s gone (err): its connection is closed, its locks lost.
+// sem is held.
+func (s *session) end(err error) {
+	if s.gone != nil {
+		return
+	}
+	s.gone = err
+	_ = s.c.Raw(func(any) error { return driver.ErrBadConn })
+	_ = s.c.Close()
+	s.m.mu.Lock()
+	for i, cur := range s.m.sessions {
+		if cur == s {
+			s.m.sessions[i] = nil
+		}
+	}
+	for k, l := range s.m.local {
+		if l.s == s {
+			delete(s.m.local, k)
+		}
+	}
+	s.m.mu.Unlock()
+	s.held.Lost(fmt.Errorf("sqllock: the session holding the lock ended: %w: %w", backend.ErrLost, err))
+}
+
+// run runs f on s's connection, one statement at a time. f's ctx is not
+// the caller's: a pgx statement whose ctx ends closes its connection,
+// which would end the session and every lock on it; it ends at the
+// session's idle bound (when the server may have ended the session
+// anyway). When ctx ends first, run returns ctx's cause and f goes on;
+// late, when not nil, then gets f's error once it is done. A connection
+// failure ends the session.
+func (s *session) run(ctx context.Context, f func(ctx context.Context, c *sql.Conn) error, late func(err error)) error {
+	if err := ctx.Err(); err != nil {
+		return context.Cause(ctx)
+	}
+	select {
+	case s.sem <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("an earlier statement on the session is still unanswered: %w", context.Cause(ctx))
+	}
+	if s.gone != nil {
+		err := s.gone
+		<-s.sem
+		return fmt.Errorf("%w: the session ended: %w", backend.ErrNotHeld, err)
+	}
+	bound := s.confirmed.Add(time.Duration(s.ttl) * time.Second)
+	if time.Until(bound) < time.Second {
+		bound = time.Now().Add(time.Second) // a new session's first statements
+	}
+	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), bound)
+	res := make(chan error, 1)
+	var mu sync.Mutex
+	abandoned := false
+	go func() {
+		defer cancel()
+		sent := time.Now()
+		err := f(sctx, s.c)
+		if err == nil || !s.m.d.connGone(err) {
+			s.confirmed = sent
+		} else {
+			s.end(err)
+		}
+		<-s.sem
+		mu.Lock()
+		a := abandoned
+		mu.Unlock()
+		if a && late != nil {
+			late(err)
+		}
+		res <- err
+	}()
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+		mu.Lock()
+		abandoned = true
+		mu.Unlock()
+		select {
+		case err := <-res:
+			return err
+		default:
+		}
+		return fmt.Errorf("%w: %w", errAbandoned, context.Cause(ctx))
+	}
+}
+
+// errAbandoned: the caller's ctx ended while its statement was in
+// flight; the statement goes on until the session's idle bound, and run's
+// late callback gets its outcome.
+var errAbandoned = errors.New("the server did not answer within the ctx (the statement goes on until the session's idle bound)")
+
+// raise returns the statement that raises s's idle timeout to ttl
+// seconds, or "" if it is already as long. sem is held.
+func (s *session) raise(ttl int) string {
+	if ttl <= s.ttl {
+		return ""
+	}
+	return s.m.sd.raise(ttl)
+}
+
+// tryMutex takes key on its session if no lease of this Driver holds it
+// and the server grants it.
+func (m *sessionMode) tryMutex(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	ttl := req.TTL
+	if ttl > m.d.dia.maxTTL() {
+		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w: TTL %v is beyond the server's longest idle timeout (%v)", req.Key, backend.ErrInvalidConfig, ttl, m.d.dia.maxTTL())
+	}
+	k := advisoryKey(m.space, req.Key)
+	m.d.mu.Lock()
+	closed := m.d.closed
+	m.d.mu.Unlock()
+	m.mu.Lock()
+	busy := m.local[k] != nil
+	m.mu.Unlock()
+	if closed {
+		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w", req.Key, backend.ErrClosed)
+	}
+	if busy {
+		return backend.Grant{}, backend.NotAcquired(req.Key, 0)
+	}
+	secs := seconds(ttl)
+	s, err := m.session(ctx, m.slot(k), secs)
+	if err != nil {
+		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w", req.Key, m.d.classify(err))
+	}
+	l := &sessLock{s: s, key: req.Key, k: k}
+	// Claim the key in this Driver first: the server's lock is the
+	// session's, and a session's advisory locks stack.
+	m.mu.Lock()
+	if m.local[k] != nil {
+		m.mu.Unlock()
+		return backend.Grant{}, backend.NotAcquired(req.Key, 0)
+	}
+	m.local[k] = l
+	m.mu.Unlock()
+	unclaim := func() {
+		m.mu.Lock()
+		if m.local[k] == l {
+			delete(m.local, k)
+		}
+		m.mu.Unlock()
+	}
+	sent := time.Now()
+	var tok uint64
+	var ok bool
+	err = s.run(ctx, func(ctx context.Context, c *sql.Conn) error {
+		if q := s.raise(secs); q != "" {
+			if _, err := c.ExecContext(ctx, q); err != nil {
+				return err
+			}
+			s.ttl = secs
+		}
+		var err error
+		tok, ok, err = m.sd.acquire(ctx, s, req.Key, req.Owner, k)
+		return err
+	}, func(err error) {
+		// The caller gave up: undo a grant that came late.
+		if err == nil && ok {
+			_ = s.run(context.Background(), func(ctx context.Context, c *sql.Conn) error {
+				_, err := m.sd.unlock(ctx, c, k)
+				return err
+			}, nil)
+		}
+		unclaim()
+	})
+	if err != nil {
+		if !errors.Is(err, errAbandoned) {
+			unclaim()
+		}
+		if errors.Is(err, backend.ErrNotHeld) { // the session ended before the statement
+			return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w: %w", req.Key, backend.ErrUnavailable, err)
+		}
+		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w", req.Key, m.d.classify(err))
+	}
+	if !ok {
+		unclaim()
+		return backend.Grant{}, backend.NotAcquired(req.Key, 0)
+	}
+	if tok == 0 {
+		_ = l.Release(context.WithoutCancel(ctx))
+		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: fencing counter returned %d", req.Key, tok)
+	}
+	if err := s.held.Track(l, req.Hooks()); err != nil {
+		unclaim()
+		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w: %w", req.Key, backend.ErrUnavailable, err)
+	}
+	return backend.Grant{Lock: l, Token: tok, ValidFrom: sent}, nil
+}
+
+// waitMutex waits for key on a waiter connection of its own (at most
+// Waiters at once) in the server's queue, lets it go as soon as granted,
+// and tries it on its session; until it wins, within ctx.
+func (m *sessionMode) waitMutex(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	k := advisoryKey(m.space, req.Key)
+	for {
+		g, err := m.tryMutex(ctx, req)
+		if !errors.Is(err, backend.ErrNotAcquired) {
+			return g, err
+		}
+		if err := m.awaitFree(ctx, req.Key, k); err != nil {
+			return backend.Grant{}, err
+		}
+	}
+}
+
+// awaitFree returns once advisory key k was free for a moment (or held
+// by this Driver, which then waits locally), or when ctx ends.
+func (m *sessionMode) awaitFree(ctx context.Context, key string, k int64) error {
+	m.mu.Lock()
+	own := m.local[k]
+	m.mu.Unlock()
+	if own != nil {
+		// Held by a lease of this Driver: the server's queue would see
+		// our own session's lock. Wait for its end here.
+		t := time.NewTimer(5 * time.Millisecond)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("sqllock: wait %q: %w", key, context.Cause(ctx))
+		}
+	}
+	select {
+	case m.waiters <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("sqllock: wait %q: %w (all %d waiter connections in use, Options.Waiters)", key, context.Cause(ctx), cap(m.waiters))
+	}
+	defer func() { <-m.waiters }()
+	c, err := m.d.conn(ctx)
+	if err != nil {
+		return fmt.Errorf("sqllock: wait %q: %w", key, m.d.classify(err))
+	}
+	err = m.sd.await(ctx, m, c, k)
+	if err != nil {
+		_ = c.Raw(func(any) error { return driver.ErrBadConn })
+		_ = c.Close()
+		if ctx.Err() != nil {
+			return fmt.Errorf("sqllock: wait %q: %w", key, context.Cause(ctx))
+		}
+		return fmt.Errorf("sqllock: wait %q: %w", key, m.d.classify(err))
+	}
+	_ = c.Close()
+	return nil
+}
+
+// Refresh checks that l's session is alive and holds l's key, raising
+// the session's idle timeout to ttl if that is longer; any statement
+// restarts the server's idle timer of the session, and so renews every
+// lock on it.
+func (l *sessLock) Refresh(ctx context.Context, ttl time.Duration) error {
+	return l.s.m.refresh(ctx, []*sessLock{l}, ttl)[0]
+}
+
+// refresh renews locks, all on one session, in one statement.
+func (m *sessionMode) refresh(ctx context.Context, locks []*sessLock, ttl time.Duration) []error {
+	errs := make([]error, len(locks))
+	if ttl > m.d.dia.maxTTL() {
+		for i, l := range locks {
+			errs[i] = fmt.Errorf("sqllock: refresh %q: %w: TTL %v is beyond the server's longest idle timeout (%v)", l.key, backend.ErrInvalidConfig, ttl, m.d.dia.maxTTL())
+		}
+		return errs
+	}
+	s := locks[0].s
+	secs := seconds(ttl)
+	var held map[int64]bool
+	err := s.run(ctx, func(ctx context.Context, c *sql.Conn) error {
+		var err error
+		keys := make([]int64, len(locks))
+		for i, l := range locks {
+			keys[i] = l.k
+		}
+		held, err = m.sd.check(ctx, c, s.raise(secs), keys)
+		if err == nil && secs > s.ttl {
+			s.ttl = secs
+		}
+		return err
+	}, nil)
+	for i, l := range locks {
+		l.mu.Lock()
+		ended := l.ended
+		l.mu.Unlock()
+		switch {
+		case ended:
+			errs[i] = fmt.Errorf("sqllock: refresh %q: %w", l.key, backend.ErrNotHeld)
+		case errors.Is(err, errAbandoned):
+			errs[i] = fmt.Errorf("sqllock: refresh %q: %w: %w", l.key, backend.ErrUnavailable, err)
+		case errors.Is(err, backend.ErrNotHeld):
+			errs[i] = fmt.Errorf("sqllock: refresh %q: %w", l.key, err)
+		case err != nil && ctx.Err() != nil:
+			errs[i] = fmt.Errorf("sqllock: refresh %q: %w: %w", l.key, backend.ErrUnavailable, err)
+		case err != nil && m.d.connGone(err):
+			errs[i] = fmt.Errorf("sqllock: refresh %q: %w: the session ended: %w", l.key, backend.ErrNotHeld, err)
+		case err != nil:
+			errs[i] = fmt.Errorf("sqllock: refresh %q: %w", l.key, m.d.classify(err))
+		case !held[l.k]:
+			errs[i] = fmt.Errorf("sqllock: refresh %q: %w: the session no longer holds its advisory lock", l.key, backend.ErrNotHeld)
+		}
+	}
+	return errs
+}
+
+// RefreshAll implements backend.Batcher in session mode: one statement
+// per session, whatever the number of locks on it.
+func (d *Driver) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
+	errs := make([]error, len(locks))
+	if d.sess == nil {
+		for i := range errs {
+			errs[i] = fmt.Errorf("sqllock: refresh: %w: batch refresh is session mode's", backend.ErrUnsupported)
+		}
+		return errs
+	}
+	type group struct {
+		locks []*sessLock
+		at    []int
+		ttl   time.Duration
+	}
+	groups := map[*session]*group{}
+	for i, bl := range locks {
+		l, ok := bl.(*sessLock)
+		if !ok || l.s.m != d.sess {
+			errs[i] = fmt.Errorf("sqllock: refresh: %w: %T is not a lock of this driver", backend.ErrInvalidConfig, bl)
+			continue
+		}
+		g := groups[l.s]
+		if g == nil {
+			g = &group{}
+			groups[l.s] = g
+		}
+		g.locks, g.at = append(g.locks, l), append(g.at, i)
+		g.ttl = max(g.ttl, ttls[i])
+	}
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Go(func() {
+			for j, err := range d.sess.refresh(ctx, g.locks, g.ttl) {
+				errs[g.at[j]] = err
+			}
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// TryAcquireMulti implements backend.Batcher, which session mode declares
+// for RefreshAll only (Capabilities.MultiAtomic is false).
+func (d *Driver) TryAcquireMulti(context.Context, []backend.Request) ([]backend.Grant, error) {
+	return nil, fmt.Errorf("sqllock: acquire several keys: %w: no multi-lock step", backend.ErrUnsupported)
+}
+
+var _ backend.Batcher = (*Driver)(nil)
+
+// Release unlocks l's key on its session.
+func (l *sessLock) Release(ctx context.Context) error {
+	l.mu.Lock()
+	if l.ended {
+		l.mu.Unlock()
+		return fmt.Errorf("sqllock: release %q: %w", l.key, backend.ErrNotHeld)
+	}
+	l.mu.Unlock()
+	s, m := l.s, l.s.m
+	var freed bool
+	finish := func() {
+		l.mu.Lock()
+		l.ended = true
+		l.mu.Unlock()
+		s.held.Untrack(l)
+		m.mu.Lock()
+		if m.local[l.k] == l {
+			delete(m.local, l.k)
+		}
+		m.mu.Unlock()
+	}
+	err := s.run(ctx, func(ctx context.Context, c *sql.Conn) error {
+		var err error
+		freed, err = m.sd.unlock(ctx, c, l.k)
+		return err
+	}, func(error) { finish() })
+	if errors.Is(err, errAbandoned) {
+		return fmt.Errorf("sqllock: release %q: %w: %w", l.key, backend.ErrUnavailable, err) // finished when the statement is
+	}
+	finish()
+	switch {
+	case errors.Is(err, backend.ErrNotHeld):
+		return fmt.Errorf("sqllock: release %q: %w", l.key, err)
+	case err != nil && m.d.connGone(err):
+		return fmt.Errorf("sqllock: release %q: %w: the session ended: %w", l.key, backend.ErrNotHeld, err)
+	case err != nil:
+		return fmt.Errorf("sqllock: release %q: %w", l.key, m.d.classify(err))
+	case !freed:
+		return fmt.Errorf("sqllock: release %q: %w: the session no longer held its advisory lock", l.key, backend.ErrNotHeld)
+	}
+	return nil
+}
+
+// inspectMutex reports key's holder from pg_locks and the live counter.
+func (m *sessionMode) inspectMutex(ctx context.Context, key string) (backend.Info, error) {
+	d := m.d
+	info := backend.Info{Key: key, Waiters: -1}
+	g, err := d.dia.lastGrant(ctx, d, key)
+	if err != nil {
+		return info, fmt.Errorf("sqllock: inspect %q: %w", key, d.classify(err))
+	}
+	if !g.exists {
+		return info, nil
+	}
+	info.Token = g.token
+	held, err := m.sd.holds(ctx, d, advisoryKey(m.space, key))
+	if err != nil {
+		return info, fmt.Errorf("sqllock: inspect %q: %w", key, d.classify(err))
+	}
+	if held {
+		info.Held, info.Owner = true, string(g.owner)
+	}
+	return info, nil
+}
+
+// close abandons every session: the server frees their locks.
+func (m *sessionMode) close() {
+	m.mu.Lock()
+	ss := append([]*session(nil), m.sessions...)
+	m.mu.Unlock()
+	for _, s := range ss {
+		if s == nil {
+			continue
+		}
+		s.held.End(backend.ErrClosed)
+		_ = s.c.Raw(func(any) error { return driver.ErrBadConn })
+		_ = s.c.Close()
+	}
+}
+
+// unlockBehind (tests) unlocks key on the session that holds it, as an
+// operator would, behind the lease's back; false if no session of d
+// holds it.
+func (m *sessionMode) unlockBehind(ctx context.Context, key string) (bool, error) {
+	k := advisoryKey(m.space, key)
+	m.mu.Lock()
+	l := m.local[k]
+	m.mu.Unlock()
+	if l == nil {
+		return false, nil
+	}
+	var freed bool
+	err := l.s.run(ctx, func(ctx context.Context, c *sql.Conn) error {
+		var err error
+		freed, err = m.sd.unlock(ctx, c, k)
+		return err
+	}, nil)
+	return freed, err
+}
