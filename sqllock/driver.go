@@ -211,8 +211,9 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		MaxKeyLen:   maxKeyLen,
 		Fair:        false,
 		Replication: "single server: row locks are not replicated, a failover to a replica loses every lock",
-		// force.go: ends the holder's session
-		ForceRelease: true,
+		// force.go: ends the holder's session (not in session mode, whose
+		// sessions are shared by many leases)
+		ForceRelease: d.sess == nil,
 	}
 	if d.sess != nil {
 		// A lease lives as long as its session's connection (closed: freed

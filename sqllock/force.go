@@ -26,6 +26,9 @@ var _ backend.Freer = (*Driver)(nil)
 // never a second holder.
 func (d *Driver) ForceRelease(ctx context.Context, key string, f backend.Forced) (backend.Info, error) {
 	info := backend.Info{Key: key, Waiters: -1}
+	if d.sess != nil {
+		return info, fmt.Errorf("sqllock: force release %q: %w in session mode: the holder's lock lives on a session its other leases share, which only that session can unlock; ending it would free them all (use row or advisory mode to free locks by hand)", key, backend.ErrUnsupported)
+	}
 	g, err := d.dia.lastGrant(ctx, d, key)
 	if err != nil {
 		return info, fmt.Errorf("sqllock: force release %q: %w", key, d.classify(err))
