@@ -102,13 +102,21 @@ type Capabilities struct {
 	// A driver without Batcher offers none whatever this says (see
 	// Offers).
 	BatchRefresh bool `json:"batch_refresh,omitempty"`
+	// ForceRelease reports whether the store frees a mutex whoever holds
+	// it (Freer.ForceRelease). A driver without Freer offers none whatever
+	// this says (see Offers).
+	ForceRelease bool `json:"force_release,omitempty"`
 }
 
 // Offers returns c with what d does not implement cleared: MultiAtomic
-// and BatchRefresh unless d is a Batcher. It is what d really offers.
+// and BatchRefresh unless d is a Batcher, ForceRelease unless it is a
+// Freer. It is what d really offers.
 func (c Capabilities) Offers(d Driver) Capabilities {
 	if _, ok := d.(Batcher); !ok {
 		c.MultiAtomic, c.BatchRefresh = false, false
+	}
+	if _, ok := d.(Freer); !ok {
+		c.ForceRelease = false
 	}
 	return c
 }

@@ -83,6 +83,7 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		Semaphore:           d.semaphoreWait(),
 		RW:                  d.rwWait(),
 		MultiAtomic:         true, // multi.go
+		ForceRelease:        true, // force.go
 	}
 }
 

@@ -20,17 +20,20 @@ func (d *Driver) inspectMutex(ctx context.Context, key string) (backend.Info, er
 	var pttl *redis.DurationCmd
 	var fence *redis.StringCmd
 	var queued *redis.IntCmd
+	var forced *redis.MapStringStringCmd
 	_, err := d.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		h = p.HGetAll(ctx, ks.lock)
 		pttl = p.PTTL(ctx, ks.lock)
 		fence = p.Get(ctx, ks.fence)
 		queued = p.ZCard(ctx, ks.queue)
+		forced = p.HGetAll(ctx, ks.forcedKey())
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return backend.Info{}, fmt.Errorf("redislock: inspect %q: %w: %w", key, backend.ErrUnavailable, err)
 	}
 	info := infoFrom(key, h.Val(), pttl.Val(), fence.Val())
+	info.Forced = forcedFrom(forced.Val())
 	if d.opts.Wait == WaitQueue {
 		info.Waiters = int(queued.Val()) // may count waiters that died within their liveness window
 	}

@@ -122,6 +122,7 @@ func NewRedlock(clients []redis.UniversalClient, opts *Options) (*Redlock, error
 		CrossProcessReentry: true,
 		Replication:         fmt.Sprintf("Redlock: majority (%d of %d) of independent primaries", r.quorum, len(clients)),
 		BatchRefresh:        true, // redlock_lock.go
+		ForceRelease:        true, // force.go
 	}
 	if o.Wait == WaitQueue {
 		r.caps.Wait = backend.WaitQueue
