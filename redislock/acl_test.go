@@ -265,7 +265,7 @@ func TestACLErrors(t *testing.T) {
 		if !errors.Is(err, distlock.ErrInvalidConfig) {
 			t.Errorf("a refused WAIT: %v, want ErrInvalidConfig", err)
 		}
-		n, kerr := admin.Exists(ctx, keysFor(DefaultPrefix, "acl-"+strings.ReplaceAll(t.Name(), "/", "-")).lock).Result()
+		n, kerr := admin.Exists(ctx, KeysFor(DefaultPrefix, "acl-"+strings.ReplaceAll(t.Name(), "/", "-")).Lock).Result()
 		if kerr != nil {
 			t.Fatal(kerr)
 		}
@@ -286,7 +286,7 @@ func TestACLErrors(t *testing.T) {
 		if !errors.Is(err, distlock.ErrInvalidConfig) || errors.Is(err, distlock.ErrUnavailable) {
 			t.Errorf("a release refused at PUBLISH: %v, want ErrInvalidConfig (no retry fixes it)", err)
 		}
-		held, kerr := admin.HExists(ctx, keysFor(DefaultPrefix, "acl-"+strings.ReplaceAll(t.Name(), "/", "-")).lock, "o").Result()
+		held, kerr := admin.HExists(ctx, KeysFor(DefaultPrefix, "acl-"+strings.ReplaceAll(t.Name(), "/", "-")).Lock, "o").Result()
 		if kerr != nil {
 			t.Fatal(kerr)
 		}

@@ -30,41 +30,41 @@ import (
 // ReadTimeout); its connection stays busy until then, and a grant it
 // brings back late is given back (the acquire paths' late handlers).
 
-// clientBounds is what New learns from a client's options about its
+// ClientBounds is what New learns from a client's options about its
 // calls' bounds.
-type clientBounds struct {
+type ClientBounds struct {
 	// detach: the client does not end a call when its ctx ends (no
 	// ContextTimeoutEnabled, or read/write deadlines disabled); the driver
 	// runs calls it may have to stop waiting for on goroutines (await).
-	detach bool
+	Detach bool
 	// deadlines: the client ends a call at its ctx's deadline (but not at
 	// its cancellation).
-	deadlines bool
+	Deadlines bool
 	// known: the options could be read (a *redis.Client, a
 	// *redis.ClusterClient or a *redis.Ring).
-	known                     bool
+	Known                     bool
 	ctxTimeouts               bool
 	readTimeout, writeTimeout time.Duration // as normalised by go-redis: 0 none, < 0 deadlines disabled
 	kind                      string
 }
 
-func boundsOf(c redis.UniversalClient) clientBounds {
-	var b clientBounds
+func BoundsOf(c redis.UniversalClient) ClientBounds {
+	var b ClientBounds
 	switch c := c.(type) {
 	case *redis.Client:
 		o := c.Options()
-		b = clientBounds{known: true, ctxTimeouts: o.ContextTimeoutEnabled, readTimeout: o.ReadTimeout, writeTimeout: o.WriteTimeout, kind: "redis.Options"}
+		b = ClientBounds{Known: true, ctxTimeouts: o.ContextTimeoutEnabled, readTimeout: o.ReadTimeout, writeTimeout: o.WriteTimeout, kind: "redis.Options"}
 	case *redis.ClusterClient:
 		o := c.Options()
-		b = clientBounds{known: true, ctxTimeouts: o.ContextTimeoutEnabled, readTimeout: o.ReadTimeout, writeTimeout: o.WriteTimeout, kind: "redis.ClusterOptions"}
+		b = ClientBounds{Known: true, ctxTimeouts: o.ContextTimeoutEnabled, readTimeout: o.ReadTimeout, writeTimeout: o.WriteTimeout, kind: "redis.ClusterOptions"}
 	case *redis.Ring:
 		o := c.Options()
-		b = clientBounds{known: true, ctxTimeouts: o.ContextTimeoutEnabled, readTimeout: o.ReadTimeout, writeTimeout: o.WriteTimeout, kind: "redis.RingOptions"}
+		b = ClientBounds{Known: true, ctxTimeouts: o.ContextTimeoutEnabled, readTimeout: o.ReadTimeout, writeTimeout: o.WriteTimeout, kind: "redis.RingOptions"}
 	default:
-		return clientBounds{detach: true}
+		return ClientBounds{Detach: true}
 	}
-	b.deadlines = b.ctxTimeouts && b.readTimeout >= 0 && b.writeTimeout >= 0
-	b.detach = !b.deadlines
+	b.Deadlines = b.ctxTimeouts && b.readTimeout >= 0 && b.writeTimeout >= 0
+	b.Detach = !b.Deadlines
 	return b
 }
 
@@ -74,12 +74,12 @@ func boundsOf(c redis.UniversalClient) clientBounds {
 // call the driver stopped waiting for keeps its connection (and a
 // goroutine): up to the ReadTimeout, or, with none, until the server
 // answers.
-func (b clientBounds) warn(l *slog.Logger) {
-	if !b.known {
+func (b ClientBounds) Warn(l *slog.Logger) {
+	if !b.Known {
 		l.Warn("redislock: the client's options cannot be read (not a *redis.Client, *redis.ClusterClient or *redis.Ring): a call that outlives its ctx is left running on a goroutine, its connection busy until the client returns it")
 		return
 	}
-	if b.deadlines {
+	if b.Deadlines {
 		return
 	}
 	switch {
@@ -107,9 +107,9 @@ func (e *abandonedError) Unwrap() error { return e.cause }
 
 // await returns call's result, or an *abandonedError when ctx's deadline
 // passes first on a client that would not end the call then
-// (clientBounds.detach). The call then goes on on its goroutine, and
+// (ClientBounds.detach). The call then goes on on its goroutine, and
 // late, if not nil, gets its result when it ends: before await returns if
-// that is within grace after ctx's end (an acquisition waits cleanupTimeout
+// that is within grace after ctx's end (an acquisition waits CleanupTimeout
 // for it, so that what it may have taken is given back before it returns,
 // as on a client that ends the call itself), else in the background. A
 // ctx without a deadline is not awaited: call runs on the caller's
@@ -185,7 +185,7 @@ func await[T any](d *Driver, ctx context.Context, call func() (T, error), late f
 // Close cancels). Call sites test it before making await's closures, which
 // the goroutine makes escape: the direct path allocates nothing more.
 func (d *Driver) awaits(ctx context.Context) bool {
-	if !d.bounds.detach {
+	if !d.bounds.Detach {
 		return false
 	}
 	_, ok := ctx.Deadline()
@@ -203,7 +203,7 @@ func abandoned(err error) bool {
 // hold-checked), as the acquisition's own cleanup gives back what a
 // failed attempt may have taken.
 func lateRelease(release func(ctx context.Context) error) {
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), CleanupTimeout)
 	defer cancel()
 	_ = release(ctx)
 }

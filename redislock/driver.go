@@ -24,9 +24,9 @@ const MinTTL = 10 * time.Millisecond
 // keeps every millisecond count exact in Lua's numbers.
 const MaxTTL = backend.TTLLimit
 
-// cleanupTimeout bounds the owner-checked cleanup after an acquisition
+// CleanupTimeout bounds the owner-checked cleanup after an acquisition
 // whose outcome is unknown.
-const cleanupTimeout = time.Second
+const CleanupTimeout = time.Second
 
 var errClosed = fmt.Errorf("redislock: %w", backend.ErrClosed)
 
@@ -97,7 +97,7 @@ func (o *Options) normalize() (Options, error) {
 	if out.Prefix == "" {
 		out.Prefix = DefaultPrefix
 	}
-	if err := checkPrefix(out.Prefix); err != nil {
+	if err := CheckPrefix(out.Prefix); err != nil {
 		return out, fmt.Errorf("redislock: %w: %v", backend.ErrInvalidConfig, err)
 	}
 	if out.WaitReplicas < 0 {
@@ -135,9 +135,9 @@ type Driver struct {
 	owned  bool // the driver opened c and closes it
 	opts   Options
 	caps   backend.Capabilities
-	notify *notifier
+	notify *Notifier
 	inbox  string // queue mode: the channel hand-offs to this driver's waiters go to
-	bounds clientBounds
+	bounds ClientBounds
 
 	closeOnce sync.Once
 	closeErr  error
@@ -196,12 +196,12 @@ func New(c redis.UniversalClient, opts *Options) (*Driver, error) {
 	if cluster && o.WaitReplicas > 0 {
 		return nil, fmt.Errorf("redislock: %w: WaitReplicas (wait_replicas) is not supported with a Redis Cluster client", backend.ErrInvalidConfig)
 	}
-	d := &Driver{c: c, opts: o, notify: newNotifier(c), inbox: o.Prefix + ":inbox:" + newID(), bounds: boundsOf(c)}
+	d := &Driver{c: c, opts: o, notify: NewNotifier(c), inbox: o.Prefix + ":inbox:" + NewID(), bounds: BoundsOf(c)}
 	lg := o.Logger
 	if lg == nil {
 		lg = slog.Default()
 	}
-	d.bounds.warn(lg)
+	d.bounds.Warn(lg)
 	d.caps = backend.Capabilities{
 		Name:                "redis",
 		Wait:                backend.WaitNotify,
@@ -242,23 +242,23 @@ func (d *Driver) Client() redis.UniversalClient { return d.c }
 // client from a URL, closes it. Held locks are abandoned to expire by TTL.
 func (d *Driver) Close() error {
 	d.closeOnce.Do(func() {
-		err := d.notify.close()
+		err := d.notify.Close()
 		if d.owned {
-			err = errors.Join(err, ignoreClosed(d.c.Close()))
+			err = errors.Join(err, IgnoreClosed(d.c.Close()))
 		}
 		d.closeErr = err
 	})
 	return d.closeErr
 }
 
-func ignoreClosed(err error) error {
+func IgnoreClosed(err error) error {
 	if errors.Is(err, redis.ErrClosed) {
 		return nil
 	}
 	return err
 }
 
-func (d *Driver) keys(key string) keyset { return keysFor(d.opts.Prefix, key) }
+func (d *Driver) keys(key string) Keyset { return KeysFor(d.opts.Prefix, key) }
 
 // tryMutex implements backend.Driver: one run of the acquire script,
 // followed by WAIT when Options.WaitReplicas is set.
@@ -268,29 +268,29 @@ func (d *Driver) tryMutex(ctx context.Context, req backend.Request) (backend.Gra
 		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w", req.Key, context.Cause(ctx))
 	}
 	ks := d.keys(req.Key)
-	hold := newID()
+	hold := NewID()
 	sent := time.Now()
-	var res acquireResult
+	var res AcquireResult
 	var err error
 	if !d.awaits(ctx) {
 		res, err = d.acquire(ctx, ks, req.Owner, hold, req.TTL)
 	} else {
 		ks := ks // captured: a copy made on this path only
-		res, err = await(d, ctx, func() (acquireResult, error) { return d.acquire(ctx, ks, req.Owner, hold, req.TTL) },
-			func(res acquireResult, err error) {
+		res, err = await(d, ctx, func() (AcquireResult, error) { return d.acquire(ctx, ks, req.Owner, hold, req.TTL) },
+			func(res AcquireResult, err error) {
 				// The caller stopped waiting: give back what the attempt
 				// may have taken.
-				if (err == nil && res.held) || (err != nil && !neverSent(err)) {
+				if (err == nil && res.Held) || (err != nil && !neverSent(err)) {
 					lateRelease(func(ctx context.Context) error { return d.cleanup(ctx, ks, req.Owner, hold) })
 				}
-			}, cleanupTimeout)
+			}, CleanupTimeout)
 	}
 	if err != nil && abandoned(err) {
 		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: %w (a hold it took is given back; if the call is still out, when it ends)", req.Key, backend.ErrUnavailable, err)
 	}
 	if err != nil {
 		var wf *waitFailedError
-		if notAllowed(err) && !errors.As(err, &wf) {
+		if NotAllowed(err) && !errors.As(err, &wf) {
 			// Refused before the script ran: nothing to clean up.
 			return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: %w", req.Key, backend.ErrInvalidConfig, err)
 		}
@@ -300,47 +300,47 @@ func (d *Driver) tryMutex(ctx context.Context, req backend.Request) (backend.Gra
 		if !neverSent(err) {
 			cerr = d.cleanup(ctx, ks, req.Owner, hold)
 		}
-		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: %w", req.Key, errKind(err), alsoFailed(err, cerr))
+		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: %w", req.Key, errKind(err), AlsoFailed(err, cerr))
 	}
-	if !res.held {
-		return backend.Grant{}, backend.NotAcquired(req.Key, res.pttl)
+	if !res.Held {
+		return backend.Grant{}, backend.NotAcquired(req.Key, res.PTTL)
 	}
 	l := &lock{d: d, key: req.Key, ks: ks, owner: req.Owner, hold: hold}
-	if d.opts.WaitReplicas > 0 && res.acked < d.opts.WaitReplicas {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	if d.opts.WaitReplicas > 0 && res.Acked < d.opts.WaitReplicas {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
 		defer cancel()
 		rerr := l.Release(rctx)
 		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: only %d of %d replica(s) acknowledged within %v (the grant was released again: %v)",
-			req.Key, backend.ErrUnavailable, res.acked, d.opts.WaitReplicas, d.opts.WaitTimeout, rerr)
+			req.Key, backend.ErrUnavailable, res.Acked, d.opts.WaitReplicas, d.opts.WaitTimeout, rerr)
 	}
-	return backend.Grant{Lock: l, Token: res.token, ValidFrom: sent}, nil
+	return backend.Grant{Lock: l, Token: res.Token, ValidFrom: sent}, nil
 }
 
-// notAllowed reports whether Redis refused the client's credentials or
+// NotAllowed reports whether Redis refused the client's credentials or
 // permissions (a wrong password, a disabled user, a missing ACL command or
 // key pattern): a configuration error that no retry fixes. A script refused
 // one of its commands only after the ones before it ran; Redis's own
 // refusal of scripts with missing permissions happens before they start.
-func notAllowed(err error) bool {
+func NotAllowed(err error) bool {
 	// go-redis wraps a refusal met while connecting ("failed to
 	// authenticate: WRONGPASS ..."), so look for the code anywhere.
 	msg := err.Error()
 	return strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOAUTH ") || strings.Contains(msg, "NOPERM ")
 }
 
-// alsoFailed is err, and what failed after it (a cleanup, leaving a
+// AlsoFailed is err, and what failed after it (a cleanup, leaving a
 // queue) if anything did, in one line.
-func alsoFailed(err, after error) error {
+func AlsoFailed(err, after error) error {
 	if after == nil {
 		return err
 	}
 	return fmt.Errorf("%w (and: %w)", err, after)
 }
 
-// loginRefused reports whether Redis refused the client's login: no
+// LoginRefused reports whether Redis refused the client's login: no
 // password where one is wanted (NOAUTH) or a wrong user or password, or a
 // disabled user (WRONGPASS).
-func loginRefused(err error) bool {
+func LoginRefused(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOAUTH ")
 }
@@ -365,58 +365,58 @@ func neverSent(err error) bool {
 // errKind is the portable kind of a failed command: ErrInvalidConfig when
 // the ACL refused it (no retry fixes that), else ErrUnavailable.
 func errKind(err error) error {
-	if notAllowed(err) || scriptRefused(err) {
+	if NotAllowed(err) || ScriptRefused(err) {
 		return backend.ErrInvalidConfig
 	}
 	return backend.ErrUnavailable
 }
 
-// scriptRefused reports whether the ACL refused a command inside a script
+// ScriptRefused reports whether the ACL refused a command inside a script
 // (Redis 7.0: "The user executing the script can't run this command or
 // subcommand", "... can't publish to the channel ...", "... can't access
 // at least one of the keys ..."; Redis 7.2 and later: "ACL failure in
 // script: ..."): also a configuration error, but the commands before it
 // ran.
-func scriptRefused(err error) bool {
+func ScriptRefused(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "user executing the script can't") || strings.Contains(msg, "ACL failure in script")
 }
 
 // cleanup gives back the hold a failed acquisition attempt may have left
 // (only that attempt's: never another hold of the same owner).
-func (d *Driver) cleanup(ctx context.Context, ks keyset, owner, hold string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+func (d *Driver) cleanup(ctx context.Context, ks Keyset, owner, hold string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
 	defer cancel()
-	_, err := await(d, ctx, func() (int64, error) { return release(ctx, d.c, ks, owner, hold, "release") }, nil, 0)
+	_, err := await(d, ctx, func() (int64, error) { return ReleaseHold(ctx, d.c, ks, owner, hold, "release") }, nil, 0)
 	if err != nil {
 		return fmt.Errorf("cleanup failed, the lock expires by its TTL: %w", err)
 	}
 	return nil
 }
 
-// acquireResult is the acquire script's reply.
-type acquireResult struct {
-	held    bool
-	token   uint64
-	pttl    time.Duration
-	counter uint64 // Redlock: the counter's value after the call
-	acked   int    // replicas that acknowledged (WAIT)
+// AcquireResult is the acquire script's reply.
+type AcquireResult struct {
+	Held    bool
+	Token   uint64
+	PTTL    time.Duration
+	Counter uint64 // Redlock: the counter's value after the call
+	Acked   int    // replicas that acknowledged (WAIT)
 }
 
-// acquireReply reads the reply of acquireScript or waitScript run with
+// AcquireReply reads the reply of AcquireScript or WaitScript run with
 // TTL ttl: a lone integer is a fresh grant (freshGrant), anything else
 // goes to parseAcquire.
-func acquireReply(cmd *redis.Cmd, ttl time.Duration) (acquireResult, error) {
+func AcquireReply(cmd *redis.Cmd, ttl time.Duration) (AcquireResult, error) {
 	v, err := cmd.Result()
 	if err != nil {
-		return acquireResult{}, err
+		return AcquireResult{}, err
 	}
 	if token, ok := v.(int64); ok {
 		return freshGrant(token, ttl)
 	}
 	vs, err := cmd.Int64Slice()
 	if err != nil {
-		return acquireResult{}, err
+		return AcquireResult{}, err
 	}
 	return parseAcquire(vs)
 }
@@ -424,46 +424,46 @@ func acquireReply(cmd *redis.Cmd, ttl time.Duration) (acquireResult, error) {
 // freshGrant is the reply of a script that took a free lock for its full
 // TTL ttl and minted token, which it replies alone: the same as {1, token,
 // ttl, token}.
-func freshGrant(token int64, ttl time.Duration) (acquireResult, error) {
+func freshGrant(token int64, ttl time.Duration) (AcquireResult, error) {
 	if token <= 0 {
-		return acquireResult{}, fmt.Errorf("unexpected reply %d from the acquire script", token)
+		return AcquireResult{}, fmt.Errorf("unexpected reply %d from the acquire script", token)
 	}
-	pttl := time.Duration(min(millis(ttl), MaxTTL.Milliseconds())) * time.Millisecond // as parseAcquire reads it
-	return acquireResult{held: true, token: uint64(token), pttl: pttl, counter: uint64(token)}, nil
+	pttl := time.Duration(min(Millis(ttl), MaxTTL.Milliseconds())) * time.Millisecond // as parseAcquire reads it
+	return AcquireResult{Held: true, Token: uint64(token), PTTL: pttl, Counter: uint64(token)}, nil
 }
 
-func parseAcquire(v []int64) (acquireResult, error) {
+func parseAcquire(v []int64) (AcquireResult, error) {
 	if len(v) != 4 {
-		return acquireResult{}, fmt.Errorf("unexpected reply %v from the acquire script", v)
+		return AcquireResult{}, fmt.Errorf("unexpected reply %v from the acquire script", v)
 	}
-	r := acquireResult{held: v[0] == 1, token: uint64(v[1]), counter: uint64(v[3])}
+	r := AcquireResult{Held: v[0] == 1, Token: uint64(v[1]), Counter: uint64(v[3])}
 	if v[2] > 0 {
-		r.pttl = time.Duration(min(v[2], MaxTTL.Milliseconds())) * time.Millisecond
+		r.PTTL = time.Duration(min(v[2], MaxTTL.Milliseconds())) * time.Millisecond
 	}
 	return r, nil
 }
 
 // acquire runs the acquire script, with WAIT on the same connection when
 // replicas must acknowledge.
-func (d *Driver) acquire(ctx context.Context, ks keyset, owner, hold string, ttl time.Duration) (acquireResult, error) {
+func (d *Driver) acquire(ctx context.Context, ks Keyset, owner, hold string, ttl time.Duration) (AcquireResult, error) {
 	if d.opts.Wait == WaitQueue {
 		return d.fairAttempt(ctx, ks, owner, ttl, false, 0, hold, 0)
 	}
-	keys := []string{ks.lock, ks.fence}
-	args := []any{owner, millis(ttl), hold}
+	keys := []string{ks.Lock, ks.Fence}
+	args := []any{owner, Millis(ttl), hold}
 	if d.opts.WaitReplicas == 0 {
-		return acquireReply(acquireScript.Run(ctx, d.c, keys, args...), ttl)
+		return AcquireReply(AcquireScript.Run(ctx, d.c, keys, args...), ttl)
 	}
 	var acq *redis.Cmd
 	var wait *redis.Cmd
 	run := func(sha bool) error {
 		_, err := d.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			if sha {
-				acq = acquireScript.EvalSha(ctx, p, keys, args...)
+				acq = AcquireScript.EvalSha(ctx, p, keys, args...)
 			} else {
-				acq = acquireScript.Eval(ctx, p, keys, args...)
+				acq = AcquireScript.Eval(ctx, p, keys, args...)
 			}
-			wait = p.Do(ctx, "WAIT", d.opts.WaitReplicas, millis(d.opts.WaitTimeout)) // 0 would wait forever
+			wait = p.Do(ctx, "WAIT", d.opts.WaitReplicas, Millis(d.opts.WaitTimeout)) // 0 would wait forever
 			return nil
 		})
 		return err
@@ -476,17 +476,17 @@ func (d *Driver) acquire(ctx context.Context, ks keyset, owner, hold string, ttl
 		// The script ran (it may have granted), WAIT did not: the
 		// caller must give the hold back even when the error is a
 		// refusal (an ACL without +wait).
-		return acquireResult{}, &waitFailedError{err: wait.Err()}
+		return AcquireResult{}, &waitFailedError{err: wait.Err()}
 	}
 	if err != nil {
-		return acquireResult{}, err
+		return AcquireResult{}, err
 	}
-	r, err := acquireReply(acq, ttl)
+	r, err := AcquireReply(acq, ttl)
 	if err != nil {
-		return acquireResult{}, err
+		return AcquireResult{}, err
 	}
 	acked, _ := wait.Int64()
-	r.acked = int(acked)
+	r.Acked = int(acked)
 	return r, err
 }
 
@@ -497,11 +497,11 @@ type waitFailedError struct{ err error }
 func (e *waitFailedError) Error() string { return "WAIT after the acquire script: " + e.err.Error() }
 func (e *waitFailedError) Unwrap() error { return e.err }
 
-// millis is d in whole milliseconds, rounded up so the store never keeps a
+// Millis is d in whole milliseconds, rounded up so the store never keeps a
 // lock for less than asked, and at least 1. It never overflows: the
 // portable layer asks for at most backend.TTLLimit, and a duration within
 // a millisecond of the largest one saturates instead of wrapping.
-func millis(d time.Duration) int64 {
+func Millis(d time.Duration) int64 {
 	ms := int64(d / time.Millisecond)
 	if d%time.Millisecond != 0 {
 		ms++
@@ -513,7 +513,7 @@ func millis(d time.Duration) int64 {
 // pub/sub connection.
 func (d *Driver) subscribeMutex(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	out := make(chan struct{}, 1)
-	cancel, err := d.notify.subscribe(ctx, d.keys(key).channel, out, filter{})
+	cancel, err := d.notify.Subscribe(ctx, d.keys(key).Channel, out, Filter{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("redislock: subscribe %q: %w: %w", key, backend.ErrUnavailable, err)
 	}

@@ -99,7 +99,7 @@ func tokensAcrossEviction(ctx context.Context, t *testing.T, admin *redis.Client
 			t.Fatal(err)
 		}
 	}
-	fence := keysFor(DefaultPrefix, key).fence
+	fence := KeysFor(DefaultPrefix, key).Fence
 	filler := strings.Repeat("x", 1024)
 	evicted := false
 	for batch := 0; batch < 100 && !evicted; batch++ {

@@ -160,7 +160,7 @@ func TestWaitReplicasGrants(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryAcquire with a healthy replica: %v", err)
 	}
-	owner, err := cb.HGet(ctx, keysFor(DefaultPrefix, "wait-ok").lock, "o").Result()
+	owner, err := cb.HGet(ctx, KeysFor(DefaultPrefix, "wait-ok").Lock, "o").Result()
 	if err != nil || owner != le.Owner() {
 		t.Errorf("the replica has owner %q (%v), want %q", owner, err, le.Owner())
 	}

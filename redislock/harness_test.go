@@ -181,7 +181,7 @@ func nodeClients(t testing.TB, g *sandbox.Group) []redis.UniversalClient {
 func loadScripts(ctx context.Context, g *sandbox.Group) error {
 	for _, n := range g.Nodes() {
 		c := nodeClient(n)
-		for _, s := range []*redis.Script{acquireScript, waitScript, releaseScript, refreshScript, fenceScript} {
+		for _, s := range []*redis.Script{AcquireScript, WaitScript, ReleaseScript, RefreshScript, FenceScript} {
 			if err := s.Load(ctx, c).Err(); err != nil {
 				c.Close()
 				return fmt.Errorf("load scripts on %s: %w", n.Name(), err)
@@ -260,7 +260,7 @@ func (h *harness) newProxiedClients(ps *paths) ([]redis.UniversalClient, error) 
 	for _, n := range nodes {
 		p, err := ps.add(n.Addr)
 		if err != nil {
-			closeAll(cs)
+			CloseAll(cs)
 			return nil, err
 		}
 		cs = append(cs, proxiedNodeClient(p))
@@ -297,7 +297,7 @@ func (h *harness) newUserClients(ps *paths) ([]redis.UniversalClient, error) {
 	for _, n := range nodes {
 		p, err := ps.add(n.Addr)
 		if err != nil {
-			closeAll(cs)
+			CloseAll(cs)
 			return nil, err
 		}
 		cs = append(cs, redis.NewClient(&redis.Options{Addr: p.Addr()}))
@@ -330,7 +330,7 @@ func (h *harness) newDriver(clients func(*paths) ([]redis.UniversalClient, error
 		d, err = New(cs[0], h.opts)
 	}
 	if err != nil {
-		closeAll(cs)
+		CloseAll(cs)
 		ps.close()
 		return nil, err
 	}
@@ -419,21 +419,21 @@ func (h *harness) Kill(_ context.Context, d backend.Driver) error {
 	}
 	switch d := d.(type) {
 	case *Driver:
-		_ = d.notify.close()
+		_ = d.notify.Close()
 	case *Redlock:
 		for _, n := range d.nodes {
-			_ = n.notify.close()
+			_ = n.notify.Close()
 		}
 	}
-	closeAll(cs)
+	CloseAll(cs)
 	return nil
 }
 
 // Delete removes key's lock from every node, through separate clients.
 func (h *harness) Delete(ctx context.Context, key string) error {
-	lockKey := keysFor(DefaultPrefix, key).lock
+	lockKey := KeysFor(DefaultPrefix, key).Lock
 	cs := h.newClients()
-	defer closeAll(cs)
+	defer CloseAll(cs)
 	if h.mode == "redlock" {
 		// An attempt returns once a majority decided it; the other node's
 		// grant may land after this Delete and leave the lock there. Wait
@@ -486,7 +486,7 @@ func (h *harness) Close() error {
 	defer h.mu.Unlock()
 	for d, cs := range h.clients {
 		_ = d.Close()
-		closeAll(cs)
+		CloseAll(cs)
 	}
 	for _, ps := range h.paths {
 		ps.close()

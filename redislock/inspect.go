@@ -21,10 +21,10 @@ func (d *Driver) inspectMutex(ctx context.Context, key string) (backend.Info, er
 	var fence *redis.StringCmd
 	var queued *redis.IntCmd
 	_, err := d.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		h = p.HGetAll(ctx, ks.lock)
-		pttl = p.PTTL(ctx, ks.lock)
-		fence = p.Get(ctx, ks.fence)
-		queued = p.ZCard(ctx, ks.queue)
+		h = p.HGetAll(ctx, ks.Lock)
+		pttl = p.PTTL(ctx, ks.Lock)
+		fence = p.Get(ctx, ks.Fence)
+		queued = p.ZCard(ctx, ks.Queue)
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -57,13 +57,13 @@ func infoFrom(key string, h map[string]string, pttl time.Duration, fence string)
 // that is neither a *redis.Client nor a *redis.ClusterClient cannot be
 // scanned: ErrUnsupported.
 func (d *Driver) List(ctx context.Context, prefix string, limit int) ([]backend.Info, error) {
-	pattern := globEscape(d.opts.Prefix+":{"+escaper.Escape(prefix)) + "*}:lock"
+	pattern := GlobEscape(d.opts.Prefix+":{"+escaper.Escape(prefix)) + "*}:lock"
 	var mu sync.Mutex
 	var keys []string
 	scan := func(ctx context.Context, c *redis.Client) error {
 		it := c.Scan(ctx, 0, pattern, 1000).Iterator()
 		for it.Next(ctx) {
-			if k, ok := keyOf(d.opts.Prefix, it.Val()); ok {
+			if k, ok := KeyOf(d.opts.Prefix, it.Val()); ok {
 				mu.Lock()
 				keys = append(keys, k)
 				mu.Unlock()

@@ -17,7 +17,7 @@ import (
 type lock struct {
 	d     *Driver
 	key   string
-	ks    keyset
+	ks    Keyset
 	owner string
 	hold  string // the attempt or wait that took it
 
@@ -33,9 +33,9 @@ func (l *lock) Release(ctx context.Context) error {
 	var n int64
 	var err error
 	if !l.d.awaits(ctx) {
-		n, err = release(ctx, l.d.c, l.ks, l.owner, l.hold, "release")
+		n, err = ReleaseHold(ctx, l.d.c, l.ks, l.owner, l.hold, "release")
 	} else {
-		n, err = await(l.d, ctx, func() (int64, error) { return release(ctx, l.d.c, l.ks, l.owner, l.hold, "release") }, nil, 0)
+		n, err = await(l.d, ctx, func() (int64, error) { return ReleaseHold(ctx, l.d.c, l.ks, l.owner, l.hold, "release") }, nil, 0)
 	}
 	if err != nil {
 		l.d.suspect(err)
@@ -52,10 +52,10 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	var n int64
 	var err error
 	if !l.d.awaits(ctx) {
-		n, err = refreshScript.Run(ctx, l.d.c, []string{l.ks.lock}, l.owner, millis(ttl), l.hold).Int64()
+		n, err = RefreshScript.Run(ctx, l.d.c, []string{l.ks.Lock}, l.owner, Millis(ttl), l.hold).Int64()
 	} else {
 		n, err = await(l.d, ctx, func() (int64, error) {
-			return refreshScript.Run(ctx, l.d.c, []string{l.ks.lock}, l.owner, millis(ttl), l.hold).Int64()
+			return RefreshScript.Run(ctx, l.d.c, []string{l.ks.Lock}, l.owner, Millis(ttl), l.hold).Int64()
 		}, nil, 0)
 	}
 	l.d.suspect(err)
@@ -67,15 +67,15 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // succeeds (go-redis retries within its read timeouts and backoff).
 const releasedMemory = 10 * time.Second
 
-// release runs releaseScript for hold of owner.
-func release(ctx context.Context, c redis.Scripter, ks keyset, owner, hold, mode string) (int64, error) {
-	return releaseScript.Run(ctx, c, ks.releaseKeys(), releaseArgs(owner, hold, mode)...).Int64()
+// release runs ReleaseScript for hold of owner.
+func ReleaseHold(ctx context.Context, c redis.Scripter, ks Keyset, owner, hold, mode string) (int64, error) {
+	return ReleaseScript.Run(ctx, c, ks.ReleaseKeys(), ReleaseArgs(owner, hold, mode)...).Int64()
 }
 
-// releaseArgs are releaseScript's ARGV for hold of owner in mode
+// ReleaseArgs are ReleaseScript's ARGV for hold of owner in mode
 // ("release", "count", "quiet" or "abandon"): a plain release sends the
 // hold alone, only "abandon" needs the owner (its place in the queue).
-func releaseArgs(owner, hold, mode string) []any {
+func ReleaseArgs(owner, hold, mode string) []any {
 	switch mode {
 	case "release":
 		return []any{hold}
@@ -132,11 +132,11 @@ func (d *Driver) refreshAll(ctx context.Context, locks []backend.Lock, ttls []ti
 		}
 		mine[i] = l
 	}
-	cmds, err := pipelineScript(ctx, d.c, refreshScript, len(locks), func(i int) ([]string, []any, bool) {
+	cmds, err := PipelineScript(ctx, d.c, RefreshScript, len(locks), func(i int) ([]string, []any, bool) {
 		if mine[i] == nil {
 			return nil, nil, false
 		}
-		return []string{mine[i].ks.lock}, []any{mine[i].owner, millis(ttls[i]), mine[i].hold}, true
+		return []string{mine[i].ks.Lock}, []any{mine[i].owner, Millis(ttls[i]), mine[i].hold}, true
 	})
 	for i, l := range mine {
 		if l == nil {
@@ -156,11 +156,11 @@ func (d *Driver) refreshAll(ctx context.Context, locks []backend.Lock, ttls []ti
 	return errs
 }
 
-// pipelineScript runs script n times in one pipeline, with the keys and
+// PipelineScript runs script n times in one pipeline, with the keys and
 // args that call(i) gives (skipping i when it returns false). If Redis lost
 // its script cache, it loads the script and runs the pipeline once more.
 // cmds[i] is nil where nothing ran; err is the pipeline's transport error.
-func pipelineScript(ctx context.Context, c redis.UniversalClient, s *redis.Script, n int, call func(int) ([]string, []any, bool)) ([]*redis.Cmd, error) {
+func PipelineScript(ctx context.Context, c redis.UniversalClient, s *redis.Script, n int, call func(int) ([]string, []any, bool)) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, n)
 	run := func() error {
 		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {

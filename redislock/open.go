@@ -23,26 +23,26 @@ func init() {
 
 // Modes selected by the mode URL parameter.
 const (
-	modeSingle  = "single"
-	modeCluster = "cluster"
-	modeRedlock = "redlock"
+	ModeSingle  = "single"
+	ModeCluster = "cluster"
+	ModeRedlock = "redlock"
 )
 
-// clientConfig is what a URL says about the connections.
-type clientConfig struct {
-	mode     string
-	addrs    []string
-	db       int
-	username string
-	password string
-	tls      *tls.Config
-	dial     time.Duration
-	read     time.Duration
-	write    time.Duration
-	pool     int
-	refresh  time.Duration // Cluster: slot map reload interval
-	evicting bool          // allow_eviction: accept servers that may evict keys
-	opts     Options
+// Config is what a URL says about the connections.
+type Config struct {
+	Mode     string
+	Addrs    []string
+	DB       int
+	Username string
+	Password string
+	TLS      *tls.Config
+	Dial     time.Duration
+	Read     time.Duration
+	Write    time.Duration
+	Pool     int
+	Refresh  time.Duration // Cluster: slot map reload interval
+	Evicting bool          // allow_eviction: accept servers that may evict keys
+	Opts     Options
 }
 
 // open is the backend.Opener for redis:// and rediss://. It confirms the
@@ -50,48 +50,48 @@ type clientConfig struct {
 // and dial_timeout+read_timeout, and that no server it reaches may evict
 // keys (checkEviction).
 func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
-	cfg, err := parseConfig(u)
+	cfg, err := ParseConfig(u)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.mode == modeRedlock {
-		clients := make([]redis.UniversalClient, len(cfg.addrs))
-		for i, addr := range cfg.addrs {
-			clients[i] = redis.NewClient(cfg.single(addr))
+	if cfg.Mode == ModeRedlock {
+		clients := make([]redis.UniversalClient, len(cfg.Addrs))
+		for i, addr := range cfg.Addrs {
+			clients[i] = redis.NewClient(cfg.Single(addr))
 		}
-		r, err := NewRedlock(clients, &cfg.opts)
+		r, err := NewRedlock(clients, &cfg.Opts)
 		if err != nil {
-			closeAll(clients)
+			CloseAll(clients)
 			return nil, err
 		}
 		r.owned = true
-		if err := cfg.ping(ctx, clients, len(clients)/2+1); err != nil {
+		if err := cfg.Ping(ctx, clients, len(clients)/2+1); err != nil {
 			_ = r.Close()
 			return nil, err
 		}
-		if err := cfg.checkEviction(ctx, clients); err != nil {
+		if err := cfg.CheckEviction(ctx, clients); err != nil {
 			_ = r.Close()
 			return nil, err
 		}
 		return r, nil
 	}
 	var c redis.UniversalClient
-	if cfg.mode == modeCluster {
-		c = redis.NewClusterClient(cfg.cluster())
+	if cfg.Mode == ModeCluster {
+		c = redis.NewClusterClient(cfg.Cluster())
 	} else {
-		c = redis.NewClient(cfg.single(cfg.addrs[0]))
+		c = redis.NewClient(cfg.Single(cfg.Addrs[0]))
 	}
-	d, err := New(c, &cfg.opts)
+	d, err := New(c, &cfg.Opts)
 	if err != nil {
 		_ = c.Close()
 		return nil, err
 	}
 	d.owned = true
-	if err := cfg.ping(ctx, []redis.UniversalClient{c}, 1); err != nil {
+	if err := cfg.Ping(ctx, []redis.UniversalClient{c}, 1); err != nil {
 		_ = d.Close()
 		return nil, err
 	}
-	if err := cfg.checkEviction(ctx, []redis.UniversalClient{c}); err != nil {
+	if err := cfg.CheckEviction(ctx, []redis.UniversalClient{c}); err != nil {
 		_ = d.Close()
 		return nil, err
 	}
@@ -103,8 +103,8 @@ func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 // A server that refuses the login (NOAUTH: it wants a password; WRONGPASS:
 // wrong user or password, or a disabled user) fails it with
 // ErrInvalidConfig, as no retry fixes that.
-func (cfg clientConfig) ping(ctx context.Context, clients []redis.UniversalClient, need int) error {
-	ctx, cancel := context.WithTimeout(ctx, cfg.dial+cfg.read)
+func (cfg Config) Ping(ctx context.Context, clients []redis.UniversalClient, need int) error {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Dial+cfg.Read)
 	defer cancel()
 	errs := make([]error, len(clients))
 	var wg sync.WaitGroup
@@ -116,18 +116,18 @@ func (cfg clientConfig) ping(ctx context.Context, clients []redis.UniversalClien
 	var failed []error
 	for i, err := range errs {
 		if err != nil && strings.Contains(err.Error(), "DB index is out of range") {
-			return fmt.Errorf("redislock: %w: database %d: the server at %s has fewer databases: %w", backend.ErrInvalidConfig, cfg.db, cfg.addrs[i], err)
+			return fmt.Errorf("redislock: %w: database %d: the server at %s has fewer databases: %w", backend.ErrInvalidConfig, cfg.DB, cfg.Addrs[i], err)
 		}
-		if err != nil && loginRefused(err) {
-			return fmt.Errorf("redislock: %w: %s", backend.ErrInvalidConfig, cfg.loginErr(cfg.addrs[i], err))
+		if err != nil && LoginRefused(err) {
+			return fmt.Errorf("redislock: %w: %s", backend.ErrInvalidConfig, cfg.loginErr(cfg.Addrs[i], err))
 		}
-		if err == nil || notAllowed(err) {
+		if err == nil || NotAllowed(err) {
 			// A command the ACL refuses (NOPERM) is an answer: the first
 			// lock call reports it (ErrInvalidConfig).
 			ok++
 			continue
 		}
-		failed = append(failed, fmt.Errorf("%s: %w", cfg.addrs[i], err))
+		failed = append(failed, fmt.Errorf("%s: %w", cfg.Addrs[i], err))
 	}
 	if ok >= need {
 		return nil
@@ -138,16 +138,16 @@ func (cfg clientConfig) ping(ctx context.Context, clients []redis.UniversalClien
 
 // loginErr explains a login the server at addr refused: which user, and
 // whether a password was given (never the password itself).
-func (cfg clientConfig) loginErr(addr string, err error) string {
-	user := cfg.username
+func (cfg Config) loginErr(addr string, err error) string {
+	user := cfg.Username
 	if user == "" {
 		user = "default"
 	}
 	msg := strings.TrimSpace(strings.ReplaceAll(err.Error(), "\n", " "))
 	switch {
-	case cfg.password == "" && strings.Contains(msg, "NOAUTH"):
+	case cfg.Password == "" && strings.Contains(msg, "NOAUTH"):
 		return fmt.Sprintf("the server at %s wants a password and the URL gives none (redis://user:PASSWORD@host): %s", addr, msg)
-	case cfg.password == "":
+	case cfg.Password == "":
 		return fmt.Sprintf("the server at %s refused user %q without a password: %s", addr, user, msg)
 	}
 	return fmt.Sprintf("the server at %s refused user %q with the password given: %s", addr, user, msg)
@@ -164,11 +164,11 @@ func (cfg clientConfig) loginErr(addr string, err error) string {
 //
 // allow_eviction=true in the URL skips the check, for a server whose
 // policy the user cannot change and whose memory the locks never fill.
-func (cfg clientConfig) checkEviction(ctx context.Context, clients []redis.UniversalClient) error {
-	if cfg.evicting {
+func (cfg Config) CheckEviction(ctx context.Context, clients []redis.UniversalClient) error {
+	if cfg.Evicting {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.dial+cfg.read)
+	ctx, cancel := context.WithTimeout(ctx, cfg.Dial+cfg.Read)
 	defer cancel()
 	var mu sync.Mutex
 	var bad []error
@@ -225,71 +225,71 @@ func evictionErr(addr, info string) error {
 	return fmt.Errorf("the server at %s may evict keys (maxmemory %d, maxmemory-policy %s): an evicted lock lets a second owner in, an evicted fencing counter sends tokens backwards; set maxmemory-policy noeviction (or, knowing the risk, allow_eviction=true in the URL)", addr, limit, policy)
 }
 
-func closeAll(clients []redis.UniversalClient) {
+func CloseAll(clients []redis.UniversalClient) {
 	for _, c := range clients {
 		_ = c.Close()
 	}
 }
 
-// parseConfig reads every part of u. Errors wrap ErrInvalidConfig and name
+// ParseConfig reads every part of u. Errors wrap ErrInvalidConfig and name
 // the bad part; they never contain the password.
-func parseConfig(u *backend.URL) (clientConfig, error) {
+func ParseConfig(u *backend.URL) (Config, error) {
 	q := u.Query
-	cfg := clientConfig{addrs: u.HostsWithDefaultPort(6379), username: u.Username()}
-	cfg.password, _ = u.Password()
-	if len(cfg.addrs) == 0 {
+	cfg := Config{Addrs: u.HostsWithDefaultPort(6379), Username: u.Username()}
+	cfg.Password, _ = u.Password()
+	if len(cfg.Addrs) == 0 {
 		q.Fail("no host: want e.g. %s://127.0.0.1:6379", u.Scheme)
 	}
-	defMode := modeSingle
-	if len(cfg.addrs) > 1 {
-		defMode = modeCluster
+	defMode := ModeSingle
+	if len(cfg.Addrs) > 1 {
+		defMode = ModeCluster
 	}
-	cfg.mode = q.Enum("mode", defMode, modeSingle, modeCluster, modeRedlock)
-	if cfg.mode == modeSingle && len(cfg.addrs) > 1 {
-		q.Fail("mode=single takes one host, got %d", len(cfg.addrs))
+	cfg.Mode = q.Enum("mode", defMode, ModeSingle, ModeCluster, ModeRedlock)
+	if cfg.Mode == ModeSingle && len(cfg.Addrs) > 1 {
+		q.Fail("mode=single takes one host, got %d", len(cfg.Addrs))
 	}
 	if db := strings.Trim(u.Path, "/"); db != "" {
 		n, err := strconv.Atoi(db)
 		switch {
 		case err != nil || n < 0:
 			q.Fail("path %q: want a database number such as /0", u.Path)
-		case n != 0 && cfg.mode == modeCluster:
+		case n != 0 && cfg.Mode == ModeCluster:
 			q.Fail("path %q: Redis Cluster has only database 0", u.Path)
 		default:
-			cfg.db = n
+			cfg.DB = n
 		}
 	}
-	cfg.dial = q.Duration("dial_timeout", 5*time.Second)
-	cfg.read = q.Duration("read_timeout", 3*time.Second)
-	cfg.write = q.Duration("write_timeout", cfg.read)
-	cfg.pool = q.Int("pool_size", 0, 1, 10000)
-	cfg.refresh = q.Duration("cluster_refresh", time.Second)
-	if q.Has("cluster_refresh") && cfg.mode != modeCluster {
+	cfg.Dial = q.Duration("dial_timeout", 5*time.Second)
+	cfg.Read = q.Duration("read_timeout", 3*time.Second)
+	cfg.Write = q.Duration("write_timeout", cfg.Read)
+	cfg.Pool = q.Int("pool_size", 0, 1, 10000)
+	cfg.Refresh = q.Duration("cluster_refresh", time.Second)
+	if q.Has("cluster_refresh") && cfg.Mode != ModeCluster {
 		q.Fail("cluster_refresh needs mode=cluster")
 	}
-	cfg.opts.Prefix = q.String("prefix", DefaultPrefix)
-	if err := checkPrefix(cfg.opts.Prefix); err != nil {
+	cfg.Opts.Prefix = q.String("prefix", DefaultPrefix)
+	if err := CheckPrefix(cfg.Opts.Prefix); err != nil {
 		q.Fail("parameter prefix: %v", err)
 	}
 	switch q.Enum("wait", "default", "queue", "notify") {
 	case "queue":
-		cfg.opts.Wait = WaitQueue
+		cfg.Opts.Wait = WaitQueue
 	case "notify":
-		cfg.opts.Wait = WaitNotify
+		cfg.Opts.Wait = WaitNotify
 	}
-	cfg.opts.WaitReplicas = q.Int("wait_replicas", 0, 0, 100)
-	cfg.opts.WaitTimeout = q.Duration("wait_timeout", time.Second)
-	if cfg.opts.WaitReplicas > 0 && cfg.opts.Wait == WaitQueue {
+	cfg.Opts.WaitReplicas = q.Int("wait_replicas", 0, 0, 100)
+	cfg.Opts.WaitTimeout = q.Duration("wait_timeout", time.Second)
+	if cfg.Opts.WaitReplicas > 0 && cfg.Opts.Wait == WaitQueue {
 		q.Fail("wait=queue and wait_replicas cannot be combined")
 	}
-	if cfg.opts.WaitReplicas > 0 && cfg.mode == modeCluster {
+	if cfg.Opts.WaitReplicas > 0 && cfg.Mode == ModeCluster {
 		q.Fail("wait_replicas is not supported with mode=cluster")
 	}
-	if cfg.opts.WaitReplicas > 0 && cfg.opts.WaitTimeout >= cfg.read {
-		q.Fail("wait_timeout=%v must be shorter than read_timeout=%v", cfg.opts.WaitTimeout, cfg.read)
+	if cfg.Opts.WaitReplicas > 0 && cfg.Opts.WaitTimeout >= cfg.Read {
+		q.Fail("wait_timeout=%v must be shorter than read_timeout=%v", cfg.Opts.WaitTimeout, cfg.Read)
 	}
-	cfg.evicting = q.Bool("allow_eviction", false)
-	cfg.tls = parseTLS(u, q)
+	cfg.Evicting = q.Bool("allow_eviction", false)
+	cfg.TLS = parseTLS(u, q)
 	if err := q.Err(); err != nil {
 		return cfg, fmt.Errorf("redislock: %w", err)
 	}
@@ -308,14 +308,14 @@ func parseTLS(u *backend.URL, q *backend.Params) *tls.Config {
 	return c
 }
 
-func (cfg clientConfig) single(addr string) *redis.Options {
+func (cfg Config) Single(addr string) *redis.Options {
 	o := &redis.Options{
-		Addr: addr, DB: cfg.db, Username: cfg.username, Password: cfg.password, TLSConfig: cfg.tls,
-		DialTimeout: cfg.dial, ReadTimeout: cfg.read, WriteTimeout: cfg.write, PoolSize: cfg.pool,
+		Addr: addr, DB: cfg.DB, Username: cfg.Username, Password: cfg.Password, TLSConfig: cfg.TLS,
+		DialTimeout: cfg.Dial, ReadTimeout: cfg.Read, WriteTimeout: cfg.Write, PoolSize: cfg.Pool,
 		MaxRetries:            -1, // one attempt per call: the portable layer retries
 		ContextTimeoutEnabled: true,
 	}
-	if cfg.tls != nil {
+	if cfg.TLS != nil {
 		o.Dialer, o.DialerRetries = cfg.tlsDialer(), 1
 	}
 	return o
@@ -327,20 +327,20 @@ func (cfg clientConfig) single(addr string) *redis.Options {
 // line), and go-redis's own dialer would let each of its five attempts
 // run out with no word of TLS. rediss:// clients dial once per call
 // (DialerRetries 1): the portable layer retries.
-func (cfg clientConfig) tlsDialer() func(ctx context.Context, network, addr string) (net.Conn, error) {
+func (cfg Config) tlsDialer() func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		d := net.Dialer{Timeout: cfg.dial}
+		d := net.Dialer{Timeout: cfg.Dial}
 		raw, err := d.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
-		hctx, cancel := context.WithTimeout(ctx, cfg.dial)
+		hctx, cancel := context.WithTimeout(ctx, cfg.Dial)
 		defer cancel()
-		c := tls.Client(raw, cfg.tls)
+		c := tls.Client(raw, cfg.TLS)
 		if err := c.HandshakeContext(hctx); err != nil {
 			_ = raw.Close()
 			if hctx.Err() != nil && !errors.Is(ctx.Err(), context.Canceled) {
-				return nil, fmt.Errorf("TLS handshake with %s: no answer within dial_timeout %v (does the server speak TLS? rediss:// wants it; a server without TLS takes redis://): %w", addr, cfg.dial, err)
+				return nil, fmt.Errorf("TLS handshake with %s: no answer within dial_timeout %v (does the server speak TLS? rediss:// wants it; a server without TLS takes redis://): %w", addr, cfg.Dial, err)
 			}
 			return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
 		}
@@ -348,10 +348,10 @@ func (cfg clientConfig) tlsDialer() func(ctx context.Context, network, addr stri
 	}
 }
 
-func (cfg clientConfig) cluster() *redis.ClusterOptions {
+func (cfg Config) Cluster() *redis.ClusterOptions {
 	o := &redis.ClusterOptions{
-		Addrs: cfg.addrs, Username: cfg.username, Password: cfg.password, TLSConfig: cfg.tls,
-		DialTimeout: cfg.dial, ReadTimeout: cfg.read, WriteTimeout: cfg.write, PoolSize: cfg.pool,
+		Addrs: cfg.Addrs, Username: cfg.Username, Password: cfg.Password, TLSConfig: cfg.TLS,
+		DialTimeout: cfg.Dial, ReadTimeout: cfg.Read, WriteTimeout: cfg.Write, PoolSize: cfg.Pool,
 		MaxRetries:            -1, // one attempt per node call (go-redis's cluster default, made explicit)
 		MaxRedirects:          3,  // MOVED/ASK during resharding are not failures; go-redis also re-sends after a network error within this bound
 		ContextTimeoutEnabled: true,
@@ -359,9 +359,9 @@ func (cfg clientConfig) cluster() *redis.ClusterOptions {
 		// slots' commands there until it reloads the slot map, which it
 		// does by itself only every 60 s by default. Reloading every
 		// second lets clients find a promoted replica within a second.
-		ClusterStateReloadInterval: cfg.refresh,
+		ClusterStateReloadInterval: cfg.Refresh,
 	}
-	if cfg.tls != nil {
+	if cfg.TLS != nil {
 		o.Dialer, o.DialerRetries = cfg.tlsDialer(), 1
 	}
 	return o

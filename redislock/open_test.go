@@ -12,13 +12,13 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-func parse(t *testing.T, raw string) (clientConfig, error) {
+func parse(t *testing.T, raw string) (Config, error) {
 	t.Helper()
 	u, err := backend.ParseURL(raw)
 	if err != nil {
 		t.Fatalf("ParseURL(%q): %v", raw, err)
 	}
-	return parseConfig(u)
+	return ParseConfig(u)
 }
 
 func TestParseConfig(t *testing.T) {
@@ -26,22 +26,22 @@ func TestParseConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.mode != modeSingle || cfg.db != 2 || cfg.username != "app" || cfg.password != "s3cret" ||
-		cfg.read != 500*time.Millisecond || cfg.opts.WaitReplicas != 1 || cfg.opts.Prefix != "locks" ||
-		cfg.tls == nil || cfg.tls.ServerName != "h1" || cfg.addrs[0] != "h1:7000" {
+	if cfg.Mode != ModeSingle || cfg.DB != 2 || cfg.Username != "app" || cfg.Password != "s3cret" ||
+		cfg.Read != 500*time.Millisecond || cfg.Opts.WaitReplicas != 1 || cfg.Opts.Prefix != "locks" ||
+		cfg.TLS == nil || cfg.TLS.ServerName != "h1" || cfg.Addrs[0] != "h1:7000" {
 		t.Errorf("unexpected config %+v", cfg)
 	}
 	cfg, err = parse(t, "redis://h1,h2,h3?mode=redlock")
-	if err != nil || cfg.mode != modeRedlock || len(cfg.addrs) != 3 || cfg.addrs[2] != "h3:6379" {
+	if err != nil || cfg.Mode != ModeRedlock || len(cfg.Addrs) != 3 || cfg.Addrs[2] != "h3:6379" {
 		t.Errorf("redlock: %+v, %v", cfg, err)
 	}
 	cfg, err = parse(t, "redis://h1,h2,h3")
-	if err != nil || cfg.mode != modeCluster {
-		t.Errorf("several hosts default to cluster: %+v, %v", cfg.mode, err)
+	if err != nil || cfg.Mode != ModeCluster {
+		t.Errorf("several hosts default to cluster: %+v, %v", cfg.Mode, err)
 	}
 	for raw, want := range map[string]WaitMode{"redis://h1": WaitDefault, "redis://h1?wait=queue": WaitQueue, "redis://h1?wait=notify": WaitNotify} {
-		if cfg, err := parse(t, raw); err != nil || cfg.opts.Wait != want {
-			t.Errorf("%s: wait mode %v, %v; want %v", raw, cfg.opts.Wait, err, want)
+		if cfg, err := parse(t, raw); err != nil || cfg.Opts.Wait != want {
+			t.Errorf("%s: wait mode %v, %v; want %v", raw, cfg.Opts.Wait, err, want)
 		}
 	}
 }
@@ -126,14 +126,14 @@ func TestKeysInjectiveAndTagged(t *testing.T) {
 	keys := []string{"a", "a}", "{a}", "a%7D", "a%257D", "%", "{", "}", "x:{y}:lock", "ключ 🔒"}
 	seen := map[string]string{}
 	for _, k := range keys {
-		ks := keysFor(DefaultPrefix, k)
-		if prev, dup := seen[ks.lock]; dup {
-			t.Errorf("keys %q and %q share the Redis key %q", prev, k, ks.lock)
+		ks := KeysFor(DefaultPrefix, k)
+		if prev, dup := seen[ks.Lock]; dup {
+			t.Errorf("keys %q and %q share the Redis key %q", prev, k, ks.Lock)
 		}
-		seen[ks.lock] = k
-		for _, name := range []string{ks.lock, ks.fence, ks.channel} {
-			if hashTag(name) != hashTag(ks.lock) || hashTag(name) == "" {
-				t.Errorf("%q: hash tag %q differs from the lock's %q", name, hashTag(name), hashTag(ks.lock))
+		seen[ks.Lock] = k
+		for _, name := range []string{ks.Lock, ks.Fence, ks.Channel} {
+			if hashTag(name) != hashTag(ks.Lock) || hashTag(name) == "" {
+				t.Errorf("%q: hash tag %q differs from the lock's %q", name, hashTag(name), hashTag(ks.Lock))
 			}
 		}
 	}
@@ -163,7 +163,7 @@ func TestURLClientsOneAttempt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if o := cfg.single(cfg.addrs[0]); o.MaxRetries != -1 {
+		if o := cfg.Single(cfg.Addrs[0]); o.MaxRetries != -1 {
 			t.Errorf("%s: MaxRetries = %d, want -1 (one attempt)", raw, o.MaxRetries)
 		}
 	}
@@ -171,7 +171,7 @@ func TestURLClientsOneAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := cfg.cluster(); o.MaxRetries != -1 {
+	if o := cfg.Cluster(); o.MaxRetries != -1 {
 		t.Errorf("cluster: MaxRetries = %d, want -1 (one attempt per node call)", o.MaxRetries)
 	}
 }

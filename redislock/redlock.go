@@ -55,7 +55,7 @@ type Redlock struct {
 // node is one Redis primary of a Redlock.
 type node struct {
 	c      redis.UniversalClient
-	notify *notifier
+	notify *Notifier
 }
 
 var (
@@ -95,21 +95,21 @@ func NewRedlock(clients []redis.UniversalClient, opts *Options) (*Redlock, error
 	if err != nil {
 		return nil, err
 	}
-	r := &Redlock{quorum: len(clients)/2 + 1, opts: o, busy: map[string]busyKey{}, inbox: o.Prefix + ":inbox:" + newID(),
+	r := &Redlock{quorum: len(clients)/2 + 1, opts: o, busy: map[string]busyKey{}, inbox: o.Prefix + ":inbox:" + NewID(),
 		tasks: make(chan func()), quit: make(chan struct{})}
 	for _, c := range clients {
 		if c == nil {
 			return nil, fmt.Errorf("redislock: %w: nil client", backend.ErrInvalidConfig)
 		}
 		r.all = append(r.all, len(r.nodes))
-		r.nodes = append(r.nodes, &node{c: c, notify: newNotifier(c)})
+		r.nodes = append(r.nodes, &node{c: c, notify: NewNotifier(c)})
 	}
 	lg := o.Logger
 	if lg == nil {
 		lg = slog.Default()
 	}
 	for i, c := range clients {
-		boundsOf(c).warn(lg.With("node", i))
+		BoundsOf(c).Warn(lg.With("node", i))
 	}
 	r.caps = backend.Capabilities{
 		Name:                "redlock",
@@ -143,9 +143,9 @@ func (r *Redlock) Close() error {
 		r.bgMu.Unlock()
 		var errs []error
 		for _, n := range r.nodes {
-			errs = append(errs, n.notify.close())
+			errs = append(errs, n.notify.Close())
 			if r.owned {
-				errs = append(errs, ignoreClosed(n.c.Close()))
+				errs = append(errs, IgnoreClosed(n.c.Close()))
 			}
 		}
 		r.bg.Wait()
@@ -154,7 +154,7 @@ func (r *Redlock) Close() error {
 	return r.closeErr
 }
 
-func (r *Redlock) keys(key string) keyset { return keysFor(r.opts.Prefix, key) }
+func (r *Redlock) keys(key string) Keyset { return KeysFor(r.opts.Prefix, key) }
 
 // nodeTimeout is how long one of n nodes may take to answer for a lock of
 // ttl: together they may use a third of it.
@@ -338,7 +338,7 @@ func (r *Redlock) work(f func()) {
 // gives up and frees what it took, and one attempt wins, as the conformance
 // case "of N concurrent TryAcquires exactly one wins" demands.
 //
-// In queue mode the first node runs the queue-aware script (waitScript,
+// In queue mode the first node runs the queue-aware script (WaitScript,
 // without queueing), so a free lock is not granted there ahead of a live
 // waiter queued on it.
 func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
@@ -350,9 +350,9 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w", req.Key, context.Cause(ctx))
 	}
 	ks := r.keys(req.Key)
-	hold := newID()
+	hold := NewID()
 	first := time.Now()
-	res := make([]acquireResult, len(r.nodes))
+	res := make([]AcquireResult, len(r.nodes))
 	errs := make([]error, len(r.nodes))
 	back := &giveBack{}
 	// ask sends the attempt to the nodes in only and records their
@@ -360,7 +360,7 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 	// answers so far decide a grant (see decides).
 	ask := func(only []int, early bool) {
 		type reply struct {
-			acquireResult
+			AcquireResult
 			node    int
 			unknown bool // the call failed: the script may have run
 		}
@@ -374,11 +374,11 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 				answered[i] = true
 			}
 			for _, i := range only {
-				seen[i], answered[i] = acquireResult{}, false
+				seen[i], answered[i] = AcquireResult{}, false
 			}
 			decided = func(i int, v reply, err error) bool {
 				if err == nil {
-					seen[i] = v.acquireResult
+					seen[i] = v.AcquireResult
 				}
 				answered[i] = true
 				return r.decides(seen, answered)
@@ -388,15 +388,15 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 			var cmd *redis.Cmd
 			if i == 0 && r.opts.Wait == WaitQueue {
 				// Never ahead of a waiter queued on the first node.
-				cmd = waitScript.Run(ctx, n.c, ks.waitKeys(), req.Owner, millis(req.TTL), hold, "", "c")
+				cmd = WaitScript.Run(ctx, n.c, ks.WaitKeys(), req.Owner, Millis(req.TTL), hold, "", "c")
 			} else {
-				cmd = acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), hold)
+				cmd = AcquireScript.Run(ctx, n.c, []string{ks.Lock, ks.Fence}, req.Owner, Millis(req.TTL), hold)
 			}
-			a, err := acquireReply(cmd, req.TTL)
+			a, err := AcquireReply(cmd, req.TTL)
 			if err != nil {
 				return reply{node: i, unknown: true}, err
 			}
-			return reply{acquireResult: a, node: i}, nil
+			return reply{AcquireResult: a, node: i}, nil
 		}, decided, func(late reply) {
 			// The node answered after the attempt stopped waiting for
 			// it. A grant is the attempt's hold like the others: it stays
@@ -407,14 +407,14 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 			// release found nothing (the cleanup does not wait for a call
 			// in flight): give the hold back now. A release of a hold the
 			// node does not have changes nothing.
-			if late.unknown || (late.held && back.late()) {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			if late.unknown || (late.Held && back.late()) {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
 				defer cancel()
-				_, _ = release(rctx, r.nodes[late.node].c, ks, req.Owner, hold, "release")
+				_, _ = ReleaseHold(rctx, r.nodes[late.node].c, ks, req.Owner, hold, "release")
 			}
 		})
 		for _, i := range only {
-			res[i], errs[i] = rs[i].acquireResult, es[i]
+			res[i], errs[i] = rs[i].AcquireResult, es[i]
 		}
 	}
 	all := r.all
@@ -429,9 +429,9 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 			return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w", req.Key, context.Cause(ctx))
 		}
 		ask(all[:1], false)
-		if errs[0] == nil && !res[0].held {
+		if errs[0] == nil && !res[0].Held {
 			r.observe(req.Key)
-			return backend.Grant{}, backend.NotAcquired(req.Key, res[0].pttl)
+			return backend.Grant{}, backend.NotAcquired(req.Key, res[0].PTTL)
 		}
 		ask(all[1:], true)
 	} else {
@@ -477,7 +477,7 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 func (r *Redlock) failKind(errs []error) error {
 	refused := 0
 	for _, err := range errs {
-		if err != nil && (notAllowed(err) || scriptRefused(err)) {
+		if err != nil && (NotAllowed(err) || ScriptRefused(err)) {
 			refused++
 		}
 	}
@@ -497,10 +497,10 @@ func splitWait(ttl time.Duration) time.Duration { return min(ttl/4, 200*time.Mil
 
 // holdsFirst reports whether the attempt whose replies are res and errs
 // holds the lowest-numbered node that answered it.
-func (r *Redlock) holdsFirst(res []acquireResult, errs []error) bool {
+func (r *Redlock) holdsFirst(res []AcquireResult, errs []error) bool {
 	for i := range r.nodes {
 		if errs[i] == nil {
-			return res[i].held
+			return res[i].Held
 		}
 	}
 	return false
@@ -517,14 +517,14 @@ func (r *Redlock) holdsFirst(res []acquireResult, errs []error) bool {
 // (kept for Release: giveBack) or refusals. Every earlier token was
 // confirmed by a majority, which shares a node with this one, whose
 // counter this grant's token already passed.
-func (r *Redlock) decides(res []acquireResult, answered []bool) bool {
-	if !answered[0] || !res[0].held {
+func (r *Redlock) decides(res []AcquireResult, answered []bool) bool {
+	if !answered[0] || !res[0].Held {
 		return false
 	}
 	token := newToken(res)
 	confirmed := 0
 	for _, a := range res {
-		if a.held && a.token == token && a.counter >= token {
+		if a.Held && a.Token == token && a.Counter >= token {
 			confirmed++
 		}
 	}
@@ -634,18 +634,18 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // hold of the owner surviving on some nodes only, whose old token a holder
 // in between has surpassed) gets a new token above every counter and token
 // seen.
-func newToken(res []acquireResult) uint64 {
+func newToken(res []AcquireResult) uint64 {
 	var keep, top uint64
 	first, same := true, true
 	for _, r := range res {
-		if !r.held {
+		if !r.Held {
 			continue
 		}
 		if first {
-			keep, first = r.token, false
+			keep, first = r.Token, false
 		}
-		same = same && r.token == keep
-		top = max(top, r.token, r.counter)
+		same = same && r.Token == keep
+		top = max(top, r.Token, r.Counter)
 	}
 	if same && keep != 0 && keep >= top {
 		return keep
@@ -655,16 +655,16 @@ func newToken(res []acquireResult) uint64 {
 
 // fence makes a majority record token (phase two): the granting nodes
 // whose lock records token and whose counter reached it already do;
-// the others get fenceScript, all at once, and the grant stands when a
+// the others get FenceScript, all at once, and the grant stands when a
 // majority recorded token. In the common case (a free lock whose counters
 // agree on every node) no node needs it and this sends nothing.
-func (r *Redlock) fence(ctx context.Context, ks keyset, req backend.Request, hold string, token uint64, res []acquireResult) error {
+func (r *Redlock) fence(ctx context.Context, ks Keyset, req backend.Request, hold string, token uint64, res []AcquireResult) error {
 	confirmed := 0
 	var need []int
 	for i, a := range res {
 		switch {
-		case !a.held:
-		case a.token == token && a.counter >= token:
+		case !a.Held:
+		case a.Token == token && a.Counter >= token:
 			confirmed++
 		default:
 			need = append(need, i)
@@ -674,7 +674,7 @@ func (r *Redlock) fence(ctx context.Context, ks keyset, req backend.Request, hol
 	if len(need) > 0 {
 		var ok []bool
 		ok, errs = someNodes(r, ctx, nodeTimeout(req.TTL, 1), need, func(ctx context.Context, i int, n *node) (bool, error) {
-			v, err := fenceScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, token, hold).Int64()
+			v, err := FenceScript.Run(ctx, n.c, []string{ks.Lock, ks.Fence}, req.Owner, token, hold).Int64()
 			return err == nil && v == 1, err
 		})
 		for _, b := range ok {
@@ -713,16 +713,16 @@ func drift(ttl time.Duration) time.Duration {
 // attempt holding that node, or found the lock held, and what it frees is
 // no lock anyone waits for; the winner's release, or the first node's
 // holder giving up, announces the lock free.
-func (r *Redlock) cleanup(ctx context.Context, ks keyset, owner, hold string, res []acquireResult, errs []error) {
+func (r *Redlock) cleanup(ctx context.Context, ks Keyset, owner, hold string, res []AcquireResult, errs []error) {
 	ctx = context.WithoutCancel(ctx)
 	first := r.holdsFirst(res, errs)
-	eachNode(r, ctx, cleanupTimeout, func(ctx context.Context, i int, n *node) (struct{}, error) {
-		if res[i].held || errs[i] != nil {
+	eachNode(r, ctx, CleanupTimeout, func(ctx context.Context, i int, n *node) (struct{}, error) {
+		if res[i].Held || errs[i] != nil {
 			mode := "quiet"
 			if first {
 				mode = announce(i)
 			}
-			_, err := release(ctx, n.c, ks, owner, hold, mode)
+			_, err := ReleaseHold(ctx, n.c, ks, owner, hold, mode)
 			return struct{}{}, err
 		}
 		return struct{}{}, nil
@@ -737,10 +737,10 @@ func (r *Redlock) Subscribe(ctx context.Context, key string, kind backend.Kind) 
 	if kind != backend.Exclusive {
 		return nil, nil, backend.UnsupportedKind("redislock", "subscribe", kind)
 	}
-	ch := r.keys(key).channel
+	ch := r.keys(key).Channel
 	out := make(chan struct{}, 1)
 	cancels, errs := eachNode(r, ctx, time.Second, func(ctx context.Context, _ int, n *node) (func(), error) {
-		return n.notify.subscribe(ctx, ch, out, filter{})
+		return n.notify.Subscribe(ctx, ch, out, Filter{})
 	}, func(cancel func()) {
 		if cancel != nil {
 			cancel() // confirmed too late to be counted
@@ -768,18 +768,18 @@ type votes struct {
 }
 
 // countVotes counts res and errs, one entry per node.
-func countVotes(res []acquireResult, errs []error) votes {
+func countVotes(res []AcquireResult, errs []error) votes {
 	var v votes
 	for i := range res {
 		switch {
 		case errs[i] != nil:
 			v.failed++
-		case res[i].held:
+		case res[i].Held:
 			v.held++
 		default:
 			v.refused++
-			if v.retry == 0 || res[i].pttl < v.retry {
-				v.retry = res[i].pttl
+			if v.retry == 0 || res[i].PTTL < v.retry {
+				v.retry = res[i].PTTL
 			}
 		}
 	}
@@ -796,7 +796,7 @@ func (v votes) split(quorum int) bool { return v.held < quorum && v.held+v.refus
 // split, for at most splitWait(ttl) since first or until ctx ends; ask
 // sends the attempt to the given nodes and records their answers in res
 // and errs. It returns the final count.
-func (r *Redlock) askAgain(ctx context.Context, ttl time.Duration, first time.Time, res []acquireResult, errs []error, ask func(only []int), mine func() bool) votes {
+func (r *Redlock) askAgain(ctx context.Context, ttl time.Duration, first time.Time, res []AcquireResult, errs []error, ask func(only []int), mine func() bool) votes {
 	v := countVotes(res, errs)
 	budget := splitWait(ttl)
 	const pauseMin, pauseMax = 100 * time.Microsecond, 5 * time.Millisecond
@@ -809,7 +809,7 @@ func (r *Redlock) askAgain(ctx context.Context, ttl time.Duration, first time.Ti
 		pause = bo.Next(pauseMin, pauseMax)
 		var again []int
 		for i := range res {
-			if errs[i] == nil && !res[i].held {
+			if errs[i] == nil && !res[i].Held {
 				again = append(again, i)
 			}
 		}

@@ -35,10 +35,10 @@ func TestRedlockFairOrder(t *testing.T) {
 	}
 	first := nodeClient(g.Node(0))
 	t.Cleanup(func() { first.Close() })
-	ks := keysFor(DefaultPrefix, key)
+	ks := KeysFor(DefaultPrefix, key)
 	waiting := func() int64 {
-		q := first.ZCard(ctx, ks.queue).Val()
-		subs := first.PubSubNumSub(ctx, ks.channel).Val()[ks.channel]
+		q := first.ZCard(ctx, ks.Queue).Val()
+		subs := first.PubSubNumSub(ctx, ks.Channel).Val()[ks.Channel]
 		return q + subs
 	}
 
@@ -149,7 +149,7 @@ func TestRedlockQueueFirstNodeDown(t *testing.T) {
 	for i, n := range g.Nodes()[1:] {
 		cl := nodeClient(n)
 		defer cl.Close()
-		if o := cl.HGet(ctx, keysFor(DefaultPrefix, key).lock, "o").Val(); o != "" {
+		if o := cl.HGet(ctx, KeysFor(DefaultPrefix, key).Lock, "o").Val(); o != "" {
 			t.Errorf("node %d: lock still held by %q after every holder released", i+1, o)
 		}
 	}
@@ -158,7 +158,7 @@ func TestRedlockQueueFirstNodeDown(t *testing.T) {
 // TestRedlockQueueStaleFirstNode: a lock left on the first node alone (the
 // holder's other nodes lost it; say its release failed there) must not
 // block a waiter for its whole TTL while a majority is free: the waiter's
-// heartbeat attempt takes the majority, with a token above the stale one,
+// Heartbeat attempt takes the majority, with a token above the stale one,
 // and leaves the first node's queue.
 func TestRedlockQueueStaleFirstNode(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
@@ -170,14 +170,14 @@ func TestRedlockQueueStaleFirstNode(t *testing.T) {
 	}
 	t.Cleanup(func() { r.Close() })
 	const key = "stale-first"
-	ks := keysFor(DefaultPrefix, key)
+	ks := KeysFor(DefaultPrefix, key)
 	a, err := r.TryAcquire(ctx, backend.Request{Key: key, Owner: "owner-a", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	grantedEverywhere(t, ctx, clients, ks.lock)
+	grantedEverywhere(t, ctx, clients, ks.Lock)
 	for _, c := range clients[1:] {
-		if err := c.Del(ctx, ks.lock).Err(); err != nil {
+		if err := c.Del(ctx, ks.Lock).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -191,7 +191,7 @@ func TestRedlockQueueStaleFirstNode(t *testing.T) {
 	if b.Token <= a.Token {
 		t.Errorf("token %d after the stale lock's %d", b.Token, a.Token)
 	}
-	if n := clients[0].ZCard(ctx, ks.queue).Val(); n != 0 {
+	if n := clients[0].ZCard(ctx, ks.Queue).Val(); n != 0 {
 		t.Errorf("the granted waiter left %d entries in the first node's queue", n)
 	}
 	if err := b.Lock.Release(ctx); err != nil {

@@ -16,7 +16,7 @@ import (
 type rlock struct {
 	r     *Redlock
 	key   string
-	ks    keyset
+	ks    Keyset
 	owner string
 	hold  string // the attempt that took it, on every node
 	back  *giveBack
@@ -36,7 +36,7 @@ func (l *rlock) Release(ctx context.Context) error {
 	defer func() { l.r.released(l.key, time.Since(start)) }()
 	released, errs := eachNode(l.r, ctx, releaseTimeout, func(ctx context.Context, i int, nd *node) (bool, error) {
 		if i > 0 {
-			v, err := release(ctx, nd.c, l.ks, l.owner, l.hold, "quiet")
+			v, err := ReleaseHold(ctx, nd.c, l.ks, l.owner, l.hold, "quiet")
 			return err == nil && v >= 0, err
 		}
 		v, heard, err := releaseCounting(ctx, nd.c, l.ks, l.owner, l.hold)
@@ -51,9 +51,9 @@ func (l *rlock) Release(ctx context.Context) error {
 		// The first node did not answer: announce the release on the
 		// nodes that freed the lock, whose waiters skip the first node
 		// while it fails.
-		eachNode(l.r, context.WithoutCancel(ctx), cleanupTimeout, func(ctx context.Context, i int, nd *node) (struct{}, error) {
+		eachNode(l.r, context.WithoutCancel(ctx), CleanupTimeout, func(ctx context.Context, i int, nd *node) (struct{}, error) {
 			if released[i] {
-				return struct{}{}, nd.c.Publish(ctx, l.ks.channel, "released").Err()
+				return struct{}{}, nd.c.Publish(ctx, l.ks.Channel, "released").Err()
 			}
 			return struct{}{}, nil
 		})
@@ -65,7 +65,7 @@ func (l *rlock) Release(ctx context.Context) error {
 // nodes still held it for its owner and extended it.
 func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) error {
 	vals, errs := eachNode(l.r, ctx, nodeTimeout(ttl, 1), func(ctx context.Context, _ int, nd *node) (int64, error) {
-		return refreshScript.Run(ctx, nd.c, []string{l.ks.lock}, l.owner, millis(ttl), l.hold).Int64()
+		return RefreshScript.Run(ctx, nd.c, []string{l.ks.Lock}, l.owner, Millis(ttl), l.hold).Int64()
 	})
 	return l.r.refreshVerdict(l.key, vals, errs)
 }
@@ -129,11 +129,11 @@ func (r *Redlock) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []t
 		mine[i] = l
 	}
 	cmds, perr := eachNode(r, ctx, nodeTimeout(minTTL(ttls), 1), func(ctx context.Context, _ int, nd *node) ([]*redis.Cmd, error) {
-		return pipelineScript(ctx, nd.c, refreshScript, len(locks), func(i int) ([]string, []any, bool) {
+		return PipelineScript(ctx, nd.c, RefreshScript, len(locks), func(i int) ([]string, []any, bool) {
 			if mine[i] == nil {
 				return nil, nil, false
 			}
-			return []string{mine[i].ks.lock}, []any{mine[i].owner, millis(ttls[i]), mine[i].hold}, true
+			return []string{mine[i].ks.Lock}, []any{mine[i].owner, Millis(ttls[i]), mine[i].hold}, true
 		})
 	})
 	for i, l := range mine {
@@ -166,8 +166,8 @@ func minTTL(ttls []time.Duration) time.Duration {
 
 // releaseCounting is release on Redlock's first node: it also returns how
 // many connections heard the lock announced free (waiters of the key).
-func releaseCounting(ctx context.Context, c redis.Scripter, ks keyset, owner, hold string) (n, heard int64, err error) {
-	v, err := releaseScript.Run(ctx, c, ks.releaseKeys(), releaseArgs(owner, hold, "count")...).Result()
+func releaseCounting(ctx context.Context, c redis.Scripter, ks Keyset, owner, hold string) (n, heard int64, err error) {
+	v, err := ReleaseScript.Run(ctx, c, ks.ReleaseKeys(), ReleaseArgs(owner, hold, "count")...).Result()
 	if err != nil {
 		return 0, 0, err
 	}

@@ -30,7 +30,7 @@ func TestRedlockReleaseMinority(t *testing.T) {
 	}
 	t.Cleanup(func() { r.Close() })
 	const key, ttl = "release-minority", 30 * time.Second
-	lockKey := keysFor(DefaultPrefix, key).lock
+	lockKey := KeysFor(DefaultPrefix, key).Lock
 	req := func(owner string) backend.Request { return backend.Request{Key: key, Owner: owner, TTL: ttl} }
 
 	t.Run("majority lapsed", func(t *testing.T) {

@@ -28,10 +28,10 @@ func TestRedlockTokenNeverBackwards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	grantedEverywhere(t, ctx, clients, keysFor(DefaultPrefix, key).lock)
+	grantedEverywhere(t, ctx, clients, KeysFor(DefaultPrefix, key).Lock)
 	// owner-a's hold lapses on nodes 1 and 2 and stays on node 0.
 	for _, c := range clients[1:] {
-		if err := c.Del(ctx, keysFor(DefaultPrefix, key).lock).Err(); err != nil {
+		if err := c.Del(ctx, KeysFor(DefaultPrefix, key).Lock).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -159,7 +159,7 @@ return 1
 // once: one "released last" field would be overwritten). With mode "m" it
 // withdraws the owner's mark instead. Reply 1 if it was held (or released
 // within the memory), 0 if not.
-var rwReleaseScript = redis.NewScript(rwPrelude + releasedMemo + `
+var rwReleaseScript = redis.NewScript(rwPrelude + ReleasedMemo + `
 prune()
 if ARGV[2] == 'm' then
   if redis.call('HGET', H, 'm') == ARGV[1] then
