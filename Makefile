@@ -56,7 +56,7 @@ DOCKER_SKIP   ?= ^(TestConformanceModuleEtcd|TestConformanceNotify|TestConforman
 DOCKER_P      ?= 5
 # Fuzz targets as package:Name; `make fuzz` runs each for FUZZTIME, `make
 # test` for FUZZTIME_SHORT (go test runs one fuzz target at a time).
-FUZZ_TARGETS  ?= ./backend:FuzzParseURL .:FuzzCheckKey .:FuzzOptions ./internal/keys:FuzzEscape ./redislock:FuzzKeysFor ./redislock:FuzzParseAcquire \
+FUZZ_TARGETS  ?= ./backend:FuzzParseURL .:FuzzCheckKey .:FuzzOptions ./internal/keys:FuzzEscape ./internal/redisproto:FuzzKeysFor ./internal/redisproto:FuzzParseAcquire \
                  ./etcdlock:FuzzLockRange ./etcdlock:FuzzTombName ./zklock:FuzzParseName \
                  ./redislock:FuzzURLParams ./sqllock:FuzzURLParamsMySQL ./sqllock:FuzzURLParamsPostgres ./zklock:FuzzURLParams \
                  ./etcdlock:FuzzURLParams ./memlock:FuzzURLParams

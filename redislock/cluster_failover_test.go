@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redisproto"
 	"github.com/distlock/distlock/sandbox"
 )
 
@@ -31,7 +32,7 @@ type clusterFailover struct {
 // that is of a primary that has not written anything yet.)
 func (cf *clusterFailover) shardOf(ctx context.Context, key string) (primary, replica int) {
 	cf.t.Helper()
-	slot := redisKeySlot(KeysFor(DefaultPrefix, key).Lock)
+	slot := redisKeySlot(redisproto.KeysFor(DefaultPrefix, key).Lock)
 	for i, n := range cf.g.Nodes() {
 		if !cf.alive[i] {
 			continue
@@ -159,7 +160,7 @@ func (cf *clusterFailover) replicaHas(ctx context.Context, i int, key string) bo
 	})
 	defer c.Close()
 	for range 40 {
-		held, err := c.HExists(ctx, KeysFor(DefaultPrefix, key).Lock, "o").Result()
+		held, err := c.HExists(ctx, redisproto.KeysFor(DefaultPrefix, key).Lock, "o").Result()
 		if err == nil && held {
 			return true
 		}
@@ -287,7 +288,7 @@ func TestClusterFailover(t *testing.T) {
 		// The promoted replica kept the lock's absolute expiry.
 		c := nodeClient(g.Node(replica))
 		defer c.Close()
-		pttl, err := c.PTTL(ctx, KeysFor(DefaultPrefix, fixed).Lock).Result()
+		pttl, err := c.PTTL(ctx, redisproto.KeysFor(DefaultPrefix, fixed).Lock).Result()
 		if err != nil {
 			t.Fatal(err)
 		}

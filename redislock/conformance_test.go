@@ -14,14 +14,6 @@ func TestConformanceSingle(t *testing.T) {
 	conformance.Run(t, newHarness(g, "single").maker(), conformance.Parallel(4))
 }
 
-func TestConformanceRedlock(t *testing.T) {
-	if testing.Short() {
-		t.Skip("short mode")
-	}
-	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
-	conformance.Run(t, newHarness(g, "redlock").maker(), conformance.Parallel(4))
-}
-
 func TestConformanceCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short mode")
@@ -30,22 +22,12 @@ func TestConformanceCluster(t *testing.T) {
 	conformance.Run(t, newHarness(g, "cluster").maker(), conformance.Parallel(4))
 }
 
-// TestConformanceSingle, TestConformanceRedlock and TestConformanceCluster run the default wait
+// TestConformanceSingle and TestConformanceCluster run the default wait
 // mode (queue); these run the other one.
 
 func TestConformanceNotify(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
 	h := newHarness(g, "single")
-	h.opts = &Options{Wait: WaitNotify}
-	conformance.Run(t, h.maker(), conformance.Parallel(4))
-}
-
-func TestConformanceRedlockNotify(t *testing.T) {
-	if testing.Short() {
-		t.Skip("short mode")
-	}
-	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
-	h := newHarness(g, "redlock")
 	h.opts = &Options{Wait: WaitNotify}
 	conformance.Run(t, h.maker(), conformance.Parallel(4))
 }
@@ -68,7 +50,6 @@ func TestHarnessHooks(t *testing.T) {
 		spec sandbox.Spec
 	}{
 		{"single", sandbox.Spec{Kind: sandbox.Redis}},
-		{"redlock", sandbox.Spec{Kind: sandbox.Redis, Nodes: 3}},
 		{"cluster", sandbox.Spec{Kind: sandbox.Redis, Topology: sandbox.Cluster}},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisproto"
 	"github.com/distlock/distlock/sandbox"
 )
 
@@ -42,7 +43,7 @@ func TestFairHandOffProtocol(t *testing.T) {
 	// Hand-offs go to the driver's inbox, "released" to the key's channel.
 	ps := c.Subscribe(ctx, d.inbox)
 	defer ps.Close()
-	hold := func(key, owner, id string) AcquireResult {
+	hold := func(key, owner, id string) redisproto.AcquireResult {
 		t.Helper()
 		r, err := d.fairAttempt(ctx, d.keys(key), owner, ttl, false, 0, id, 0)
 		if err != nil || !r.Held {
@@ -59,7 +60,7 @@ func TestFairHandOffProtocol(t *testing.T) {
 	}
 	release := func(key, owner, id string) int64 {
 		t.Helper()
-		n, err := ReleaseHold(ctx, c, d.keys(key), owner, id, "release")
+		n, err := redisproto.ReleaseHold(ctx, c, d.keys(key), owner, id, "release")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,7 +241,7 @@ func TestFairHandOffProtocol(t *testing.T) {
 // TestFairWaitConfirmsHandOff checks that a waiter served by a hand-off
 // reports the lock only after its own attempt read it from the lock's
 // state, with the next token and a validity of the full TTL from that
-// attempt, well before its next Heartbeat.
+// attempt, well before its next redisproto.Heartbeat.
 func TestFairWaitConfirmsHandOff(t *testing.T) {
 	c, d := queueDriver(t)
 	ctx := testCtx(t, 30*time.Second)
@@ -282,8 +283,8 @@ func TestFairWaitConfirmsHandOff(t *testing.T) {
 	if r.g.Token != held.Token+1 {
 		t.Errorf("token %d, want %d", r.g.Token, held.Token+1)
 	}
-	if r.done.Sub(released) > Heartbeat(ttl)/2 {
-		t.Errorf("the waiter took %v after the release: woken by its Heartbeat, not by the hand-off message", r.done.Sub(released))
+	if r.done.Sub(released) > redisproto.Heartbeat(ttl)/2 {
+		t.Errorf("the waiter took %v after the release: woken by its redisproto.Heartbeat, not by the hand-off message", r.done.Sub(released))
 	}
 	// The grant counts the full TTL from the confirming attempt, sent after
 	// the release began.

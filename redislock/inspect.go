@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisproto"
 )
 
 // inspectMutex implements backend.Inspector.
@@ -57,13 +58,13 @@ func infoFrom(key string, h map[string]string, pttl time.Duration, fence string)
 // that is neither a *redis.Client nor a *redis.ClusterClient cannot be
 // scanned: ErrUnsupported.
 func (d *Driver) List(ctx context.Context, prefix string, limit int) ([]backend.Info, error) {
-	pattern := GlobEscape(d.opts.Prefix+":{"+escaper.Escape(prefix)) + "*}:lock"
+	pattern := redisproto.GlobEscape(d.opts.Prefix+":{"+redisproto.Escaper.Escape(prefix)) + "*}:lock"
 	var mu sync.Mutex
 	var keys []string
 	scan := func(ctx context.Context, c *redis.Client) error {
 		it := c.Scan(ctx, 0, pattern, 1000).Iterator()
 		for it.Next(ctx) {
-			if k, ok := KeyOf(d.opts.Prefix, it.Val()); ok {
+			if k, ok := redisproto.KeyOf(d.opts.Prefix, it.Val()); ok {
 				mu.Lock()
 				keys = append(keys, k)
 				mu.Unlock()

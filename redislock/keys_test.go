@@ -3,17 +3,19 @@ package redislock
 import (
 	"slices"
 	"testing"
+
+	"github.com/distlock/distlock/internal/redisproto"
 )
 
 // TestKeysFor: every name is the prefix, the escaped key in a hash tag and
 // its suffix, and the scripts' KEYS lists name them in the scripts' order.
-// KeysFor runs on every acquisition attempt, so it makes them in two
+// redisproto.KeysFor runs on every acquisition attempt, so it makes them in two
 // allocations (one string, one slice), not one per name and per list.
 func TestKeysFor(t *testing.T) {
 	for _, key := range []string{"k", "", "a{b}c", "100%", "%7B", "ключ"} {
-		ks := KeysFor("pfx", key)
-		tag := "pfx:{" + escaper.Escape(key) + "}"
-		want := Keyset{Lock: tag + ":lock", Fence: tag + ":fence", Channel: tag + ":released", Queue: tag + ":queue", Alive: tag + ":alive", Last: tag + ":last"}
+		ks := redisproto.KeysFor("pfx", key)
+		tag := "pfx:{" + redisproto.Escaper.Escape(key) + "}"
+		want := redisproto.Keyset{Lock: tag + ":lock", Fence: tag + ":fence", Channel: tag + ":released", Queue: tag + ":queue", Alive: tag + ":alive", Last: tag + ":last"}
 		if ks.Lock != want.Lock || ks.Fence != want.Fence || ks.Channel != want.Channel || ks.Queue != want.Queue || ks.Alive != want.Alive || ks.Last != want.Last {
 			t.Errorf("KeysFor(%q) = %+v, want %+v", key, ks, want)
 		}
@@ -24,7 +26,7 @@ func TestKeysFor(t *testing.T) {
 			t.Errorf("KeysFor(%q).ReleaseKeys() = %q", key, got)
 		}
 	}
-	if n := testing.AllocsPerRun(100, func() { _ = KeysFor(DefaultPrefix, "some-key") }); n > 2 {
+	if n := testing.AllocsPerRun(100, func() { _ = redisproto.KeysFor(DefaultPrefix, "some-key") }); n > 2 {
 		t.Errorf("KeysFor makes %v allocations, want at most 2", n)
 	}
 }

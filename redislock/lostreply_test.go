@@ -10,6 +10,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisproto"
 	"github.com/distlock/distlock/sandbox"
 )
 
@@ -49,7 +50,7 @@ func retryingClient(t *testing.T, n sandbox.Node) (*redis.Client, replyDropper) 
 	c := redis.NewClient(&redis.Options{Addr: p.Addr()})
 	t.Cleanup(func() { c.Close() })
 	ctx := testCtx(t, 10*time.Second)
-	for _, s := range []*redis.Script{AcquireScript, WaitScript, ReleaseScript, RefreshScript, FenceScript} {
+	for _, s := range []*redis.Script{redisproto.AcquireScript, redisproto.WaitScript, redisproto.ReleaseScript, redisproto.RefreshScript, redisproto.FenceScript} {
 		if err := s.Load(ctx, c).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +92,7 @@ func TestLostReplyRetried(t *testing.T) {
 
 			t.Run("acquire", func(t *testing.T) {
 				key := "lost-acquire-" + mode.String()
-				drop.arm(AcquireScript, WaitScript)
+				drop.arm(redisproto.AcquireScript, redisproto.WaitScript)
 				le, err := l.TryAcquire(ctx, key)
 				if err != nil {
 					t.Fatalf("TryAcquire with its reply lost once: %v", err)
@@ -114,7 +115,7 @@ func TestLostReplyRetried(t *testing.T) {
 					t.Fatal(err)
 				}
 				before := drop.count()
-				drop.arm(ReleaseScript)
+				drop.arm(redisproto.ReleaseScript)
 				if err := le.Release(ctx); err != nil {
 					t.Errorf("Release with its reply lost once: %v", err)
 				}
@@ -137,7 +138,7 @@ func TestLostReplyRetried(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				drop.arm(ReleaseScript)
+				drop.arm(redisproto.ReleaseScript)
 				_ = lb.Release(ctx)
 				if free(key) {
 					t.Fatal("a retried release freed the other process's hold of the same owner")
@@ -169,10 +170,10 @@ func TestLongTTLKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer le.Release(ctx)
-	if pttl := c.PTTL(ctx, KeysFor(DefaultPrefix, "long").Lock).Val(); pttl < MaxTTL-time.Minute {
+	if pttl := c.PTTL(ctx, redisproto.KeysFor(DefaultPrefix, "long").Lock).Val(); pttl < MaxTTL-time.Minute {
 		t.Errorf("Redis keeps a lock asked for %v for %v", MaxTTL, pttl)
 	}
-	if got := Millis(1<<63 - 1); got <= 0 {
+	if got := redisproto.Millis(1<<63 - 1); got <= 0 {
 		t.Errorf("Millis of the largest duration = %d", got)
 	}
 }
@@ -211,17 +212,17 @@ func TestReleasedMemory(t *testing.T) {
 			if n := c.Exists(ctx, ks.Lock).Val(); n != 0 {
 				t.Errorf("a freed lock left its hash (%v)", c.HGetAll(ctx, ks.Lock).Val())
 			}
-			if v, pttl := c.Get(ctx, ks.Last).Val(), c.PTTL(ctx, ks.Last).Val(); v != h1 || pttl <= 0 || pttl > releasedMemory {
-				t.Errorf("%s = %q with PTTL %v, want the released hold %q for at most %v", ks.Last, v, pttl, h1, releasedMemory)
+			if v, pttl := c.Get(ctx, ks.Last).Val(), c.PTTL(ctx, ks.Last).Val(); v != h1 || pttl <= 0 || pttl > redisproto.ReleasedMemory {
+				t.Errorf("%s = %q with PTTL %v, want the released hold %q for at most %v", ks.Last, v, pttl, h1, redisproto.ReleasedMemory)
 			}
-			if n, err := ReleaseHold(ctx, c, ks, "first", h1, "release"); err != nil || n != 0 {
+			if n, err := redisproto.ReleaseHold(ctx, c, ks, "first", h1, "release"); err != nil || n != 0 {
 				t.Errorf("a repeated delivery of the release on the free lock: %d, %v; want 0", n, err)
 			}
 			g2, err := d.TryAcquire(ctx, req("second"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n, err := ReleaseHold(ctx, c, ks, "first", h1, "release"); err != nil || n != 0 {
+			if n, err := redisproto.ReleaseHold(ctx, c, ks, "first", h1, "release"); err != nil || n != 0 {
 				t.Errorf("a repeated delivery of the release after another owner took the lock: %d, %v; want 0", n, err)
 			}
 			if o := c.HGet(ctx, ks.Lock, "o").Val(); o != "second" {
@@ -235,14 +236,14 @@ func TestReleasedMemory(t *testing.T) {
 			if err := c.HSet(ctx, ks.Lock, "r", "0123456789abcdef").Err(); err != nil {
 				t.Fatal(err)
 			}
-			if err := c.PExpire(ctx, ks.Lock, releasedMemory).Err(); err != nil {
+			if err := c.PExpire(ctx, ks.Lock, redisproto.ReleasedMemory).Err(); err != nil {
 				t.Fatal(err)
 			}
 			g3, err := d.TryAcquire(ctx, req("third"))
 			if err != nil {
 				t.Fatalf("a lock whose hash holds only an earlier version's r: %v", err)
 			}
-			if n, err := ReleaseHold(ctx, c, ks, "old", "0123456789abcdef", "release"); err != nil || n != 0 {
+			if n, err := redisproto.ReleaseHold(ctx, c, ks, "old", "0123456789abcdef", "release"); err != nil || n != 0 {
 				t.Errorf("a repeated delivery of an earlier version's release: %d, %v; want 0", n, err)
 			}
 			if err := g3.Lock.Release(ctx); err != nil {

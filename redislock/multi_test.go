@@ -12,6 +12,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisproto"
 	"github.com/distlock/distlock/sandbox"
 )
 
@@ -111,7 +112,7 @@ func TestMultiLockScript(t *testing.T) {
 	// handed on) is refused, as TryAcquire refuses it; once the entry is
 	// dead (its waiter stopped renewing) both take the key.
 	c := b.Driver().(*Driver).Client()
-	ks := KeysFor(DefaultPrefix, "ms-3")
+	ks := redisproto.KeysFor(DefaultPrefix, "ms-3")
 	entry := func(deadline time.Time) {
 		t.Helper()
 		v := fmt.Sprintf("%d:60000:3000:0123456789abcdef:0:nowhere", deadline.UnixMilli())

@@ -1,4 +1,4 @@
-package redislock
+package redlock
 
 import (
 	"context"
@@ -13,16 +13,17 @@ import (
 
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/backoff"
+	"github.com/distlock/distlock/internal/redisproto"
 )
 
-// Redlock is a backend.Driver over N independent Redis primaries (the
+// Driver is a backend.Driver over N independent Redis primaries (the
 // Redlock algorithm): a lock is held when a majority (N/2+1) of them granted
 // it within its TTL, and fencing tokens come from a majority too (see
 // docs/redis.md for the argument and its limits). It implements
 // backend.Notifier, backend.Batcher and, in queue mode (the
 // default), backend.Waiter: waiters queue on the first node (see Wait). It
 // is safe for concurrent use.
-type Redlock struct {
+type Driver struct {
 	nodes  []*node
 	all    []int // every node's index
 	quorum int
@@ -55,13 +56,13 @@ type Redlock struct {
 // node is one Redis primary of a Redlock.
 type node struct {
 	c      redis.UniversalClient
-	notify *Notifier
+	notify *redisproto.Notifier
 }
 
 var (
-	_ backend.Driver   = (*Redlock)(nil)
-	_ backend.Notifier = (*Redlock)(nil)
-	_ backend.Batcher  = (*Redlock)(nil)
+	_ backend.Driver   = (*Driver)(nil)
+	_ backend.Notifier = (*Driver)(nil)
+	_ backend.Batcher  = (*Driver)(nil)
 )
 
 // Redlock timing, as in the Redlock description: the clock-drift margin is
@@ -74,42 +75,38 @@ const (
 	nodeWaitFrac = 3
 )
 
-// NewRedlock returns a Redlock driver over clients, one per independent
+// New returns a Redlock driver over clients, one per independent
 // primary (at least 1; 3 or 5 in practice). The driver never closes them.
-// Options.WaitReplicas is not supported in Redlock mode. Options.Wait
-// defaults to WaitQueue: waiters queue on the first node (see Wait).
+// Options.Wait defaults to WaitQueue: waiters queue on the first node (see Wait).
 //
 // Each node call is bounded by the caller's ctx and the node's share of
 // the TTL whatever the client does (see eachNode); what the clients need
-// is what New says, and NewRedlock logs New's warning (Options.Logger,
+// is what New says, and New logs New's warning (Options.Logger,
 // else slog.Default()) for each client that does not end calls at their
 // ctx's deadline, with the node's index.
-func NewRedlock(clients []redis.UniversalClient, opts *Options) (*Redlock, error) {
+func New(clients []redis.UniversalClient, opts *Options) (*Driver, error) {
 	if len(clients) == 0 {
-		return nil, fmt.Errorf("redislock: %w: Redlock needs at least one client", backend.ErrInvalidConfig)
-	}
-	if opts != nil && opts.WaitReplicas > 0 {
-		return nil, fmt.Errorf("redislock: %w: wait_replicas is not supported with mode=redlock", backend.ErrInvalidConfig)
+		return nil, fmt.Errorf("redlock: %w: Redlock needs at least one client", backend.ErrInvalidConfig)
 	}
 	o, err := opts.normalize()
 	if err != nil {
 		return nil, err
 	}
-	r := &Redlock{quorum: len(clients)/2 + 1, opts: o, busy: map[string]busyKey{}, inbox: o.Prefix + ":inbox:" + NewID(),
+	r := &Driver{quorum: len(clients)/2 + 1, opts: o, busy: map[string]busyKey{}, inbox: o.Prefix + ":inbox:" + redisproto.NewID(),
 		tasks: make(chan func()), quit: make(chan struct{})}
 	for _, c := range clients {
 		if c == nil {
-			return nil, fmt.Errorf("redislock: %w: nil client", backend.ErrInvalidConfig)
+			return nil, fmt.Errorf("redlock: %w: nil client", backend.ErrInvalidConfig)
 		}
 		r.all = append(r.all, len(r.nodes))
-		r.nodes = append(r.nodes, &node{c: c, notify: NewNotifier(c)})
+		r.nodes = append(r.nodes, &node{c: c, notify: redisproto.NewNotifier(c)})
 	}
 	lg := o.Logger
 	if lg == nil {
 		lg = slog.Default()
 	}
 	for i, c := range clients {
-		BoundsOf(c).Warn(lg.With("node", i))
+		redisproto.BoundsOf(c).Warn(lg.With("node", i))
 	}
 	r.caps = backend.Capabilities{
 		Name:                "redlock",
@@ -130,12 +127,12 @@ func NewRedlock(clients []redis.UniversalClient, opts *Options) (*Redlock, error
 }
 
 // Capabilities implements backend.Driver.
-func (r *Redlock) Capabilities() backend.Capabilities { return r.caps }
+func (r *Driver) Capabilities() backend.Capabilities { return r.caps }
 
 // Close stops the pub/sub connections and closes the clients if the driver
 // opened them from a URL. It returns once every node call already started
 // has ended; a call that would start after it fails with ErrClosed.
-func (r *Redlock) Close() error {
+func (r *Driver) Close() error {
 	r.closeOnce.Do(func() {
 		r.bgMu.Lock()
 		r.closing = true
@@ -145,7 +142,7 @@ func (r *Redlock) Close() error {
 		for _, n := range r.nodes {
 			errs = append(errs, n.notify.Close())
 			if r.owned {
-				errs = append(errs, IgnoreClosed(n.c.Close()))
+				errs = append(errs, redisproto.IgnoreClosed(n.c.Close()))
 			}
 		}
 		r.bg.Wait()
@@ -154,7 +151,7 @@ func (r *Redlock) Close() error {
 	return r.closeErr
 }
 
-func (r *Redlock) keys(key string) Keyset { return KeysFor(r.opts.Prefix, key) }
+func (r *Driver) keys(key string) redisproto.Keyset { return redisproto.KeysFor(r.opts.Prefix, key) }
 
 // nodeTimeout is how long one of n nodes may take to answer for a lock of
 // ttl: together they may use a third of it.
@@ -168,13 +165,13 @@ func nodeTimeout(ttl time.Duration, n int) time.Duration {
 // one slow node must not hold up the quorum. A node that has not answered
 // by then gets an error; its call finishes in the background (Close waits
 // for it) and its result goes to late, if not nil, else is dropped.
-func eachNode[T any](r *Redlock, ctx context.Context, timeout time.Duration, fn func(ctx context.Context, i int, n *node) (T, error), late ...func(T)) ([]T, []error) {
+func eachNode[T any](r *Driver, ctx context.Context, timeout time.Duration, fn func(ctx context.Context, i int, n *node) (T, error), late ...func(T)) ([]T, []error) {
 	return someNodes(r, ctx, timeout, nil, fn, late...)
 }
 
 // someNodes is eachNode on the nodes whose index is in only (every node if
 // only is nil); the others get zero results.
-func someNodes[T any](r *Redlock, ctx context.Context, timeout time.Duration, only []int, fn func(ctx context.Context, i int, n *node) (T, error), late ...func(T)) ([]T, []error) {
+func someNodes[T any](r *Driver, ctx context.Context, timeout time.Duration, only []int, fn func(ctx context.Context, i int, n *node) (T, error), late ...func(T)) ([]T, []error) {
 	return nodesUntil(r, ctx, timeout, only, fn, nil, late...)
 }
 
@@ -187,7 +184,7 @@ var errNotAwaited = errors.New("not awaited: the other nodes' answers decided")
 // each answer as it comes and stops waiting once it returns true: the
 // nodes still running get errNotAwaited, and their results go to late as
 // for a node that did not answer in time.
-func nodesUntil[T any](r *Redlock, ctx context.Context, timeout time.Duration, only []int, fn func(ctx context.Context, i int, n *node) (T, error), decided func(i int, v T, err error) bool, late ...func(T)) ([]T, []error) {
+func nodesUntil[T any](r *Driver, ctx context.Context, timeout time.Duration, only []int, fn func(ctx context.Context, i int, n *node) (T, error), decided func(i int, v T, err error) bool, late ...func(T)) ([]T, []error) {
 	if only == nil {
 		only = r.all
 	}
@@ -289,7 +286,7 @@ const workerIdle = 5 * time.Second
 // call depth every time (copied 2 → 4 → 8 → 16 KB and more): about a
 // fifth of the client's CPU in a Redlock pair; TestRedlockNodeCallWorkers). r.bgMu
 // is held and closing unset, so no worker starts while Close waits.
-func (r *Redlock) goNode(f func()) {
+func (r *Driver) goNode(f func()) {
 	select {
 	case r.tasks <- f:
 	default:
@@ -299,7 +296,7 @@ func (r *Redlock) goNode(f func()) {
 
 // work runs f, then the calls handed to it, until it has been idle for
 // workerIdle or the driver closes.
-func (r *Redlock) work(f func()) {
+func (r *Driver) work(f func()) {
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
@@ -338,21 +335,21 @@ func (r *Redlock) work(f func()) {
 // gives up and frees what it took, and one attempt wins, as the conformance
 // case "of N concurrent TryAcquires exactly one wins" demands.
 //
-// In queue mode the first node runs the queue-aware script (WaitScript,
+// In queue mode the first node runs the queue-aware script (redisproto.WaitScript,
 // without queueing), so a free lock is not granted there ahead of a live
 // waiter queued on it.
-func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+func (r *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	if req.Kind != backend.Exclusive {
-		return backend.Grant{}, backend.UnsupportedKind("redislock", "acquire", req.Kind)
+		return backend.Grant{}, backend.UnsupportedKind("redlock", "acquire", req.Kind)
 	}
 	if err := ctx.Err(); err != nil {
 		// Nothing was sent: nothing to clean up.
-		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w", req.Key, context.Cause(ctx))
+		return backend.Grant{}, fmt.Errorf("redlock: acquire %q: %w", req.Key, context.Cause(ctx))
 	}
 	ks := r.keys(req.Key)
-	hold := NewID()
+	hold := redisproto.NewID()
 	first := time.Now()
-	res := make([]AcquireResult, len(r.nodes))
+	res := make([]redisproto.AcquireResult, len(r.nodes))
 	errs := make([]error, len(r.nodes))
 	back := &giveBack{}
 	// ask sends the attempt to the nodes in only and records their
@@ -360,7 +357,7 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 	// answers so far decide a grant (see decides).
 	ask := func(only []int, early bool) {
 		type reply struct {
-			AcquireResult
+			redisproto.AcquireResult
 			node    int
 			unknown bool // the call failed: the script may have run
 		}
@@ -374,7 +371,7 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 				answered[i] = true
 			}
 			for _, i := range only {
-				seen[i], answered[i] = AcquireResult{}, false
+				seen[i], answered[i] = redisproto.AcquireResult{}, false
 			}
 			decided = func(i int, v reply, err error) bool {
 				if err == nil {
@@ -388,11 +385,11 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 			var cmd *redis.Cmd
 			if i == 0 && r.opts.Wait == WaitQueue {
 				// Never ahead of a waiter queued on the first node.
-				cmd = WaitScript.Run(ctx, n.c, ks.WaitKeys(), req.Owner, Millis(req.TTL), hold, "", "c")
+				cmd = redisproto.WaitScript.Run(ctx, n.c, ks.WaitKeys(), req.Owner, redisproto.Millis(req.TTL), hold, "", "c")
 			} else {
-				cmd = AcquireScript.Run(ctx, n.c, []string{ks.Lock, ks.Fence}, req.Owner, Millis(req.TTL), hold)
+				cmd = redisproto.AcquireScript.Run(ctx, n.c, []string{ks.Lock, ks.Fence}, req.Owner, redisproto.Millis(req.TTL), hold)
 			}
-			a, err := AcquireReply(cmd, req.TTL)
+			a, err := redisproto.AcquireReply(cmd, req.TTL)
 			if err != nil {
 				return reply{node: i, unknown: true}, err
 			}
@@ -408,9 +405,9 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 			// in flight): give the hold back now. A release of a hold the
 			// node does not have changes nothing.
 			if late.unknown || (late.Held && back.late()) {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisproto.CleanupTimeout)
 				defer cancel()
-				_, _ = ReleaseHold(rctx, r.nodes[late.node].c, ks, req.Owner, hold, "release")
+				_, _ = redisproto.ReleaseHold(rctx, r.nodes[late.node].c, ks, req.Owner, hold, "release")
 			}
 		})
 		for _, i := range only {
@@ -426,7 +423,7 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 		// reach the first node, instead of taking the lock straight back
 		// (which would starve them).
 		if yield > 0 && sleepCtx(ctx, yield) != nil {
-			return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w", req.Key, context.Cause(ctx))
+			return backend.Grant{}, fmt.Errorf("redlock: acquire %q: %w", req.Key, context.Cause(ctx))
 		}
 		ask(all[:1], false)
 		if errs[0] == nil && !res[0].Held {
@@ -456,15 +453,15 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 		if refused > len(r.nodes)-r.quorum || failed == 0 {
 			return fail(backend.NotAcquired(req.Key, retry))
 		}
-		return fail(fmt.Errorf("redislock: acquire %q: %w: %d of %d nodes granted, %d failed (need %d): %w",
+		return fail(fmt.Errorf("redlock: acquire %q: %w: %d of %d nodes granted, %d failed (need %d): %w",
 			req.Key, r.failKind(errs), held, len(r.nodes), failed, r.quorum, errors.Join(errs...)))
 	}
 	token := newToken(res)
 	if err := r.fence(ctx, ks, req, hold, token, res); err != nil {
-		return fail(fmt.Errorf("redislock: acquire %q: %w", req.Key, err))
+		return fail(fmt.Errorf("redlock: acquire %q: %w", req.Key, err))
 	}
 	if elapsed := time.Since(first); elapsed >= req.TTL-driftOf(req) {
-		return fail(fmt.Errorf("redislock: acquire %q: %w: a majority granted, but only after %v of the %v TTL", req.Key, backend.ErrUnavailable, elapsed, req.TTL))
+		return fail(fmt.Errorf("redlock: acquire %q: %w: a majority granted, but only after %v of the %v TTL", req.Key, backend.ErrUnavailable, elapsed, req.TTL))
 	}
 	l := &rlock{r: r, key: req.Key, ks: ks, owner: req.Owner, hold: hold, back: back}
 	return backend.Grant{Lock: l, Token: token, ValidFrom: first}, nil
@@ -474,10 +471,10 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 // nodes (errs, one per node): ErrInvalidConfig when so many nodes refused
 // the login or the ACL a command that no majority can ever grant (no
 // retry fixes that), else ErrUnavailable.
-func (r *Redlock) failKind(errs []error) error {
+func (r *Driver) failKind(errs []error) error {
 	refused := 0
 	for _, err := range errs {
-		if err != nil && (NotAllowed(err) || ScriptRefused(err)) {
+		if err != nil && (redisproto.NotAllowed(err) || redisproto.ScriptRefused(err)) {
 			refused++
 		}
 	}
@@ -497,7 +494,7 @@ func splitWait(ttl time.Duration) time.Duration { return min(ttl/4, 200*time.Mil
 
 // holdsFirst reports whether the attempt whose replies are res and errs
 // holds the lowest-numbered node that answered it.
-func (r *Redlock) holdsFirst(res []AcquireResult, errs []error) bool {
+func (r *Driver) holdsFirst(res []redisproto.AcquireResult, errs []error) bool {
 	for i := range r.nodes {
 		if errs[i] == nil {
 			return res[i].Held
@@ -517,7 +514,7 @@ func (r *Redlock) holdsFirst(res []AcquireResult, errs []error) bool {
 // (kept for Release: giveBack) or refusals. Every earlier token was
 // confirmed by a majority, which shares a node with this one, whose
 // counter this grant's token already passed.
-func (r *Redlock) decides(res []AcquireResult, answered []bool) bool {
+func (r *Driver) decides(res []redisproto.AcquireResult, answered []bool) bool {
 	if !answered[0] || !res[0].Held {
 		return false
 	}
@@ -567,7 +564,7 @@ const maxContended = 4096
 // contended reports whether an attempt on key met another holder lately,
 // and how long to yield to waiters before asking if this driver released
 // the key just now.
-func (r *Redlock) contended(key string) (yield time.Duration, busy bool) {
+func (r *Driver) contended(key string) (yield time.Duration, busy bool) {
 	r.busyMu.Lock()
 	defer r.busyMu.Unlock()
 	b, ok := r.busy[key]
@@ -583,7 +580,7 @@ func (r *Redlock) contended(key string) (yield time.Duration, busy bool) {
 // released records that a release of key took took, if the key is
 // contended: the driver's next attempt yields to the waiters it woke for
 // twice that (at most maxYield), their time to hear it and ask.
-func (r *Redlock) released(key string, took time.Duration) {
+func (r *Driver) released(key string, took time.Duration) {
 	r.busyMu.Lock()
 	defer r.busyMu.Unlock()
 	if b, ok := r.busy[key]; ok && time.Since(b.refused) < contendedFor {
@@ -603,7 +600,7 @@ type busyKey struct {
 }
 
 // observe records that an attempt on key met another holder.
-func (r *Redlock) observe(key string) {
+func (r *Driver) observe(key string) {
 	r.busyMu.Lock()
 	defer r.busyMu.Unlock()
 	if len(r.busy) >= maxContended {
@@ -634,7 +631,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // hold of the owner surviving on some nodes only, whose old token a holder
 // in between has surpassed) gets a new token above every counter and token
 // seen.
-func newToken(res []AcquireResult) uint64 {
+func newToken(res []redisproto.AcquireResult) uint64 {
 	var keep, top uint64
 	first, same := true, true
 	for _, r := range res {
@@ -655,10 +652,10 @@ func newToken(res []AcquireResult) uint64 {
 
 // fence makes a majority record token (phase two): the granting nodes
 // whose lock records token and whose counter reached it already do;
-// the others get FenceScript, all at once, and the grant stands when a
+// the others get redisproto.FenceScript, all at once, and the grant stands when a
 // majority recorded token. In the common case (a free lock whose counters
 // agree on every node) no node needs it and this sends nothing.
-func (r *Redlock) fence(ctx context.Context, ks Keyset, req backend.Request, hold string, token uint64, res []AcquireResult) error {
+func (r *Driver) fence(ctx context.Context, ks redisproto.Keyset, req backend.Request, hold string, token uint64, res []redisproto.AcquireResult) error {
 	confirmed := 0
 	var need []int
 	for i, a := range res {
@@ -674,7 +671,7 @@ func (r *Redlock) fence(ctx context.Context, ks Keyset, req backend.Request, hol
 	if len(need) > 0 {
 		var ok []bool
 		ok, errs = someNodes(r, ctx, nodeTimeout(req.TTL, 1), need, func(ctx context.Context, i int, n *node) (bool, error) {
-			v, err := FenceScript.Run(ctx, n.c, []string{ks.Lock, ks.Fence}, req.Owner, token, hold).Int64()
+			v, err := redisproto.FenceScript.Run(ctx, n.c, []string{ks.Lock, ks.Fence}, req.Owner, token, hold).Int64()
 			return err == nil && v == 1, err
 		})
 		for _, b := range ok {
@@ -713,16 +710,16 @@ func drift(ttl time.Duration) time.Duration {
 // attempt holding that node, or found the lock held, and what it frees is
 // no lock anyone waits for; the winner's release, or the first node's
 // holder giving up, announces the lock free.
-func (r *Redlock) cleanup(ctx context.Context, ks Keyset, owner, hold string, res []AcquireResult, errs []error) {
+func (r *Driver) cleanup(ctx context.Context, ks redisproto.Keyset, owner, hold string, res []redisproto.AcquireResult, errs []error) {
 	ctx = context.WithoutCancel(ctx)
 	first := r.holdsFirst(res, errs)
-	eachNode(r, ctx, CleanupTimeout, func(ctx context.Context, i int, n *node) (struct{}, error) {
+	eachNode(r, ctx, redisproto.CleanupTimeout, func(ctx context.Context, i int, n *node) (struct{}, error) {
 		if res[i].Held || errs[i] != nil {
 			mode := "quiet"
 			if first {
 				mode = announce(i)
 			}
-			_, err := ReleaseHold(ctx, n.c, ks, owner, hold, mode)
+			_, err := redisproto.ReleaseHold(ctx, n.c, ks, owner, hold, mode)
 			return struct{}{}, err
 		}
 		return struct{}{}, nil
@@ -733,14 +730,14 @@ func (r *Redlock) cleanup(ctx context.Context, ks Keyset, owner, hold string, re
 // other kind): it subscribes on every node (each node's one shared pub/sub
 // connection) and succeeds when at least one confirmed; a release is
 // announced on every node that freed the lock.
-func (r *Redlock) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+func (r *Driver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	if kind != backend.Exclusive {
-		return nil, nil, backend.UnsupportedKind("redislock", "subscribe", kind)
+		return nil, nil, backend.UnsupportedKind("redlock", "subscribe", kind)
 	}
 	ch := r.keys(key).Channel
 	out := make(chan struct{}, 1)
 	cancels, errs := eachNode(r, ctx, time.Second, func(ctx context.Context, _ int, n *node) (func(), error) {
-		return n.notify.Subscribe(ctx, ch, out, Filter{})
+		return n.notify.Subscribe(ctx, ch, out, redisproto.Filter{})
 	}, func(cancel func()) {
 		if cancel != nil {
 			cancel() // confirmed too late to be counted
@@ -758,7 +755,7 @@ func (r *Redlock) Subscribe(ctx context.Context, key string, kind backend.Kind) 
 			return out, cancel, nil
 		}
 	}
-	return nil, nil, fmt.Errorf("redislock: subscribe %q: %w: no node confirmed: %w", key, backend.ErrUnavailable, errors.Join(errs...))
+	return nil, nil, fmt.Errorf("redlock: subscribe %q: %w: no node confirmed: %w", key, backend.ErrUnavailable, errors.Join(errs...))
 }
 
 // votes counts the nodes' answers to one attempt.
@@ -768,7 +765,7 @@ type votes struct {
 }
 
 // countVotes counts res and errs, one entry per node.
-func countVotes(res []AcquireResult, errs []error) votes {
+func countVotes(res []redisproto.AcquireResult, errs []error) votes {
 	var v votes
 	for i := range res {
 		switch {
@@ -796,7 +793,7 @@ func (v votes) split(quorum int) bool { return v.held < quorum && v.held+v.refus
 // split, for at most splitWait(ttl) since first or until ctx ends; ask
 // sends the attempt to the given nodes and records their answers in res
 // and errs. It returns the final count.
-func (r *Redlock) askAgain(ctx context.Context, ttl time.Duration, first time.Time, res []AcquireResult, errs []error, ask func(only []int), mine func() bool) votes {
+func (r *Driver) askAgain(ctx context.Context, ttl time.Duration, first time.Time, res []redisproto.AcquireResult, errs []error, ask func(only []int), mine func() bool) votes {
 	v := countVotes(res, errs)
 	budget := splitWait(ttl)
 	const pauseMin, pauseMax = 100 * time.Microsecond, 5 * time.Millisecond

@@ -1,4 +1,4 @@
-package redislock
+package redlock
 
 import (
 	"context"
@@ -49,7 +49,7 @@ func TestRedlockSlowNodeNotAwaited(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	h := &gateHook{}
 	clients := nodeClients(t, g)
-	r, err := NewRedlock(clients, nil)
+	r, err := New(clients, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

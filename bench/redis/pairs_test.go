@@ -25,6 +25,7 @@ import (
 	"github.com/distlock/distlock/bench/internal/lockbench"
 	"github.com/distlock/distlock/bench/internal/measure"
 	dlredis "github.com/distlock/distlock/redislock"
+	dlredlock "github.com/distlock/distlock/redlock"
 	"github.com/distlock/distlock/sandbox"
 )
 
@@ -420,7 +421,7 @@ func dlRedlock(addrs []string, hook func(int) redis.Hook) measure.Contender {
 	for i, c := range cs {
 		us[i] = c
 	}
-	d, err := dlredis.NewRedlock(us, nil)
+	d, err := dlredlock.New(us, nil)
 	if err != nil {
 		panic(err)
 	}

@@ -1,4 +1,4 @@
-package redislock
+package redisproto
 
 import (
 	"fmt"
@@ -19,7 +19,7 @@ type Keyset struct {
 	Channel string // pub/sub channel announcing releases and hand-offs
 	Queue   string // queue mode: sorted set of waiting owners, oldest first
 	Alive   string // queue mode: hash owner -> "deadline_ms:ttl_ms:window_ms:wait:attempt:inbox"
-	Last    string // the hold whose release freed the lock, for releasedMemory
+	Last    string // the hold whose release freed the lock, for ReleasedMemory
 
 	// The KEYS of WaitScript and of ReleaseScript, made once with the
 	// names: scripts run with them are not given a new slice each time.
@@ -33,10 +33,10 @@ func (ks Keyset) ReleaseKeys() []string { return ks.release }
 // WaitKeys are the KEYS of WaitScript.
 func (ks Keyset) WaitKeys() []string { return ks.wait }
 
-// escaper makes user keys safe inside a hash tag: '{' and '}' would end the
+// Escaper makes user keys safe inside a hash tag: '{' and '}' would end the
 // tag early, and '%' is escaped so that the encoding stays injective
 // (distinct keys never map to the same Redis key).
-var escaper = keys.Redis
+var Escaper = keys.Redis
 
 // keySuffixes name a lock's keys after its hash tag, in keyset's order.
 var keySuffixes = [...]string{":lock", ":fence", ":released", ":queue", ":alive", ":last"}
@@ -45,7 +45,7 @@ var keySuffixes = [...]string{":lock", ":fence", ":released", ":queue", ":alive"
 // attempt makes them, so they are cut from one string, and the scripts'
 // KEYS lists share one slice: two allocations in all.
 func KeysFor(prefix, key string) Keyset {
-	esc := escaper.Escape(key)
+	esc := Escaper.Escape(key)
 	tag := len(prefix) + len(":{") + len(esc) + len("}")
 	var b strings.Builder
 	b.Grow(len(keySuffixes)*tag + len(":lock:fence:released:queue:alive:last"))
@@ -89,7 +89,7 @@ func KeyOf(prefix, k string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	return escaper.Unescape(esc)
+	return Escaper.Unescape(esc)
 }
 
 // GlobEscape escapes the characters a SCAN MATCH pattern treats specially.

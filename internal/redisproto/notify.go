@@ -1,8 +1,9 @@
-package redislock
+package redisproto
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/backoff"
 )
 
@@ -328,3 +330,6 @@ func (n *Notifier) Close() error {
 	}
 	return err
 }
+
+// errClosed is what a Notifier closed already answers a subscription.
+var errClosed = fmt.Errorf("the pub/sub connection is closed: %w", backend.ErrClosed)

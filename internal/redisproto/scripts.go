@@ -1,4 +1,4 @@
-package redislock
+package redisproto
 
 import (
 	"strconv"
@@ -14,7 +14,7 @@ import (
 // already ran, so a request the client retried after losing its reply has
 // the effect of one, and a failed attempt's cleanup removes only its own
 // hold, never another process's hold of the same owner. The hold whose
-// release freed the lock is kept for releasedMemory in a string of its own
+// release freed the lock is kept for ReleasedMemory in a string of its own
 // (keyset.last, SET PX: one command where the hash would take HSET and
 // PEXPIRE), and a release that leaves holds records its hold in the
 // hash's field r, so that a retried release of either succeeds instead of
@@ -124,7 +124,7 @@ end
 
 // ReleaseScript gives back hold ARGV[1]: it lowers the hold count and,
 // when it reaches zero, frees the lock (remembering the hold for
-// releasedMemory) or hands it to the oldest live waiter (handOff). ARGV[2]
+// ReleasedMemory) or hands it to the oldest live waiter (handOff). ARGV[2]
 // is the mode, absent for a plain release (see ReleaseArgs). With ARGV[2]
 // = "abandon" it is a waiter (wait ARGV[1], owner ARGV[3]) giving up
 // instead: it leaves the queue (if its place is still its own) and gives
@@ -163,7 +163,7 @@ if n > 0 then
   return n
 end
 redis.call('DEL', KEYS[1])
-redis.call('SET', KEYS[5], ARGV[1], 'PX', ` + strconv.FormatInt(Millis(releasedMemory), 10) + `)
+redis.call('SET', KEYS[5], ARGV[1], 'PX', ` + strconv.FormatInt(Millis(ReleasedMemory), 10) + `)
 local heard = handoff()
 if ARGV[2] == 'count' then
   return {0, heard or 0}

@@ -1,4 +1,4 @@
-package redislock
+package redisproto
 
 import (
 	"context"
@@ -15,11 +15,6 @@ import (
 
 	"github.com/distlock/distlock/backend"
 )
-
-func init() {
-	backend.Register("redis", open)
-	backend.Register("rediss", open)
-}
 
 // Modes selected by the mode URL parameter.
 const (
@@ -42,60 +37,13 @@ type Config struct {
 	Pool     int
 	Refresh  time.Duration // Cluster: slot map reload interval
 	Evicting bool          // allow_eviction: accept servers that may evict keys
-	Opts     Options
-}
 
-// open is the backend.Opener for redis:// and rediss://. It confirms the
-// store answers (PING; in Redlock mode a majority of the nodes) within ctx
-// and dial_timeout+read_timeout, and that no server it reaches may evict
-// keys (checkEviction).
-func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
-	cfg, err := ParseConfig(u)
-	if err != nil {
-		return nil, err
-	}
-	if cfg.Mode == ModeRedlock {
-		clients := make([]redis.UniversalClient, len(cfg.Addrs))
-		for i, addr := range cfg.Addrs {
-			clients[i] = redis.NewClient(cfg.Single(addr))
-		}
-		r, err := NewRedlock(clients, &cfg.Opts)
-		if err != nil {
-			CloseAll(clients)
-			return nil, err
-		}
-		r.owned = true
-		if err := cfg.Ping(ctx, clients, len(clients)/2+1); err != nil {
-			_ = r.Close()
-			return nil, err
-		}
-		if err := cfg.CheckEviction(ctx, clients); err != nil {
-			_ = r.Close()
-			return nil, err
-		}
-		return r, nil
-	}
-	var c redis.UniversalClient
-	if cfg.Mode == ModeCluster {
-		c = redis.NewClusterClient(cfg.Cluster())
-	} else {
-		c = redis.NewClient(cfg.Single(cfg.Addrs[0]))
-	}
-	d, err := New(c, &cfg.Opts)
-	if err != nil {
-		_ = c.Close()
-		return nil, err
-	}
-	d.owned = true
-	if err := cfg.Ping(ctx, []redis.UniversalClient{c}, 1); err != nil {
-		_ = d.Close()
-		return nil, err
-	}
-	if err := cfg.CheckEviction(ctx, []redis.UniversalClient{c}); err != nil {
-		_ = d.Close()
-		return nil, err
-	}
-	return d, nil
+	// What the URL says of the driver: prefix, wait, wait_replicas,
+	// wait_timeout.
+	Prefix       string
+	Wait         WaitMode
+	WaitReplicas int
+	WaitTimeout  time.Duration
 }
 
 // ping sends PING through every client at once and wants at least need
@@ -267,30 +215,36 @@ func ParseConfig(u *backend.URL) (Config, error) {
 	if q.Has("cluster_refresh") && cfg.Mode != ModeCluster {
 		q.Fail("cluster_refresh needs mode=cluster")
 	}
-	cfg.Opts.Prefix = q.String("prefix", DefaultPrefix)
-	if err := CheckPrefix(cfg.Opts.Prefix); err != nil {
+	cfg.Prefix = q.String("prefix", DefaultPrefix)
+	if err := CheckPrefix(cfg.Prefix); err != nil {
 		q.Fail("parameter prefix: %v", err)
 	}
 	switch q.Enum("wait", "default", "queue", "notify") {
 	case "queue":
-		cfg.Opts.Wait = WaitQueue
+		cfg.Wait = WaitQueue
 	case "notify":
-		cfg.Opts.Wait = WaitNotify
+		cfg.Wait = WaitNotify
 	}
-	cfg.Opts.WaitReplicas = q.Int("wait_replicas", 0, 0, 100)
-	cfg.Opts.WaitTimeout = q.Duration("wait_timeout", time.Second)
-	if cfg.Opts.WaitReplicas > 0 && cfg.Opts.Wait == WaitQueue {
+	cfg.WaitReplicas = q.Int("wait_replicas", 0, 0, 100)
+	cfg.WaitTimeout = q.Duration("wait_timeout", time.Second)
+	if cfg.WaitReplicas > 0 && cfg.Wait == WaitQueue {
 		q.Fail("wait=queue and wait_replicas cannot be combined")
 	}
-	if cfg.Opts.WaitReplicas > 0 && cfg.Mode == ModeCluster {
+	if cfg.WaitReplicas > 0 && cfg.Mode == ModeRedlock {
+		q.Fail("wait_replicas is not supported with mode=redlock")
+	}
+	if cfg.WaitReplicas > 0 && cfg.Mode == ModeCluster {
 		q.Fail("wait_replicas is not supported with mode=cluster")
 	}
-	if cfg.Opts.WaitReplicas > 0 && cfg.Opts.WaitTimeout >= cfg.Read {
-		q.Fail("wait_timeout=%v must be shorter than read_timeout=%v", cfg.Opts.WaitTimeout, cfg.Read)
+	if cfg.WaitReplicas > 0 && cfg.WaitTimeout >= cfg.Read {
+		q.Fail("wait_timeout=%v must be shorter than read_timeout=%v", cfg.WaitTimeout, cfg.Read)
 	}
 	cfg.Evicting = q.Bool("allow_eviction", false)
 	cfg.TLS = parseTLS(u, q)
 	if err := q.Err(); err != nil {
+		if cfg.Mode == ModeRedlock {
+			return cfg, fmt.Errorf("redlock: %w", err)
+		}
 		return cfg, fmt.Errorf("redislock: %w", err)
 	}
 	return cfg, nil
@@ -365,4 +319,14 @@ func (cfg Config) Cluster() *redis.ClusterOptions {
 		o.Dialer, o.DialerRetries = cfg.tlsDialer(), 1
 	}
 	return o
+}
+
+// Check is what opening a URL confirms before the driver is returned: at
+// least need of clients answer PING (Ping), and no server they reach may
+// evict keys (CheckEviction).
+func (cfg Config) Check(ctx context.Context, clients []redis.UniversalClient, need int) error {
+	if err := cfg.Ping(ctx, clients, need); err != nil {
+		return err
+	}
+	return cfg.CheckEviction(ctx, clients)
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/backend"
-	distredis "github.com/distlock/distlock/redislock"
+	distredlock "github.com/distlock/distlock/redlock"
 )
 
 // redlockStore is Redlock over the URL's hosts, independent primaries
@@ -54,7 +54,7 @@ func redlockStore(u *backend.URL) (*Store, error) {
 				for i, c := range cs {
 					ucs[i] = c
 				}
-				d, err := distredis.NewRedlock(ucs, nil)
+				d, err := distredlock.New(ucs, nil)
 				if err != nil {
 					closeAll(cs)
 					return nil, nil, err

@@ -1,4 +1,9 @@
-package redislock
+// Package redistest is the test harness that the tests of redislock and
+// redlock share: sandbox Redis servers behind per-driver proxies, as a
+// conformance.Harness, and helpers over their nodes. Test code only: it
+// imports the sandbox (standard library only, so a driver user's go.sum
+// gets nothing from it) and conformance.
+package redistest
 
 import (
 	"bytes"
@@ -16,21 +21,25 @@ import (
 
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/internal/redisproto"
 	"github.com/distlock/distlock/sandbox"
 )
 
-// harness is a conformance.Harness (with ServerControl, Partitioner,
-// ReplyDropper and UserClients) over sandbox Redis servers in one of the driver's modes:
-// "single", "redlock" (every node an independent primary) or "cluster".
+// Harness is a conformance.Harness (with ServerControl, Partitioner,
+// ReplyDropper, UserClients and NativeErrors) over sandbox Redis servers
+// in one of the drivers' modes: "single", "redlock" (every node an
+// independent primary) or "cluster". The driver package's tests give it
+// the constructor of their driver (NewHarness).
 //
 // Every driver ("process") reaches every node through proxies of its own
 // (sandbox.Proxy): a partition or a lost reply of one driver leaves the
 // others connected.
-type harness struct {
+type Harness struct {
 	g    *sandbox.Group
 	mode string
-	opts *Options
 	ttl  time.Duration
+	make func([]redis.UniversalClient) (backend.Driver, error)
+	kill func(backend.Driver)
 
 	mu      sync.Mutex
 	clients map[backend.Driver][]redis.UniversalClient
@@ -38,8 +47,13 @@ type harness struct {
 	paused  bool // the docker provider refuses to resume a running node
 }
 
-func newHarness(g *sandbox.Group, mode string) *harness {
-	return &harness{g: g, mode: mode, ttl: time.Second, clients: map[backend.Driver][]redis.UniversalClient{}, paths: map[backend.Driver]*paths{}}
+// NewHarness returns a Harness over g in mode whose drivers are
+// make(clients): one client per node of g in mode "redlock", else one
+// client (of the node, or of the Cluster). kill closes what a driver keeps
+// open besides its clients (its pub/sub connections), as a dying process
+// would lose them.
+func NewHarness(g *sandbox.Group, mode string, make func([]redis.UniversalClient) (backend.Driver, error), kill func(backend.Driver)) *Harness {
+	return &Harness{g: g, mode: mode, ttl: time.Second, make: make, kill: kill, clients: map[backend.Driver][]redis.UniversalClient{}, paths: map[backend.Driver]*paths{}}
 }
 
 // paths are one driver's proxies, one per node it talks to. A cluster
@@ -137,23 +151,22 @@ func isScriptCall(chunk []byte) bool {
 	return bytes.Contains(c, []byte("\r\nevalsha\r\n")) || bytes.Contains(c, []byte("\r\neval\r\n"))
 }
 
-// maker returns a conformance.Maker sharing one group for every case.
-func (h *harness) maker() conformance.Maker {
+// Maker returns a conformance.Maker sharing one group for every case.
+func (h *Harness) Maker() conformance.Maker {
 	return func(ctx context.Context, _ *testing.T) (conformance.Harness, error) {
-		nh := newHarness(h.g, h.mode)
-		nh.opts = h.opts
+		nh := NewHarness(h.g, h.mode, h.make, h.kill)
 		// Load the scripts, so that a lost reply hits a script that runs,
 		// not a NOSCRIPT probe.
-		if err := loadScripts(ctx, h.g); err != nil {
+		if err := LoadScripts(ctx, h.g); err != nil {
 			return nil, err
 		}
 		return nh, nil
 	}
 }
 
-// nodeClient returns a client of node n that dials the node's current
+// NodeClient returns a client of node n that dials the node's current
 // address each time (a container's port changes after a restart).
-func nodeClient(n sandbox.Node) *redis.Client {
+func NodeClient(n sandbox.Node) *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr: n.Addr(),
 		Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
@@ -165,23 +178,23 @@ func nodeClient(n sandbox.Node) *redis.Client {
 	})
 }
 
-// nodeClients returns a client of each node of g (nodeClient), in node
+// NodeClients returns a client of each node of g (NodeClient), in node
 // order, closed when t ends: one Redlock's clients.
-func nodeClients(t testing.TB, g *sandbox.Group) []redis.UniversalClient {
+func NodeClients(t testing.TB, g *sandbox.Group) []redis.UniversalClient {
 	var clients []redis.UniversalClient
 	for _, n := range g.Nodes() {
-		c := nodeClient(n)
+		c := NodeClient(n)
 		t.Cleanup(func() { c.Close() })
 		clients = append(clients, c)
 	}
 	return clients
 }
 
-// loadScripts loads the driver's scripts on every node.
-func loadScripts(ctx context.Context, g *sandbox.Group) error {
+// LoadScripts loads the driver's scripts on every node.
+func LoadScripts(ctx context.Context, g *sandbox.Group) error {
 	for _, n := range g.Nodes() {
-		c := nodeClient(n)
-		for _, s := range []*redis.Script{AcquireScript, WaitScript, ReleaseScript, RefreshScript, FenceScript} {
+		c := NodeClient(n)
+		for _, s := range []*redis.Script{redisproto.AcquireScript, redisproto.WaitScript, redisproto.ReleaseScript, redisproto.RefreshScript, redisproto.FenceScript} {
 			if err := s.Load(ctx, c).Err(); err != nil {
 				c.Close()
 				return fmt.Errorf("load scripts on %s: %w", n.Name(), err)
@@ -192,7 +205,7 @@ func loadScripts(ctx context.Context, g *sandbox.Group) error {
 	return nil
 }
 
-// proxiedNodeClient is nodeClient through p.
+// proxiedNodeClient is NodeClient through p.
 func proxiedNodeClient(p *sandbox.Proxy) *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr:        p.Addr(),
@@ -229,18 +242,18 @@ func clusterClient(g *sandbox.Group) *redis.ClusterClient {
 }
 
 // newClients returns the clients one driver (one "process") uses.
-func (h *harness) newClients() []redis.UniversalClient {
+func (h *Harness) newClients() []redis.UniversalClient {
 	switch h.mode {
 	case "cluster":
 		return []redis.UniversalClient{clusterClient(h.g)}
 	case "redlock":
 		var cs []redis.UniversalClient
 		for _, n := range h.g.Nodes() {
-			cs = append(cs, nodeClient(n))
+			cs = append(cs, NodeClient(n))
 		}
 		return cs
 	default:
-		return []redis.UniversalClient{nodeClient(h.g.Node(0))}
+		return []redis.UniversalClient{NodeClient(h.g.Node(0))}
 	}
 }
 
@@ -248,7 +261,7 @@ func (h *harness) newClients() []redis.UniversalClient {
 // through a proxy of ps. The clients are configured as newClients's:
 // single and redlock with MaxRetries -1 (no go-redis retries: what the
 // harness always did), cluster with go-redis's default retries.
-func (h *harness) newProxiedClients(ps *paths) ([]redis.UniversalClient, error) {
+func (h *Harness) newProxiedClients(ps *paths) ([]redis.UniversalClient, error) {
 	if h.mode == "cluster" {
 		return []redis.UniversalClient{proxiedClusterClient(h.g, ps)}, nil
 	}
@@ -260,7 +273,7 @@ func (h *harness) newProxiedClients(ps *paths) ([]redis.UniversalClient, error) 
 	for _, n := range nodes {
 		p, err := ps.add(n.Addr)
 		if err != nil {
-			CloseAll(cs)
+			redisproto.CloseAll(cs)
 			return nil, err
 		}
 		cs = append(cs, proxiedNodeClient(p))
@@ -275,7 +288,7 @@ func (h *harness) newProxiedClients(ps *paths) ([]redis.UniversalClient, error) 
 // only Addr (the proxy's). Cluster: NewClusterClient with only Addrs, and
 // a Dialer that routes each node address the client learns from the
 // cluster through that node's proxy (it sets no timeout).
-func (h *harness) newUserClients(ps *paths) ([]redis.UniversalClient, error) {
+func (h *Harness) newUserClients(ps *paths) ([]redis.UniversalClient, error) {
 	if h.mode == "cluster" {
 		return []redis.UniversalClient{redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: h.g.Addrs(),
@@ -297,7 +310,7 @@ func (h *harness) newUserClients(ps *paths) ([]redis.UniversalClient, error) {
 	for _, n := range nodes {
 		p, err := ps.add(n.Addr)
 		if err != nil {
-			CloseAll(cs)
+			redisproto.CloseAll(cs)
 			return nil, err
 		}
 		cs = append(cs, redis.NewClient(&redis.Options{Addr: p.Addr()}))
@@ -305,32 +318,27 @@ func (h *harness) newUserClients(ps *paths) ([]redis.UniversalClient, error) {
 	return cs, nil
 }
 
-func (h *harness) NewDriver(context.Context) (backend.Driver, error) {
+func (h *Harness) NewDriver(context.Context) (backend.Driver, error) {
 	return h.newDriver(h.newProxiedClients)
 }
 
 // NewUserDriver implements conformance.UserClients: a driver over clients
 // made with go-redis's defaults (newUserClients), passed to New or
 // NewRedlock, through proxies as NewDriver's, and closed by the harness.
-func (h *harness) NewUserDriver(context.Context) (backend.Driver, error) {
+func (h *Harness) NewUserDriver(context.Context) (backend.Driver, error) {
 	return h.newDriver(h.newUserClients)
 }
 
-func (h *harness) newDriver(clients func(*paths) ([]redis.UniversalClient, error)) (backend.Driver, error) {
+func (h *Harness) newDriver(clients func(*paths) ([]redis.UniversalClient, error)) (backend.Driver, error) {
 	ps := newPaths()
 	cs, err := clients(ps)
 	if err != nil {
 		ps.close()
 		return nil, err
 	}
-	var d backend.Driver
-	if h.mode == "redlock" {
-		d, err = NewRedlock(cs, h.opts)
-	} else {
-		d, err = New(cs[0], h.opts)
-	}
+	d, err := h.make(cs)
 	if err != nil {
-		CloseAll(cs)
+		redisproto.CloseAll(cs)
 		ps.close()
 		return nil, err
 	}
@@ -341,7 +349,7 @@ func (h *harness) newDriver(clients func(*paths) ([]redis.UniversalClient, error
 	return d, nil
 }
 
-func (h *harness) pathsOf(d backend.Driver) (*paths, error) {
+func (h *Harness) pathsOf(d backend.Driver) (*paths, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ps := h.paths[d]
@@ -352,7 +360,7 @@ func (h *harness) pathsOf(d backend.Driver) (*paths, error) {
 }
 
 // Partition black-holes every proxy of d, and those it makes later.
-func (h *harness) Partition(_ context.Context, d backend.Driver) error {
+func (h *Harness) Partition(_ context.Context, d backend.Driver) error {
 	ps, err := h.pathsOf(d)
 	if err != nil {
 		return err
@@ -361,7 +369,7 @@ func (h *harness) Partition(_ context.Context, d backend.Driver) error {
 	return nil
 }
 
-func (h *harness) Heal(_ context.Context, d backend.Driver) error {
+func (h *Harness) Heal(_ context.Context, d backend.Driver) error {
 	ps, err := h.pathsOf(d)
 	if err != nil {
 		return err
@@ -372,7 +380,7 @@ func (h *harness) Heal(_ context.Context, d backend.Driver) error {
 
 // DropNextReply loses the reply to d's next script call on each of its
 // nodes (Redlock: the replies of every node to the same request).
-func (h *harness) DropNextReply(_ context.Context, d backend.Driver) error {
+func (h *Harness) DropNextReply(_ context.Context, d backend.Driver) error {
 	ps, err := h.pathsOf(d)
 	if err != nil {
 		return err
@@ -396,7 +404,7 @@ func (h *harness) DropNextReply(_ context.Context, d backend.Driver) error {
 	return nil
 }
 
-func (h *harness) Dropped(d backend.Driver) int {
+func (h *Harness) Dropped(d backend.Driver) int {
 	ps, err := h.pathsOf(d)
 	if err != nil {
 		return 0
@@ -406,34 +414,27 @@ func (h *harness) Dropped(d backend.Driver) int {
 	return n
 }
 
-func (h *harness) TTL() time.Duration { return h.ttl }
+func (h *Harness) TTL() time.Duration { return h.ttl }
 
 // Kill closes the driver's clients and pub/sub connections without
 // releasing anything, as a dying process would.
-func (h *harness) Kill(_ context.Context, d backend.Driver) error {
+func (h *Harness) Kill(_ context.Context, d backend.Driver) error {
 	h.mu.Lock()
 	cs := h.clients[d]
 	h.mu.Unlock()
 	if cs == nil {
 		return fmt.Errorf("unknown driver %T", d)
 	}
-	switch d := d.(type) {
-	case *Driver:
-		_ = d.notify.Close()
-	case *Redlock:
-		for _, n := range d.nodes {
-			_ = n.notify.Close()
-		}
-	}
-	CloseAll(cs)
+	h.kill(d)
+	redisproto.CloseAll(cs)
 	return nil
 }
 
 // Delete removes key's lock from every node, through separate clients.
-func (h *harness) Delete(ctx context.Context, key string) error {
-	lockKey := KeysFor(DefaultPrefix, key).Lock
+func (h *Harness) Delete(ctx context.Context, key string) error {
+	lockKey := redisproto.KeysFor(redisproto.DefaultPrefix, key).Lock
 	cs := h.newClients()
-	defer CloseAll(cs)
+	defer redisproto.CloseAll(cs)
 	if h.mode == "redlock" {
 		// An attempt returns once a majority decided it; the other node's
 		// grant may land after this Delete and leave the lock there. Wait
@@ -454,7 +455,7 @@ func (h *harness) Delete(ctx context.Context, key string) error {
 }
 
 // StopServer pauses every node: connections stay open, nothing answers.
-func (h *harness) StopServer(ctx context.Context) error {
+func (h *Harness) StopServer(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.paused = true
@@ -465,7 +466,7 @@ func (h *harness) StopServer(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (h *harness) StartServer(ctx context.Context) error {
+func (h *Harness) StartServer(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.paused {
@@ -481,12 +482,12 @@ func (h *harness) StartServer(ctx context.Context) error {
 
 // Close closes the clients of every driver made for the case (the drivers
 // themselves were closed by their Lockers).
-func (h *harness) Close() error {
+func (h *Harness) Close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for d, cs := range h.clients {
 		_ = d.Close()
-		CloseAll(cs)
+		redisproto.CloseAll(cs)
 	}
 	for _, ps := range h.paths {
 		ps.close()
@@ -496,13 +497,13 @@ func (h *harness) Close() error {
 	return nil
 }
 
-func distlockUnavailable(err error) bool { return errors.Is(err, backend.ErrUnavailable) }
+func Unavailable(err error) bool { return errors.Is(err, backend.ErrUnavailable) }
 
-// grantedEverywhere waits (at most 5 s per node) until every node has the
+// GrantedEverywhere waits (at most 5 s per node) until every node has the
 // lock key lock: a Redlock attempt returns once its answers decide the
 // grant, and the last node's grant may still be on its way. A test that
 // changes the nodes' state after an uncontended grant waits for it first.
-func grantedEverywhere(t *testing.T, ctx context.Context, clients []redis.UniversalClient, lock string) {
+func GrantedEverywhere(t *testing.T, ctx context.Context, clients []redis.UniversalClient, lock string) {
 	t.Helper()
 	for n, c := range clients {
 		for i := 0; c.Exists(ctx, lock).Val() == 0; i++ {
@@ -515,8 +516,17 @@ func grantedEverywhere(t *testing.T, ctx context.Context, clients []redis.Univer
 }
 
 var (
-	_ conformance.ServerControl = (*harness)(nil)
-	_ conformance.Partitioner   = (*harness)(nil)
-	_ conformance.ReplyDropper  = (*harness)(nil)
-	_ conformance.UserClients   = (*harness)(nil)
+	_ conformance.ServerControl = (*Harness)(nil)
+	_ conformance.Partitioner   = (*Harness)(nil)
+	_ conformance.ReplyDropper  = (*Harness)(nil)
+	_ conformance.UserClients   = (*Harness)(nil)
+	_ conformance.NativeErrors  = (*Harness)(nil)
 )
+
+// NativeError implements conformance.NativeErrors: a go-redis error (a
+// server reply or redis.ErrClosed) or the network error of its connection.
+func (h *Harness) NativeError(err error) bool {
+	var rerr redis.Error
+	var nerr net.Error
+	return errors.As(err, &rerr) || errors.As(err, &nerr) || errors.Is(err, redis.ErrClosed)
+}
