@@ -185,7 +185,7 @@ func New(c redis.UniversalClient, opts *Options) (*Driver, error) {
 	if lg == nil {
 		lg = slog.Default()
 	}
-	d.bounds.Warn(lg)
+	d.bounds.Warn(lg, "redislock")
 	d.caps = backend.Capabilities{
 		Name:                "redis",
 		Wait:                backend.WaitNotify,

@@ -106,7 +106,7 @@ func New(clients []redis.UniversalClient, opts *Options) (*Driver, error) {
 		lg = slog.Default()
 	}
 	for i, c := range clients {
-		redisproto.BoundsOf(c).Warn(lg.With("node", i))
+		redisproto.BoundsOf(c).Warn(lg.With("node", i), "redlock")
 	}
 	r.caps = backend.Capabilities{
 		Name:                "redlock",
