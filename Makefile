@@ -47,7 +47,7 @@ MODULES       ?= . $(CMD_MOD) $(BENCH_MOD) $(FAULTS_MOD) $(BROKER_MOD)
 # the Redis conformance runs that differ from another run against the same
 # containers only in the driver's wait mode (wait=notify; the local pass
 # runs them). Empty: skip nothing.
-DOCKER_SKIP   ?= ^(TestConformanceModuleEtcd|TestConformanceNotify|TestConformanceClusterNotify|TestConformanceRedlockNotify)$$
+DOCKER_SKIP   ?= ^(TestConformanceModuleEtcd|TestConformanceNotify|TestConformanceClusterNotify)$$
 # How many server packages the container pass tests at once. Their tests
 # mostly wait (for TTLs, sessions, restarts) on servers in containers:
 # with 2 at a time the test processes used 17% of 2 cores (9m50s), with 4

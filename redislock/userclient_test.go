@@ -70,7 +70,7 @@ func TestNewWarnsUnboundedClient(t *testing.T) {
 		}
 		defer r.Close()
 		if got := buf.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, "node=0") || !strings.Contains(got, "ContextTimeoutEnabled false") {
-			t.Fatalf("NewRedlock logged %q, want one warning, about node 0", got)
+			t.Fatalf("redlock.New logged %q, want one warning, about node 0", got)
 		}
 	})
 	t.Run("URL", func(t *testing.T) {

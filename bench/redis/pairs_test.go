@@ -414,7 +414,7 @@ func dlSingle(opts *dlredis.Options) func([]string, func(int) redis.Hook) measur
 	}
 }
 
-// dlRedlock: distlock over redislock.NewRedlock on one client per node.
+// dlRedlock: distlock over redlock.New on one client per node.
 func dlRedlock(addrs []string, hook func(int) redis.Hook) measure.Contender {
 	cs := clients(addrs, hook)
 	us := make([]redis.UniversalClient, len(cs))

@@ -323,8 +323,9 @@ func (h *Harness) NewDriver(context.Context) (backend.Driver, error) {
 }
 
 // NewUserDriver implements conformance.UserClients: a driver over clients
-// made with go-redis's defaults (newUserClients), passed to New or
-// NewRedlock, through proxies as NewDriver's, and closed by the harness.
+// made with go-redis's defaults (newUserClients), passed to
+// the constructor NewHarness was given, through proxies as NewDriver's,
+// and closed by the harness.
 func (h *Harness) NewUserDriver(context.Context) (backend.Driver, error) {
 	return h.newDriver(h.newUserClients)
 }
