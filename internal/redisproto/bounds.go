@@ -53,7 +53,7 @@ func BoundsOf(c redis.UniversalClient) ClientBounds {
 // answers.
 func (b ClientBounds) Warn(l *slog.Logger, pkg string) {
 	if !b.Known {
-		l.Warn(pkg+": the client's options cannot be read (not a *redis.Client, *redis.ClusterClient or *redis.Ring): a call that outlives its ctx is left running on a goroutine, its connection busy until the client returns it")
+		l.Warn(pkg + ": the client's options cannot be read (not a *redis.Client, *redis.ClusterClient or *redis.Ring): a call that outlives its ctx is left running on a goroutine, its connection busy until the client returns it")
 		return
 	}
 	if b.Deadlines {
