@@ -81,9 +81,9 @@ const (
 //
 // Each node call is bounded by the caller's ctx and the node's share of
 // the TTL whatever the client does (see eachNode); what the clients need
-// is what New says, and New logs New's warning (Options.Logger,
-// else slog.Default()) for each client that does not end calls at their
-// ctx's deadline, with the node's index.
+// is what redislock.New says of its client, and New logs redislock.New's
+// warning (Options.Logger, else slog.Default()) for each client that does
+// not end calls at their ctx's deadline, with the node's index.
 func New(clients []redis.UniversalClient, opts *Options) (*Driver, error) {
 	if len(clients) == 0 {
 		return nil, fmt.Errorf("redlock: %w: Redlock needs at least one client", backend.ErrInvalidConfig)
