@@ -11,7 +11,7 @@ import (
 
 func TestConformanceSingle(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
-	conformance.Run(t, newHarness(g, "single").maker(), conformance.Parallel(4))
+	conformance.Run(t, newHarness(g, "single").Maker(), conformance.Parallel(4))
 }
 
 func TestConformanceCluster(t *testing.T) {
@@ -19,7 +19,7 @@ func TestConformanceCluster(t *testing.T) {
 		t.Skip("short mode")
 	}
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Topology: sandbox.Cluster})
-	conformance.Run(t, newHarness(g, "cluster").maker(), conformance.Parallel(4))
+	conformance.Run(t, newHarness(g, "cluster").Maker(), conformance.Parallel(4))
 }
 
 // TestConformanceSingle and TestConformanceCluster run the default wait
@@ -28,8 +28,8 @@ func TestConformanceCluster(t *testing.T) {
 func TestConformanceNotify(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
 	h := newHarness(g, "single")
-	h.opts = &Options{Wait: WaitNotify}
-	conformance.Run(t, h.maker(), conformance.Parallel(4))
+	h.Opts = &Options{Wait: WaitNotify}
+	conformance.Run(t, h.Maker(), conformance.Parallel(4))
 }
 
 func TestConformanceClusterNotify(t *testing.T) {
@@ -38,8 +38,8 @@ func TestConformanceClusterNotify(t *testing.T) {
 	}
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Topology: sandbox.Cluster})
 	h := newHarness(g, "cluster")
-	h.opts = &Options{Wait: WaitNotify}
-	conformance.Run(t, h.maker(), conformance.Parallel(4))
+	h.Opts = &Options{Wait: WaitNotify}
+	conformance.Run(t, h.Maker(), conformance.Parallel(4))
 }
 
 // TestHarnessHooks checks the harness's Partitioner and ReplyDropper
@@ -57,7 +57,7 @@ func TestHarnessHooks(t *testing.T) {
 				t.Skip("short mode")
 			}
 			g := sandbox.StartT(t, tc.spec)
-			h, err := newHarness(g, tc.mode).maker()(t.Context(), t)
+			h, err := newHarness(g, tc.mode).Maker()(t.Context(), t)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,7 +69,7 @@ func TestHarnessHooks(t *testing.T) {
 // TestInspectors checks InspectSemaphore and InspectRW against grants on
 // a single server (a Cluster runs the same scripts on the key's slot).
 func TestInspectors(t *testing.T) {
-	h, err := newHarness(sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis}), "single").maker()(t.Context(), t)
+	h, err := newHarness(sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis}), "single").Maker()(t.Context(), t)
 	if err != nil {
 		t.Fatal(err)
 	}

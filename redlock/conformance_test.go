@@ -18,7 +18,7 @@ func TestConformance(t *testing.T) {
 		t.Skip("short mode")
 	}
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
-	conformance.Run(t, newHarness(g).maker(), conformance.Parallel(4))
+	conformance.Run(t, newHarness(g).Maker(), conformance.Parallel(4))
 }
 
 // TestConformance runs the default wait mode (queue); this runs the other
@@ -29,8 +29,8 @@ func TestConformanceNotify(t *testing.T) {
 	}
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
 	h := newHarness(g)
-	h.opts = &Options{Wait: WaitNotify}
-	conformance.Run(t, h.maker(), conformance.Parallel(4))
+	h.Opts = &Options{Wait: WaitNotify}
+	conformance.Run(t, h.Maker(), conformance.Parallel(4))
 }
 
 // TestHarnessHooks checks the harness's Partitioner and ReplyDropper
@@ -41,7 +41,7 @@ func TestHarnessHooks(t *testing.T) {
 		t.Skip("short mode")
 	}
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
-	h, err := newHarness(g).maker()(t.Context(), t)
+	h, err := newHarness(g).Maker()(t.Context(), t)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,25 +1,18 @@
 package redlock
 
 import (
-	"github.com/redis/go-redis/v9"
-
 	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/redisproto/redistest"
 	"github.com/distlock/distlock/sandbox"
+	"github.com/redis/go-redis/v9"
 )
 
-// harness is the Redis test harness (redistest.Harness) in mode
-// "redlock" over this package's Driver, whose drivers get opts.
-type harness struct {
-	*redistest.Harness
-	opts *Options
-}
-
-func newHarness(g *sandbox.Group) *harness {
-	h := &harness{}
-	h.Harness = redistest.NewHarness(g, "redlock", func(cs []redis.UniversalClient) (backend.Driver, error) {
-		return New(cs, h.opts)
+// newHarness returns the Redis test harness in mode "redlock" over this
+// package's Driver, one client per node of g; its drivers get the Options
+// in Opts.
+func newHarness(g *sandbox.Group) *redistest.With[Options] {
+	return redistest.NewWith(g, "redlock", func(cs []redis.UniversalClient, o *Options) (backend.Driver, error) {
+		return New(cs, o)
 	}, func(d backend.Driver) {
 		if d, ok := d.(*Driver); ok {
 			for _, n := range d.nodes {
@@ -27,17 +20,14 @@ func newHarness(g *sandbox.Group) *harness {
 			}
 		}
 	})
-	return h
 }
-
-func (h *harness) maker() conformance.Maker { return h.Maker() }
 
 // The harness's helpers, by their names in this package's tests.
 var (
 	nodeClient        = redistest.NodeClient
-	mustHold          = redistest.MustHold
-	restart           = redistest.Restart
 	nodeClients       = redistest.NodeClients
 	loadScripts       = redistest.LoadScripts
 	grantedEverywhere = redistest.GrantedEverywhere
+	mustHold          = redistest.MustHold
+	restart           = redistest.Restart
 )

@@ -8,14 +8,6 @@ import (
 	"github.com/distlock/distlock/internal/redisproto"
 )
 
-// MinTTL is the shortest lease TTL the driver accepts. Redis expires keys
-// with millisecond precision; shorter leases would be all drift margin.
-const MinTTL = redisproto.MinTTL
-
-// MaxTTL is the longest lease TTL the driver accepts: the library's limit
-// (backend.TTLLimit).
-const MaxTTL = redisproto.MaxTTL
-
 // DefaultPrefix starts every Redis key and channel the driver uses: the
 // same layout as redislock's, so both drivers agree on a key's Redis names.
 const DefaultPrefix = redisproto.DefaultPrefix

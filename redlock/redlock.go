@@ -114,8 +114,8 @@ func New(clients []redis.UniversalClient, opts *Options) (*Driver, error) {
 		Fair:                o.Wait == WaitQueue,
 		Lifetime:            backend.LifetimeTTL,
 		PerLockTTL:          true,
-		MinTTL:              MinTTL,
-		MaxTTL:              MaxTTL,
+		MinTTL:              redisproto.MinTTL,
+		MaxTTL:              redisproto.MaxTTL,
 		CrossProcessReentry: true,
 		Replication:         fmt.Sprintf("Redlock: majority (%d of %d) of independent primaries", r.quorum, len(clients)),
 		BatchRefresh:        true, // redlock_lock.go

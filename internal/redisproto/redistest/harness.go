@@ -531,3 +531,18 @@ func (h *Harness) NativeError(err error) bool {
 	var nerr net.Error
 	return errors.As(err, &rerr) || errors.As(err, &nerr) || errors.Is(err, redis.ErrClosed)
 }
+
+// With is a Harness whose drivers are made with the options Opts points
+// to when each driver is made (nil: the driver's defaults): a driver
+// package's tests set Opts before running the conformance suite.
+type With[O any] struct {
+	*Harness
+	Opts *O
+}
+
+// NewWith is NewHarness for a driver made by make(clients, opts).
+func NewWith[O any](g *sandbox.Group, mode string, make func([]redis.UniversalClient, *O) (backend.Driver, error), kill func(backend.Driver)) *With[O] {
+	h := &With[O]{}
+	h.Harness = NewHarness(g, mode, func(cs []redis.UniversalClient) (backend.Driver, error) { return make(cs, h.Opts) }, kill)
+	return h
+}
