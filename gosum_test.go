@@ -30,11 +30,11 @@ var storeClients = map[string][]string{
 }
 
 // memlockAllowed are the only modules memlock's test graph may hold: the
-// library, the OpenTelemetry API and its dependencies, goleak.
+// library, the OpenTelemetry API and its dependencies.
 var memlockAllowed = []string{
 	rootPath, "go.opentelemetry.io/otel", "go.opentelemetry.io/otel/metric", "go.opentelemetry.io/otel/trace",
 	"go.opentelemetry.io/auto/sdk", "github.com/go-logr/logr", "github.com/go-logr/stdr",
-	"github.com/cespare/xxhash/v2", "go.uber.org/goleak",
+	"github.com/cespare/xxhash/v2",
 }
 
 func TestDriverTestGraphsHoldOnlyTheirStore(t *testing.T) {

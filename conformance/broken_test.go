@@ -110,7 +110,10 @@ var brokenDrivers = []brokenDriver{
 	{name: "semaphore-claims-fair", wrap: wrapSemaphore(semClaimsFair), mustFail: []string{"SemaphoreFIFO"}},
 }
 
-const brokenEnv = "DISTLOCK_CONFORMANCE_BROKEN"
+const (
+	brokenEnv  = "DISTLOCK_CONFORMANCE_BROKEN"
+	virtualEnv = "DISTLOCK_CONFORMANCE_VIRTUAL" // "1": the child runs the cases with VirtualTime
+)
 
 func TestSuiteCatchesBrokenDrivers(t *testing.T) {
 	if name := os.Getenv(brokenEnv); name != "" {
@@ -125,12 +128,16 @@ func TestSuiteCatchesBrokenDrivers(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	slots := make(chan struct{}, 8)
-	for _, b := range brokenDrivers {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			brokenChild(t, b)
-		})
+	// Each broken driver is caught in real time and in virtual time
+	// (conformance.VirtualTime must not blind the suite).
+	for _, virtual := range []bool{false, true} {
+		for _, b := range brokenDrivers {
+			slots <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-slots }()
+				brokenChild(t, b, virtual)
+			})
+		}
 	}
 }
 
@@ -143,11 +150,18 @@ type brokenDriver struct {
 }
 
 // brokenChild runs the cases that must catch b in a child process.
-func brokenChild(t *testing.T, b brokenDriver) {
-	t.Run(b.name, func(t *testing.T) {
+func brokenChild(t *testing.T, b brokenDriver, virtual bool) {
+	name := b.name
+	if virtual {
+		name += "/virtual-time"
+	}
+	t.Run(name, func(t *testing.T) {
 		pattern := "^TestSuiteCatchesBrokenDrivers$/^(" + strings.Join(b.mustFail, "|") + ")$"
 		cmd := exec.Command(os.Args[0], "-test.run="+pattern, "-test.v", "-test.timeout=5m")
 		cmd.Env = append(os.Environ(), brokenEnv+"="+b.name)
+		if virtual {
+			cmd.Env = append(cmd.Env, virtualEnv+"=1")
+		}
 		out, err := cmd.CombinedOutput()
 		if err == nil {
 			t.Fatalf("the suite passed a driver with %s:\n%s", b.name, out)
@@ -169,9 +183,18 @@ func runBroken(t *testing.T, name string) {
 		if b.multi != nil {
 			conformance.SetAcquireAll(b.multi.acquireAll)
 		}
+		opts := []conformance.Option{conformance.Parallel(8)}
+		virtual := os.Getenv(virtualEnv) == "1"
+		if virtual {
+			opts = append(opts, conformance.VirtualTime())
+		}
 		conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
-			return &brokenHarness{s: s, wrap: b.wrap, retry: b.retry, lossy: map[backend.Driver]*lossy{}}, nil
-		}, conformance.Parallel(8))
+			st := s
+			if virtual { // a store per case, made in its bubble
+				st = memlock.NewStore()
+			}
+			return &brokenHarness{s: st, wrap: b.wrap, retry: b.retry, lossy: map[backend.Driver]*lossy{}}, nil
+		}, opts...)
 		return
 	}
 	t.Fatalf("unknown broken driver %q", name)

@@ -18,8 +18,8 @@ import (
 // Release must answer ErrNotHeld, free nothing (not the next holder's
 // lock), and leave the lock out of what the driver pushes doubt to.
 func testGoneLockReleased(t *testing.T, e *env) {
-	t.Run("driver", func(t *testing.T) { testGoneRelease(t, e) })
-	t.Run("portable", func(t *testing.T) { testGoneReleasedOnce(t, e) })
+	e.part(t, "driver", func(t *testing.T) { testGoneRelease(t, e) })
+	e.part(t, "portable", func(t *testing.T) { testGoneReleasedOnce(t, e) })
 }
 
 // goneLock makes d's lock on key gone behind its back and returns once a

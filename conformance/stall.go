@@ -219,11 +219,11 @@ func testStallEndsAtDeadline(t *testing.T, e *env) {
 	if _, ok := e.h.(Partitioner); !ok {
 		serverControl(t, e) // skips without either hook
 	}
-	t.Run("harness-client", func(t *testing.T) {
+	e.part(t, "harness-client", func(t *testing.T) {
 		e := e.sub("h")
 		runStall(t, e, e.driver(t))
 	})
-	t.Run("user-client", func(t *testing.T) {
+	e.part(t, "user-client", func(t *testing.T) {
 		uc, ok := e.h.(UserClients)
 		if !ok {
 			t.Skip("the harness makes no driver over a user-made client (no conformance.UserClients)")

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -100,7 +101,10 @@ var exclusive = map[string]bool{"StallEndsAtDeadline": true, "ServerDown": true,
 // An Option changes how Run runs the cases.
 type Option func(*runConfig)
 
-type runConfig struct{ parallel int }
+type runConfig struct {
+	parallel int
+	virtual  bool
+}
 
 // Parallel runs up to n cases at once, each with its own key prefix and
 // harness (the cases that stop or pause the store run alone, after the
@@ -108,6 +112,15 @@ type runConfig struct{ parallel int }
 // the store must take the load: meant for stores as cheap as memlock's,
 // whose cases mostly wait for TTLs. n < 2 runs the cases one by one.
 func Parallel(n int) Option { return func(c *runConfig) { c.parallel = n } }
+
+// VirtualTime runs each case in a testing/synctest bubble: time is virtual
+// and moves only when every goroutine of the case is blocked, so the TTL
+// rules are checked at their exact instants and a busy machine cannot make
+// a lease miss its renewal. It is for in-process stores (memlock) whose
+// every goroutine, channel and timer the case itself creates: the Maker is
+// called inside the bubble, and must make a new store there, never share
+// one across cases. A store behind a socket cannot run in a bubble.
+func VirtualTime() Option { return func(c *runConfig) { c.virtual = true } }
 
 // Run runs every conformance case against the store mk gives access to.
 // Every case has finished when it returns.
@@ -119,21 +132,11 @@ func Run(t *testing.T, mk Maker, opts ...Option) {
 	}
 	run := func(c testCase) {
 		t.Run(c.name, func(t *testing.T) {
-			t.Logf("rule: %s", c.rule)
-			ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
-			defer cancel()
-			h, err := mk(ctx, t)
-			if err != nil {
-				t.Fatalf("making harness: %v", err)
+			if cfg.virtual {
+				synctest.Test(t, func(t *testing.T) { runCase(t, c, mk, true) })
+				return
 			}
-			e := &env{h: h, ttl: h.TTL(), prefix: uniquePrefix(c.name)}
-			closeHarness := sync.OnceValue(h.Close)
-			t.Cleanup(func() {
-				if err := closeHarness(); err != nil {
-					t.Errorf("closing harness: %v", err)
-				}
-			})
-			runGuarded(t, c.name, caseTimeout, func() { c.fn(t, e) }, closeHarness)
+			runCase(t, c, mk, false)
 		})
 	}
 	if cfg.parallel < 2 {
@@ -163,6 +166,25 @@ func Run(t *testing.T, mk Maker, opts ...Option) {
 			run(c)
 		}
 	}
+}
+
+// runCase runs one case on a harness of its own, in a bubble if virtual.
+func runCase(t *testing.T, c testCase, mk Maker, virtual bool) {
+	t.Logf("rule: %s", c.rule)
+	ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
+	defer cancel()
+	h, err := mk(ctx, t)
+	if err != nil {
+		t.Fatalf("making harness: %v", err)
+	}
+	e := &env{h: h, ttl: h.TTL(), prefix: uniquePrefix(c.name), virtual: virtual}
+	closeHarness := sync.OnceValue(h.Close)
+	t.Cleanup(func() {
+		if err := closeHarness(); err != nil {
+			t.Errorf("closing harness: %v", err)
+		}
+	})
+	runGuarded(t, c.name, caseTimeout, func() { c.fn(t, e) }, closeHarness)
 }
 
 // hangGrace is how long a hung case gets to return once its harness was
@@ -213,6 +235,19 @@ type env struct {
 	h      Harness
 	ttl    time.Duration
 	prefix string
+	// virtual: the case runs in a synctest bubble, where t.Run is refused.
+	virtual bool
+}
+
+// part runs fn as a subtest named name, or, in a bubble (where t.Run is
+// refused), in t itself under a log line naming it.
+func (e *env) part(t *testing.T, name string, fn func(t *testing.T)) {
+	if e.virtual {
+		t.Logf("part %s", name)
+		fn(t)
+		return
+	}
+	t.Run(name, fn)
 }
 
 // key returns a key unique to this case.

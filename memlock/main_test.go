@@ -3,7 +3,7 @@ package memlock_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/distlock/distlock/internal/leakcheck"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m, nil) }

@@ -4,7 +4,7 @@ import (
 	"log/slog"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/distlock/distlock/internal/leakcheck"
 )
 
 // TestMain checks for leaked goroutines. Most tests' clients ignore ctx
@@ -13,5 +13,5 @@ import (
 // (TestNewWarnsUnboundedClient checks them).
 func TestMain(m *testing.M) {
 	slog.SetDefault(slog.New(slog.DiscardHandler))
-	goleak.VerifyTestMain(m)
+	leakcheck.VerifyTestMain(m, nil)
 }

@@ -44,7 +44,7 @@ func (h *goroutineHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // after another, 6 node calls each, must come from a handful of
 // goroutines (one per node at a time, plus the odd extra when a worker is
 // not yet back when the next round starts); the old code used 600. After
-// Close no worker is left (goleak checks the package at exit).
+// Close no worker is left (leakcheck checks the package at exit).
 func TestRedlockNodeCallWorkers(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
 	ctx := testCtx(t, time.Minute)

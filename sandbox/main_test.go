@@ -3,9 +3,9 @@ package sandbox_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/distlock/distlock/internal/leakcheck"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leakcheck.VerifyTestMain(m, nil)
 }

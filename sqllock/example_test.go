@@ -76,6 +76,8 @@ func ExampleNew() {
 // written: a holder that lost its lock (paused, cut off) and writes late
 // changes nothing, and RowsAffected tells it so. This strict form allows one
 // write per lease; for several, also store the owner (docs/safety.md).
+// The column is 64-bit: tokens are uint64, and PostgreSQL's start at
+// 4294967297 (epoch << 32 | 1), past what an INT column holds.
 func Example_fencedUpdate() {
 	db, err := sql.Open("mysql", "app:secret@tcp(db.internal:3306)/app")
 	if err != nil {
