@@ -16,6 +16,7 @@ import (
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/redislock"
+	"github.com/distlock/distlock/redlock"
 	"github.com/distlock/distlock/sandbox"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/distlock/distlock/zklock"
@@ -61,7 +62,7 @@ func userLocker(ctx context.Context, cfg clientConfig) (l *distlock.Locker, clos
 			closers = append(closers, func() { _ = c.Close() })
 			cs = append(cs, c)
 		}
-		d, err = redislock.NewRedlock(cs, nil)
+		d, err = redlock.New(cs, nil)
 	case "redis-cluster":
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.Addrs})
 		closers = append(closers, func() { _ = c.Close() })

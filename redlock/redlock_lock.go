@@ -1,4 +1,4 @@
-package redislock
+package redlock
 
 import (
 	"context"
@@ -10,13 +10,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisproto"
 )
 
 // rlock is a lock held on a majority of a Redlock's nodes.
 type rlock struct {
-	r     *Redlock
+	r     *Driver
 	key   string
-	ks    keyset
+	ks    redisproto.Keyset
 	owner string
 	hold  string // the attempt that took it, on every node
 	back  *giveBack
@@ -29,14 +30,14 @@ type rlock struct {
 // verdict).
 func (l *rlock) Release(ctx context.Context) error {
 	if !l.released.CompareAndSwap(false, true) {
-		return fmt.Errorf("redislock: release %q: %w: already released", l.key, backend.ErrNotHeld)
+		return fmt.Errorf("redlock: release %q: %w: already released", l.key, backend.ErrNotHeld)
 	}
 	l.back.start()
 	start := time.Now()
 	defer func() { l.r.released(l.key, time.Since(start)) }()
 	released, errs := eachNode(l.r, ctx, releaseTimeout, func(ctx context.Context, i int, nd *node) (bool, error) {
 		if i > 0 {
-			v, err := release(ctx, nd.c, l.ks, l.owner, l.hold, "quiet")
+			v, err := redisproto.ReleaseHold(ctx, nd.c, l.ks, l.owner, l.hold, "quiet")
 			return err == nil && v >= 0, err
 		}
 		v, heard, err := releaseCounting(ctx, nd.c, l.ks, l.owner, l.hold)
@@ -51,9 +52,9 @@ func (l *rlock) Release(ctx context.Context) error {
 		// The first node did not answer: announce the release on the
 		// nodes that freed the lock, whose waiters skip the first node
 		// while it fails.
-		eachNode(l.r, context.WithoutCancel(ctx), cleanupTimeout, func(ctx context.Context, i int, nd *node) (struct{}, error) {
+		eachNode(l.r, context.WithoutCancel(ctx), redisproto.CleanupTimeout, func(ctx context.Context, i int, nd *node) (struct{}, error) {
 			if released[i] {
-				return struct{}{}, nd.c.Publish(ctx, l.ks.channel, "released").Err()
+				return struct{}{}, nd.c.Publish(ctx, l.ks.Channel, "released").Err()
 			}
 			return struct{}{}, nil
 		})
@@ -65,14 +66,14 @@ func (l *rlock) Release(ctx context.Context) error {
 // nodes still held it for its owner and extended it.
 func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) error {
 	vals, errs := eachNode(l.r, ctx, nodeTimeout(ttl, 1), func(ctx context.Context, _ int, nd *node) (int64, error) {
-		return refreshScript.Run(ctx, nd.c, []string{l.ks.lock}, l.owner, millis(ttl), l.hold).Int64()
+		return redisproto.RefreshScript.Run(ctx, nd.c, []string{l.ks.Lock}, l.owner, redisproto.Millis(ttl), l.hold).Int64()
 	})
 	return l.r.refreshVerdict(l.key, vals, errs)
 }
 
 // refreshVerdict decides a refresh from the nodes' replies (1: held
 // and extended).
-func (r *Redlock) refreshVerdict(key string, vals []int64, errs []error) error {
+func (r *Driver) refreshVerdict(key string, vals []int64, errs []error) error {
 	held := make([]bool, len(vals))
 	for i, v := range vals {
 		held[i] = errs[i] == nil && v == 1
@@ -102,38 +103,38 @@ func verdict(op, key string, held []bool, errs []error, quorum int) error {
 	case ok >= quorum:
 		return nil
 	case notHeld > len(held)-quorum:
-		return fmt.Errorf("redislock: %s %q: %w: held on only %d of %d nodes", op, key, backend.ErrNotHeld, ok, len(held))
+		return fmt.Errorf("redlock: %s %q: %w: held on only %d of %d nodes", op, key, backend.ErrNotHeld, ok, len(held))
 	default:
-		return fmt.Errorf("redislock: %s %q: %w: held on %d of %d nodes, need %d: %w", op, key, backend.ErrUnavailable, ok, len(held), quorum, errors.Join(errs...))
+		return fmt.Errorf("redlock: %s %q: %w: held on %d of %d nodes, need %d: %w", op, key, backend.ErrUnavailable, ok, len(held), quorum, errors.Join(errs...))
 	}
 }
 
 // TryAcquireMulti implements backend.Batcher, which Redlock declares only
 // for RefreshAll (Capabilities.MultiAtomic is false: the nodes take a set
 // of keys one node at a time, not in one step of one store).
-func (r *Redlock) TryAcquireMulti(context.Context, []backend.Request) ([]backend.Grant, error) {
-	return nil, fmt.Errorf("redislock: redlock: acquire several keys: %w: no multi-lock step", backend.ErrUnsupported)
+func (r *Driver) TryAcquireMulti(context.Context, []backend.Request) ([]backend.Grant, error) {
+	return nil, fmt.Errorf("redlock: acquire several keys: %w: no multi-lock step", backend.ErrUnsupported)
 }
 
 // RefreshAll implements backend.Batcher: one pipeline per node, all
 // nodes at once.
-func (r *Redlock) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
+func (r *Driver) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
 	out := make([]error, len(locks))
 	mine := make([]*rlock, len(locks))
 	for i, bl := range locks {
 		l, ok := bl.(*rlock)
 		if !ok || l.r != r {
-			out[i] = fmt.Errorf("redislock: refresh: %w: lock %T is not from this driver", backend.ErrInvalidConfig, bl)
+			out[i] = fmt.Errorf("redlock: refresh: %w: lock %T is not from this driver", backend.ErrInvalidConfig, bl)
 			continue
 		}
 		mine[i] = l
 	}
 	cmds, perr := eachNode(r, ctx, nodeTimeout(minTTL(ttls), 1), func(ctx context.Context, _ int, nd *node) ([]*redis.Cmd, error) {
-		return pipelineScript(ctx, nd.c, refreshScript, len(locks), func(i int) ([]string, []any, bool) {
+		return redisproto.PipelineScript(ctx, nd.c, redisproto.RefreshScript, len(locks), func(i int) ([]string, []any, bool) {
 			if mine[i] == nil {
 				return nil, nil, false
 			}
-			return []string{mine[i].ks.lock}, []any{mine[i].owner, millis(ttls[i]), mine[i].hold}, true
+			return []string{mine[i].ks.Lock}, []any{mine[i].owner, redisproto.Millis(ttls[i]), mine[i].hold}, true
 		})
 	})
 	for i, l := range mine {
@@ -166,8 +167,8 @@ func minTTL(ttls []time.Duration) time.Duration {
 
 // releaseCounting is release on Redlock's first node: it also returns how
 // many connections heard the lock announced free (waiters of the key).
-func releaseCounting(ctx context.Context, c redis.Scripter, ks keyset, owner, hold string) (n, heard int64, err error) {
-	v, err := releaseScript.Run(ctx, c, ks.releaseKeys(), releaseArgs(owner, hold, "count")...).Result()
+func releaseCounting(ctx context.Context, c redis.Scripter, ks redisproto.Keyset, owner, hold string) (n, heard int64, err error) {
+	v, err := redisproto.ReleaseScript.Run(ctx, c, ks.ReleaseKeys(), redisproto.ReleaseArgs(owner, hold, "count")...).Result()
 	if err != nil {
 		return 0, 0, err
 	}

@@ -1,4 +1,4 @@
-package redislock
+package redisproto
 
 import (
 	"fmt"
@@ -10,42 +10,42 @@ import (
 // DefaultPrefix starts every Redis key and channel the driver uses.
 const DefaultPrefix = "distlock"
 
-// keyset holds the Redis names used for one lock. All of them carry the same
+// Keyset holds the Redis names used for one lock. All of them carry the same
 // hash tag, so they live in one Redis Cluster slot and one script may touch
 // the lock and its counter together.
-type keyset struct {
-	lock    string // hash: o=owner, n=hold count, t=fencing token, h=wait handed to; has the TTL
-	fence   string // counter of fencing tokens; never expires
-	channel string // pub/sub channel announcing releases and hand-offs
-	queue   string // queue mode: sorted set of waiting owners, oldest first
-	alive   string // queue mode: hash owner -> "deadline_ms:ttl_ms:window_ms:wait:attempt:inbox"
-	last    string // the hold whose release freed the lock, for releasedMemory
+type Keyset struct {
+	Lock    string // hash: o=owner, n=hold count, t=fencing token, h=wait handed to; has the TTL
+	Fence   string // counter of fencing tokens; never expires
+	Channel string // pub/sub channel announcing releases and hand-offs
+	Queue   string // queue mode: sorted set of waiting owners, oldest first
+	Alive   string // queue mode: hash owner -> "deadline_ms:ttl_ms:window_ms:wait:attempt:inbox"
+	Last    string // the hold whose release freed the lock, for ReleasedMemory
 
-	// The KEYS of waitScript and of releaseScript, made once with the
+	// The KEYS of WaitScript and of ReleaseScript, made once with the
 	// names: scripts run with them are not given a new slice each time.
 	// Never modified.
 	wait, release []string
 }
 
-// releaseKeys are the KEYS of releaseScript.
-func (ks keyset) releaseKeys() []string { return ks.release }
+// ReleaseKeys are the KEYS of ReleaseScript.
+func (ks Keyset) ReleaseKeys() []string { return ks.release }
 
-// waitKeys are the KEYS of waitScript.
-func (ks keyset) waitKeys() []string { return ks.wait }
+// WaitKeys are the KEYS of WaitScript.
+func (ks Keyset) WaitKeys() []string { return ks.wait }
 
-// escaper makes user keys safe inside a hash tag: '{' and '}' would end the
+// Escaper makes user keys safe inside a hash tag: '{' and '}' would end the
 // tag early, and '%' is escaped so that the encoding stays injective
 // (distinct keys never map to the same Redis key).
-var escaper = keys.Redis
+var Escaper = keys.Redis
 
 // keySuffixes name a lock's keys after its hash tag, in keyset's order.
 var keySuffixes = [...]string{":lock", ":fence", ":released", ":queue", ":alive", ":last"}
 
-// keysFor returns the Redis names for key under prefix. Every acquisition
+// KeysFor returns the Redis names for key under prefix. Every acquisition
 // attempt makes them, so they are cut from one string, and the scripts'
 // KEYS lists share one slice: two allocations in all.
-func keysFor(prefix, key string) keyset {
-	esc := escaper.Escape(key)
+func KeysFor(prefix, key string) Keyset {
+	esc := Escaper.Escape(key)
 	tag := len(prefix) + len(":{") + len(esc) + len("}")
 	var b strings.Builder
 	b.Grow(len(keySuffixes)*tag + len(":lock:fence:released:queue:alive:last"))
@@ -61,14 +61,14 @@ func keysFor(prefix, key string) keyset {
 	for i, suffix := range keySuffixes {
 		names[i], all = all[:tag+len(suffix)], all[tag+len(suffix):]
 	}
-	ks := keyset{lock: names[0], fence: names[1], channel: names[2], queue: names[3], alive: names[4], last: names[5]}
-	lists := []string{ks.lock, ks.fence, ks.queue, ks.alive, ks.lock, ks.queue, ks.alive, ks.fence, ks.last}
+	ks := Keyset{Lock: names[0], Fence: names[1], Channel: names[2], Queue: names[3], Alive: names[4], Last: names[5]}
+	lists := []string{ks.Lock, ks.Fence, ks.Queue, ks.Alive, ks.Lock, ks.Queue, ks.Alive, ks.Fence, ks.Last}
 	ks.wait, ks.release = lists[:4:4], lists[4:]
 	return ks
 }
 
-// checkPrefix reports why prefix cannot start Redis keys.
-func checkPrefix(prefix string) error {
+// CheckPrefix reports why prefix cannot start Redis keys.
+func CheckPrefix(prefix string) error {
 	if prefix == "" {
 		return fmt.Errorf("prefix is empty")
 	}
@@ -78,9 +78,9 @@ func checkPrefix(prefix string) error {
 	return nil
 }
 
-// keyOf returns the user key whose lock hash is the Redis key k under
+// KeyOf returns the user key whose lock hash is the Redis key k under
 // prefix; false for a key the driver did not write.
-func keyOf(prefix, k string) (string, bool) {
+func KeyOf(prefix, k string) (string, bool) {
 	rest, ok := strings.CutPrefix(k, prefix+":{")
 	if !ok {
 		return "", false
@@ -89,10 +89,10 @@ func keyOf(prefix, k string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	return escaper.Unescape(esc)
+	return Escaper.Unescape(esc)
 }
 
-// globEscape escapes the characters a SCAN MATCH pattern treats specially.
-func globEscape(s string) string {
+// GlobEscape escapes the characters a SCAN MATCH pattern treats specially.
+func GlobEscape(s string) string {
 	return strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`).Replace(s)
 }

@@ -1,4 +1,4 @@
-package redislock
+package redlock
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func TestRedlockTokensAcrossRestart(t *testing.T) {
 
 func redlockRestartScenario(t *testing.T, g *sandbox.Group) (before, after uint64) {
 	ctx := testCtx(t, 2*time.Minute)
-	h := newHarness(g, "redlock")
+	h := newHarness(g)
 	t.Cleanup(func() { _ = h.Close() })
 	d, err := h.NewDriver(ctx)
 	if err != nil {

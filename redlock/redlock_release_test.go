@@ -1,4 +1,4 @@
-package redislock
+package redlock
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisproto"
 	"github.com/distlock/distlock/sandbox"
 )
 
@@ -24,13 +25,13 @@ func TestRedlockReleaseMinority(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
 	ctx := testCtx(t, time.Minute)
 	clients := nodeClients(t, g)
-	r, err := NewRedlock(clients, nil)
+	r, err := New(clients, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
 	const key, ttl = "release-minority", 30 * time.Second
-	lockKey := keysFor(DefaultPrefix, key).lock
+	lockKey := redisproto.KeysFor(DefaultPrefix, key).Lock
 	req := func(owner string) backend.Request { return backend.Request{Key: key, Owner: owner, TTL: ttl} }
 
 	t.Run("majority lapsed", func(t *testing.T) {
@@ -92,7 +93,7 @@ func TestRedlockReleaseMinority(t *testing.T) {
 		// whether a majority held it is unknown.
 		dead := redis.NewClient(&redis.Options{Addr: deadAddr(t), MaxRetries: -1, DialTimeout: time.Second})
 		t.Cleanup(func() { dead.Close() })
-		r2, err := NewRedlock([]redis.UniversalClient{clients[0], clients[1], dead}, nil)
+		r2, err := New([]redis.UniversalClient{clients[0], clients[1], dead}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

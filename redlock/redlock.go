@@ -1,4 +1,4 @@
-package redislock
+package redlock
 
 import (
 	"context"
@@ -13,16 +13,17 @@ import (
 
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/backoff"
+	"github.com/distlock/distlock/internal/redisproto"
 )
 
-// Redlock is a backend.Driver over N independent Redis primaries (the
+// Driver is a backend.Driver over N independent Redis primaries (the
 // Redlock algorithm): a lock is held when a majority (N/2+1) of them granted
 // it within its TTL, and fencing tokens come from a majority too (see
 // docs/redis.md for the argument and its limits). It implements
 // backend.Notifier, backend.Batcher and, in queue mode (the
 // default), backend.Waiter: waiters queue on the first node (see Wait). It
 // is safe for concurrent use.
-type Redlock struct {
+type Driver struct {
 	nodes  []*node
 	all    []int // every node's index
 	quorum int
@@ -55,13 +56,13 @@ type Redlock struct {
 // node is one Redis primary of a Redlock.
 type node struct {
 	c      redis.UniversalClient
-	notify *notifier
+	notify *redisproto.Notifier
 }
 
 var (
-	_ backend.Driver   = (*Redlock)(nil)
-	_ backend.Notifier = (*Redlock)(nil)
-	_ backend.Batcher  = (*Redlock)(nil)
+	_ backend.Driver   = (*Driver)(nil)
+	_ backend.Notifier = (*Driver)(nil)
+	_ backend.Batcher  = (*Driver)(nil)
 )
 
 // Redlock timing, as in the Redlock description: the clock-drift margin is
@@ -74,42 +75,38 @@ const (
 	nodeWaitFrac = 3
 )
 
-// NewRedlock returns a Redlock driver over clients, one per independent
+// New returns a Redlock driver over clients, one per independent
 // primary (at least 1; 3 or 5 in practice). The driver never closes them.
-// Options.WaitReplicas is not supported in Redlock mode. Options.Wait
-// defaults to WaitQueue: waiters queue on the first node (see Wait).
+// Options.Wait defaults to WaitQueue: waiters queue on the first node (see Wait).
 //
 // Each node call is bounded by the caller's ctx and the node's share of
 // the TTL whatever the client does (see eachNode); what the clients need
-// is what New says, and NewRedlock logs New's warning (Options.Logger,
-// else slog.Default()) for each client that does not end calls at their
-// ctx's deadline, with the node's index.
-func NewRedlock(clients []redis.UniversalClient, opts *Options) (*Redlock, error) {
+// is what redislock.New says of its client, and New logs redislock.New's
+// warning (Options.Logger, else slog.Default()) for each client that does
+// not end calls at their ctx's deadline, with the node's index.
+func New(clients []redis.UniversalClient, opts *Options) (*Driver, error) {
 	if len(clients) == 0 {
-		return nil, fmt.Errorf("redislock: %w: Redlock needs at least one client", backend.ErrInvalidConfig)
-	}
-	if opts != nil && opts.WaitReplicas > 0 {
-		return nil, fmt.Errorf("redislock: %w: wait_replicas is not supported with mode=redlock", backend.ErrInvalidConfig)
+		return nil, fmt.Errorf("redlock: %w: Redlock needs at least one client", backend.ErrInvalidConfig)
 	}
 	o, err := opts.normalize()
 	if err != nil {
 		return nil, err
 	}
-	r := &Redlock{quorum: len(clients)/2 + 1, opts: o, busy: map[string]busyKey{}, inbox: o.Prefix + ":inbox:" + newID(),
+	r := &Driver{quorum: len(clients)/2 + 1, opts: o, busy: map[string]busyKey{}, inbox: o.Prefix + ":inbox:" + redisproto.NewID(),
 		tasks: make(chan func()), quit: make(chan struct{})}
 	for _, c := range clients {
 		if c == nil {
-			return nil, fmt.Errorf("redislock: %w: nil client", backend.ErrInvalidConfig)
+			return nil, fmt.Errorf("redlock: %w: nil client", backend.ErrInvalidConfig)
 		}
 		r.all = append(r.all, len(r.nodes))
-		r.nodes = append(r.nodes, &node{c: c, notify: newNotifier(c)})
+		r.nodes = append(r.nodes, &node{c: c, notify: redisproto.NewNotifier(c)})
 	}
 	lg := o.Logger
 	if lg == nil {
 		lg = slog.Default()
 	}
 	for i, c := range clients {
-		boundsOf(c).warn(lg.With("node", i))
+		redisproto.BoundsOf(c).Warn(lg.With("node", i), "redlock")
 	}
 	r.caps = backend.Capabilities{
 		Name:                "redlock",
@@ -117,8 +114,8 @@ func NewRedlock(clients []redis.UniversalClient, opts *Options) (*Redlock, error
 		Fair:                o.Wait == WaitQueue,
 		Lifetime:            backend.LifetimeTTL,
 		PerLockTTL:          true,
-		MinTTL:              MinTTL,
-		MaxTTL:              MaxTTL,
+		MinTTL:              redisproto.MinTTL,
+		MaxTTL:              redisproto.MaxTTL,
 		CrossProcessReentry: true,
 		Replication:         fmt.Sprintf("Redlock: majority (%d of %d) of independent primaries", r.quorum, len(clients)),
 		BatchRefresh:        true, // redlock_lock.go
@@ -131,12 +128,12 @@ func NewRedlock(clients []redis.UniversalClient, opts *Options) (*Redlock, error
 }
 
 // Capabilities implements backend.Driver.
-func (r *Redlock) Capabilities() backend.Capabilities { return r.caps }
+func (r *Driver) Capabilities() backend.Capabilities { return r.caps }
 
 // Close stops the pub/sub connections and closes the clients if the driver
 // opened them from a URL. It returns once every node call already started
 // has ended; a call that would start after it fails with ErrClosed.
-func (r *Redlock) Close() error {
+func (r *Driver) Close() error {
 	r.closeOnce.Do(func() {
 		r.bgMu.Lock()
 		r.closing = true
@@ -144,9 +141,9 @@ func (r *Redlock) Close() error {
 		r.bgMu.Unlock()
 		var errs []error
 		for _, n := range r.nodes {
-			errs = append(errs, n.notify.close())
+			errs = append(errs, n.notify.Close())
 			if r.owned {
-				errs = append(errs, ignoreClosed(n.c.Close()))
+				errs = append(errs, redisproto.IgnoreClosed(n.c.Close()))
 			}
 		}
 		r.bg.Wait()
@@ -155,7 +152,7 @@ func (r *Redlock) Close() error {
 	return r.closeErr
 }
 
-func (r *Redlock) keys(key string) keyset { return keysFor(r.opts.Prefix, key) }
+func (r *Driver) keys(key string) redisproto.Keyset { return redisproto.KeysFor(r.opts.Prefix, key) }
 
 // nodeTimeout is how long one of n nodes may take to answer for a lock of
 // ttl: together they may use a third of it.
@@ -169,13 +166,13 @@ func nodeTimeout(ttl time.Duration, n int) time.Duration {
 // one slow node must not hold up the quorum. A node that has not answered
 // by then gets an error; its call finishes in the background (Close waits
 // for it) and its result goes to late, if not nil, else is dropped.
-func eachNode[T any](r *Redlock, ctx context.Context, timeout time.Duration, fn func(ctx context.Context, i int, n *node) (T, error), late ...func(T)) ([]T, []error) {
+func eachNode[T any](r *Driver, ctx context.Context, timeout time.Duration, fn func(ctx context.Context, i int, n *node) (T, error), late ...func(T)) ([]T, []error) {
 	return someNodes(r, ctx, timeout, nil, fn, late...)
 }
 
 // someNodes is eachNode on the nodes whose index is in only (every node if
 // only is nil); the others get zero results.
-func someNodes[T any](r *Redlock, ctx context.Context, timeout time.Duration, only []int, fn func(ctx context.Context, i int, n *node) (T, error), late ...func(T)) ([]T, []error) {
+func someNodes[T any](r *Driver, ctx context.Context, timeout time.Duration, only []int, fn func(ctx context.Context, i int, n *node) (T, error), late ...func(T)) ([]T, []error) {
 	return nodesUntil(r, ctx, timeout, only, fn, nil, late...)
 }
 
@@ -188,7 +185,7 @@ var errNotAwaited = errors.New("not awaited: the other nodes' answers decided")
 // each answer as it comes and stops waiting once it returns true: the
 // nodes still running get errNotAwaited, and their results go to late as
 // for a node that did not answer in time.
-func nodesUntil[T any](r *Redlock, ctx context.Context, timeout time.Duration, only []int, fn func(ctx context.Context, i int, n *node) (T, error), decided func(i int, v T, err error) bool, late ...func(T)) ([]T, []error) {
+func nodesUntil[T any](r *Driver, ctx context.Context, timeout time.Duration, only []int, fn func(ctx context.Context, i int, n *node) (T, error), decided func(i int, v T, err error) bool, late ...func(T)) ([]T, []error) {
 	if only == nil {
 		only = r.all
 	}
@@ -290,7 +287,7 @@ const workerIdle = 5 * time.Second
 // call depth every time (copied 2 → 4 → 8 → 16 KB and more): about a
 // fifth of the client's CPU in a Redlock pair; TestRedlockNodeCallWorkers). r.bgMu
 // is held and closing unset, so no worker starts while Close waits.
-func (r *Redlock) goNode(f func()) {
+func (r *Driver) goNode(f func()) {
 	select {
 	case r.tasks <- f:
 	default:
@@ -300,7 +297,7 @@ func (r *Redlock) goNode(f func()) {
 
 // work runs f, then the calls handed to it, until it has been idle for
 // workerIdle or the driver closes.
-func (r *Redlock) work(f func()) {
+func (r *Driver) work(f func()) {
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
@@ -339,21 +336,21 @@ func (r *Redlock) work(f func()) {
 // gives up and frees what it took, and one attempt wins, as the conformance
 // case "of N concurrent TryAcquires exactly one wins" demands.
 //
-// In queue mode the first node runs the queue-aware script (waitScript,
+// In queue mode the first node runs the queue-aware script (redisproto.WaitScript,
 // without queueing), so a free lock is not granted there ahead of a live
 // waiter queued on it.
-func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
+func (r *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	if req.Kind != backend.Exclusive {
-		return backend.Grant{}, backend.UnsupportedKind("redislock", "acquire", req.Kind)
+		return backend.Grant{}, backend.UnsupportedKind("redlock", "acquire", req.Kind)
 	}
 	if err := ctx.Err(); err != nil {
 		// Nothing was sent: nothing to clean up.
-		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w", req.Key, context.Cause(ctx))
+		return backend.Grant{}, fmt.Errorf("redlock: acquire %q: %w", req.Key, context.Cause(ctx))
 	}
 	ks := r.keys(req.Key)
-	hold := newID()
+	hold := redisproto.NewID()
 	first := time.Now()
-	res := make([]acquireResult, len(r.nodes))
+	res := make([]redisproto.AcquireResult, len(r.nodes))
 	errs := make([]error, len(r.nodes))
 	back := &giveBack{}
 	// ask sends the attempt to the nodes in only and records their
@@ -361,7 +358,7 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 	// answers so far decide a grant (see decides).
 	ask := func(only []int, early bool) {
 		type reply struct {
-			acquireResult
+			redisproto.AcquireResult
 			node    int
 			unknown bool // the call failed: the script may have run
 		}
@@ -375,11 +372,11 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 				answered[i] = true
 			}
 			for _, i := range only {
-				seen[i], answered[i] = acquireResult{}, false
+				seen[i], answered[i] = redisproto.AcquireResult{}, false
 			}
 			decided = func(i int, v reply, err error) bool {
 				if err == nil {
-					seen[i] = v.acquireResult
+					seen[i] = v.AcquireResult
 				}
 				answered[i] = true
 				return r.decides(seen, answered)
@@ -389,15 +386,15 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 			var cmd *redis.Cmd
 			if i == 0 && r.opts.Wait == WaitQueue {
 				// Never ahead of a waiter queued on the first node.
-				cmd = waitScript.Run(ctx, n.c, ks.waitKeys(), req.Owner, millis(req.TTL), hold, "", "c")
+				cmd = redisproto.WaitScript.Run(ctx, n.c, ks.WaitKeys(), req.Owner, redisproto.Millis(req.TTL), hold, "", "c")
 			} else {
-				cmd = acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), hold)
+				cmd = redisproto.AcquireScript.Run(ctx, n.c, []string{ks.Lock, ks.Fence}, req.Owner, redisproto.Millis(req.TTL), hold)
 			}
-			a, err := acquireReply(cmd, req.TTL)
+			a, err := redisproto.AcquireReply(cmd, req.TTL)
 			if err != nil {
 				return reply{node: i, unknown: true}, err
 			}
-			return reply{acquireResult: a, node: i}, nil
+			return reply{AcquireResult: a, node: i}, nil
 		}, decided, func(late reply) {
 			// The node answered after the attempt stopped waiting for
 			// it. A grant is the attempt's hold like the others: it stays
@@ -408,14 +405,14 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 			// release found nothing (the cleanup does not wait for a call
 			// in flight): give the hold back now. A release of a hold the
 			// node does not have changes nothing.
-			if late.unknown || (late.held && back.late()) {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			if late.unknown || (late.Held && back.late()) {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisproto.CleanupTimeout)
 				defer cancel()
-				_, _ = release(rctx, r.nodes[late.node].c, ks, req.Owner, hold, "release")
+				_, _ = redisproto.ReleaseHold(rctx, r.nodes[late.node].c, ks, req.Owner, hold, "release")
 			}
 		})
 		for _, i := range only {
-			res[i], errs[i] = rs[i].acquireResult, es[i]
+			res[i], errs[i] = rs[i].AcquireResult, es[i]
 		}
 	}
 	all := r.all
@@ -427,12 +424,12 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 		// reach the first node, instead of taking the lock straight back
 		// (which would starve them).
 		if yield > 0 && sleepCtx(ctx, yield) != nil {
-			return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w", req.Key, context.Cause(ctx))
+			return backend.Grant{}, fmt.Errorf("redlock: acquire %q: %w", req.Key, context.Cause(ctx))
 		}
 		ask(all[:1], false)
-		if errs[0] == nil && !res[0].held {
+		if errs[0] == nil && !res[0].Held {
 			r.observe(req.Key)
-			return backend.Grant{}, backend.NotAcquired(req.Key, res[0].pttl)
+			return backend.Grant{}, backend.NotAcquired(req.Key, res[0].PTTL)
 		}
 		ask(all[1:], true)
 	} else {
@@ -457,15 +454,15 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 		if refused > len(r.nodes)-r.quorum || failed == 0 {
 			return fail(backend.NotAcquired(req.Key, retry))
 		}
-		return fail(fmt.Errorf("redislock: acquire %q: %w: %d of %d nodes granted, %d failed (need %d): %w",
+		return fail(fmt.Errorf("redlock: acquire %q: %w: %d of %d nodes granted, %d failed (need %d): %w",
 			req.Key, r.failKind(errs), held, len(r.nodes), failed, r.quorum, errors.Join(errs...)))
 	}
 	token := newToken(res)
 	if err := r.fence(ctx, ks, req, hold, token, res); err != nil {
-		return fail(fmt.Errorf("redislock: acquire %q: %w", req.Key, err))
+		return fail(fmt.Errorf("redlock: acquire %q: %w", req.Key, err))
 	}
 	if elapsed := time.Since(first); elapsed >= req.TTL-driftOf(req) {
-		return fail(fmt.Errorf("redislock: acquire %q: %w: a majority granted, but only after %v of the %v TTL", req.Key, backend.ErrUnavailable, elapsed, req.TTL))
+		return fail(fmt.Errorf("redlock: acquire %q: %w: a majority granted, but only after %v of the %v TTL", req.Key, backend.ErrUnavailable, elapsed, req.TTL))
 	}
 	l := &rlock{r: r, key: req.Key, ks: ks, owner: req.Owner, hold: hold, back: back}
 	return backend.Grant{Lock: l, Token: token, ValidFrom: first}, nil
@@ -475,10 +472,10 @@ func (r *Redlock) TryAcquire(ctx context.Context, req backend.Request) (backend.
 // nodes (errs, one per node): ErrInvalidConfig when so many nodes refused
 // the login or the ACL a command that no majority can ever grant (no
 // retry fixes that), else ErrUnavailable.
-func (r *Redlock) failKind(errs []error) error {
+func (r *Driver) failKind(errs []error) error {
 	refused := 0
 	for _, err := range errs {
-		if err != nil && (notAllowed(err) || scriptRefused(err)) {
+		if err != nil && (redisproto.NotAllowed(err) || redisproto.ScriptRefused(err)) {
 			refused++
 		}
 	}
@@ -498,10 +495,10 @@ func splitWait(ttl time.Duration) time.Duration { return min(ttl/4, 200*time.Mil
 
 // holdsFirst reports whether the attempt whose replies are res and errs
 // holds the lowest-numbered node that answered it.
-func (r *Redlock) holdsFirst(res []acquireResult, errs []error) bool {
+func (r *Driver) holdsFirst(res []redisproto.AcquireResult, errs []error) bool {
 	for i := range r.nodes {
 		if errs[i] == nil {
-			return res[i].held
+			return res[i].Held
 		}
 	}
 	return false
@@ -518,14 +515,14 @@ func (r *Redlock) holdsFirst(res []acquireResult, errs []error) bool {
 // (kept for Release: giveBack) or refusals. Every earlier token was
 // confirmed by a majority, which shares a node with this one, whose
 // counter this grant's token already passed.
-func (r *Redlock) decides(res []acquireResult, answered []bool) bool {
-	if !answered[0] || !res[0].held {
+func (r *Driver) decides(res []redisproto.AcquireResult, answered []bool) bool {
+	if !answered[0] || !res[0].Held {
 		return false
 	}
 	token := newToken(res)
 	confirmed := 0
 	for _, a := range res {
-		if a.held && a.token == token && a.counter >= token {
+		if a.Held && a.Token == token && a.Counter >= token {
 			confirmed++
 		}
 	}
@@ -568,7 +565,7 @@ const maxContended = 4096
 // contended reports whether an attempt on key met another holder lately,
 // and how long to yield to waiters before asking if this driver released
 // the key just now.
-func (r *Redlock) contended(key string) (yield time.Duration, busy bool) {
+func (r *Driver) contended(key string) (yield time.Duration, busy bool) {
 	r.busyMu.Lock()
 	defer r.busyMu.Unlock()
 	b, ok := r.busy[key]
@@ -584,7 +581,7 @@ func (r *Redlock) contended(key string) (yield time.Duration, busy bool) {
 // released records that a release of key took took, if the key is
 // contended: the driver's next attempt yields to the waiters it woke for
 // twice that (at most maxYield), their time to hear it and ask.
-func (r *Redlock) released(key string, took time.Duration) {
+func (r *Driver) released(key string, took time.Duration) {
 	r.busyMu.Lock()
 	defer r.busyMu.Unlock()
 	if b, ok := r.busy[key]; ok && time.Since(b.refused) < contendedFor {
@@ -604,7 +601,7 @@ type busyKey struct {
 }
 
 // observe records that an attempt on key met another holder.
-func (r *Redlock) observe(key string) {
+func (r *Driver) observe(key string) {
 	r.busyMu.Lock()
 	defer r.busyMu.Unlock()
 	if len(r.busy) >= maxContended {
@@ -635,18 +632,18 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // hold of the owner surviving on some nodes only, whose old token a holder
 // in between has surpassed) gets a new token above every counter and token
 // seen.
-func newToken(res []acquireResult) uint64 {
+func newToken(res []redisproto.AcquireResult) uint64 {
 	var keep, top uint64
 	first, same := true, true
 	for _, r := range res {
-		if !r.held {
+		if !r.Held {
 			continue
 		}
 		if first {
-			keep, first = r.token, false
+			keep, first = r.Token, false
 		}
-		same = same && r.token == keep
-		top = max(top, r.token, r.counter)
+		same = same && r.Token == keep
+		top = max(top, r.Token, r.Counter)
 	}
 	if same && keep != 0 && keep >= top {
 		return keep
@@ -656,16 +653,16 @@ func newToken(res []acquireResult) uint64 {
 
 // fence makes a majority record token (phase two): the granting nodes
 // whose lock records token and whose counter reached it already do;
-// the others get fenceScript, all at once, and the grant stands when a
+// the others get redisproto.FenceScript, all at once, and the grant stands when a
 // majority recorded token. In the common case (a free lock whose counters
 // agree on every node) no node needs it and this sends nothing.
-func (r *Redlock) fence(ctx context.Context, ks keyset, req backend.Request, hold string, token uint64, res []acquireResult) error {
+func (r *Driver) fence(ctx context.Context, ks redisproto.Keyset, req backend.Request, hold string, token uint64, res []redisproto.AcquireResult) error {
 	confirmed := 0
 	var need []int
 	for i, a := range res {
 		switch {
-		case !a.held:
-		case a.token == token && a.counter >= token:
+		case !a.Held:
+		case a.Token == token && a.Counter >= token:
 			confirmed++
 		default:
 			need = append(need, i)
@@ -675,7 +672,7 @@ func (r *Redlock) fence(ctx context.Context, ks keyset, req backend.Request, hol
 	if len(need) > 0 {
 		var ok []bool
 		ok, errs = someNodes(r, ctx, nodeTimeout(req.TTL, 1), need, func(ctx context.Context, i int, n *node) (bool, error) {
-			v, err := fenceScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, token, hold).Int64()
+			v, err := redisproto.FenceScript.Run(ctx, n.c, []string{ks.Lock, ks.Fence}, req.Owner, token, hold).Int64()
 			return err == nil && v == 1, err
 		})
 		for _, b := range ok {
@@ -714,16 +711,16 @@ func drift(ttl time.Duration) time.Duration {
 // attempt holding that node, or found the lock held, and what it frees is
 // no lock anyone waits for; the winner's release, or the first node's
 // holder giving up, announces the lock free.
-func (r *Redlock) cleanup(ctx context.Context, ks keyset, owner, hold string, res []acquireResult, errs []error) {
+func (r *Driver) cleanup(ctx context.Context, ks redisproto.Keyset, owner, hold string, res []redisproto.AcquireResult, errs []error) {
 	ctx = context.WithoutCancel(ctx)
 	first := r.holdsFirst(res, errs)
-	eachNode(r, ctx, cleanupTimeout, func(ctx context.Context, i int, n *node) (struct{}, error) {
-		if res[i].held || errs[i] != nil {
+	eachNode(r, ctx, redisproto.CleanupTimeout, func(ctx context.Context, i int, n *node) (struct{}, error) {
+		if res[i].Held || errs[i] != nil {
 			mode := "quiet"
 			if first {
 				mode = announce(i)
 			}
-			_, err := release(ctx, n.c, ks, owner, hold, mode)
+			_, err := redisproto.ReleaseHold(ctx, n.c, ks, owner, hold, mode)
 			return struct{}{}, err
 		}
 		return struct{}{}, nil
@@ -734,14 +731,14 @@ func (r *Redlock) cleanup(ctx context.Context, ks keyset, owner, hold string, re
 // other kind): it subscribes on every node (each node's one shared pub/sub
 // connection) and succeeds when at least one confirmed; a release is
 // announced on every node that freed the lock.
-func (r *Redlock) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
+func (r *Driver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	if kind != backend.Exclusive {
-		return nil, nil, backend.UnsupportedKind("redislock", "subscribe", kind)
+		return nil, nil, backend.UnsupportedKind("redlock", "subscribe", kind)
 	}
-	ch := r.keys(key).channel
+	ch := r.keys(key).Channel
 	out := make(chan struct{}, 1)
 	cancels, errs := eachNode(r, ctx, time.Second, func(ctx context.Context, _ int, n *node) (func(), error) {
-		return n.notify.subscribe(ctx, ch, out, filter{})
+		return n.notify.Subscribe(ctx, ch, out, redisproto.Filter{})
 	}, func(cancel func()) {
 		if cancel != nil {
 			cancel() // confirmed too late to be counted
@@ -759,7 +756,7 @@ func (r *Redlock) Subscribe(ctx context.Context, key string, kind backend.Kind) 
 			return out, cancel, nil
 		}
 	}
-	return nil, nil, fmt.Errorf("redislock: subscribe %q: %w: no node confirmed: %w", key, backend.ErrUnavailable, errors.Join(errs...))
+	return nil, nil, fmt.Errorf("redlock: subscribe %q: %w: no node confirmed: %w", key, backend.ErrUnavailable, errors.Join(errs...))
 }
 
 // votes counts the nodes' answers to one attempt.
@@ -769,18 +766,18 @@ type votes struct {
 }
 
 // countVotes counts res and errs, one entry per node.
-func countVotes(res []acquireResult, errs []error) votes {
+func countVotes(res []redisproto.AcquireResult, errs []error) votes {
 	var v votes
 	for i := range res {
 		switch {
 		case errs[i] != nil:
 			v.failed++
-		case res[i].held:
+		case res[i].Held:
 			v.held++
 		default:
 			v.refused++
-			if v.retry == 0 || res[i].pttl < v.retry {
-				v.retry = res[i].pttl
+			if v.retry == 0 || res[i].PTTL < v.retry {
+				v.retry = res[i].PTTL
 			}
 		}
 	}
@@ -797,7 +794,7 @@ func (v votes) split(quorum int) bool { return v.held < quorum && v.held+v.refus
 // split, for at most splitWait(ttl) since first or until ctx ends; ask
 // sends the attempt to the given nodes and records their answers in res
 // and errs. It returns the final count.
-func (r *Redlock) askAgain(ctx context.Context, ttl time.Duration, first time.Time, res []acquireResult, errs []error, ask func(only []int), mine func() bool) votes {
+func (r *Driver) askAgain(ctx context.Context, ttl time.Duration, first time.Time, res []redisproto.AcquireResult, errs []error, ask func(only []int), mine func() bool) votes {
 	v := countVotes(res, errs)
 	budget := splitWait(ttl)
 	const pauseMin, pauseMax = 100 * time.Microsecond, 5 * time.Millisecond
@@ -810,7 +807,7 @@ func (r *Redlock) askAgain(ctx context.Context, ttl time.Duration, first time.Ti
 		pause = bo.Next(pauseMin, pauseMax)
 		var again []int
 		for i := range res {
-			if errs[i] == nil && !res[i].held {
+			if errs[i] == nil && !res[i].Held {
 				again = append(again, i)
 			}
 		}

@@ -1,4 +1,4 @@
-package redislock
+package redlock
 
 import (
 	"context"
@@ -9,12 +9,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisproto"
 )
 
 // Redlock's queue mode (WaitQueue, the default): the first node is the
 // admission order. A waiter queues on the first node exactly as on a single
-// server (waitScript, heartbeats, liveness window), and a release on the
-// first node hands it to the oldest live waiter there (releaseScript's
+// server (redisproto.WaitScript, heartbeats, liveness window), and a release on the
+// first node hands it to the oldest live waiter there (redisproto.ReleaseScript's
 // handOff), which is woken on its driver's inbox channel. Only the waiter
 // holding the first node then takes the other nodes, all at once, with the
 // same hold; it is granted, as any Redlock attempt, when a majority records
@@ -31,30 +32,30 @@ import (
 // next Wait queues again.
 
 // Wait implements backend.Waiter in queue mode, for the mutex.
-func (r *Redlock) Wait(ctx context.Context, req backend.Request) (backend.Grant, error) {
+func (r *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	if req.Kind != backend.Exclusive {
-		return backend.Grant{}, backend.UnsupportedKind("redislock", "wait", req.Kind)
+		return backend.Grant{}, backend.UnsupportedKind("redlock", "wait", req.Kind)
 	}
 	if err := ctx.Err(); err != nil {
-		return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w", req.Key, context.Cause(ctx))
+		return backend.Grant{}, fmt.Errorf("redlock: wait %q: %w", req.Key, context.Cause(ctx))
 	}
 	ks := r.keys(req.Key)
-	wait := newID()
+	wait := redisproto.NewID()
 	out := make(chan struct{}, 1)
-	unsubscribe, err := r.nodes[0].notify.subscribe(ctx, r.inbox, out, filter{only: "h:" + wait})
+	unsubscribe, err := r.nodes[0].notify.Subscribe(ctx, r.inbox, out, redisproto.Filter{Only: "h:" + wait})
 	if err != nil {
 		if ctx.Err() != nil {
-			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w", req.Key, context.Cause(ctx))
+			return backend.Grant{}, fmt.Errorf("redlock: wait %q: %w", req.Key, context.Cause(ctx))
 		}
-		if notAllowed(err) {
+		if redisproto.NotAllowed(err) {
 			// The first node refused the login or the channel: no
 			// retry fixes that.
-			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: the first node: %w", req.Key, backend.ErrInvalidConfig, err)
+			return backend.Grant{}, fmt.Errorf("redlock: wait %q: %w: the first node: %w", req.Key, backend.ErrInvalidConfig, err)
 		}
 		return r.raceWait(ctx, req)
 	}
 	defer unsubscribe()
-	beat := heartbeat(req.TTL)
+	beat := redisproto.Heartbeat(req.TTL)
 	window := 3 * beat
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -74,13 +75,13 @@ func (r *Redlock) Wait(ctx context.Context, req backend.Request) (backend.Grant,
 		case errors.Is(err, errFirstFailed):
 			aerr := r.abandon(ctx, ks, req.Owner, wait)
 			if ctx.Err() != nil {
-				return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w", req.Key, errors.Join(context.Cause(ctx), err, aerr))
+				return backend.Grant{}, fmt.Errorf("redlock: wait %q: %w", req.Key, errors.Join(context.Cause(ctx), err, aerr))
 			}
 			unsubscribe()
 			return r.raceWait(ctx, req)
 		case err != nil:
 			aerr := r.abandon(ctx, ks, req.Owner, wait)
-			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w", req.Key, alsoFailed(err, aerr))
+			return backend.Grant{}, fmt.Errorf("redlock: wait %q: %w", req.Key, redisproto.AlsoFailed(err, aerr))
 		}
 		r.observe(req.Key)
 		delay := beat
@@ -98,7 +99,7 @@ func (r *Redlock) Wait(ctx context.Context, req backend.Request) (backend.Grant,
 			woken, tick = false, true
 		case <-ctx.Done():
 			aerr := r.abandon(ctx, ks, req.Owner, wait)
-			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w", req.Key, errors.Join(context.Cause(ctx), aerr))
+			return backend.Grant{}, fmt.Errorf("redlock: wait %q: %w", req.Key, errors.Join(context.Cause(ctx), aerr))
 		}
 	}
 }
@@ -107,7 +108,7 @@ func (r *Redlock) Wait(ctx context.Context, req backend.Request) (backend.Grant,
 var errFirstFailed = errors.New("the first node failed")
 
 // queueAttempt is one attempt of wait (attempt number attempt): it runs
-// waitScript on the first node, which grants the lock to the wait, or
+// redisproto.WaitScript on the first node, which grants the lock to the wait, or
 // queues it (or keeps its place), and only if the first node granted takes
 // the other nodes, as TryAcquire does. A waiter woken by a hand-off asks
 // every node at once. It returns a grant (Lock set), or no grant and the
@@ -116,28 +117,28 @@ var errFirstFailed = errors.New("the first node failed")
 // gives back everything it took, the first node included (handing it to
 // the next waiter), and the wait queues again.
 //
-// A heartbeat attempt (tick) whose first node refuses asks the other nodes
+// A redisproto.Heartbeat attempt (tick) whose first node refuses asks the other nodes
 // too, and takes a majority of them if they grant one: a lock left on the
 // first node alone (a release that failed there) then delays the waiters
-// by one heartbeat, not by its TTL. The wait then leaves the first node's
+// by one redisproto.Heartbeat, not by its TTL. The wait then leaves the first node's
 // queue.
-func (r *Redlock) queueAttempt(ctx context.Context, ks keyset, req backend.Request, wait string, attempt int, window time.Duration, woken, tick bool) (backend.Grant, time.Duration, error) {
+func (r *Driver) queueAttempt(ctx context.Context, ks redisproto.Keyset, req backend.Request, wait string, attempt int, window time.Duration, woken, tick bool) (backend.Grant, time.Duration, error) {
 	first := time.Now()
-	res := make([]acquireResult, len(r.nodes))
+	res := make([]redisproto.AcquireResult, len(r.nodes))
 	errs := make([]error, len(r.nodes))
 	ask := func(only []int) {
 		type reply struct {
-			acquireResult
+			redisproto.AcquireResult
 			node int
 		}
 		rs, es := someNodes(r, ctx, nodeTimeout(req.TTL, len(r.nodes)), only, func(ctx context.Context, i int, n *node) (reply, error) {
 			var cmd *redis.Cmd
 			if i == 0 {
-				cmd = waitScript.Run(ctx, n.c, ks.waitKeys(), req.Owner, millis(req.TTL), wait, queueEntry(window, attempt, r.inbox), "c")
+				cmd = redisproto.WaitScript.Run(ctx, n.c, ks.WaitKeys(), req.Owner, redisproto.Millis(req.TTL), wait, redisproto.QueueEntry(window, attempt, r.inbox), "c")
 			} else {
-				cmd = acquireScript.Run(ctx, n.c, []string{ks.lock, ks.fence}, req.Owner, millis(req.TTL), wait)
+				cmd = redisproto.AcquireScript.Run(ctx, n.c, []string{ks.Lock, ks.Fence}, req.Owner, redisproto.Millis(req.TTL), wait)
 			}
-			a, err := acquireReply(cmd, req.TTL)
+			a, err := redisproto.AcquireReply(cmd, req.TTL)
 			if err != nil {
 				return reply{node: i}, err
 			}
@@ -149,17 +150,17 @@ func (r *Redlock) queueAttempt(ctx context.Context, ks keyset, req backend.Reque
 			// and on the first node the place it may have queued.
 			mode := "abandon"
 			if late.node > 0 {
-				if !late.held {
+				if !late.Held {
 					return
 				}
 				mode = "quiet"
 			}
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisproto.CleanupTimeout)
 			defer cancel()
-			_, _ = release(rctx, r.nodes[late.node].c, ks, req.Owner, wait, mode)
+			_, _ = redisproto.ReleaseHold(rctx, r.nodes[late.node].c, ks, req.Owner, wait, mode)
 		})
 		for _, i := range only {
-			res[i], errs[i] = rs[i].acquireResult, es[i]
+			res[i], errs[i] = rs[i].AcquireResult, es[i]
 		}
 	}
 	all := make([]int, len(r.nodes))
@@ -170,16 +171,16 @@ func (r *Redlock) queueAttempt(ctx context.Context, ks keyset, req backend.Reque
 		ask(all)
 	} else {
 		ask(all[:1])
-		if errs[0] == nil && (res[0].held || tick) {
+		if errs[0] == nil && (res[0].Held || tick) {
 			ask(all[1:])
 		}
 	}
 	// giveBackRest releases what the other nodes granted, quietly: the
 	// wait keeps its place (or its hold) on the first node.
 	giveBackRest := func() {
-		eachNode(r, context.WithoutCancel(ctx), cleanupTimeout, func(ctx context.Context, i int, n *node) (struct{}, error) {
-			if i > 0 && (res[i].held || errs[i] != nil) {
-				_, err := release(ctx, n.c, ks, req.Owner, wait, "quiet")
+		eachNode(r, context.WithoutCancel(ctx), redisproto.CleanupTimeout, func(ctx context.Context, i int, n *node) (struct{}, error) {
+			if i > 0 && (res[i].Held || errs[i] != nil) {
+				_, err := redisproto.ReleaseHold(ctx, n.c, ks, req.Owner, wait, "quiet")
 				return struct{}{}, err
 			}
 			return struct{}{}, nil
@@ -190,10 +191,10 @@ func (r *Redlock) queueAttempt(ctx context.Context, ks keyset, req backend.Reque
 		return backend.Grant{}, 0, fmt.Errorf("%w: %w", errFirstFailed, errs[0])
 	}
 	around := false
-	if !res[0].held {
+	if !res[0].Held {
 		others := 0
 		for i := 1; i < len(r.nodes); i++ {
-			if errs[i] == nil && res[i].held {
+			if errs[i] == nil && res[i].Held {
 				others++
 			}
 		}
@@ -201,7 +202,7 @@ func (r *Redlock) queueAttempt(ctx context.Context, ks keyset, req backend.Reque
 			if woken || tick {
 				giveBackRest()
 			}
-			return backend.Grant{}, res[0].pttl, nil
+			return backend.Grant{}, res[0].PTTL, nil
 		}
 		around = true
 	}
@@ -239,8 +240,8 @@ func (r *Redlock) queueAttempt(ctx context.Context, ks keyset, req backend.Reque
 	if around {
 		// Granted without the first node: leave its queue (and give back
 		// a lock handed to this wait there meanwhile).
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		_, _ = release(actx, r.nodes[0].c, ks, req.Owner, wait, "abandon")
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisproto.CleanupTimeout)
+		_, _ = redisproto.ReleaseHold(actx, r.nodes[0].c, ks, req.Owner, wait, "abandon")
 		cancel()
 	}
 	l := &rlock{r: r, key: req.Key, ks: ks, owner: req.Owner, hold: wait, back: &giveBack{}}
@@ -251,13 +252,13 @@ func (r *Redlock) queueAttempt(ctx context.Context, ks keyset, req backend.Reque
 // node, with its own short bound: its place in the first node's queue and
 // a lock handed to it there (which goes to the next waiter), and its hold
 // on the other nodes.
-func (r *Redlock) abandon(ctx context.Context, ks keyset, owner, wait string) error {
-	_, errs := eachNode(r, context.WithoutCancel(ctx), cleanupTimeout, func(ctx context.Context, i int, n *node) (struct{}, error) {
+func (r *Driver) abandon(ctx context.Context, ks redisproto.Keyset, owner, wait string) error {
+	_, errs := eachNode(r, context.WithoutCancel(ctx), redisproto.CleanupTimeout, func(ctx context.Context, i int, n *node) (struct{}, error) {
 		mode := "quiet"
 		if i == 0 {
 			mode = "abandon"
 		}
-		_, err := release(ctx, n.c, ks, owner, wait, mode)
+		_, err := redisproto.ReleaseHold(ctx, n.c, ks, owner, wait, mode)
 		return struct{}{}, err
 	})
 	if err := errors.Join(errs...); err != nil {
@@ -274,7 +275,7 @@ const raceMax = 5 * time.Second
 // raceWait is notify mode for one wait whose first node failed: TryAcquire
 // (which a majority of the other nodes can grant), woken by the release
 // announcements of every node, or at the holder's TTL.
-func (r *Redlock) raceWait(ctx context.Context, req backend.Request) (backend.Grant, error) {
+func (r *Driver) raceWait(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	var wake <-chan struct{}
 	unsubscribe := func() {}
 	defer func() { unsubscribe() }()
@@ -299,7 +300,7 @@ func (r *Redlock) raceWait(ctx context.Context, req backend.Request) (backend.Gr
 		}
 		left := raceMax - time.Since(start)
 		if left <= 0 {
-			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: the first node failed; waited %v in notify mode, queueing again", req.Key, backend.ErrUnavailable, raceMax)
+			return backend.Grant{}, fmt.Errorf("redlock: wait %q: %w: the first node failed; waited %v in notify mode, queueing again", req.Key, backend.ErrUnavailable, raceMax)
 		}
 		delay := min(left, time.Second)
 		if ra := backend.RetryAfter(err); ra > 0 && ra < delay {
@@ -312,7 +313,7 @@ func (r *Redlock) raceWait(ctx context.Context, req backend.Request) (backend.Gr
 			t.Stop()
 		case <-ctx.Done():
 			t.Stop()
-			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w", req.Key, context.Cause(ctx))
+			return backend.Grant{}, fmt.Errorf("redlock: wait %q: %w", req.Key, context.Cause(ctx))
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package redislock
+package redisproto
 
 import (
 	"strconv"
@@ -14,7 +14,7 @@ import (
 // already ran, so a request the client retried after losing its reply has
 // the effect of one, and a failed attempt's cleanup removes only its own
 // hold, never another process's hold of the same owner. The hold whose
-// release freed the lock is kept for releasedMemory in a string of its own
+// release freed the lock is kept for ReleasedMemory in a string of its own
 // (keyset.last, SET PX: one command where the hash would take HSET and
 // PEXPIRE), and a release that leaves holds records its hold in the
 // hash's field r, so that a retried release of either succeeds instead of
@@ -26,13 +26,13 @@ import (
 // go-redis runs them with EVALSHA and falls back to EVAL (which loads the
 // script) on NOSCRIPT.
 
-// acquireScript takes the lock if it is free, or re-enters it if ARGV[1]
+// AcquireScript takes the lock if it is free, or re-enters it if ARGV[1]
 // owns it, for hold ARGV[3], and sets the TTL (ARGV[2] ms) in the same
 // step; a re-entry never shortens the TTL, and a hold already recorded
 // (a retried delivery) is not counted again. A new lock gets the next
 // value of the counter as its token (INCR), in single and Redlock mode
 // alike: in Redlock mode the client then picks the grant's token from
-// every node's reply and raises (fenceScript) only the nodes that do not
+// every node's reply and raises (FenceScript) only the nodes that do not
 // already record it.
 //
 // Reply: the token alone (an integer) when this call took the free lock,
@@ -43,11 +43,11 @@ import (
 // with no table: inside Redis every redis.call costs a fixed toll beside
 // its own work, and a table reply another (INFO commandstats; see
 // docs/redis.md, "What a pair costs"), which the caller waits for.
-var acquireScript = redis.NewScript(acquireLua)
+var AcquireScript = redis.NewScript(AcquireLua)
 
-// acquireLua is acquireScript's source; multiScript runs it too, once
+// AcquireLua is AcquireScript's source; multiScript runs it too, once
 // per key.
-const acquireLua = `
+const AcquireLua = `
 local owner = redis.call('HGET', KEYS[1], 'o')
 local ttl = tonumber(ARGV[2])
 local hold = 'a:' .. ARGV[3]
@@ -85,7 +85,7 @@ return {0, 0, redis.call('PTTL', KEYS[1]), 0}
 // lock handed to a waiter that died is freed soon. The message
 // "h:<wait>", sent to the waiter's own inbox channel (one connection hears
 // it, not every waiter of the key), only wakes the waiter: it confirms the
-// grant with its next attempt (waitScript), so a forged message grants
+// grant with its next attempt (WaitScript), so a forged message grants
 // nothing. With no live waiter it announces "released" on the key's
 // channel (keyset.channel: the lock's name with "released" for "lock")
 // unless ARGV[2] is "quiet" (a Redlock attempt that lost a split vote gives
@@ -122,10 +122,10 @@ local function handoff()
 end
 `
 
-// releaseScript gives back hold ARGV[1]: it lowers the hold count and,
+// ReleaseScript gives back hold ARGV[1]: it lowers the hold count and,
 // when it reaches zero, frees the lock (remembering the hold for
-// releasedMemory) or hands it to the oldest live waiter (handOff). ARGV[2]
-// is the mode, absent for a plain release (see releaseArgs). With ARGV[2]
+// ReleasedMemory) or hands it to the oldest live waiter (handOff). ARGV[2]
+// is the mode, absent for a plain release (see ReleaseArgs). With ARGV[2]
 // = "abandon" it is a waiter (wait ARGV[1], owner ARGV[3]) giving up
 // instead: it leaves the queue (if its place is still its own) and gives
 // back a lock handed to it.
@@ -143,7 +143,7 @@ end
 //
 // KEYS: lock, queue, alive, fence, last. Reply: -1 if the hold is not
 // held (and was not the last released), else the remaining count.
-var releaseScript = redis.NewScript(handOff + `
+var ReleaseScript = redis.NewScript(handOff + `
 if ARGV[2] == 'abandon' then
   local a = redis.call('HGET', KEYS[3], ARGV[3])
   if a and string.match(a, '^%d+:%d+:%d+:(%w+):') == ARGV[1] then
@@ -163,7 +163,7 @@ if n > 0 then
   return n
 end
 redis.call('DEL', KEYS[1])
-redis.call('SET', KEYS[5], ARGV[1], 'PX', ` + strconv.FormatInt(millis(releasedMemory), 10) + `)
+redis.call('SET', KEYS[5], ARGV[1], 'PX', ` + strconv.FormatInt(Millis(ReleasedMemory), 10) + `)
 local heard = handoff()
 if ARGV[2] == 'count' then
   return {0, heard or 0}
@@ -171,11 +171,11 @@ end
 return 0
 `)
 
-// waitScript is the acquire of queue mode, for owner ARGV[1], TTL ARGV[2]
+// WaitScript is the acquire of queue mode, for owner ARGV[1], TTL ARGV[2]
 // ms and hold ARGV[3] (a wait, or one TryAcquire). A lock held by the
 // owner is confirmed (handed to this wait, or a retried delivery) or
 // re-entered; a free lock goes to the caller only if no live waiter of
-// another owner is ahead of it. Otherwise, with ARGV[4] (queueEntry:
+// another owner is ahead of it. Otherwise, with ARGV[4] (QueueEntry:
 // "window:attempt:inbox"; absent or empty for a TryAcquire), the caller
 // joins the queue (or stays in place) and renews its liveness: window ms
 // from now, with its TTL for a hand-off, and its attempt number and inbox
@@ -183,18 +183,18 @@ return 0
 // queue if its place there is its own.
 //
 // With ARGV[5] = "c" (Redlock's first node) a granted reply carries the
-// counter's value, as acquireScript's does; else its counter field is 0 on
+// counter's value, as AcquireScript's does; else its counter field is 0 on
 // a re-entry or confirmation (the single server needs no counter).
 //
 // The uncontended case comes first: a free lock with no queue (one EXISTS
 // of both keys: a free lock has no hash) is taken with INCR, HSET and
 // PEXPIRE, four calls in all, before anything else is set up.
 //
-// KEYS: lock, fence, queue, alive. Reply as acquireScript.
-var waitScript = redis.NewScript(waitLua)
+// KEYS: lock, fence, queue, alive. Reply as AcquireScript.
+var WaitScript = redis.NewScript(WaitLua)
 
-// waitLua is waitScript's source; multiScript runs it too, once per key.
-const waitLua = `
+// WaitLua is WaitScript's source; multiScript runs it too, once per key.
+const WaitLua = `
 local me, ttl = ARGV[1], tonumber(ARGV[2])
 local hold = 'a:' .. ARGV[3]
 if redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
@@ -275,10 +275,10 @@ if pttl < 0 then pttl = 0 end
 return {0, 0, pttl, 0}
 `
 
-// refreshScript extends hold ARGV[3] of owner ARGV[1] so the lock lives at
+// RefreshScript extends hold ARGV[3] of owner ARGV[1] so the lock lives at
 // least ARGV[2] ms, never shortening it. Reply: 1 if the hold is held,
 // else 0.
-var refreshScript = redis.NewScript(`
+var RefreshScript = redis.NewScript(`
 if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] or redis.call('HEXISTS', KEYS[1], 'a:' .. ARGV[3]) == 0 then
   return 0
 end
@@ -288,10 +288,10 @@ end
 return 1
 `)
 
-// fenceScript (Redlock) raises the counter KEYS[2] to at least ARGV[2] and,
+// FenceScript (Redlock) raises the counter KEYS[2] to at least ARGV[2] and,
 // if hold ARGV[3] of owner ARGV[1] is still held, records ARGV[2] as the
 // lock's token. Reply: 1 if the hold is held, else 0.
-var fenceScript = redis.NewScript(`
+var FenceScript = redis.NewScript(`
 local token = tonumber(ARGV[2])
 if tonumber(redis.call('GET', KEYS[2]) or '0') < token then
   redis.call('SET', KEYS[2], token)
@@ -303,7 +303,7 @@ redis.call('HSET', KEYS[1], 't', token)
 return 1
 `)
 
-// releasedMemo is a Lua fragment for the scripts that remember every
+// ReleasedMemo is a Lua fragment for the scripts that remember every
 // hold or grant they release, for a while, in a sorted set of its own
 // scored by when it is forgotten, so that a release the client sent again
 // after losing the reply succeeds instead of reporting ErrNotHeld, also
@@ -313,7 +313,7 @@ return 1
 // and is still remembered; rememberReleased(set, id, ms) remembers it for
 // ms, dropping what is forgotten. now (the server's clock, ms) must be a
 // local defined before the fragment.
-const releasedMemo = `
+const ReleasedMemo = `
 local function releasedLately(set, id)
   local gone = redis.call('ZSCORE', set, id)
   return gone and tonumber(gone) > now or false

@@ -1,8 +1,9 @@
-package redislock
+package redisproto
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -10,14 +11,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/backoff"
 )
 
-// notifier shares ONE pub/sub connection among every waiter of a Driver (of
+// Notifier shares ONE pub/sub connection among every waiter of a Driver (of
 // one Redis node, in Redlock mode). Channels are subscribed on first use and
 // unsubscribed when their last waiter leaves. One goroutine reads the
 // connection; it starts with the first subscription and stops in close.
-type notifier struct {
+type Notifier struct {
 	client redis.UniversalClient
 
 	mu      sync.Mutex
@@ -36,17 +38,17 @@ type channelState struct {
 	pending int                        // SUBSCRIBE commands not yet confirmed
 	ready   chan struct{}              // closed once the last SUBSCRIBE is confirmed, or refused
 	err     error                      // why Redis refused the subscription (refuse), else nil
-	outs    map[chan<- struct{}]filter // where to announce, with each one's filter
+	outs    map[chan<- struct{}]Filter // where to announce, with each one's Filter
 	idle    bool                       // subscribed, no waiter, kept for reuse
 	gen     int                        // counts idle periods, to spot stale idle entries
 }
 
-// filter selects the messages a subscriber hears: every message when only
+// Filter selects the messages a subscriber hears: every message when only
 // is empty; else "released" and the messages starting with only, which are
-// also passed to got (called with notifier.mu held: it must not block).
-type filter struct {
-	only string
-	got  func(payload string)
+// also passed to got (called with Notifier.mu held: it must not block).
+type Filter struct {
+	Only string
+	Got  func(payload string)
 }
 
 // idleEntry is one idle period of a channel.
@@ -60,8 +62,8 @@ type idleEntry struct {
 // unsubscribed each time: its next waiter needs no round trip.
 const maxIdle = 256
 
-func newNotifier(c redis.UniversalClient) *notifier {
-	return &notifier{client: c, chans: map[string]*channelState{}}
+func NewNotifier(c redis.UniversalClient) *Notifier {
+	return &Notifier{client: c, chans: map[string]*channelState{}}
 }
 
 // subscribe starts announcing releases on channel to out (non-blocking
@@ -70,7 +72,7 @@ func newNotifier(c redis.UniversalClient) *notifier {
 // starting with f.only (a hand-off to one wait, also passed to f.got) and
 // "released". Each out may be subscribed to a channel once. The returned
 // cancel must be called once.
-func (n *notifier) subscribe(ctx context.Context, channel string, out chan<- struct{}, f filter) (func(), error) {
+func (n *Notifier) Subscribe(ctx context.Context, channel string, out chan<- struct{}, f Filter) (func(), error) {
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -79,7 +81,7 @@ func (n *notifier) subscribe(ctx context.Context, channel string, out chan<- str
 	n.start()
 	st := n.chans[channel]
 	if st == nil {
-		st = &channelState{outs: map[chan<- struct{}]filter{}}
+		st = &channelState{outs: map[chan<- struct{}]Filter{}}
 		n.chans[channel] = st
 	}
 	st.refs++
@@ -126,7 +128,7 @@ func (n *notifier) subscribe(ctx context.Context, channel string, out chan<- str
 // leaveLocked drops one waiter of channel. n.mu is held. The last waiter
 // leaves the channel subscribed (idle) when keep is set, unsubscribing the
 // oldest idle channel beyond maxIdle instead.
-func (n *notifier) leaveLocked(ctx context.Context, channel string, st *channelState, out chan<- struct{}, keep bool) {
+func (n *Notifier) leaveLocked(ctx context.Context, channel string, st *channelState, out chan<- struct{}, keep bool) {
 	st.refs--
 	delete(st.outs, out)
 	if st.refs > 0 || n.closed {
@@ -158,7 +160,7 @@ func (n *notifier) leaveLocked(ctx context.Context, channel string, st *channelS
 }
 
 // unsubscribeLocked unsubscribes a channel nobody waits on. n.mu is held.
-func (n *notifier) unsubscribeLocked(ctx context.Context, channel string, st *channelState) {
+func (n *Notifier) unsubscribeLocked(ctx context.Context, channel string, st *channelState) {
 	// Best effort: if this fails the connection is broken, and the
 	// reconnect will not resubscribe a channel go-redis forgot.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
@@ -170,7 +172,7 @@ func (n *notifier) unsubscribeLocked(ctx context.Context, channel string, st *ch
 }
 
 // start starts the reader on the first subscription. n.mu is held.
-func (n *notifier) start() {
+func (n *Notifier) start() {
 	if n.ps != nil {
 		return
 	}
@@ -180,7 +182,7 @@ func (n *notifier) start() {
 }
 
 // read dispatches what the pub/sub connection receives until close.
-func (n *notifier) read(ps *redis.PubSub) {
+func (n *Notifier) read(ps *redis.PubSub) {
 	defer close(n.stopped)
 	var bo backoff.Backoff
 	for {
@@ -191,7 +193,7 @@ func (n *notifier) read(ps *redis.PubSub) {
 				return
 			default:
 			}
-			if notAllowed(err) {
+			if NotAllowed(err) {
 				// Redis refused the login (NOAUTH, WRONGPASS) or the ACL
 				// the channel (NOPERM): no reconnect fixes that, so the
 				// subscriptions still waiting for their confirmation fail
@@ -222,7 +224,7 @@ func (n *notifier) read(ps *redis.PubSub) {
 }
 
 // confirmed records Redis's reply to one SUBSCRIBE of channel.
-func (n *notifier) confirmed(channel string) {
+func (n *Notifier) confirmed(channel string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	st := n.chans[channel]
@@ -247,7 +249,7 @@ func (n *notifier) confirmed(channel string) {
 
 // refuse fails every subscription still waiting for Redis's confirmation
 // with err.
-func (n *notifier) refuse(err error) {
+func (n *Notifier) refuse(err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, st := range n.chans {
@@ -265,17 +267,17 @@ func (n *notifier) refuse(err error) {
 }
 
 // announce wakes the waiters of channel that want payload.
-func (n *notifier) announce(channel, payload string) {
+func (n *Notifier) announce(channel, payload string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if st := n.chans[channel]; st != nil {
 		for out, f := range st.outs {
 			switch {
-			case f.only == "" || payload == "released":
+			case f.Only == "" || payload == "released":
 				wake(out)
-			case strings.HasPrefix(payload, f.only):
-				if f.got != nil {
-					f.got(payload)
+			case strings.HasPrefix(payload, f.Only):
+				if f.Got != nil {
+					f.Got(payload)
 				}
 				wake(out)
 			}
@@ -284,7 +286,7 @@ func (n *notifier) announce(channel, payload string) {
 }
 
 // broadcast wakes every waiter.
-func (n *notifier) broadcast() {
+func (n *Notifier) broadcast() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, st := range n.chans {
@@ -303,7 +305,7 @@ func wake(out chan<- struct{}) {
 
 // close stops the reader and closes the pub/sub connection; waiters still
 // subscribed are woken and see errors on their next attempt.
-func (n *notifier) close() error {
+func (n *Notifier) Close() error {
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -328,3 +330,6 @@ func (n *notifier) close() error {
 	}
 	return err
 }
+
+// errClosed is what a Notifier closed already answers a subscription.
+var errClosed = fmt.Errorf("the pub/sub connection is closed: %w", backend.ErrClosed)

@@ -1,10 +1,11 @@
-package redislock
+package redlock
 
 import (
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisproto"
 	"github.com/distlock/distlock/sandbox"
 )
 
@@ -16,7 +17,7 @@ func TestRedlockTokenNeverBackwards(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
 	ctx := testCtx(t, time.Minute)
 	clients := nodeClients(t, g)
-	r, err := NewRedlock(clients, nil)
+	r, err := New(clients, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,10 +29,10 @@ func TestRedlockTokenNeverBackwards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	grantedEverywhere(t, ctx, clients, keysFor(DefaultPrefix, key).lock)
+	grantedEverywhere(t, ctx, clients, redisproto.KeysFor(DefaultPrefix, key).Lock)
 	// owner-a's hold lapses on nodes 1 and 2 and stays on node 0.
 	for _, c := range clients[1:] {
-		if err := c.Del(ctx, keysFor(DefaultPrefix, key).lock).Err(); err != nil {
+		if err := c.Del(ctx, redisproto.KeysFor(DefaultPrefix, key).Lock).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package redislock
+package redlock
 
 import (
 	"errors"
@@ -25,7 +25,7 @@ func TestRedlockCloseDuringCalls(t *testing.T) {
 	clients := nodeClients(t, g)
 	const rounds, workers = 20, 4
 	for round := range rounds {
-		r, err := NewRedlock(clients, nil)
+		r, err := New(clients, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

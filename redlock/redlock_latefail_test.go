@@ -1,4 +1,4 @@
-package redislock
+package redlock
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisproto"
 	"github.com/distlock/distlock/sandbox"
 )
 
@@ -48,7 +49,7 @@ func (h *lateFailHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 }
 func (h *lateFailHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if isScript(cmd.Args(), acquireScript, h.lock) {
+		if isScript(cmd.Args(), redisproto.AcquireScript, h.lock) {
 			switch {
 			case h.fail:
 				err := errors.New("lateFailHook: connection cut before the write")
@@ -61,8 +62,8 @@ func (h *lateFailHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 				case <-time.After(5 * time.Second): // bounded: the test fails on its own
 				}
 				if next(context.WithoutCancel(ctx), cmd) == nil {
-					a, err := acquireReply(cmd.(*redis.Cmd), time.Minute)
-					h.granted = err == nil && a.held
+					a, err := redisproto.AcquireReply(cmd.(*redis.Cmd), time.Minute)
+					h.granted = err == nil && a.Held
 				}
 				err := errors.New("lateFailHook: connection cut after the write")
 				cmd.SetErr(err)
@@ -71,7 +72,7 @@ func (h *lateFailHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			}
 		}
 		err := next(ctx, cmd)
-		if h.released != nil && err == nil && isScript(cmd.Args(), releaseScript, h.lock) {
+		if h.released != nil && err == nil && isScript(cmd.Args(), redisproto.ReleaseScript, h.lock) {
 			h.once.Do(func() { close(h.released) })
 		}
 		return err
@@ -96,17 +97,17 @@ func TestRedlockLateFailedCallReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	clients := nodeClients(t, g)
-	r, err := NewRedlock(clients, nil)
+	r, err := New(clients, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
 	const key = "late-fail"
-	ks := keysFor(DefaultPrefix, key)
+	ks := redisproto.KeysFor(DefaultPrefix, key)
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	late := &lateFailHook{lock: ks.lock, arrived: cancel, released: make(chan struct{}), ran: make(chan struct{})}
-	clients[1].AddHook(&lateFailHook{lock: ks.lock, fail: true}) // after NewRedlock's own checks
+	late := &lateFailHook{lock: ks.Lock, arrived: cancel, released: make(chan struct{}), ran: make(chan struct{})}
+	clients[1].AddHook(&lateFailHook{lock: ks.Lock, fail: true}) // after New's own checks
 	clients[2].AddHook(late)
 
 	if _, err := r.TryAcquire(actx, backend.Request{Key: key, Owner: "o", TTL: time.Minute}); err == nil {
@@ -124,8 +125,8 @@ func TestRedlockLateFailedCallReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, c := range clients {
-		if n, err := c.Exists(ctx, ks.lock).Result(); err != nil || n != 0 {
-			t.Errorf("node %d still holds the key (expires in %v; %v) after the failed attempt and the driver's Close", i, c.PTTL(ctx, ks.lock).Val(), err)
+		if n, err := c.Exists(ctx, ks.Lock).Result(); err != nil || n != 0 {
+			t.Errorf("node %d still holds the key (expires in %v; %v) after the failed attempt and the driver's Close", i, c.PTTL(ctx, ks.Lock).Val(), err)
 		}
 	}
 }

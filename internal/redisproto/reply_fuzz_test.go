@@ -1,4 +1,4 @@
-package redislock
+package redisproto
 
 import (
 	"testing"
@@ -22,7 +22,7 @@ func FuzzParseAcquire(f *testing.F) {
 		v := []int64{held, token, pttl, counter, 0, 0, 0, 0}[:n]
 		r, err := parseAcquire(v)
 		if n != 4 {
-			if err == nil || r.held {
+			if err == nil || r.Held {
 				t.Fatalf("reply %v of %d values: %+v, %v; want an error", v, n, r, err)
 			}
 			return
@@ -30,11 +30,11 @@ func FuzzParseAcquire(f *testing.F) {
 		if err != nil {
 			t.Fatalf("reply %v: %v", v, err)
 		}
-		if r.held != (held == 1) {
-			t.Errorf("reply %v: held = %v", v, r.held)
+		if r.Held != (held == 1) {
+			t.Errorf("reply %v: held = %v", v, r.Held)
 		}
-		if r.pttl < 0 || r.pttl > MaxTTL || (pttl <= 0 && r.pttl != 0) || (pttl > 0 && pttl <= MaxTTL.Milliseconds() && r.pttl != time.Duration(pttl)*time.Millisecond) {
-			t.Errorf("reply %v: pttl %v", v, r.pttl)
+		if r.PTTL < 0 || r.PTTL > MaxTTL || (pttl <= 0 && r.PTTL != 0) || (pttl > 0 && pttl <= MaxTTL.Milliseconds() && r.PTTL != time.Duration(pttl)*time.Millisecond) {
+			t.Errorf("reply %v: pttl %v", v, r.PTTL)
 		}
 	})
 }
@@ -54,12 +54,12 @@ func FuzzFreshGrant(f *testing.F) {
 		}
 		r, err := freshGrant(token, d)
 		if token <= 0 {
-			if err == nil || r.held {
+			if err == nil || r.Held {
 				t.Fatalf("token %d: %+v, %v; want an error", token, r, err)
 			}
 			return
 		}
-		if err != nil || !r.held || r.token != uint64(token) || r.counter != uint64(token) || r.pttl < d || r.pttl >= d+time.Millisecond {
+		if err != nil || !r.Held || r.Token != uint64(token) || r.Counter != uint64(token) || r.PTTL < d || r.PTTL >= d+time.Millisecond {
 			t.Fatalf("token %d, ttl %v: %+v, %v", token, d, r, err)
 		}
 	})

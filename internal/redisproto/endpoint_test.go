@@ -1,4 +1,4 @@
-package redislock
+package redisproto
 
 import (
 	"testing"
@@ -22,8 +22,8 @@ func TestServerOf(t *testing.T) {
 		{c, backend.Server{Address: "cache-1.internal", Port: 6380, System: "redis"}},
 		{cc, backend.Server{Address: "10.0.0.7", Port: 7000, System: "redis"}},
 	} {
-		if got := serverOf(tc.c); got != tc.want {
-			t.Errorf("serverOf(%T) = %+v, want %+v", tc.c, got, tc.want)
+		if got := ServerOf(tc.c); got != tc.want {
+			t.Errorf("ServerOf(%T) = %+v, want %+v", tc.c, got, tc.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package redislock
+package redlock
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisproto"
 	"github.com/distlock/distlock/sandbox"
 )
 
@@ -25,7 +26,7 @@ func TestRedlockFairOrder(t *testing.T) {
 	const key, waiters = "fair-order", 5
 	locker := func() *distlock.Locker {
 		clients := nodeClients(t, g)
-		r, err := NewRedlock(clients, nil)
+		r, err := New(clients, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,10 +36,10 @@ func TestRedlockFairOrder(t *testing.T) {
 	}
 	first := nodeClient(g.Node(0))
 	t.Cleanup(func() { first.Close() })
-	ks := keysFor(DefaultPrefix, key)
+	ks := redisproto.KeysFor(DefaultPrefix, key)
 	waiting := func() int64 {
-		q := first.ZCard(ctx, ks.queue).Val()
-		subs := first.PubSubNumSub(ctx, ks.channel).Val()[ks.channel]
+		q := first.ZCard(ctx, ks.Queue).Val()
+		subs := first.PubSubNumSub(ctx, ks.Channel).Val()[ks.Channel]
 		return q + subs
 	}
 
@@ -107,7 +108,7 @@ func TestRedlockQueueFirstNodeDown(t *testing.T) {
 	const key = "first-down"
 	locker := func() *distlock.Locker {
 		clients := nodeClients(t, g)
-		r, err := NewRedlock(clients, nil)
+		r, err := New(clients, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +150,7 @@ func TestRedlockQueueFirstNodeDown(t *testing.T) {
 	for i, n := range g.Nodes()[1:] {
 		cl := nodeClient(n)
 		defer cl.Close()
-		if o := cl.HGet(ctx, keysFor(DefaultPrefix, key).lock, "o").Val(); o != "" {
+		if o := cl.HGet(ctx, redisproto.KeysFor(DefaultPrefix, key).Lock, "o").Val(); o != "" {
 			t.Errorf("node %d: lock still held by %q after every holder released", i+1, o)
 		}
 	}
@@ -158,26 +159,26 @@ func TestRedlockQueueFirstNodeDown(t *testing.T) {
 // TestRedlockQueueStaleFirstNode: a lock left on the first node alone (the
 // holder's other nodes lost it; say its release failed there) must not
 // block a waiter for its whole TTL while a majority is free: the waiter's
-// heartbeat attempt takes the majority, with a token above the stale one,
+// redisproto.Heartbeat attempt takes the majority, with a token above the stale one,
 // and leaves the first node's queue.
 func TestRedlockQueueStaleFirstNode(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
 	ctx := testCtx(t, time.Minute)
 	clients := nodeClients(t, g)
-	r, err := NewRedlock(clients, nil)
+	r, err := New(clients, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
 	const key = "stale-first"
-	ks := keysFor(DefaultPrefix, key)
+	ks := redisproto.KeysFor(DefaultPrefix, key)
 	a, err := r.TryAcquire(ctx, backend.Request{Key: key, Owner: "owner-a", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	grantedEverywhere(t, ctx, clients, ks.lock)
+	grantedEverywhere(t, ctx, clients, ks.Lock)
 	for _, c := range clients[1:] {
-		if err := c.Del(ctx, ks.lock).Err(); err != nil {
+		if err := c.Del(ctx, ks.Lock).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -191,7 +192,7 @@ func TestRedlockQueueStaleFirstNode(t *testing.T) {
 	if b.Token <= a.Token {
 		t.Errorf("token %d after the stale lock's %d", b.Token, a.Token)
 	}
-	if n := clients[0].ZCard(ctx, ks.queue).Val(); n != 0 {
+	if n := clients[0].ZCard(ctx, ks.Queue).Val(); n != 0 {
 		t.Errorf("the granted waiter left %d entries in the first node's queue", n)
 	}
 	if err := b.Lock.Release(ctx); err != nil {

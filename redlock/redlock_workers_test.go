@@ -1,4 +1,4 @@
-package redislock
+package redlock
 
 import (
 	"bytes"
@@ -50,12 +50,12 @@ func TestRedlockNodeCallWorkers(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	h := &goroutineHook{ids: map[string]int{}}
 	clients := nodeClients(t, g)
-	r, err := NewRedlock(clients, nil)
+	r, err := New(clients, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range clients {
-		c.AddHook(h) // after NewRedlock's own checks
+		c.AddHook(h) // after New's own checks
 	}
 	const pairs = 100
 	req := backend.Request{Key: "workers", Owner: "o", TTL: 10 * time.Second}

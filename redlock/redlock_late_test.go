@@ -1,4 +1,4 @@
-package redislock
+package redlock
 
 import (
 	"context"
@@ -49,7 +49,7 @@ func TestRedlockSlowNodeNotAwaited(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	h := &gateHook{}
 	clients := nodeClients(t, g)
-	r, err := NewRedlock(clients, nil)
+	r, err := New(clients, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestRedlockSlowNodeNotAwaited(t *testing.T) {
 	// heldOn2 polls node 2 (at most 3 s) until its lock exists as want.
 	heldOn2 := func(want bool) bool {
 		for range 300 {
-			n, err := clients[2].Exists(ctx, ks.lock).Result()
+			n, err := clients[2].Exists(ctx, ks.Lock).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,7 +74,7 @@ func TestRedlockSlowNodeNotAwaited(t *testing.T) {
 	// reached n: the slow grant's script ran.
 	counted2 := func(n int64) bool {
 		for range 300 {
-			v, err := clients[2].Get(ctx, ks.fence).Int64()
+			v, err := clients[2].Get(ctx, ks.Fence).Int64()
 			if err != nil && err != redis.Nil {
 				t.Fatal(err)
 			}
@@ -129,7 +129,7 @@ func TestRedlockSlowNodeNotAwaited(t *testing.T) {
 			t.Errorf("grant before release %v: node 2 still holds the lock after Release", grantFirst)
 		}
 		for i := range 2 {
-			if n, err := clients[i].Exists(ctx, ks.lock).Result(); err != nil || n != 0 {
+			if n, err := clients[i].Exists(ctx, ks.Lock).Result(); err != nil || n != 0 {
 				t.Errorf("node %d: lock exists %d (%v) after Release", i, n, err)
 			}
 		}
