@@ -19,4 +19,3 @@ func ServerOf(c redis.UniversalClient) backend.Server {
 	}
 	return backend.Server{System: "redis"}
 }
-
