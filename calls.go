@@ -42,9 +42,10 @@ func (l *Locker) goCall(f func()) {
 // call runs f (a driver call) bounded by ctx whatever the driver does with
 // it: if ctx ends before f returns, call returns at once with answered
 // false and f goes on in the background, where late (if set) gets its
-// error. A ctx that cannot end runs f on the caller's goroutine.
+// error. A ctx that cannot end, or a driver that returns by its ctx's
+// end itself (backend.CtxBounded), runs f on the caller's goroutine.
 func (l *Locker) call(ctx context.Context, f func(context.Context) error, late func(error)) (err error, answered bool) {
-	if ctx.Done() == nil {
+	if ctx.Done() == nil || l.bounded {
 		return f(ctx), true
 	}
 	const (

@@ -24,6 +24,7 @@ type Locker struct {
 	withdrawer backend.Withdrawer // nil unless the store keeps writer-waiting marks
 	batch      backend.Batcher    // nil unless the store refreshes many locks in one round trip
 	multi      backend.Batcher    // nil unless the store takes several keys in one step
+	bounded    bool               // the driver's calls return by their ctx's end (backend.CtxBounded): no hand-off
 	cfg        lockerConfig
 	maxKey     int
 	tel        *telemetry  // observe.go
@@ -80,6 +81,9 @@ func newLocker(d backend.Driver, opts []LockerOption) (*Locker, error) {
 	l.waiter, _ = d.(backend.Waiter)
 	l.notifier, _ = d.(backend.Notifier)
 	l.withdrawer, _ = d.(backend.Withdrawer)
+	if cb, ok := d.(backend.CtxBounded); ok {
+		l.bounded = cb.CtxBounded()
+	}
 	if caps.BatchRefresh {
 		l.batch = d.(backend.Batcher)
 	}

@@ -112,7 +112,10 @@ func WithReleaseTimeout(d time.Duration) LockerOption {
 // its own), so a cancelled Release waits up to the client's ReadTimeout.
 // Nothing else changes: renewals, their bound and the lease's deadline
 // (the loss bound), fencing, fairness and retry-safety are the default's.
-// A ctx that cannot end (context.Background) never costs a hand-off.
+// A ctx that cannot end (context.Background) never costs a hand-off, nor
+// does a driver that returns by its ctx's end itself (backend.CtxBounded:
+// etcdlock, zklock), whose Release and Refresh the Locker always calls on
+// the caller's goroutine; the option matters for the others (Redis, SQL).
 func WithReleaseOnCaller() LockerOption {
 	return func(c *lockerConfig) { c.releaseInline = true }
 }

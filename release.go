@@ -61,9 +61,10 @@ func (l *Locker) releaseEnded(ctx context.Context, h *hold, cause error, returne
 	l.mu.Unlock()
 	var err error
 	answered := true
-	if ctx.Done() == nil || l.cfg.releaseInline {
-		// A ctx that cannot end, or WithReleaseOnCaller: no goroutine, no
-		// closures.
+	if ctx.Done() == nil || l.cfg.releaseInline || l.bounded {
+		// A ctx that cannot end, WithReleaseOnCaller, or a driver that
+		// returns by its ctx's end itself (backend.CtxBounded): no
+		// goroutine, no closures.
 		err = lock.Release(ctx)
 	} else {
 		sent := time.Now()

@@ -45,21 +45,30 @@ func (l *stackLock) Release(ctx context.Context) error {
 //go:noinline
 func releaseFromTest(ctx context.Context, le *distlock.Lease) error { return le.Release(ctx) }
 
+// boundedStackDriver is a stackDriver that declares its calls bounded by
+// their ctx (backend.CtxBounded).
+type boundedStackDriver struct{ *stackDriver }
+
+func (boundedStackDriver) CtxBounded() bool { return true }
+
 // TestReleaseOnCaller: with WithReleaseOnCaller a Release with a ctx that
 // can end calls the driver on the caller's goroutine (no hand-off);
 // without it, on a goroutine of the Locker's own, so that Release returns
-// at the ctx's end whatever the driver does. A ctx that cannot end is
-// called on the caller's goroutine either way.
+// at the ctx's end whatever the driver does, unless the driver declares
+// that it returns by its ctx's end itself (backend.CtxBounded). A ctx that
+// cannot end is called on the caller's goroutine either way.
 func TestReleaseOnCaller(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		opts     []distlock.LockerOption
 		cancel   bool
+		bounded  bool
 		onCaller bool
 	}{
-		{"default, cancellable ctx", nil, true, false},
-		{"default, background ctx", nil, false, true},
-		{"WithReleaseOnCaller, cancellable ctx", []distlock.LockerOption{distlock.WithReleaseOnCaller()}, true, true},
+		{"default, cancellable ctx", nil, true, false, false},
+		{"default, background ctx", nil, false, false, true},
+		{"WithReleaseOnCaller, cancellable ctx", []distlock.LockerOption{distlock.WithReleaseOnCaller()}, true, false, true},
+		{"CtxBounded driver, cancellable ctx", nil, true, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inner, err := memlock.NewStore().NewDriver(nil)
@@ -67,7 +76,11 @@ func TestReleaseOnCaller(t *testing.T) {
 				t.Fatal(err)
 			}
 			d := &stackDriver{Driver: inner, onCaller: make(chan bool, 1)}
-			l := distlock.New(d, tc.opts...)
+			var drv backend.Driver = d
+			if tc.bounded {
+				drv = boundedStackDriver{d}
+			}
+			l := distlock.New(drv, tc.opts...)
 			defer l.Close()
 			ctx := context.Background()
 			if tc.cancel {

@@ -126,6 +126,21 @@ type Inspector interface {
 	List(ctx context.Context, prefix string, limit int) ([]Info, error)
 }
 
+// CtxBounded is implemented by drivers whose every call returns by the
+// end of its ctx even when the store never answers (the rule Driver
+// states), kept by the driver itself: by a store client that honours ctx
+// (etcd's gRPC client) or by a goroutine of the driver's own (zklock's
+// calls over go-zookeeper, which takes no ctx). The portable layer bounds
+// the Release and Refresh of any other driver (or one whose CtxBounded
+// returns false) by a goroutine of its own, one hand-off per call, since
+// some store clients ignore ctx (go-redis); a CtxBounded driver's it
+// calls on the caller's goroutine, with the same bound. A wrapper
+// forwards its inner driver's answer only if its own methods keep the
+// bound too.
+type CtxBounded interface {
+	CtxBounded() bool
+}
+
 // Logging is implemented by drivers that log (a store client's own
 // messages, a reconnect). The portable layer calls SetLogger once, before
 // any other call, with the Locker's logger (distlock.WithLogger; a logger

@@ -135,6 +135,11 @@ func leaseTTL(ttl time.Duration) (time.Duration, error) {
 	return time.Duration(secs) * time.Second, nil
 }
 
+// CtxBounded reports that every call of the driver returns by its ctx's
+// end (gRPC honours ctx), so the portable layer calls Release and Refresh
+// on the caller's goroutine (backend.CtxBounded).
+func (d *Driver) CtxBounded() bool { return true }
+
 // Capabilities reports a fair queue, one lease per driver (session
 // lifetime: every lock has the lease's TTL), and Raft replication.
 func (d *Driver) Capabilities() backend.Capabilities {

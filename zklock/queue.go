@@ -151,20 +151,38 @@ func (d *Driver) enqueue(ctx context.Context, req backend.Request, keep bool) (n
 			return nil, nil, time.Time{}, err
 		}
 	}
-	fresh := n.name == ""
-	if fresh {
-		n.name, n.session, n.czxid, err = d.create(ctx, req, reuser, n.guid, parent, namePrefix(n.guid))
+	if n.name != "" {
+		n.path = parent + "/" + n.name
+		q, sent, err = d.adopt(ctx, n)
 		if err != nil {
+			d.orphans.add(orphan{key: req.Key, owner: reuser, parent: parent, guid: n.guid, name: n.name, session: n.session})
 			return nil, nil, time.Time{}, err
 		}
+		return n, q, sent, nil
 	}
-	n.path = parent + "/" + n.name
-	q, sent, err = d.adopt(ctx, n, fresh)
+	var ls listing
+	n.name, n.session, n.czxid, err = d.create(ctx, req, reuser, n.guid, parent, namePrefix(n.guid), &ls)
 	if err != nil {
-		d.orphans.add(orphan{key: req.Key, owner: reuser, parent: parent, guid: n.guid, name: n.name, session: n.session})
 		return nil, nil, time.Time{}, err
 	}
-	return n, q, sent, nil
+	n.path = parent + "/" + n.name
+	if ls.err != nil {
+		d.orphans.add(orphan{key: req.Key, owner: reuser, parent: parent, guid: n.guid, name: n.name, session: n.session})
+		return nil, nil, time.Time{}, failure("acquire", req.Key, ls.err)
+	}
+	return n, queueOf(ls.children), ls.sent, nil
+}
+
+// listing is the read of a lock's queue that create makes right after
+// the node's create, in the same call (one goroutine hand-off for both,
+// see do): the children of the parent, read by a request sent after the
+// create's answer, so they include the new node; sent is when the create
+// was sent, from which the grant's validity counts (earlier than the
+// read's own send time: never a longer validity than a separate read's).
+type listing struct {
+	children []string
+	err      error
+	sent     time.Time
 }
 
 // create makes the protected EPHEMERAL_SEQUENTIAL node seg<sequence> (seg
@@ -172,8 +190,11 @@ func (d *Driver) enqueue(ctx context.Context, req backend.Request, keep bool) (n
 // (and the base path) when missing, and returns its name. If the
 // outcome is unknown (connection lost after sending, or ctx ended first),
 // the node is handed to the orphan reaper (or to the next attempt by the
-// same owner, reuser, if not "") before create returns.
-func (d *Driver) create(ctx context.Context, req backend.Request, reuser, guid, parent, seg string) (name string, session, czxid int64, err error) {
+// same owner, reuser, if not "") before create returns. With ls not nil,
+// a successful create is followed in the same call by the read of
+// parent's children into ls (its error there too: the node exists
+// whatever the read says).
+func (d *Driver) create(ctx context.Context, req backend.Request, reuser, guid, parent, seg string, ls *listing) (name string, session, czxid int64, err error) {
 	prefix := parent + "/" + seg
 	pending := orphan{key: req.Key, owner: reuser, parent: parent, guid: guid, session: d.conn.SessionID()}
 	for attempt := 0; ; attempt++ {
@@ -190,8 +211,14 @@ func (d *Driver) create(ctx context.Context, req backend.Request, reuser, guid, 
 			abandoned
 		)
 		var state atomic.Int32
+		if ls != nil {
+			ls.sent = time.Now()
+		}
 		err := d.do(ctx, func() {
 			path, czxid, cerr = d.createNode(prefix, parent, []byte(req.Owner), session)
+			if cerr == nil && ls != nil {
+				ls.children, _, ls.err = d.conn.Children(parent)
+			}
 			if !state.CompareAndSwap(running, delivered) && (cerr == nil || ambiguous(cerr)) {
 				o := pending
 				if cerr == nil {
@@ -335,11 +362,11 @@ func (d *Driver) ensureBase(ctx context.Context) error {
 	return nil
 }
 
-// adopt reads the queue for a node just made (whose session and czxid
-// the create returned) or, in the same round trip (pipelined), the queue
-// and the stat of a node reused from an earlier attempt: its czxid is the
-// fencing token, its ephemeral owner the session it lives in.
-func (d *Driver) adopt(ctx context.Context, n *lockNode, fresh bool) ([]entry, time.Time, error) {
+// adopt reads, in one round trip (pipelined), the queue and the stat of
+// a node reused from an earlier attempt: its czxid is the fencing token,
+// its ephemeral owner the session it lives in. (A node just made reads
+// its queue in create's call: listing.)
+func (d *Driver) adopt(ctx context.Context, n *lockNode) ([]entry, time.Time, error) {
 	var (
 		children []string
 		cerr     error
@@ -349,10 +376,6 @@ func (d *Driver) adopt(ctx context.Context, n *lockNode, fresh bool) ([]entry, t
 	)
 	sent := time.Now()
 	err := d.do(ctx, func() {
-		if fresh {
-			children, _, cerr = d.conn.Children(n.parent)
-			return
-		}
 		var wg sync.WaitGroup
 		wg.Go(func() { exists, stat, eerr = d.conn.Exists(n.path) })
 		children, _, cerr = d.conn.Children(n.parent)
@@ -364,11 +387,9 @@ func (d *Driver) adopt(ctx context.Context, n *lockNode, fresh bool) ([]entry, t
 	if err := errors.Join(cerr, eerr); err != nil {
 		return nil, sent, failure("acquire", n.key, err)
 	}
-	if !fresh {
-		if !exists {
-			return nil, sent, fmt.Errorf("zklock: acquire %q: %w: our node vanished (session expired?)", n.key, backend.ErrLost)
-		}
-		n.session, n.czxid = stat.EphemeralOwner, stat.Czxid
+	if !exists {
+		return nil, sent, fmt.Errorf("zklock: acquire %q: %w: our node vanished (session expired?)", n.key, backend.ErrLost)
 	}
+	n.session, n.czxid = stat.EphemeralOwner, stat.Czxid
 	return queueOf(children), sent, nil
 }

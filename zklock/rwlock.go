@@ -85,17 +85,17 @@ func (d *Driver) enqueueRW(ctx context.Context, req backend.Request, mode backen
 	parent := d.rwParent(req.Key)
 	n := &lockNode{d: d, key: req.Key, owner: req.Owner, parent: parent, guid: rwGUID(mode), hooks: req.Hooks(), lost: make(chan struct{})}
 	var err error
-	n.name, n.session, n.czxid, err = d.create(ctx, req, "", n.guid, parent, namePrefix(n.guid))
+	var ls listing
+	n.name, n.session, n.czxid, err = d.create(ctx, req, "", n.guid, parent, namePrefix(n.guid), &ls)
 	if err != nil {
 		return nil, nil, time.Time{}, err
 	}
 	n.path = parent + "/" + n.name
-	q, sent, err := d.adopt(ctx, n, true)
-	if err != nil {
+	if ls.err != nil {
 		d.orphans.add(orphan{key: req.Key, parent: parent, guid: n.guid, name: n.name, session: n.session})
-		return nil, nil, time.Time{}, err
+		return nil, nil, time.Time{}, failure("acquire", req.Key, ls.err)
 	}
-	return n, q, sent, nil
+	return n, queueOf(ls.children), ls.sent, nil
 }
 
 // tryRW is TryAcquire for a side of a read-write lock: the node stays only if it

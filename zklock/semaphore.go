@@ -146,7 +146,7 @@ func (d *Driver) enqueuePermits(ctx context.Context, req backend.Request) (*lock
 	parent := d.semParent(req.Key)
 	n := &lockNode{d: d, key: req.Key, owner: req.Owner, parent: parent, guid: newGUID(), hooks: req.Hooks(), lost: make(chan struct{})}
 	var err error
-	n.name, n.session, n.czxid, err = d.create(ctx, req, "", n.guid, parent, semNamePrefix(n.guid, req.Permits, req.Limit))
+	n.name, n.session, n.czxid, err = d.create(ctx, req, "", n.guid, parent, semNamePrefix(n.guid, req.Permits, req.Limit), nil)
 	if err != nil {
 		return nil, nil, time.Time{}, err
 	}
