@@ -212,6 +212,7 @@ func New(c redis.UniversalClient, opts *Options) (*Driver, error) {
 		CrossProcessReentry: true,
 		Replication:         "single primary; asynchronous replication can lose a grant on failover",
 		BatchRefresh:        true, // lock.go
+		Values:              true, // announce.go
 	}
 	if o.Wait == WaitQueue {
 		d.caps.Wait, d.caps.Fair = backend.WaitQueue, true
