@@ -151,6 +151,8 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		RW:           backend.WaitQueue, // rwlock.go
 		MultiAtomic:  true,              // multi.go
 		BatchRefresh: true,              // lock.go
+		Values:       true,              // announce.go
+		Watch:        true,
 
 		SemaphoreFair: true, // in create-revision order
 	}
