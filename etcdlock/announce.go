@@ -1,7 +1,6 @@
 package etcdlock
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -9,28 +8,18 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/ownerval"
 )
 
 var _ backend.Announcer = (*Driver)(nil)
-
-// A holder's value follows its owner in its key's value, after a newline
-// (an owner id is printable ASCII without spaces): "owner\nvalue". A key
-// holds no newline until its holder sets a value.
-
-// splitValue returns the owner and value stored in a lock key's value.
-func splitValue(v []byte) (owner, value string) {
-	if i := bytes.IndexByte(v, '\n'); i >= 0 {
-		return string(v[:i]), string(v[i+1:])
-	}
-	return string(v), ""
-}
 
 // SetValue implements backend.Announcer, as etcd's own
 // concurrency.Election.Proclaim does: one transaction puts the value into
 // the lock's key if the key still exists with its create revision (so it
 // is still this hold's, at the head of the line: no key made later can
 // come before it), keeping its lease. The create revision, the token, is
-// unchanged by a put.
+// unchanged by a put. The value follows the owner in the key's value
+// (internal/ownerval).
 func (d *Driver) SetValue(ctx context.Context, l backend.Lock, value string) error {
 	el, ok := l.(*lock)
 	if !ok || el.d != d {
@@ -40,7 +29,7 @@ func (d *Driver) SetValue(ctx context.Context, l backend.Lock, value string) err
 		return backend.UnsupportedKind("etcdlock", "set value", el.kind)
 	}
 	resp, err := d.c.Txn(ctx).If(el.owns()).
-		Then(clientv3.OpPut(el.ekey, el.owner+"\n"+value, clientv3.WithIgnoreLease())).Commit()
+		Then(clientv3.OpPut(el.ekey, string(ownerval.Join(el.owner, value)), clientv3.WithIgnoreLease())).Commit()
 	if err != nil {
 		return d.wrap(ctx, "set value", el.key, err)
 	}

@@ -221,6 +221,8 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		Replication:  "majority quorum (Zab)",
 		BatchRefresh: true,              // refreshall.go
 		RW:           backend.WaitQueue, // rwlock.go
+		Values:       true,              // announce.go
+		Watch:        true,
 
 		// Native semaphores (semaphore.go), fair: in sequence order.
 		Semaphore:     backend.WaitQueue,
