@@ -149,8 +149,9 @@ func (e *Election) Leadership() *Leadership {
 type Leadership struct {
 	le *Lease
 
-	mu    sync.Mutex
-	value string
+	proclaiming sync.Mutex // one Proclaim at a time, so value is the store's last
+	mu          sync.Mutex
+	value       string
 }
 
 // Value returns the value this leader campaigned with, or the last it
@@ -176,7 +177,9 @@ func (ld *Leadership) Value() string {
 // answered; an error matching ErrUnavailable then leaves it unknown
 // whether the store took the value. It returns an error matching
 // ErrUnsupported on a backend that keeps no value beside a lock
-// (backend.Capabilities.Values; docs/primitives.md lists them).
+// (backend.Capabilities.Values; docs/primitives.md lists them). Concurrent
+// Proclaims of one Leadership are sent one at a time, in the order they
+// take their turn.
 func (ld *Leadership) Proclaim(ctx context.Context, value string) error {
 	l, h := ld.le.l, ld.le.h
 	if err := CheckCandidateValue(value); err != nil {
@@ -186,6 +189,8 @@ func (ld *Leadership) Proclaim(ctx context.Context, value string) error {
 	if !ok || !l.caps.Values {
 		return fmt.Errorf("distlock: proclaim %q: %w: the %s backend keeps no value beside a lock (no backend.Announcer with Capabilities.Values)", h.key, ErrUnsupported, l.caps.Name)
 	}
+	ld.proclaiming.Lock()
+	defer ld.proclaiming.Unlock()
 	if err := ld.le.Err(); err != nil {
 		return &endedError{op: "proclaim", key: h.key, cause: err}
 	}
