@@ -105,25 +105,6 @@ type Batcher interface {
 	TryAcquireMulti(ctx context.Context, reqs []Request) ([]Grant, error)
 }
 
-// Inspector is implemented by drivers that can report a lock's state
-// without taking it (used by `distlock status`, `distlock list` and the
-// election).
-type Inspector interface {
-	// Inspect reports the state of the lock of kind kind named key (Read
-	// and Write name the same read-write lock). For a kind the driver
-	// cannot inspect it returns an error matching ErrUnsupported.
-	Inspect(ctx context.Context, key string, kind Kind) (Info, error)
-
-	// List returns the mutexes held now whose key begins with prefix
-	// (every held one when prefix is ""), sorted by key, at most limit of
-	// them (no bound when limit <= 0). Each Info is what Inspect would
-	// report for its key; free keys are not listed. The result is a
-	// snapshot of each key, not of the store as a whole: a lock taken or
-	// released while List runs may or may not appear. A store that cannot
-	// enumerate its locks returns an error matching ErrUnsupported.
-	List(ctx context.Context, prefix string, limit int) ([]Info, error)
-}
-
 // Announcer is implemented by drivers whose store keeps a value beside a
 // held mutex, set by its holder, and can push the changes of a mutex's
 // holder and value to watchers: what an election's leader proclaims and
@@ -160,6 +141,25 @@ type Announcer interface {
 	// driver closed): the caller reads the lock by polling and may watch
 	// again. The caller must call cancel.
 	Watch(ctx context.Context, key string) (changed <-chan struct{}, cancel func(), err error)
+}
+
+// Inspector is implemented by drivers that can report a lock's state
+// without taking it (used by `distlock status`, `distlock list` and the
+// election).
+type Inspector interface {
+	// Inspect reports the state of the lock of kind kind named key (Read
+	// and Write name the same read-write lock). For a kind the driver
+	// cannot inspect it returns an error matching ErrUnsupported.
+	Inspect(ctx context.Context, key string, kind Kind) (Info, error)
+
+	// List returns the mutexes held now whose key begins with prefix
+	// (every held one when prefix is ""), sorted by key, at most limit of
+	// them (no bound when limit <= 0). Each Info is what Inspect would
+	// report for its key; free keys are not listed. The result is a
+	// snapshot of each key, not of the store as a whole: a lock taken or
+	// released while List runs may or may not appear. A store that cannot
+	// enumerate its locks returns an error matching ErrUnsupported.
+	List(ctx context.Context, prefix string, limit int) ([]Info, error)
 }
 
 // Logging is implemented by drivers that log (a store client's own

@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -25,8 +26,8 @@ func (d *Driver) SetValue(ctx context.Context, l backend.Lock, value string) err
 	if !ok || el.d != d {
 		return fmt.Errorf("etcdlock: set value: %w: the lock (%T) was not granted by this driver", backend.ErrUnsupported, l)
 	}
-	if el.kind != backend.Exclusive {
-		return backend.UnsupportedKind("etcdlock", "set value", el.kind)
+	if !strings.HasPrefix(el.ekey, lockRange(d.prefix, el.key)) { // a read-write lock's side
+		return fmt.Errorf("etcdlock: set value %q: %w: values are kept for the mutex only", el.key, backend.ErrUnsupported)
 	}
 	resp, err := d.c.Txn(ctx).If(el.owns()).
 		Then(clientv3.OpPut(el.ekey, string(ownerval.Join(el.owner, value)), clientv3.WithIgnoreLease())).Commit()

@@ -357,7 +357,7 @@ func (w *rwWaiter) awaitDeleted(ctx context.Context, blocker string, seen int64)
 // grantRW records a held side. As for the mutex, its validity starts when
 // the lease was last confirmed alive.
 func (d *Driver) grantRW(s *session, req backend.Request, k ekey, rev int64, token uint64) (backend.Grant, error) {
-	l := &lock{d: d, s: s, key: req.Key, owner: req.Owner, kind: req.Kind, ekey: k.name, slot: k.slot, rev: rev, token: token}
+	l := &lock{d: d, s: s, key: req.Key, ekey: k.name, slot: k.slot, rev: rev, token: token}
 	if err := s.held.Track(l, req.Hooks()); err != nil {
 		return backend.Grant{}, d.failed(s, k, true, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, err))
 	}

@@ -26,8 +26,8 @@ func (d *Driver) SetValue(ctx context.Context, l backend.Lock, value string) err
 	if !ok || n.d != d {
 		return fmt.Errorf("zklock: set value: %w: the lock (%T) was not granted by this driver", backend.ErrUnsupported, l)
 	}
-	if n.kind != backend.Exclusive {
-		return backend.UnsupportedKind("zklock", "set value", n.kind)
+	if n.parent != d.base+"/"+encodeKey(n.key) { // a read-write lock's side or permits
+		return fmt.Errorf("zklock: set value %q: %w: values are kept for the mutex only", n.key, backend.ErrUnsupported)
 	}
 	if n.released.Load() || !n.held.Load() {
 		return fmt.Errorf("zklock: set value %q: %w: the lock was released", n.key, backend.ErrNotHeld)

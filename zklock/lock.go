@@ -23,7 +23,6 @@ type lockNode struct {
 	path   string // parent + "/" + name
 	guid   string
 	owner  string
-	kind   backend.Kind // Exclusive but for a read-write lock's side or permits
 
 	session int64 // the session the node lives in
 	czxid   int64 // zxid of the create: the fencing token

@@ -83,7 +83,7 @@ func (d *Driver) enqueueRW(ctx context.Context, req backend.Request, mode backen
 		return nil, nil, time.Time{}, fmt.Errorf("zklock: acquire %q: %w: rw mode %v", req.Key, backend.ErrInvalidConfig, mode)
 	}
 	parent := d.rwParent(req.Key)
-	n := &lockNode{d: d, key: req.Key, owner: req.Owner, kind: mode, parent: parent, guid: rwGUID(mode), hooks: req.Hooks(), lost: make(chan struct{})}
+	n := &lockNode{d: d, key: req.Key, owner: req.Owner, parent: parent, guid: rwGUID(mode), hooks: req.Hooks(), lost: make(chan struct{})}
 	var err error
 	n.name, n.session, n.czxid, err = d.create(ctx, req, "", n.guid, parent, namePrefix(n.guid))
 	if err != nil {

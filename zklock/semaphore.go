@@ -144,7 +144,7 @@ func semPosition(q []semEntry, name string) int {
 // node is never reused by a retry: a retry queues again).
 func (d *Driver) enqueuePermits(ctx context.Context, req backend.Request) (*lockNode, []semEntry, time.Time, error) {
 	parent := d.semParent(req.Key)
-	n := &lockNode{d: d, key: req.Key, owner: req.Owner, kind: backend.Permits, parent: parent, guid: newGUID(), hooks: req.Hooks(), lost: make(chan struct{})}
+	n := &lockNode{d: d, key: req.Key, owner: req.Owner, parent: parent, guid: newGUID(), hooks: req.Hooks(), lost: make(chan struct{})}
 	var err error
 	n.name, n.session, n.czxid, err = d.create(ctx, req, "", n.guid, parent, semNamePrefix(n.guid, req.Permits, req.Limit))
 	if err != nil {
