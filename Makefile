@@ -47,7 +47,7 @@ MODULES       ?= . $(CMD_MOD) $(BENCH_MOD) $(FAULTS_MOD) $(BROKER_MOD)
 # the Redis conformance runs that differ from another run against the same
 # containers only in the driver's wait mode (wait=notify; the local pass
 # runs them). Empty: skip nothing.
-DOCKER_SKIP   ?= ^(TestConformanceModuleEtcd|TestConformanceNotify|TestConformanceClusterNotify|TestConformanceRedlockNotify)$$
+DOCKER_SKIP   ?= ^(TestConformanceModuleEtcd|TestConformanceNotify|TestConformanceClusterNotify)$$
 # How many server packages the container pass tests at once. Their tests
 # mostly wait (for TTLs, sessions, restarts) on servers in containers:
 # with 2 at a time the test processes used 17% of 2 cores (9m50s), with 4
@@ -56,7 +56,7 @@ DOCKER_SKIP   ?= ^(TestConformanceModuleEtcd|TestConformanceNotify|TestConforman
 DOCKER_P      ?= 5
 # Fuzz targets as package:Name; `make fuzz` runs each for FUZZTIME, `make
 # test` for FUZZTIME_SHORT (go test runs one fuzz target at a time).
-FUZZ_TARGETS  ?= ./backend:FuzzParseURL .:FuzzCheckKey .:FuzzOptions ./internal/keys:FuzzEscape ./redislock:FuzzKeysFor ./redislock:FuzzParseAcquire \
+FUZZ_TARGETS  ?= ./backend:FuzzParseURL .:FuzzCheckKey .:FuzzOptions ./internal/keys:FuzzEscape ./internal/redisproto:FuzzKeysFor ./internal/redisproto:FuzzParseAcquire \
                  ./etcdlock:FuzzLockRange ./etcdlock:FuzzTombName ./zklock:FuzzParseName \
                  ./redislock:FuzzURLParams ./sqllock:FuzzURLParamsMySQL ./sqllock:FuzzURLParamsPostgres ./zklock:FuzzURLParams \
                  ./etcdlock:FuzzURLParams ./memlock:FuzzURLParams

@@ -22,20 +22,26 @@ import (
 
 // acquire is Acquire (wait) and TryAcquire, measured and traced.
 func (l *Locker) acquire(ctx context.Context, key string, opts []Option, wait bool) (*Lease, error) {
-	actx, op := l.tel.startAcquire(ctx, key, wait)
-	le, err := l.acquireAs(actx, key, opts, wait, op.label)
+	return l.acquirePrim(ctx, key, opts, wait, primMutex)
+}
+
+// acquirePrim is acquire of the mutex of key for prim (a mutex, an
+// election's lock, a key of AcquireAll), as telemetry names it.
+func (l *Locker) acquirePrim(ctx context.Context, key string, opts []Option, wait bool, prim primitive) (*Lease, error) {
+	actx, op := l.tel.startAcquire(ctx, key, wait, prim)
+	le, err := l.acquireAs(actx, key, opts, wait, op.tag())
 	op.end(ctx, le, err)
 	return le, err
 }
 
 // acquireAs acquires key; label is its WithKeyAttribute label.
-func (l *Locker) acquireAs(ctx context.Context, key string, opts []Option, wait bool, label string) (*Lease, error) {
-	return l.acquireMode(ctx, key, opts, wait, label, backend.Exclusive)
+func (l *Locker) acquireAs(ctx context.Context, key string, opts []Option, wait bool, tag holdTag) (*Lease, error) {
+	return l.acquireMode(ctx, key, opts, wait, tag, backend.Exclusive)
 }
 
 // acquireMode acquires key's mutex (mode Exclusive) or a side of its
 // read-write lock.
-func (l *Locker) acquireMode(ctx context.Context, key string, opts []Option, wait bool, label string, mode backend.Kind) (*Lease, error) {
+func (l *Locker) acquireMode(ctx context.Context, key string, opts []Option, wait bool, tag holdTag, mode backend.Kind) (*Lease, error) {
 	c := applyOptions(opts)
 	if c.ownerErr != nil {
 		return nil, fmt.Errorf("distlock: acquire %q: %w", key, c.ownerErr)
@@ -65,7 +71,7 @@ func (l *Locker) acquireMode(ctx context.Context, key string, opts []Option, wai
 	ctx, bound := l.bindClose(ctx)
 	defer bound.stop()
 
-	h, le, err := l.claim(ctx, holdKey{key, owner, mode}, ttl, c, label)
+	h, le, err := l.claim(ctx, holdKey{key, owner, mode}, ttl, c, tag)
 	if h == nil {
 		return le, err
 	}

@@ -121,7 +121,7 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, err
 	}()
 	owner := value + "." + newOwner()
 	opts := append(append([]Option(nil), e.opts...), WithOwner(owner))
-	le, err := e.l.Acquire(ctx, e.name, opts...)
+	le, err := e.l.acquirePrim(ctx, e.name, opts, true, primElection)
 	if err != nil {
 		return nil, fmt.Errorf("distlock: campaign %q: %w", e.name, err)
 	}

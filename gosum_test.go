@@ -43,7 +43,7 @@ func TestDriverTestGraphsHoldOnlyTheirStore(t *testing.T) {
 		t.Skip("no go command in PATH")
 	}
 	drivers := []struct{ pkg, store string }{
-		{"./redislock/...", "redis"}, {"./sqllock/...", "sql"}, {"./zklock/...", "zk"},
+		{"./redislock/...", "redis"}, {"./redlock/...", "redis"}, {"./sqllock/...", "sql"}, {"./zklock/...", "zk"},
 		{"./etcdlock/...", "etcd"}, {"./memlock/...", ""},
 	}
 	for _, d := range drivers {

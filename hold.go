@@ -43,11 +43,12 @@ type holdKey struct {
 
 func (h *hold) hk() holdKey { return holdKey{h.key, h.owner, h.mode} }
 
-// newHold returns a pending hold; label is its WithKeyAttribute label.
-// Its ready channel and its list of Leases cost nothing until used.
-func newHold(hk holdKey, label string) *hold {
+// newHold returns a pending hold; tag is its WithKeyAttribute label and
+// primitive. Its ready channel and its list of Leases cost nothing until
+// used.
+func newHold(hk holdKey, tag holdTag) *hold {
 	h := &hold{key: hk.key, owner: hk.owner, mode: hk.mode, heapIndex: -1}
-	h.tel.label = label
+	h.tel.label, h.tel.prim = tag.label, tag.prim
 	return h
 }
 
@@ -81,7 +82,7 @@ const (
 // registers a pending hold for the caller to acquire in the store. Callers
 // with the same owner and key wait for a pending acquisition to resolve, so
 // a store never sees one owner queue behind itself.
-func (l *Locker) claim(ctx context.Context, hk holdKey, ttl time.Duration, c acquireConfig, label string) (*hold, *Lease, error) {
+func (l *Locker) claim(ctx context.Context, hk holdKey, ttl time.Duration, c acquireConfig, tag holdTag) (*hold, *Lease, error) {
 	for {
 		l.mu.Lock()
 		if hk.mode != backend.Exclusive {
@@ -94,7 +95,7 @@ func (l *Locker) claim(ctx context.Context, hk holdKey, ttl time.Duration, c acq
 		}
 		h := l.holds[hk]
 		if h == nil {
-			h = newHold(hk, label)
+			h = newHold(hk, tag)
 			l.holds[hk] = h
 			l.mu.Unlock()
 			return h, nil, nil

@@ -9,7 +9,7 @@ import (
 
 // backendPackages are the store packages: each imports backend, never the
 // root package (docs/architecture.md, "Dependencies point one way").
-var backendPackages = []string{"./backend/...", "./redislock/...", "./sqllock/...", "./zklock/...", "./etcdlock/...", "./memlock/..."}
+var backendPackages = []string{"./backend/...", "./redislock/...", "./redlock/...", "./sqllock/...", "./zklock/...", "./etcdlock/...", "./memlock/..."}
 
 const rootPath = "github.com/distlock/distlock"
 

@@ -94,7 +94,11 @@ func newLocker(d backend.Driver, opts []LockerOption) (*Locker, error) {
 	if lg, ok := d.(backend.Logging); ok {
 		lg.SetLogger(cfg.logger)
 	}
-	l.tel = newTelemetry(cfg, caps.Name)
+	var srv backend.Server
+	if ep, ok := d.(backend.Endpoint); ok {
+		srv = ep.Server()
+	}
+	l.tel = newTelemetry(cfg, caps.Name, srv)
 	l.events = newEventQueue(l.deliver)
 	l.closeCtx, l.closeCancel = context.WithCancelCause(context.Background())
 	l.wd.init()

@@ -109,7 +109,9 @@ func (l *Locker) acquireAll(ctx context.Context, keys []string, opts []Option, w
 		}
 	}
 	opts = append(slices.Clone(opts), WithOwner(owner))
-	leases, err := l.takeAll(ctx, keys, owner, opts, wait)
+	sctx, span := l.tel.startMulti(ctx, len(keys), wait)
+	leases, err := l.takeAll(sctx, keys, owner, opts, wait)
+	endMulti(span, err)
 	if err != nil {
 		return nil, err
 	}

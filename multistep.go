@@ -54,7 +54,7 @@ func (l *Locker) takeAtOnce(ctx context.Context, keys []string, owner string, op
 	actx := make([]context.Context, len(holds))
 	reqs := make([]backend.Request, len(holds))
 	for i, h := range holds {
-		actx[i], ops[i] = l.tel.startAcquire(ctx, h.key, false)
+		actx[i], ops[i] = l.tel.startAcquire(ctx, h.key, false, primMulti)
 		reqs[i] = backend.Request{
 			Key: h.key, Owner: owner, TTL: ttl, Drift: l.cfg.drift(ttl),
 			OnLost:     func(err error) { l.driverLost(h, err) },
@@ -150,7 +150,7 @@ func (l *Locker) claimAll(keys []string, owner string) []*hold {
 	}
 	holds := make([]*hold, len(keys))
 	for i, k := range keys {
-		h := newHold(holdKey{k, owner, 0}, l.tel.label(k))
+		h := newHold(holdKey{k, owner, 0}, holdTag{l.tel.label(k), primMulti})
 		l.holds[h.hk()] = h
 		holds[i] = h
 	}
@@ -183,7 +183,7 @@ func multiStepErr(keys []string, err error) error {
 func (l *Locker) takeInOrder(ctx context.Context, keys []string, opts []Option, wait bool) ([]*Lease, error) {
 	leases := make([]*Lease, 0, len(keys))
 	for _, k := range keys {
-		le, err := l.acquire(ctx, k, opts, wait)
+		le, err := l.acquirePrim(ctx, k, opts, wait, primMulti)
 		if err != nil {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)
 			rerr := releaseLeases(rctx, leases)

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
+	"github.com/distlock/distlock/backend"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
@@ -29,13 +32,16 @@ type telemetry struct {
 	keyLabel func(key string) string
 	backend  attribute.KeyValue
 
-	base    attrs                   // distlock.backend
-	acquire [2][numOutcomes]attrs   // by mode (try, wait) and outcome
-	states  [numGauges]attrs        // distlock.lease.count, by state
-	ended   [2]attrs                // distlock.lease.duration: released, lost
-	lost    [numLostReasons]attrs   // distlock.lease.lost, by reason
-	renew   [numRenewOutcomes]attrs // distlock.renewals, by outcome
-	open    map[*hold]trace.Span    // doubt spans; event goroutine only
+	server  []attribute.KeyValue            // server.address, server.port, db.system.name, where known
+	base    attrs                           // distlock.backend and the server
+	acquire [numPrims][2][numOutcomes]attrs // by primitive, mode (try, wait) and outcome
+	// The rest by the hold's primitive, then:
+	prims  [numPrims]attrs                   // distlock.lease.in_doubt, .restored
+	states [numPrims][numGauges]attrs        // distlock.lease.count, by state
+	ended  [numPrims][2]attrs                // distlock.lease.duration: released, lost
+	lost   [numPrims][numLostReasons]attrs   // distlock.lease.lost, by reason
+	renew  [numPrims][numRenewOutcomes]attrs // distlock.renewals, by outcome
+	open   map[*hold]trace.Span              // doubt spans; event goroutine only
 }
 
 // gauge is the state in which distlock.lease.count counts a hold.
@@ -52,6 +58,7 @@ const (
 // Locker.mu once the hold is registered.
 type holdTelemetry struct {
 	label     string            // WithKeyAttribute's label for the key ("": none)
+	prim      primitive         // what it was taken as (distlock.primitive)
 	link      trace.SpanContext // the span of the acquisition that took the lock
 	grantedAt time.Time
 	counted   gauge
@@ -64,36 +71,85 @@ func (t *telemetry) spansNow() bool {
 	return t.traced && (t.unset == nil || otel.GetTracerProvider() != t.unset)
 }
 
-func newTelemetry(cfg lockerConfig, name string) *telemetry {
-	m, err := newInstruments(cfg.meters.Meter(instrumentationName))
+func newTelemetry(cfg lockerConfig, name string, srv backend.Server) *telemetry {
+	v := moduleVersion()
+	m, err := newInstruments(cfg.meters.Meter(instrumentationName, metric.WithInstrumentationVersion(v)))
 	if err != nil {
 		otel.Handle(err)
 	}
 	_, noopTracer := cfg.tracers.(tracenoop.TracerProvider)
 	t := &telemetry{
-		m: m, tracer: cfg.tracers.Tracer(instrumentationName), traced: !noopTracer,
+		m: m, tracer: cfg.tracers.Tracer(instrumentationName, trace.WithInstrumentationVersion(v)), traced: !noopTracer,
 		keyLabel: cfg.keyLabel, backend: attrBackend.String(name), open: map[*hold]trace.Span{},
+		server: serverAttrs(srv),
 	}
 	if tp := otel.GetTracerProvider(); cfg.tracers == tp && fmt.Sprintf("%T", tp) == "*global.tracerProvider" {
 		t.unset = tp
 	}
-	t.base = newAttrs(t.backend)
-	for mode, m := range []string{"try", "wait"} {
-		for out := range numOutcomes {
-			t.acquire[mode][out] = t.base.with(attrMode.String(m), attrOutcome.String(outcomeNames[out]))
+	t.base = newAttrs(append([]attribute.KeyValue{t.backend}, t.server...)...)
+	for p := range numPrims {
+		for mode, m := range []string{"try", "wait"} {
+			for out := range numOutcomes {
+				t.acquire[p][mode][out] = t.base.with(attrPrim.String(primNames[p]), attrMode.String(m), attrOutcome.String(outcomeNames[out]))
+			}
 		}
 	}
-	t.states[gaugeHeld] = t.base.with(attrState.String("held"))
-	t.states[gaugeInDoubt] = t.base.with(attrState.String("in_doubt"))
-	t.ended[0] = t.base.with(attrOutcome.String("released"))
-	t.ended[1] = t.base.with(attrOutcome.String("lost"))
-	for r := range numLostReasons {
-		t.lost[r] = t.base.with(attrReason.String(lostReasonNames[r]))
-	}
-	for r := range numRenewOutcomes {
-		t.renew[r] = t.base.with(attrOutcome.String(renewOutcomeNames[r]))
+	for p := range numPrims {
+		b := t.base.with(attrPrim.String(primNames[p]))
+		t.prims[p] = b
+		t.states[p][gaugeHeld] = b.with(attrState.String("held"))
+		t.states[p][gaugeInDoubt] = b.with(attrState.String("in_doubt"))
+		t.ended[p][0] = b.with(attrOutcome.String("released"))
+		t.ended[p][1] = b.with(attrOutcome.String("lost"))
+		for r := range numLostReasons {
+			t.lost[p][r] = b.with(attrReason.String(lostReasonNames[r]))
+		}
+		for r := range numRenewOutcomes {
+			t.renew[p][r] = b.with(attrOutcome.String(renewOutcomeNames[r]))
+		}
 	}
 	return t
+}
+
+// serverAttrs are the semantic conventions' attributes of srv: none for
+// an unknown address, no port when it is unknown, no db.system.name for a
+// store the conventions do not name.
+func serverAttrs(srv backend.Server) []attribute.KeyValue {
+	var kvs []attribute.KeyValue
+	if srv.Address != "" {
+		kvs = append(kvs, attrServerAddr.String(srv.Address))
+		if srv.Port > 0 {
+			kvs = append(kvs, attrServerPort.Int(srv.Port))
+		}
+	}
+	if srv.System != "" {
+		kvs = append(kvs, attrDBSystem.String(srv.System))
+	}
+	return kvs
+}
+
+// moduleVersion is the library's module version as the go command
+// recorded it in the binary (its instrumentation scope's version), or
+// "devel" when the binary has none (built from a checkout, a replace
+// without a version, or without module information).
+func moduleVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	mods := append([]*debug.Module{&bi.Main}, bi.Deps...)
+	for _, m := range mods {
+		if m.Path != instrumentationName {
+			continue
+		}
+		if m.Replace != nil && m.Replace.Version != "" {
+			m = m.Replace
+		}
+		if m.Version != "" && m.Version != "(devel)" && m.Version != "v0.0.0-00010101000000-000000000000" {
+			return m.Version
+		}
+	}
+	return "devel"
 }
 
 // label returns key's label for the distlock.key attribute ("": none).
@@ -174,17 +230,17 @@ func (t *telemetry) record(h *hold, kind EventKind, cause error, now time.Time) 
 		h.tel.grantedAt = now
 		t.count(ctx, h, gaugeHeld)
 	case EventInDoubt:
-		t.m.doubts.Add(ctx, 1, t.base.withKey(h.tel.label).add...)
+		t.m.doubts.Add(ctx, 1, t.prims[h.tel.prim].withKey(h.tel.label).add...)
 		t.count(ctx, h, gaugeInDoubt)
 	case EventRestored:
-		t.m.restores.Add(ctx, 1, t.base.withKey(h.tel.label).add...)
+		t.m.restores.Add(ctx, 1, t.prims[h.tel.prim].withKey(h.tel.label).add...)
 		t.count(ctx, h, gaugeHeld)
 	case EventLost:
-		t.m.losses.Add(ctx, 1, t.lost[lostReason(cause)].withKey(h.tel.label).add...)
-		t.m.holdTime.Record(ctx, now.Sub(h.tel.grantedAt).Seconds(), t.ended[1].withKey(h.tel.label).rec...)
+		t.m.losses.Add(ctx, 1, t.lost[h.tel.prim][lostReason(cause)].withKey(h.tel.label).add...)
+		t.m.holdTime.Record(ctx, now.Sub(h.tel.grantedAt).Seconds(), t.ended[h.tel.prim][1].withKey(h.tel.label).rec...)
 		t.count(ctx, h, gaugeNone)
 	case EventReleased:
-		t.m.holdTime.Record(ctx, now.Sub(h.tel.grantedAt).Seconds(), t.ended[0].withKey(h.tel.label).rec...)
+		t.m.holdTime.Record(ctx, now.Sub(h.tel.grantedAt).Seconds(), t.ended[h.tel.prim][0].withKey(h.tel.label).rec...)
 		t.count(ctx, h, gaugeNone)
 	}
 }
@@ -195,10 +251,10 @@ func (t *telemetry) count(ctx context.Context, h *hold, g gauge) {
 		return
 	}
 	if h.tel.counted != gaugeNone {
-		t.m.leases.Add(ctx, -1, t.states[h.tel.counted].add...)
+		t.m.leases.Add(ctx, -1, t.states[h.tel.prim][h.tel.counted].add...)
 	}
 	if g != gaugeNone {
-		t.m.leases.Add(ctx, 1, t.states[g].add...)
+		t.m.leases.Add(ctx, 1, t.states[h.tel.prim][g].add...)
 	}
 	h.tel.counted = g
 }
@@ -206,7 +262,7 @@ func (t *telemetry) count(ctx context.Context, h *hold, g gauge) {
 // renewal records a refresh of h sent at sent that returned err. ctx is
 // the refresh's.
 func (l *Locker) renewal(ctx context.Context, h *hold, sent time.Time, err error) {
-	a := l.tel.renew[renewOutcome(err)].withKey(h.tel.label)
+	a := l.tel.renew[h.tel.prim][renewOutcome(err)].withKey(h.tel.label)
 	l.tel.m.renewals.Add(ctx, 1, a.add...)
 	l.tel.m.renewalTime.Record(ctx, time.Since(sent).Seconds(), a.rec...)
 	l.tel.storeError(ctx, "refresh", err)

@@ -89,23 +89,26 @@ func TestMetricsAcquisitionOutcomes(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The outcomes are counted by the duration histogram: there is no
+	// distlock.acquisitions counter any more (it repeated the count).
 	m := mp.m
 	for _, tc := range []struct {
-		want  float64
+		want  int
 		attrs []string
 	}{
-		{1, []string{"distlock.outcome", "acquired", "distlock.acquire.mode", "try"}},
+		{1, []string{"distlock.outcome", "acquired", "distlock.acquire.mode", "try", "distlock.primitive", "mutex"}},
 		{1, []string{"distlock.outcome", "not_acquired", "distlock.acquire.mode", "try"}},
 		{1, []string{"distlock.outcome", "canceled", "distlock.acquire.mode", "wait"}},
 		{1, []string{"distlock.outcome", "error", "error.type", "invalid_key"}},
 		{4, []string{"distlock.backend", "mem"}},
+		{4, []string{"distlock.primitive", "mutex"}},
 	} {
-		if got, _ := m.get("distlock.acquisitions", tc.attrs...); got != tc.want {
-			t.Errorf("distlock.acquisitions %v = %v, want %v", tc.attrs, got, tc.want)
+		if _, n := m.get("distlock.acquire.duration", tc.attrs...); n != tc.want {
+			t.Errorf("distlock.acquire.duration %v has %d measurements, want %d", tc.attrs, n, tc.want)
 		}
 	}
-	if _, n := m.get("distlock.acquire.duration"); n != 4 {
-		t.Errorf("distlock.acquire.duration has %d measurements, want 4", n)
+	if _, ok := m.units["distlock.acquisitions"]; ok {
+		t.Error("the distlock.acquisitions counter is made; the duration histogram's count replaced it")
 	}
 	if sum, n := m.get("distlock.lease.count", "distlock.lease.state", "held"); sum != 0 || n != 2 {
 		t.Errorf("distlock.lease.count{held}: sum %v over %d changes, want 0 over 2 (+1, -1)", sum, n)
@@ -121,7 +124,7 @@ func TestMetricsAcquisitionOutcomes(t *testing.T) {
 			t.Errorf("a key was recorded without WithKeyAttribute: %v", s.Encoded(nil))
 		}
 	}
-	for name, unit := range map[string]string{"distlock.acquisitions": "{acquisition}", "distlock.acquire.duration": "s", "distlock.lease.count": "{lease}"} {
+	for name, unit := range map[string]string{"distlock.acquire.duration": "s", "distlock.lease.count": "{lease}"} {
 		if m.units[name] != unit {
 			t.Errorf("%s has unit %q, want %q", name, m.units[name], unit)
 		}
@@ -266,14 +269,14 @@ func TestKeyAttribute(t *testing.T) {
 		}
 		_ = le.Release(ctx)
 	}
-	if got, _ := mp.m.get("distlock.acquisitions", "distlock.key", "invoices"); got != 2 {
-		t.Errorf("distlock.acquisitions{key=invoices} = %v, want 2", got)
+	if _, n := mp.m.get("distlock.acquire.duration", "distlock.key", "invoices"); n != 2 {
+		t.Errorf("distlock.acquire.duration{key=invoices} has %d measurements, want 2", n)
 	}
 	if _, n := mp.m.get("distlock.lease.duration", "distlock.key", "invoices"); n != 2 {
 		t.Errorf("distlock.lease.duration{key=invoices} has %d measurements, want 2", n)
 	}
-	if got, _ := mp.m.get("distlock.acquisitions"); got != 3 {
-		t.Errorf("distlock.acquisitions = %v, want 3", got)
+	if _, n := mp.m.get("distlock.acquire.duration"); n != 3 {
+		t.Errorf("distlock.acquire.duration has %d measurements, want 3", n)
 	}
 }
 

@@ -103,8 +103,12 @@ func (m *RWMutex) TryLock(ctx context.Context, opts ...Option) (*Lease, error) {
 }
 
 func (m *RWMutex) acquire(ctx context.Context, opts []Option, mode backend.Kind, wait bool) (*Lease, error) {
-	actx, op := m.l.tel.startAcquire(ctx, m.key, wait)
-	le, err := m.l.acquireMode(actx, m.key, opts, wait, op.label, mode)
+	prim := primRead
+	if mode == backend.Write {
+		prim = primWrite
+	}
+	actx, op := m.l.tel.startAcquire(ctx, m.key, wait, prim)
+	le, err := m.l.acquireMode(actx, m.key, opts, wait, op.tag(), mode)
 	op.end(ctx, le, err)
 	return le, err
 }

@@ -114,13 +114,13 @@ func (le *Lease) Permits() int { return le.h.permits }
 // acquire is the Semaphore's Acquire and TryAcquire, measured and traced
 // as a lock's acquisition of the semaphore's key.
 func (s *Semaphore) acquire(ctx context.Context, n int, opts []Option, wait bool) (*Lease, error) {
-	actx, op := s.l.tel.startAcquire(ctx, s.key, wait)
-	le, err := s.acquireAs(actx, n, opts, wait, op.label)
+	actx, op := s.l.tel.startAcquire(ctx, s.key, wait, primSemaphore)
+	le, err := s.acquireAs(actx, n, opts, wait, op.tag())
 	op.end(ctx, le, err)
 	return le, err
 }
 
-func (s *Semaphore) acquireAs(ctx context.Context, n int, opts []Option, wait bool, label string) (*Lease, error) {
+func (s *Semaphore) acquireAs(ctx context.Context, n int, opts []Option, wait bool, tag holdTag) (*Lease, error) {
 	l := s.l
 	if n < 1 || n > s.limit {
 		return nil, fmt.Errorf("distlock: semaphore %q: %w: %d permits asked for, want 1 to the limit %d", s.key, ErrInvalidConfig, n, s.limit)
@@ -140,7 +140,7 @@ func (s *Semaphore) acquireAs(ctx context.Context, n int, opts []Option, wait bo
 	ctx, bound := l.bindClose(ctx)
 	defer bound.stop()
 
-	h := l.permitHold(s.key, newOwner(), n, label)
+	h := l.permitHold(s.key, newOwner(), n, tag)
 	req := backend.Request{
 		Kind: backend.Permits, Key: s.key, Owner: h.owner, Limit: s.limit, Permits: n,
 		TTL: ttl, Drift: l.cfg.drift(ttl),
@@ -154,8 +154,8 @@ func (s *Semaphore) acquireAs(ctx context.Context, n int, opts []Option, wait bo
 
 // permitHold registers a pending hold for a grant of n permits under a
 // fresh owner (so it never meets another hold).
-func (l *Locker) permitHold(key, owner string, n int, label string) *hold {
-	h := newHold(holdKey{key, owner, 0}, label)
+func (l *Locker) permitHold(key, owner string, n int, tag holdTag) *hold {
+	h := newHold(holdKey{key, owner, 0}, tag)
 	h.permits = n
 	l.mu.Lock()
 	l.holds[holdKey{key, owner, 0}] = h

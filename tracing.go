@@ -2,6 +2,7 @@ package distlock
 
 import (
 	"context"
+	"errors"
 	"math"
 	"time"
 
@@ -47,17 +48,19 @@ type acquireOp struct {
 	span  trace.Span
 	start time.Time
 	wait  bool
+	prim  primitive
 	label string
 }
 
-// startAcquire starts measuring an acquisition of key, and its span. It
-// returns the ctx for the acquisition: ctx itself unless the span records.
-func (t *telemetry) startAcquire(ctx context.Context, key string, wait bool) (context.Context, acquireOp) {
+// startAcquire starts measuring an acquisition of key, a prim, and its
+// span. It returns the ctx for the acquisition: ctx itself unless the
+// span records.
+func (t *telemetry) startAcquire(ctx context.Context, key string, wait bool, prim primitive) (context.Context, acquireOp) {
 	name := "distlock.TryAcquire"
 	if wait {
 		name = "distlock.Acquire"
 	}
-	op := acquireOp{t: t, span: noSpan, start: time.Now(), wait: wait, label: t.label(key)}
+	op := acquireOp{t: t, span: noSpan, start: time.Now(), wait: wait, prim: prim, label: t.label(key)}
 	if !t.spansNow() {
 		return ctx, op
 	}
@@ -67,7 +70,45 @@ func (t *telemetry) startAcquire(ctx context.Context, key string, wait bool) (co
 		return ctx, op
 	}
 	span.SetAttributes(t.spanAttrs(op.label)...)
-	return context.WithValue(sctx, acquireParent{}, ctx), op
+	span.SetAttributes(attrPrim.String(primNames[prim]))
+	return context.WithValue(sctx, acquireParent{}, leaseBase(ctx)), op
+}
+
+// holdTag is what a hold's telemetry records of how it was taken: its
+// WithKeyAttribute label and its primitive.
+type holdTag struct {
+	label string
+	prim  primitive
+}
+
+func (op *acquireOp) tag() holdTag { return holdTag{op.label, op.prim} }
+
+// startMulti starts the span of an AcquireAll or TryAcquireAll of n keys,
+// the parent of its keys' acquisition spans (and of the store step that
+// takes them at once).
+func (t *telemetry) startMulti(ctx context.Context, n int, wait bool) (context.Context, trace.Span) {
+	if !t.spansNow() {
+		return ctx, noSpan
+	}
+	name := "distlock.TryAcquireAll"
+	if wait {
+		name = "distlock.AcquireAll"
+	}
+	sctx, span := t.tracer.Start(ctx, name)
+	if !span.IsRecording() {
+		return ctx, span
+	}
+	span.SetAttributes(t.spanAttrs("")...)
+	span.SetAttributes(attrPrim.String(primNames[primMulti]), attrKeys.Int(n))
+	return context.WithValue(sctx, acquireParent{}, leaseBase(ctx)), span
+}
+
+// endMulti ends an AcquireAll's span.
+func endMulti(span trace.Span, err error) {
+	if span.IsRecording() && err != nil && !errors.Is(err, ErrNotAcquired) {
+		setSpanError(span, err)
+	}
+	span.End()
 }
 
 // end records the acquisition's outcome; ctx is the caller's.
@@ -78,12 +119,11 @@ func (op *acquireOp) end(ctx context.Context, le *Lease, err error) {
 	if op.wait {
 		mode = 1
 	}
-	a := op.t.acquire[mode][out]
+	a := op.t.acquire[op.prim][mode][out]
 	if out == outError {
 		a = a.with(attrErrType.String(errorKind(err)))
 	}
 	a = a.withKey(op.label)
-	op.t.m.acquisitions.Add(ctx, 1, a.add...)
 	op.t.m.acquireTime.Record(ctx, took.Seconds(), a.rec...)
 	if op.span.IsRecording() {
 		op.span.SetAttributes(attrOutcome.String(outcomeNames[out]), attrWait.Float64(took.Seconds()))
@@ -105,7 +145,7 @@ func (t *telemetry) startRelease(ctx context.Context, h *hold) (context.Context,
 	ctx, span := t.tracer.Start(ctx, "distlock.Release")
 	if span.IsRecording() {
 		span.SetAttributes(t.spanAttrs(h.tel.label)...)
-		span.SetAttributes(tokenAttr(h.grant.Token))
+		span.SetAttributes(attrPrim.String(primNames[h.tel.prim]), tokenAttr(h.grant.Token))
 	}
 	return ctx, span
 }
@@ -153,17 +193,18 @@ func (t *telemetry) startLeaseSpan(ev Event, name string) trace.Span {
 	}
 	_, span := t.tracer.Start(context.Background(), name, opts...)
 	span.SetAttributes(t.spanAttrs(ev.h.tel.label)...)
-	span.SetAttributes(tokenAttr(ev.Token))
+	span.SetAttributes(attrPrim.String(primNames[ev.h.tel.prim]), tokenAttr(ev.Token))
 	return span
 }
 
 // spanAttrs are the attributes every span has: the backend, and the key's
 // label if any.
 func (t *telemetry) spanAttrs(label string) []attribute.KeyValue {
+	kvs := append([]attribute.KeyValue{t.backend}, t.server...)
 	if label == "" {
-		return []attribute.KeyValue{t.backend}
+		return kvs
 	}
-	return []attribute.KeyValue{t.backend, attrKey.String(label)}
+	return append(kvs, attrKey.String(label))
 }
 
 // tokenAttr records a fencing token (as an int64: tokens past 2^63 are

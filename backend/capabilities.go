@@ -112,14 +112,22 @@ type Capabilities struct {
 	// need not poll. A driver without Announcer offers none whatever this
 	// says (see Offers).
 	Watch bool `json:"watch,omitempty"`
+	// ForceRelease reports whether the store frees a mutex whoever holds
+	// it (Freer.ForceRelease). A driver without Freer offers none whatever
+	// this says (see Offers).
+	ForceRelease bool `json:"force_release,omitempty"`
 }
 
 // Offers returns c with what d does not implement cleared: MultiAtomic
-// and BatchRefresh unless d is a Batcher, Values and Watch unless d is an
-// Announcer. It is what d really offers.
+// and BatchRefresh unless d is a Batcher, ForceRelease unless it is a
+// Freer, Values and Watch unless it is an Announcer. It is what d really
+// offers.
 func (c Capabilities) Offers(d Driver) Capabilities {
 	if _, ok := d.(Batcher); !ok {
 		c.MultiAtomic, c.BatchRefresh = false, false
+	}
+	if _, ok := d.(Freer); !ok {
+		c.ForceRelease = false
 	}
 	if _, ok := d.(Announcer); !ok {
 		c.Values, c.Watch = false, false

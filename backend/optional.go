@@ -3,6 +3,8 @@ package backend
 import (
 	"context"
 	"log/slog"
+	"net"
+	"strconv"
 	"time"
 )
 
@@ -199,6 +201,9 @@ type Info struct {
 	// election leader's proclaimed value); "" if it set none, or the
 	// store keeps no values.
 	Value string `json:"value,omitempty"`
+	// Forced is the last forced release of the key the store recorded
+	// (Freer), or nil.
+	Forced *Forced `json:"forced,omitempty"`
 }
 
 // A Holder is one grant of a shared kind as Inspect reports it: a
@@ -208,4 +213,74 @@ type Holder struct {
 	Permits int           `json:"permits,omitempty"`
 	Token   uint64        `json:"token,omitempty"` // 0 when the store cannot tell
 	TTL     time.Duration `json:"ttl,omitempty"`   // remaining; 0 if unknown
+}
+
+// Freer is implemented by drivers whose store can free a mutex whoever
+// holds it: an operator's last resort for a stuck holder (Redisson's
+// forceUnlock), declared in Capabilities.ForceRelease. The portable layer
+// calls it through distlock.Locker.ForceRelease.
+type Freer interface {
+	// ForceRelease frees the mutex (Kind Exclusive) named key in the store,
+	// whoever holds it and however many times its owner re-entered it, and
+	// returns what the store knew of the holder it freed (Held, Owner,
+	// Token). A free key answers an error matching ErrNotHeld and changes
+	// nothing.
+	//
+	// The freed holder learns of it at its next renewal, which answers
+	// ErrNotHeld (or, for a connection-bound store, finds its connection
+	// ended): never a renewed lease. The next holder gets a fencing token
+	// strictly greater than the freed holder's. Where the store can keep a
+	// record, it stores f, and Inspect of key reports it in Info.Forced
+	// until the store drops it (its own expiry, or the next force).
+	ForceRelease(ctx context.Context, key string, f Forced) (Info, error)
+}
+
+// Forced records a lock freed by hand (Freer.ForceRelease).
+type Forced struct {
+	// By names who freed it (an operator, a host:pid); Reason says why.
+	By     string `json:"by"`
+	Reason string `json:"reason,omitempty"`
+	// At is when it was freed, by the freeing client's clock.
+	At time.Time `json:"at"`
+	// Owner and Token are the holder it freed.
+	Owner string `json:"owner,omitempty"`
+	Token uint64 `json:"token,omitempty"`
+}
+
+// ForcedKeep is how long a store keeps the record of a forced release
+// where it has to bound it (a Redis key's expiry, an etcd lease).
+const ForcedKeep = 24 * time.Hour
+
+// Endpoint is implemented by drivers that can name the server they talk
+// to. The Locker records it on its metrics and spans (server.address,
+// server.port and db.system.name, as the OpenTelemetry semantic
+// conventions name them), so that two stores can be told apart.
+type Endpoint interface {
+	// Server returns the server the driver talks to (the first one of a
+	// cluster or ensemble, as configured); a zero Address when unknown.
+	// It is called once, when the Locker is made, and must not block.
+	Server() Server
+}
+
+// Server names a store's server for telemetry.
+type Server struct {
+	// Address is its host name or IP address, as configured; Port its
+	// port (0: unknown).
+	Address string
+	Port    int
+	// System is the store's db.system.name in the semantic conventions'
+	// well-known values ("redis", "mysql", "mariadb", "postgresql"), or ""
+	// for a store that is not one of them (ZooKeeper, etcd).
+	System string
+}
+
+// ServerOf splits hostport ("host:port", "[::1]:port", or a bare host)
+// into a Server of system; a port that is not a number is 0.
+func ServerOf(hostport, system string) Server {
+	s := Server{Address: hostport, System: system}
+	if h, p, err := net.SplitHostPort(hostport); err == nil {
+		s.Address = h
+		s.Port, _ = strconv.Atoi(p)
+	}
+	return s
 }

@@ -30,7 +30,7 @@ func testKeyIndependence(t *testing.T, e *env) {
 	long := strings.Repeat("k", max-len(e.prefix)-1)
 	keys := append(trickyKeys, long+"1", long+"2")
 	var held []*distlock.Lease
-	heldKeys := map[string]bool{}
+	heldKeys := map[string]*distlock.Lease{}
 	for i, k := range keys {
 		if i%2 == 1 {
 			continue
@@ -44,7 +44,7 @@ func testKeyIndependence(t *testing.T, e *env) {
 			t.Fatalf("TryAcquire(%q) while holding only different keys: %v", k, err)
 		}
 		held = append(held, le)
-		heldKeys[k] = true
+		heldKeys[k] = le
 	}
 	for i, k := range keys {
 		if i%2 == 0 {
@@ -60,8 +60,14 @@ func testKeyIndependence(t *testing.T, e *env) {
 		}
 		release(t, le)
 	}
-	for k := range heldKeys {
+	for k, le := range heldKeys {
 		if isFree(t, b, e.prefix+k) {
+			if err := le.Err(); err != nil {
+				// Not two holders: the lease had ended; but it should
+				// not have, its holder being alive.
+				t.Errorf("key %q was free for another Locker after its lease ended while its holder was alive: %v", k, err)
+				continue
+			}
 			t.Errorf("key %q was taken by another Locker while held", k)
 		}
 	}

@@ -40,6 +40,10 @@ type stallHold struct {
 	rival func(ctx context.Context) (time.Time, error)
 
 	ended, rivalAt time.Time
+	// refLate is how late a timer of the test's own, set for the lease's
+	// deadline when the stall began, fired: the scheduler's delay at that
+	// instant (a busy machine's), which the lease's end may have too.
+	refLate time.Duration
 	rivalErr       error
 }
 
@@ -172,6 +176,16 @@ func runStall(t *testing.T, e *env, d backend.Driver) {
 			case <-time.After(bound):
 			}
 		})
+		wg.Go(func() {
+			dl := h.deadline()
+			ref := time.NewTimer(time.Until(dl))
+			defer ref.Stop()
+			select {
+			case <-ref.C:
+				h.refLate = max(time.Since(dl), 0)
+			case <-time.After(bound):
+			}
+		})
 		if rivals && h.rival != nil {
 			wg.Go(func() { h.rivalAt, h.rivalErr = h.rival(ctxFor(t, bound)) })
 		}
@@ -187,9 +201,9 @@ func runStall(t *testing.T, e *env, d backend.Driver) {
 			t.Errorf("%s: still not ended %v into a stall of its store (deadline %v after the stall began; state err %v)",
 				h.what, bound, dl.Sub(stalled).Round(time.Millisecond), h.err())
 			continue
-		case h.ended.After(dl.Add(late)):
-			t.Errorf("%s: ended %v after its Deadline() (%v into the stall; allowed %v): the lease outlived its validity while the store client had a call out",
-				h.what, h.ended.Sub(dl).Round(time.Millisecond), h.ended.Sub(stalled).Round(time.Millisecond), late)
+		case h.ended.After(dl.Add(late + h.refLate)):
+			t.Errorf("%s: ended %v after its Deadline() (%v into the stall; allowed %v, and %v more that a timer of the test's own set for the deadline fired late): the lease outlived its validity while the store client had a call out",
+				h.what, h.ended.Sub(dl).Round(time.Millisecond), h.ended.Sub(stalled).Round(time.Millisecond), late, h.refLate.Round(time.Millisecond))
 		}
 		if err := h.err(); !errors.Is(err, distlock.ErrLost) {
 			t.Errorf("%s: Err() after the stall = %v, want ErrLost", h.what, err)

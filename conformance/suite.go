@@ -80,6 +80,7 @@ var cases = []testCase{
 	{"RWWaitCancel", "read-write locks: a writer or reader whose wait ends by its ctx returns promptly and leaves nothing that keeps others out", testRWWaitCancel},
 	{"RWUpgrade", "read-write locks: a reader asking for the write side is refused with ErrUpgrade (same Locker, or another with the same owner where the store counts holds per owner), never left waiting; a writer may take the read side, which keeps the lock exclusive until both are released", testRWUpgrade},
 	{"UndeclaredKinds", "a request of a kind the driver does not declare (no semaphore or read-write lock in this store or mode) is refused with ErrUnsupported and takes nothing, not the mutex of its key either", testUndeclaredKinds},
+	{"ForceRelease", "a lock freed by hand (where the store declares ForceRelease) goes to the waiting client with a greater token, and the freed holder's lease ends with ErrLost at its next renewal; a free key answers ErrNotHeld", testForceRelease},
 	{"Inspect", "Inspect (where implemented) reports a free key free and a held key with its holder's owner and token", testInspect},
 	{"List", "List (where implemented) reports exactly the held keys under a prefix, sorted, with owners and tokens, within its limit", testList},
 	{"BatchRefresh", "RefreshAll (where implemented) answers for each lock on its own and refuses another driver's", testBatchRefresh},

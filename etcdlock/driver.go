@@ -153,6 +153,7 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		BatchRefresh: true,              // lock.go
 		Values:       true,              // announce.go
 		Watch:        true,
+		ForceRelease: true, // force.go
 
 		SemaphoreFair: true, // in create-revision order
 	}

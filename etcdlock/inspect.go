@@ -2,6 +2,7 @@ package etcdlock
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -18,10 +19,21 @@ import (
 // trace of past holders.
 func (d *Driver) inspectMutex(ctx context.Context, key string) (backend.Info, error) {
 	info := backend.Info{Key: key}
-	resp, err := d.c.Get(ctx, lockRange(d.prefix, key), clientv3.WithPrefix(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	// The lock's range and the record of its last forced release, read in
+	// one round trip (a read-only transaction).
+	tr, err := d.c.Txn(ctx).Then(
+		clientv3.OpGet(lockRange(d.prefix, key), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
+		clientv3.OpGet(forcedName(d.prefix, key)),
+	).Commit()
 	if err != nil {
 		return info, d.wrap(ctx, "inspect", key, err)
+	}
+	if len(tr.Responses) != 2 {
+		return info, fmt.Errorf("etcdlock: inspect %q: %w: the transaction answered %d reads, want 2", key, backend.ErrUnavailable, len(tr.Responses))
+	}
+	resp := tr.Responses[0].GetResponseRange()
+	if rec := tr.Responses[1].GetResponseRange(); len(rec.Kvs) > 0 {
+		info.Forced = forcedOf(rec.Kvs[0].Value)
 	}
 	if len(resp.Kvs) == 0 {
 		return info, nil

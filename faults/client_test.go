@@ -21,6 +21,7 @@ import (
 	_ "github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/faults/internal/check"
 	_ "github.com/distlock/distlock/redislock"
+	_ "github.com/distlock/distlock/redlock"
 	_ "github.com/distlock/distlock/sqllock"
 	_ "github.com/distlock/distlock/zklock"
 )

@@ -155,6 +155,9 @@ func targets() []target {
 		{name: "redis-cluster", store: "redis-cluster", spec: &sandbox.Spec{Kind: sandbox.Redis, Topology: sandbox.Cluster, Replicas: 1}, url: redis(""), ttl: ttl, byDesign: true, tokensRepeat: true, noProxy: true},
 		{name: "mysql", store: "mysql", spec: &sandbox.Spec{Kind: sandbox.MariaDB}, url: func(a []string) string { return withTTL(sandbox.MySQLURL(a[0])) }, ttl: ttl, lostOnRestart: true},
 		{name: "postgres", store: "postgres", spec: &sandbox.Spec{Kind: sandbox.Postgres}, url: func(a []string) string { return withTTL(sandbox.PostgresURL(a[0])) }, ttl: ttl, lostOnRestart: true},
+		// sqllock's session mode: many leases on 2 shared sessions.
+		{name: "mysql-session", store: "mysql-session", spec: &sandbox.Spec{Kind: sandbox.MariaDB}, url: func(a []string) string { return withTTL(sandbox.MySQLURL(a[0])) + "&mode=session" }, ttl: ttl, lostOnRestart: true},
+		{name: "postgres-session", store: "postgres-session", spec: &sandbox.Spec{Kind: sandbox.Postgres}, url: func(a []string) string { return withTTL(sandbox.PostgresURL(a[0])) + "&mode=session" }, ttl: ttl, lostOnRestart: true},
 		{name: "zk", store: "zk", spec: &sandbox.Spec{Kind: sandbox.ZooKeeper}, url: func(a []string) string { return withTTL(sandbox.ZooKeeperURL(a...)) }, ttl: ttl},
 		{name: "zk3", store: "zk", spec: &sandbox.Spec{Kind: sandbox.ZooKeeper, Nodes: 3}, url: func(a []string) string { return withTTL(sandbox.ZooKeeperURL(a...)) }, ttl: ttl},
 		{name: "etcd", store: "etcd", spec: &sandbox.Spec{Kind: sandbox.Etcd}, url: func(a []string) string { return withTTL(sandbox.EtcdURL(a...)) }, ttl: ttl},

@@ -16,6 +16,7 @@ import (
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/redislock"
+	"github.com/distlock/distlock/redlock"
 	"github.com/distlock/distlock/sandbox"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/distlock/distlock/zklock"
@@ -61,26 +62,26 @@ func userLocker(ctx context.Context, cfg clientConfig) (l *distlock.Locker, clos
 			closers = append(closers, func() { _ = c.Close() })
 			cs = append(cs, c)
 		}
-		d, err = redislock.NewRedlock(cs, nil)
+		d, err = redlock.New(cs, nil)
 	case "redis-cluster":
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.Addrs})
 		closers = append(closers, func() { _ = c.Close() })
 		d, err = redislock.New(c, nil)
-	case "mysql":
+	case "mysql", "mysql-session":
 		// The DSN a service has: user, password, address, database.
 		db, oerr := sql.Open("mysql", "root:"+sandbox.RootPassword+"@tcp("+cfg.Addrs[0]+")/"+sandbox.Database)
 		if oerr != nil {
 			return nil, close, oerr
 		}
 		closers = append(closers, func() { _ = db.Close() })
-		d, err = sqllock.New(ctx, db, nil)
-	case "postgres":
+		d, err = sqllock.New(ctx, db, &sqllock.Options{Session: cfg.Store == "mysql-session"})
+	case "postgres", "postgres-session":
 		pool, perr := pgxpool.New(ctx, sandbox.PostgresURL(cfg.Addrs[0]))
 		if perr != nil {
 			return nil, close, perr
 		}
 		closers = append(closers, pool.Close)
-		d, err = sqllock.NewPool(ctx, pool, nil)
+		d, err = sqllock.NewPool(ctx, pool, &sqllock.Options{Session: cfg.Store == "postgres-session"})
 	case "etcd":
 		c, cerr := clientv3.New(clientv3.Config{Endpoints: cfg.Addrs})
 		if cerr != nil {

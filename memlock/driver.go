@@ -86,6 +86,7 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		MultiAtomic:         true, // multi.go
 		Values:              true, // announce.go
 		Watch:               true,
+		ForceRelease:        true, // force.go
 	}
 }
 

@@ -23,7 +23,7 @@ func (d *Driver) inspectMutex(ctx context.Context, key string) (backend.Info, er
 	if e := d.s.lookup(key, now, false); e != nil {
 		return d.infoLocked(e, now), nil
 	}
-	return backend.Info{Key: key, Waiters: -1}, nil
+	return backend.Info{Key: key, Waiters: -1, Forced: d.s.forcedLocked(key)}, nil
 }
 
 // List implements backend.Inspector.
@@ -48,7 +48,7 @@ func (d *Driver) List(ctx context.Context, prefix string, limit int) ([]backend.
 
 // infoLocked reports e's state at now; the store's mutex is held.
 func (d *Driver) infoLocked(e *entry, now time.Time) backend.Info {
-	info := backend.Info{Key: e.key, Token: e.token, Waiters: -1}
+	info := backend.Info{Key: e.key, Token: e.token, Waiters: -1, Forced: d.s.forcedLocked(e.key)}
 	if d.wait == backend.WaitQueue {
 		info.Waiters = len(e.waiters)
 	}

@@ -19,6 +19,8 @@ type Store struct {
 	rwGen uint64              // last read hold made (rwlock.go)
 	down  bool
 	sems  map[string]*semEntry // semaphore.go
+	// forced is the last forced release of each key (force.go).
+	forced map[string]backend.Forced
 }
 
 // entry is one key's state. An entry exists while the key is held or has

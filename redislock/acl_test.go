@@ -12,6 +12,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisproto"
 	"github.com/distlock/distlock/sandbox"
 )
 
@@ -265,7 +266,7 @@ func TestACLErrors(t *testing.T) {
 		if !errors.Is(err, distlock.ErrInvalidConfig) {
 			t.Errorf("a refused WAIT: %v, want ErrInvalidConfig", err)
 		}
-		n, kerr := admin.Exists(ctx, keysFor(DefaultPrefix, "acl-"+strings.ReplaceAll(t.Name(), "/", "-")).lock).Result()
+		n, kerr := admin.Exists(ctx, redisproto.KeysFor(DefaultPrefix, "acl-"+strings.ReplaceAll(t.Name(), "/", "-")).Lock).Result()
 		if kerr != nil {
 			t.Fatal(kerr)
 		}
@@ -286,7 +287,7 @@ func TestACLErrors(t *testing.T) {
 		if !errors.Is(err, distlock.ErrInvalidConfig) || errors.Is(err, distlock.ErrUnavailable) {
 			t.Errorf("a release refused at PUBLISH: %v, want ErrInvalidConfig (no retry fixes it)", err)
 		}
-		held, kerr := admin.HExists(ctx, keysFor(DefaultPrefix, "acl-"+strings.ReplaceAll(t.Name(), "/", "-")).lock, "o").Result()
+		held, kerr := admin.HExists(ctx, redisproto.KeysFor(DefaultPrefix, "acl-"+strings.ReplaceAll(t.Name(), "/", "-")).Lock, "o").Result()
 		if kerr != nil {
 			t.Fatal(kerr)
 		}

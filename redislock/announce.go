@@ -34,7 +34,7 @@ func (d *Driver) SetValue(ctx context.Context, l backend.Lock, value string) err
 		return fmt.Errorf("redislock: set value: %w: the lock (%T) is not a mutex granted by this driver", backend.ErrUnsupported, l)
 	}
 	run := func() (int64, error) {
-		return setValueScript.Run(ctx, d.c, []string{rl.ks.lock}, rl.owner, rl.hold, value).Int64()
+		return setValueScript.Run(ctx, d.c, []string{rl.ks.Lock}, rl.owner, rl.hold, value).Int64()
 	}
 	var n int64
 	var err error

@@ -95,7 +95,7 @@ func TestAcquireRefusedLoginEndsAtOnce(t *testing.T) {
 				defer c.Close()
 				var l *distlock.Locker
 				if redlock {
-					d, err := NewRedlock([]redis.UniversalClient{c}, &Options{Wait: wait})
+					d, err := newRedlock([]redis.UniversalClient{c}, &redlockOptions{Wait: wait})
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/distlock/distlock/internal/redisproto"
 )
 
 // What a go-redis client does with a call's ctx (v9): it waits for a
@@ -30,71 +29,6 @@ import (
 // ReadTimeout); its connection stays busy until then, and a grant it
 // brings back late is given back (the acquire paths' late handlers).
 
-// clientBounds is what New learns from a client's options about its
-// calls' bounds.
-type clientBounds struct {
-	// detach: the client does not end a call when its ctx ends (no
-	// ContextTimeoutEnabled, or read/write deadlines disabled); the driver
-	// runs calls it may have to stop waiting for on goroutines (await).
-	detach bool
-	// deadlines: the client ends a call at its ctx's deadline (but not at
-	// its cancellation).
-	deadlines bool
-	// known: the options could be read (a *redis.Client, a
-	// *redis.ClusterClient or a *redis.Ring).
-	known                     bool
-	ctxTimeouts               bool
-	readTimeout, writeTimeout time.Duration // as normalised by go-redis: 0 none, < 0 deadlines disabled
-	kind                      string
-}
-
-func boundsOf(c redis.UniversalClient) clientBounds {
-	var b clientBounds
-	switch c := c.(type) {
-	case *redis.Client:
-		o := c.Options()
-		b = clientBounds{known: true, ctxTimeouts: o.ContextTimeoutEnabled, readTimeout: o.ReadTimeout, writeTimeout: o.WriteTimeout, kind: "redis.Options"}
-	case *redis.ClusterClient:
-		o := c.Options()
-		b = clientBounds{known: true, ctxTimeouts: o.ContextTimeoutEnabled, readTimeout: o.ReadTimeout, writeTimeout: o.WriteTimeout, kind: "redis.ClusterOptions"}
-	case *redis.Ring:
-		o := c.Options()
-		b = clientBounds{known: true, ctxTimeouts: o.ContextTimeoutEnabled, readTimeout: o.ReadTimeout, writeTimeout: o.WriteTimeout, kind: "redis.RingOptions"}
-	default:
-		return clientBounds{detach: true}
-	}
-	b.deadlines = b.ctxTimeouts && b.readTimeout >= 0 && b.writeTimeout >= 0
-	b.detach = !b.deadlines
-	return b
-}
-
-// warn logs, at New, what the client's options leave unbounded: nothing
-// when the client ends calls at their ctx's deadline. The driver's calls
-// return by their ctx either way; what the options decide is how long a
-// call the driver stopped waiting for keeps its connection (and a
-// goroutine): up to the ReadTimeout, or, with none, until the server
-// answers.
-func (b clientBounds) warn(l *slog.Logger) {
-	if !b.known {
-		l.Warn("redislock: the client's options cannot be read (not a *redis.Client, *redis.ClusterClient or *redis.Ring): a call that outlives its ctx is left running on a goroutine, its connection busy until the client returns it")
-		return
-	}
-	if b.deadlines {
-		return
-	}
-	switch {
-	case b.readTimeout < 0 || b.writeTimeout < 0:
-		l.Warn("redislock: the go-redis client sets no read or write deadlines (ReadTimeout or WriteTimeout -2), so no ctx bounds its calls: a call the driver stops waiting for at its ctx's end (a lease's renewal at its deadline, an Acquire or Release whose ctx ended) keeps its connection and a goroutine until the server answers, without bound; with the server stalled, the pool runs out of connections. Set a ReadTimeout and ContextTimeoutEnabled: true",
-			"options", b.kind, "ReadTimeout", b.readTimeout, "WriteTimeout", b.writeTimeout, "ContextTimeoutEnabled", b.ctxTimeouts)
-	case b.readTimeout == 0:
-		l.Warn("redislock: the go-redis client has no read timeout (ReadTimeout -1) and ignores ctx deadlines (ContextTimeoutEnabled false): a call the driver stops waiting for at its ctx's end (a lease's renewal at its deadline, an Acquire or Release whose ctx ended) keeps its connection and a goroutine until the server answers, without bound; with the server stalled, the pool runs out of connections. Set ContextTimeoutEnabled: true",
-			"options", b.kind, "ReadTimeout", b.readTimeout, "ContextTimeoutEnabled", b.ctxTimeouts)
-	default:
-		l.Warn("redislock: the go-redis client ignores ctx deadlines (ContextTimeoutEnabled false): a call the driver stops waiting for at its ctx's end (a lease's renewal at its deadline, an Acquire or Release whose ctx ended) keeps its connection busy for up to ReadTimeout; leases still end at their deadline and calls return by their ctx. Set ContextTimeoutEnabled: true to have the client end such calls itself",
-			"options", b.kind, "ReadTimeout", b.readTimeout, "ContextTimeoutEnabled", b.ctxTimeouts)
-	}
-}
-
 // abandonedError is a call the driver stopped waiting for because its ctx
 // ended while the client went on with it.
 type abandonedError struct{ cause error }
@@ -107,9 +41,9 @@ func (e *abandonedError) Unwrap() error { return e.cause }
 
 // await returns call's result, or an *abandonedError when ctx's deadline
 // passes first on a client that would not end the call then
-// (clientBounds.detach). The call then goes on on its goroutine, and
+// (redisproto.ClientBounds.detach). The call then goes on on its goroutine, and
 // late, if not nil, gets its result when it ends: before await returns if
-// that is within grace after ctx's end (an acquisition waits cleanupTimeout
+// that is within grace after ctx's end (an acquisition waits redisproto.CleanupTimeout
 // for it, so that what it may have taken is given back before it returns,
 // as on a client that ends the call itself), else in the background. A
 // ctx without a deadline is not awaited: call runs on the caller's
@@ -185,7 +119,7 @@ func await[T any](d *Driver, ctx context.Context, call func() (T, error), late f
 // Close cancels). Call sites test it before making await's closures, which
 // the goroutine makes escape: the direct path allocates nothing more.
 func (d *Driver) awaits(ctx context.Context) bool {
-	if !d.bounds.detach {
+	if !d.bounds.Detach {
 		return false
 	}
 	_, ok := ctx.Deadline()
@@ -203,7 +137,7 @@ func abandoned(err error) bool {
 // hold-checked), as the acquisition's own cleanup gives back what a
 // failed attempt may have taken.
 func lateRelease(release func(ctx context.Context) error) {
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), redisproto.CleanupTimeout)
 	defer cancel()
 	_ = release(ctx)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redisproto"
 	"github.com/distlock/distlock/sandbox"
 )
 
@@ -31,7 +32,7 @@ type clusterFailover struct {
 // that is of a primary that has not written anything yet.)
 func (cf *clusterFailover) shardOf(ctx context.Context, key string) (primary, replica int) {
 	cf.t.Helper()
-	slot := redisKeySlot(keysFor(DefaultPrefix, key).lock)
+	slot := redisKeySlot(redisproto.KeysFor(DefaultPrefix, key).Lock)
 	for i, n := range cf.g.Nodes() {
 		if !cf.alive[i] {
 			continue
@@ -159,7 +160,7 @@ func (cf *clusterFailover) replicaHas(ctx context.Context, i int, key string) bo
 	})
 	defer c.Close()
 	for range 40 {
-		held, err := c.HExists(ctx, keysFor(DefaultPrefix, key).lock, "o").Result()
+		held, err := c.HExists(ctx, redisproto.KeysFor(DefaultPrefix, key).Lock, "o").Result()
 		if err == nil && held {
 			return true
 		}
@@ -287,7 +288,7 @@ func TestClusterFailover(t *testing.T) {
 		// The promoted replica kept the lock's absolute expiry.
 		c := nodeClient(g.Node(replica))
 		defer c.Close()
-		pttl, err := c.PTTL(ctx, keysFor(DefaultPrefix, fixed).lock).Result()
+		pttl, err := c.PTTL(ctx, redisproto.KeysFor(DefaultPrefix, fixed).Lock).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -404,11 +405,11 @@ func TestClusterFailover(t *testing.T) {
 
 func TestClusterRefreshParam(t *testing.T) {
 	cfg, err := parse(t, "redis://h1,h2,h3?cluster_refresh=250ms")
-	if err != nil || cfg.refresh != 250*time.Millisecond || cfg.cluster().ClusterStateReloadInterval != 250*time.Millisecond {
-		t.Errorf("cluster_refresh=250ms: %v, %v", cfg.refresh, err)
+	if err != nil || cfg.Refresh != 250*time.Millisecond || cfg.Cluster().ClusterStateReloadInterval != 250*time.Millisecond {
+		t.Errorf("cluster_refresh=250ms: %v, %v", cfg.Refresh, err)
 	}
-	if cfg, _ := parse(t, "redis://h1,h2,h3"); cfg.cluster().ClusterStateReloadInterval != time.Second {
-		t.Errorf("default slot map reload %v, want 1s", cfg.cluster().ClusterStateReloadInterval)
+	if cfg, _ := parse(t, "redis://h1,h2,h3"); cfg.Cluster().ClusterStateReloadInterval != time.Second {
+		t.Errorf("default slot map reload %v, want 1s", cfg.Cluster().ClusterStateReloadInterval)
 	}
 	for raw, want := range map[string]string{
 		"redis://h1?cluster_refresh=1s":      "cluster_refresh needs mode=cluster",

@@ -11,15 +11,7 @@ import (
 
 func TestConformanceSingle(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
-	conformance.Run(t, newHarness(g, "single").maker(), conformance.Parallel(4))
-}
-
-func TestConformanceRedlock(t *testing.T) {
-	if testing.Short() {
-		t.Skip("short mode")
-	}
-	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
-	conformance.Run(t, newHarness(g, "redlock").maker(), conformance.Parallel(4))
+	conformance.Run(t, newHarness(g, "single").Maker(), conformance.Parallel(4))
 }
 
 func TestConformanceCluster(t *testing.T) {
@@ -27,27 +19,17 @@ func TestConformanceCluster(t *testing.T) {
 		t.Skip("short mode")
 	}
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Topology: sandbox.Cluster})
-	conformance.Run(t, newHarness(g, "cluster").maker(), conformance.Parallel(4))
+	conformance.Run(t, newHarness(g, "cluster").Maker(), conformance.Parallel(4))
 }
 
-// TestConformanceSingle, TestConformanceRedlock and TestConformanceCluster run the default wait
+// TestConformanceSingle and TestConformanceCluster run the default wait
 // mode (queue); these run the other one.
 
 func TestConformanceNotify(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
 	h := newHarness(g, "single")
-	h.opts = &Options{Wait: WaitNotify}
-	conformance.Run(t, h.maker(), conformance.Parallel(4))
-}
-
-func TestConformanceRedlockNotify(t *testing.T) {
-	if testing.Short() {
-		t.Skip("short mode")
-	}
-	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
-	h := newHarness(g, "redlock")
-	h.opts = &Options{Wait: WaitNotify}
-	conformance.Run(t, h.maker(), conformance.Parallel(4))
+	h.Opts = &Options{Wait: WaitNotify}
+	conformance.Run(t, h.Maker(), conformance.Parallel(4))
 }
 
 func TestConformanceClusterNotify(t *testing.T) {
@@ -56,8 +38,8 @@ func TestConformanceClusterNotify(t *testing.T) {
 	}
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Topology: sandbox.Cluster})
 	h := newHarness(g, "cluster")
-	h.opts = &Options{Wait: WaitNotify}
-	conformance.Run(t, h.maker(), conformance.Parallel(4))
+	h.Opts = &Options{Wait: WaitNotify}
+	conformance.Run(t, h.Maker(), conformance.Parallel(4))
 }
 
 // TestHarnessHooks checks the harness's Partitioner and ReplyDropper
@@ -68,7 +50,6 @@ func TestHarnessHooks(t *testing.T) {
 		spec sandbox.Spec
 	}{
 		{"single", sandbox.Spec{Kind: sandbox.Redis}},
-		{"redlock", sandbox.Spec{Kind: sandbox.Redis, Nodes: 3}},
 		{"cluster", sandbox.Spec{Kind: sandbox.Redis, Topology: sandbox.Cluster}},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
@@ -76,7 +57,7 @@ func TestHarnessHooks(t *testing.T) {
 				t.Skip("short mode")
 			}
 			g := sandbox.StartT(t, tc.spec)
-			h, err := newHarness(g, tc.mode).maker()(t.Context(), t)
+			h, err := newHarness(g, tc.mode).Maker()(t.Context(), t)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +69,7 @@ func TestHarnessHooks(t *testing.T) {
 // TestInspectors checks InspectSemaphore and InspectRW against grants on
 // a single server (a Cluster runs the same scripts on the key's slot).
 func TestInspectors(t *testing.T) {
-	h, err := newHarness(sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis}), "single").maker()(t.Context(), t)
+	h, err := newHarness(sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis}), "single").Maker()(t.Context(), t)
 	if err != nil {
 		t.Fatal(err)
 	}

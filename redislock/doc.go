@@ -1,21 +1,23 @@
-// Package redislock is the Redis backend of distlock: a single server (with
-// or without replicas), a Redis Cluster, or Redlock over several independent
-// primaries. Import it for its side effect of registering the redis:// and
-// rediss:// schemes, or build a driver from a go-redis client you already
-// have with [New] or [NewRedlock] ([New] says what the driver needs from
-// such a client: go-redis without ContextTimeoutEnabled does not end its
-// calls at their ctx's deadline).
+// Package redislock is the Redis backend of distlock for a single server
+// (with or without replicas) or a Redis Cluster; Redlock over several
+// independent primaries is package redlock, which shares this package's
+// key layout and scripts. Import it for its side effect of registering the
+// redis:// and rediss:// schemes (mode=redlock URLs need package redlock
+// imported too), or build a driver from a go-redis client you already
+// have with [New] ([New] says what the driver needs from such a client:
+// go-redis without ContextTimeoutEnabled does not end its calls at their
+// ctx's deadline).
 //
 // # URLs
 //
 //	redis://[user:password@]host[:port][/db][?param=value&...]
 //	rediss://...                               the same over TLS
 //	redis://h1:6379,h2:6379,h3:6379            a Redis Cluster (mode=cluster is the default for several hosts)
-//	redis://h1,h2,h3?mode=redlock              Redlock over independent primaries
+//	redis://h1,h2,h3?mode=redlock              Redlock over independent primaries: package redlock
 //
 // Parameters (unknown ones are errors): ttl (read by distlock.Open: the
-// default lease TTL), mode (single, cluster, redlock), wait (queue, the
-// default: fair FIFO hand-off, in Redlock mode queued on the first node;
+// default lease TTL), mode (single, cluster; redlock: package redlock), wait (queue, the
+// default: fair FIFO hand-off;
 // notify, the only mode of wait_replicas: waiters race when woken), prefix
 // (of every Redis
 // key, default "distlock"), wait_replicas (a grant counts only once N
@@ -41,32 +43,25 @@
 // re-enters from any process (the hold count balances). In queue mode
 // ([WaitQueue]) waiters queue in Redis and a release hands the lock to the
 // oldest live waiter, whose grant is the hand-off message on its driver's
-// own channel (in Redlock mode the queue is on the first node, and only
-// the waiter it hands the lock to takes the other nodes, in one parallel
-// round; when the first node fails a wait falls back to notify mode); in
-// notify mode ([WaitNotify]) waiters share one pub/sub
-// connection per driver (per node in Redlock mode), are woken by releases
-// and race. Renewals of many leases go out in one pipeline. An uncontended
-// acquire + release is two round trips: one script each on a single
-// server, and in Redlock mode one script per node each, every node at once
-// (two parallel rounds; the fencing token needs a second acquire round only
-// when the nodes' counters disagree; an acquire returns once the first node
-// and a majority granted, without waiting for the rest).
+// own channel; in notify mode ([WaitNotify]) waiters share one pub/sub
+// connection per driver, are woken by releases and race. Renewals of many
+// leases go out in one pipeline. An uncontended acquire + release is two
+// round trips: one script each.
 //
 // Plain and Cluster mode trust one primary per key: Redis replicates
 // asynchronously, so a failover right after a grant can hand the same lock
-// to a second client. wait_replicas narrows that window; Redlock closes it
-// for crashes of a minority of nodes that keep their data. docs/redis.md
-// tells the whole story, with the fencing-token argument for Redlock.
+// to a second client. wait_replicas narrows that window; Redlock (package
+// redlock) closes it for crashes of a minority of nodes that keep their
+// data. docs/redis.md tells the whole story.
 //
 // Semaphores (distlock.Locker.Semaphore) are native in plain and Cluster
 // mode: a sorted set of grants scored by expiry, taken, renewed and
 // released by one script each (one round trip); waiters subscribe to the
-// semaphore's channel, unordered. Redlock and wait_replicas offer none
+// semaphore's channel, unordered. wait_replicas offers none
 // (ErrUnsupported; docs/primitives.md says why).
 //
 // Read-write locks (distlock.RWMutex; single server and Cluster, not with
-// wait_replicas, not Redlock) keep one hash, a sorted set of read holds and
+// wait_replicas) keep one hash, a sorted set of read holds and
 // a write counter per key under the key's hash tag: one script per
 // attempt, renewal and release (docs/primitives.md).
 //
@@ -76,9 +71,7 @@
 // replicas acknowledged wrap distlock.ErrUnavailable together with the
 // go-redis error; a lock held by another owner is a
 // *backend.NotAcquiredError carrying the holder's remaining TTL; a release
-// or refresh of a lock the owner no longer holds wraps ErrNotHeld (in
-// Redlock mode: held on fewer than a majority of nodes, whose stragglers
-// a release still frees); bad URLs
+// or refresh of a lock the owner no longer holds wraps ErrNotHeld; bad URLs
 // wrap ErrInvalidConfig and never show the password, and so do a login the
 // server refuses (NOAUTH, WRONGPASS: Open checks it) and a URL
 // whose server may evict keys (a maxmemory with a maxmemory-policy other

@@ -6,29 +6,46 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisproto"
 )
+
+var errClosed = fmt.Errorf("redislock: %w", backend.ErrClosed)
 
 // MinTTL is the shortest lease TTL the driver accepts. Redis expires keys
 // with millisecond precision; shorter leases would be all drift margin.
-const MinTTL = 10 * time.Millisecond
+const MinTTL = redisproto.MinTTL
 
 // MaxTTL is the longest lease TTL the driver accepts: the library's limit
 // (backend.TTLLimit). Redis itself keeps far longer expiries; the limit
 // keeps every millisecond count exact in Lua's numbers.
-const MaxTTL = backend.TTLLimit
+const MaxTTL = redisproto.MaxTTL
 
-// cleanupTimeout bounds the owner-checked cleanup after an acquisition
-// whose outcome is unknown.
-const cleanupTimeout = time.Second
+// DefaultPrefix starts every Redis key and channel the driver uses.
+const DefaultPrefix = redisproto.DefaultPrefix
 
-var errClosed = fmt.Errorf("redislock: %w", backend.ErrClosed)
+// WaitMode is how waiters of a held lock wait for it: WaitQueue (URL
+// wait=queue), waiters queue in Redis in arrival order and a release hands
+// the lock to the oldest live waiter, whose grant is the hand-off message
+// itself (capabilities WaitQueue, Fair; a TryAcquire never jumps the
+// queue; not supported with WaitReplicas); WaitNotify (URL wait=notify), a
+// release is announced on the key's channel and every waiter retries, the
+// first to arrive wins, which may be the releaser itself (no fairness,
+// more round trips under contention); WaitDefault picks WaitQueue where
+// supported, else WaitNotify. redlock.WaitMode is the same type.
+type WaitMode = redisproto.WaitMode
+
+// The wait modes (see WaitMode).
+const (
+	WaitDefault = redisproto.WaitDefault
+	WaitQueue   = redisproto.WaitQueue
+	WaitNotify  = redisproto.WaitNotify
+)
 
 // Options configures a Driver. The zero value is valid; the caller's struct
 // is never modified.
@@ -56,39 +73,6 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// WaitMode is how waiters of a held lock wait for it.
-type WaitMode uint8
-
-const (
-	// WaitDefault picks WaitQueue where supported, else WaitNotify.
-	WaitDefault WaitMode = iota
-	// WaitQueue (URL wait=queue): waiters queue in Redis in arrival order
-	// and a release hands the lock to the oldest live waiter, whose grant
-	// is the hand-off message itself (capabilities WaitQueue, Fair). A
-	// TryAcquire never jumps the queue (in Redlock mode: never on the
-	// first node, where the queue is; see docs/redis.md). Not supported
-	// with WaitReplicas.
-	WaitQueue
-	// WaitNotify (URL wait=notify): a release is announced on the key's
-	// channel and every waiter retries; the first to arrive wins, which may
-	// be the releaser itself (no fairness, more round trips under
-	// contention).
-	WaitNotify
-)
-
-// String returns the URL spelling of m.
-func (m WaitMode) String() string {
-	switch m {
-	case WaitDefault:
-		return "default"
-	case WaitQueue:
-		return "queue"
-	case WaitNotify:
-		return "notify"
-	}
-	return fmt.Sprintf("WaitMode(%d)", uint8(m))
-}
-
 func (o *Options) normalize() (Options, error) {
 	var out Options
 	if o != nil {
@@ -97,7 +81,7 @@ func (o *Options) normalize() (Options, error) {
 	if out.Prefix == "" {
 		out.Prefix = DefaultPrefix
 	}
-	if err := checkPrefix(out.Prefix); err != nil {
+	if err := redisproto.CheckPrefix(out.Prefix); err != nil {
 		return out, fmt.Errorf("redislock: %w: %v", backend.ErrInvalidConfig, err)
 	}
 	if out.WaitReplicas < 0 {
@@ -135,9 +119,9 @@ type Driver struct {
 	owned  bool // the driver opened c and closes it
 	opts   Options
 	caps   backend.Capabilities
-	notify *notifier
+	notify *redisproto.Notifier
 	inbox  string // queue mode: the channel hand-offs to this driver's waiters go to
-	bounds clientBounds
+	bounds redisproto.ClientBounds
 
 	closeOnce sync.Once
 	closeErr  error
@@ -196,12 +180,12 @@ func New(c redis.UniversalClient, opts *Options) (*Driver, error) {
 	if cluster && o.WaitReplicas > 0 {
 		return nil, fmt.Errorf("redislock: %w: WaitReplicas (wait_replicas) is not supported with a Redis Cluster client", backend.ErrInvalidConfig)
 	}
-	d := &Driver{c: c, opts: o, notify: newNotifier(c), inbox: o.Prefix + ":inbox:" + newID(), bounds: boundsOf(c)}
+	d := &Driver{c: c, opts: o, notify: redisproto.NewNotifier(c), inbox: o.Prefix + ":inbox:" + redisproto.NewID(), bounds: redisproto.BoundsOf(c)}
 	lg := o.Logger
 	if lg == nil {
 		lg = slog.Default()
 	}
-	d.bounds.warn(lg)
+	d.bounds.Warn(lg, "redislock")
 	d.caps = backend.Capabilities{
 		Name:                "redis",
 		Wait:                backend.WaitNotify,
@@ -213,6 +197,7 @@ func New(c redis.UniversalClient, opts *Options) (*Driver, error) {
 		Replication:         "single primary; asynchronous replication can lose a grant on failover",
 		BatchRefresh:        true, // lock.go
 		Values:              true, // announce.go
+		ForceRelease:        true, // force.go
 	}
 	if o.Wait == WaitQueue {
 		d.caps.Wait, d.caps.Fair = backend.WaitQueue, true
@@ -243,23 +228,16 @@ func (d *Driver) Client() redis.UniversalClient { return d.c }
 // client from a URL, closes it. Held locks are abandoned to expire by TTL.
 func (d *Driver) Close() error {
 	d.closeOnce.Do(func() {
-		err := d.notify.close()
+		err := d.notify.Close()
 		if d.owned {
-			err = errors.Join(err, ignoreClosed(d.c.Close()))
+			err = errors.Join(err, redisproto.IgnoreClosed(d.c.Close()))
 		}
 		d.closeErr = err
 	})
 	return d.closeErr
 }
 
-func ignoreClosed(err error) error {
-	if errors.Is(err, redis.ErrClosed) {
-		return nil
-	}
-	return err
-}
-
-func (d *Driver) keys(key string) keyset { return keysFor(d.opts.Prefix, key) }
+func (d *Driver) keys(key string) redisproto.Keyset { return redisproto.KeysFor(d.opts.Prefix, key) }
 
 // tryMutex implements backend.Driver: one run of the acquire script,
 // followed by WAIT when Options.WaitReplicas is set.
@@ -269,29 +247,29 @@ func (d *Driver) tryMutex(ctx context.Context, req backend.Request) (backend.Gra
 		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w", req.Key, context.Cause(ctx))
 	}
 	ks := d.keys(req.Key)
-	hold := newID()
+	hold := redisproto.NewID()
 	sent := time.Now()
-	var res acquireResult
+	var res redisproto.AcquireResult
 	var err error
 	if !d.awaits(ctx) {
 		res, err = d.acquire(ctx, ks, req.Owner, hold, req.TTL)
 	} else {
 		ks := ks // captured: a copy made on this path only
-		res, err = await(d, ctx, func() (acquireResult, error) { return d.acquire(ctx, ks, req.Owner, hold, req.TTL) },
-			func(res acquireResult, err error) {
+		res, err = await(d, ctx, func() (redisproto.AcquireResult, error) { return d.acquire(ctx, ks, req.Owner, hold, req.TTL) },
+			func(res redisproto.AcquireResult, err error) {
 				// The caller stopped waiting: give back what the attempt
 				// may have taken.
-				if (err == nil && res.held) || (err != nil && !neverSent(err)) {
+				if (err == nil && res.Held) || (err != nil && !neverSent(err)) {
 					lateRelease(func(ctx context.Context) error { return d.cleanup(ctx, ks, req.Owner, hold) })
 				}
-			}, cleanupTimeout)
+			}, redisproto.CleanupTimeout)
 	}
 	if err != nil && abandoned(err) {
 		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: %w (a hold it took is given back; if the call is still out, when it ends)", req.Key, backend.ErrUnavailable, err)
 	}
 	if err != nil {
 		var wf *waitFailedError
-		if notAllowed(err) && !errors.As(err, &wf) {
+		if redisproto.NotAllowed(err) && !errors.As(err, &wf) {
 			// Refused before the script ran: nothing to clean up.
 			return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: %w", req.Key, backend.ErrInvalidConfig, err)
 		}
@@ -301,49 +279,20 @@ func (d *Driver) tryMutex(ctx context.Context, req backend.Request) (backend.Gra
 		if !neverSent(err) {
 			cerr = d.cleanup(ctx, ks, req.Owner, hold)
 		}
-		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: %w", req.Key, errKind(err), alsoFailed(err, cerr))
+		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: %w", req.Key, errKind(err), redisproto.AlsoFailed(err, cerr))
 	}
-	if !res.held {
-		return backend.Grant{}, backend.NotAcquired(req.Key, res.pttl)
+	if !res.Held {
+		return backend.Grant{}, backend.NotAcquired(req.Key, res.PTTL)
 	}
 	l := &lock{d: d, key: req.Key, ks: ks, owner: req.Owner, hold: hold}
-	if d.opts.WaitReplicas > 0 && res.acked < d.opts.WaitReplicas {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	if d.opts.WaitReplicas > 0 && res.Acked < d.opts.WaitReplicas {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisproto.CleanupTimeout)
 		defer cancel()
 		rerr := l.Release(rctx)
 		return backend.Grant{}, fmt.Errorf("redislock: acquire %q: %w: only %d of %d replica(s) acknowledged within %v (the grant was released again: %v)",
-			req.Key, backend.ErrUnavailable, res.acked, d.opts.WaitReplicas, d.opts.WaitTimeout, rerr)
+			req.Key, backend.ErrUnavailable, res.Acked, d.opts.WaitReplicas, d.opts.WaitTimeout, rerr)
 	}
-	return backend.Grant{Lock: l, Token: res.token, ValidFrom: sent}, nil
-}
-
-// notAllowed reports whether Redis refused the client's credentials or
-// permissions (a wrong password, a disabled user, a missing ACL command or
-// key pattern): a configuration error that no retry fixes. A script refused
-// one of its commands only after the ones before it ran; Redis's own
-// refusal of scripts with missing permissions happens before they start.
-func notAllowed(err error) bool {
-	// go-redis wraps a refusal met while connecting ("failed to
-	// authenticate: WRONGPASS ..."), so look for the code anywhere.
-	msg := err.Error()
-	return strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOAUTH ") || strings.Contains(msg, "NOPERM ")
-}
-
-// alsoFailed is err, and what failed after it (a cleanup, leaving a
-// queue) if anything did, in one line.
-func alsoFailed(err, after error) error {
-	if after == nil {
-		return err
-	}
-	return fmt.Errorf("%w (and: %w)", err, after)
-}
-
-// loginRefused reports whether Redis refused the client's login: no
-// password where one is wanted (NOAUTH) or a wrong user or password, or a
-// disabled user (WRONGPASS).
-func loginRefused(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOAUTH ")
+	return backend.Grant{Lock: l, Token: res.Token, ValidFrom: sent}, nil
 }
 
 // suspect makes a Cluster client reload its slot map soon after a command
@@ -366,105 +315,45 @@ func neverSent(err error) bool {
 // errKind is the portable kind of a failed command: ErrInvalidConfig when
 // the ACL refused it (no retry fixes that), else ErrUnavailable.
 func errKind(err error) error {
-	if notAllowed(err) || scriptRefused(err) {
+	if redisproto.NotAllowed(err) || redisproto.ScriptRefused(err) {
 		return backend.ErrInvalidConfig
 	}
 	return backend.ErrUnavailable
 }
 
-// scriptRefused reports whether the ACL refused a command inside a script
-// (Redis 7.0: "The user executing the script can't run this command or
-// subcommand", "... can't publish to the channel ...", "... can't access
-// at least one of the keys ..."; Redis 7.2 and later: "ACL failure in
-// script: ..."): also a configuration error, but the commands before it
-// ran.
-func scriptRefused(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, "user executing the script can't") || strings.Contains(msg, "ACL failure in script")
-}
-
 // cleanup gives back the hold a failed acquisition attempt may have left
 // (only that attempt's: never another hold of the same owner).
-func (d *Driver) cleanup(ctx context.Context, ks keyset, owner, hold string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+func (d *Driver) cleanup(ctx context.Context, ks redisproto.Keyset, owner, hold string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisproto.CleanupTimeout)
 	defer cancel()
-	_, err := await(d, ctx, func() (int64, error) { return release(ctx, d.c, ks, owner, hold, "release") }, nil, 0)
+	_, err := await(d, ctx, func() (int64, error) { return redisproto.ReleaseHold(ctx, d.c, ks, owner, hold, "release") }, nil, 0)
 	if err != nil {
 		return fmt.Errorf("cleanup failed, the lock expires by its TTL: %w", err)
 	}
 	return nil
 }
 
-// acquireResult is the acquire script's reply.
-type acquireResult struct {
-	held    bool
-	token   uint64
-	pttl    time.Duration
-	counter uint64 // Redlock: the counter's value after the call
-	acked   int    // replicas that acknowledged (WAIT)
-}
-
-// acquireReply reads the reply of acquireScript or waitScript run with
-// TTL ttl: a lone integer is a fresh grant (freshGrant), anything else
-// goes to parseAcquire.
-func acquireReply(cmd *redis.Cmd, ttl time.Duration) (acquireResult, error) {
-	v, err := cmd.Result()
-	if err != nil {
-		return acquireResult{}, err
-	}
-	if token, ok := v.(int64); ok {
-		return freshGrant(token, ttl)
-	}
-	vs, err := cmd.Int64Slice()
-	if err != nil {
-		return acquireResult{}, err
-	}
-	return parseAcquire(vs)
-}
-
-// freshGrant is the reply of a script that took a free lock for its full
-// TTL ttl and minted token, which it replies alone: the same as {1, token,
-// ttl, token}.
-func freshGrant(token int64, ttl time.Duration) (acquireResult, error) {
-	if token <= 0 {
-		return acquireResult{}, fmt.Errorf("unexpected reply %d from the acquire script", token)
-	}
-	pttl := time.Duration(min(millis(ttl), MaxTTL.Milliseconds())) * time.Millisecond // as parseAcquire reads it
-	return acquireResult{held: true, token: uint64(token), pttl: pttl, counter: uint64(token)}, nil
-}
-
-func parseAcquire(v []int64) (acquireResult, error) {
-	if len(v) != 4 {
-		return acquireResult{}, fmt.Errorf("unexpected reply %v from the acquire script", v)
-	}
-	r := acquireResult{held: v[0] == 1, token: uint64(v[1]), counter: uint64(v[3])}
-	if v[2] > 0 {
-		r.pttl = time.Duration(min(v[2], MaxTTL.Milliseconds())) * time.Millisecond
-	}
-	return r, nil
-}
-
 // acquire runs the acquire script, with WAIT on the same connection when
 // replicas must acknowledge.
-func (d *Driver) acquire(ctx context.Context, ks keyset, owner, hold string, ttl time.Duration) (acquireResult, error) {
+func (d *Driver) acquire(ctx context.Context, ks redisproto.Keyset, owner, hold string, ttl time.Duration) (redisproto.AcquireResult, error) {
 	if d.opts.Wait == WaitQueue {
 		return d.fairAttempt(ctx, ks, owner, ttl, false, 0, hold, 0)
 	}
-	keys := []string{ks.lock, ks.fence}
-	args := []any{owner, millis(ttl), hold}
+	keys := []string{ks.Lock, ks.Fence}
+	args := []any{owner, redisproto.Millis(ttl), hold}
 	if d.opts.WaitReplicas == 0 {
-		return acquireReply(acquireScript.Run(ctx, d.c, keys, args...), ttl)
+		return redisproto.AcquireReply(redisproto.AcquireScript.Run(ctx, d.c, keys, args...), ttl)
 	}
 	var acq *redis.Cmd
 	var wait *redis.Cmd
 	run := func(sha bool) error {
 		_, err := d.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			if sha {
-				acq = acquireScript.EvalSha(ctx, p, keys, args...)
+				acq = redisproto.AcquireScript.EvalSha(ctx, p, keys, args...)
 			} else {
-				acq = acquireScript.Eval(ctx, p, keys, args...)
+				acq = redisproto.AcquireScript.Eval(ctx, p, keys, args...)
 			}
-			wait = p.Do(ctx, "WAIT", d.opts.WaitReplicas, millis(d.opts.WaitTimeout)) // 0 would wait forever
+			wait = p.Do(ctx, "WAIT", d.opts.WaitReplicas, redisproto.Millis(d.opts.WaitTimeout)) // 0 would wait forever
 			return nil
 		})
 		return err
@@ -477,17 +366,17 @@ func (d *Driver) acquire(ctx context.Context, ks keyset, owner, hold string, ttl
 		// The script ran (it may have granted), WAIT did not: the
 		// caller must give the hold back even when the error is a
 		// refusal (an ACL without +wait).
-		return acquireResult{}, &waitFailedError{err: wait.Err()}
+		return redisproto.AcquireResult{}, &waitFailedError{err: wait.Err()}
 	}
 	if err != nil {
-		return acquireResult{}, err
+		return redisproto.AcquireResult{}, err
 	}
-	r, err := acquireReply(acq, ttl)
+	r, err := redisproto.AcquireReply(acq, ttl)
 	if err != nil {
-		return acquireResult{}, err
+		return redisproto.AcquireResult{}, err
 	}
 	acked, _ := wait.Int64()
-	r.acked = int(acked)
+	r.Acked = int(acked)
 	return r, err
 }
 
@@ -498,23 +387,11 @@ type waitFailedError struct{ err error }
 func (e *waitFailedError) Error() string { return "WAIT after the acquire script: " + e.err.Error() }
 func (e *waitFailedError) Unwrap() error { return e.err }
 
-// millis is d in whole milliseconds, rounded up so the store never keeps a
-// lock for less than asked, and at least 1. It never overflows: the
-// portable layer asks for at most backend.TTLLimit, and a duration within
-// a millisecond of the largest one saturates instead of wrapping.
-func millis(d time.Duration) int64 {
-	ms := int64(d / time.Millisecond)
-	if d%time.Millisecond != 0 {
-		ms++
-	}
-	return max(1, ms)
-}
-
 // subscribeMutex implements backend.Notifier over the driver's one shared
 // pub/sub connection.
 func (d *Driver) subscribeMutex(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	out := make(chan struct{}, 1)
-	cancel, err := d.notify.subscribe(ctx, d.keys(key).channel, out, filter{})
+	cancel, err := d.notify.Subscribe(ctx, d.keys(key).Channel, out, redisproto.Filter{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("redislock: subscribe %q: %w: %w", key, backend.ErrUnavailable, err)
 	}

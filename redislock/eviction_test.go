@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redisproto"
 	"github.com/distlock/distlock/sandbox"
 )
 
@@ -99,7 +100,7 @@ func tokensAcrossEviction(ctx context.Context, t *testing.T, admin *redis.Client
 			t.Fatal(err)
 		}
 	}
-	fence := keysFor(DefaultPrefix, key).fence
+	fence := redisproto.KeysFor(DefaultPrefix, key).Fence
 	filler := strings.Repeat("x", 1024)
 	evicted := false
 	for batch := 0; batch < 100 && !evicted; batch++ {

@@ -54,35 +54,3 @@ func ExampleNew() {
 	}()
 	fmt.Println("sending the invoices with fencing token", lease.Token())
 }
-
-// Redlock takes each lock on a majority of independent Redis primaries (not
-// replicas of one another), so a minority of them crashing loses no lock,
-// provided they persist with appendfsync always (or stay down longer than
-// the longest TTL). Its fencing tokens come from a majority too; see
-// docs/redis.md for the argument and its limits.
-func ExampleNewRedlock() {
-	var clients []redis.UniversalClient
-	for _, addr := range []string{"redis-a:6379", "redis-b:6379", "redis-c:6379"} {
-		clients = append(clients, redis.NewClient(&redis.Options{Addr: addr}))
-	}
-	defer func() {
-		for _, c := range clients {
-			_ = c.Close()
-		}
-	}()
-
-	d, err := redislock.NewRedlock(clients, nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	locker := distlock.New(d)
-	defer locker.Close()
-
-	err = locker.Do(context.Background(), "ledger/close-day", func(ctx context.Context) error {
-		fmt.Println("closing the day") // ctx ends if the lock is lost
-		return nil
-	}, distlock.WithTTL(10*time.Second))
-	if err != nil {
-		log.Fatal(err)
-	}
-}

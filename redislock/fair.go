@@ -2,19 +2,17 @@ package redislock
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisproto"
 )
 
 // Queue mode (WaitQueue, URL wait=queue, the default where supported):
 // waiters queue in Redis, oldest first, and a release hands the lock
-// straight to the oldest live waiter (releaseScript's handOff): the lock is
+// straight to the oldest live waiter (redisproto.ReleaseScript's handOff): the lock is
 // recorded held by that waiter's wait before the releaser's script ends, so
 // no one can jump the queue. A message on the waiter's driver's own inbox
 // channel (subscribed once per driver, so a release wakes one connection,
@@ -23,20 +21,14 @@ import (
 // lock's own state in Redis, never from the message, which anyone allowed
 // to PUBLISH could forge. A hand-off thus costs the releaser's round trip,
 // one pub/sub push and the waiter's confirming round trip. A waiter proves
-// it is alive by re-running waitScript every heartbeat; one that stops
+// it is alive by re-running redisproto.WaitScript every redisproto.Heartbeat; one that stops
 // (its process died) is skipped after its liveness window, and a lock
 // handed to it expires after that window. A waiter that misses the message
-// finds the lock handed to it at its next heartbeat (woken early when the
+// finds the lock handed to it at its next redisproto.Heartbeat (woken early when the
 // pub/sub connection breaks).
 //
 // Validity: the confirming attempt extends the lock to the full TTL, so
 // the grant is valid from that attempt's send time, as any acquisition.
-
-// heartbeat is how often a fair waiter renews its place for a lease of
-// ttl; its liveness window is three heartbeats.
-func heartbeat(ttl time.Duration) time.Duration {
-	return min(max(ttl/3, 50*time.Millisecond), time.Second)
-}
 
 // waitMutex implements backend.Waiter in queue mode. Every attempt of one Wait
 // is the same hold (the wait's id), so a retried or repeated attempt
@@ -47,14 +39,14 @@ func (d *Driver) waitMutex(ctx context.Context, req backend.Request) (backend.Gr
 		return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w", req.Key, context.Cause(ctx))
 	}
 	ks := d.keys(req.Key)
-	wait := newID()
+	wait := redisproto.NewID()
 	out := make(chan struct{}, 1)
-	unsubscribe, err := d.notify.subscribe(ctx, d.inbox, out, filter{only: "h:" + wait})
+	unsubscribe, err := d.notify.Subscribe(ctx, d.inbox, out, redisproto.Filter{Only: "h:" + wait})
 	if err != nil {
 		return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w", req.Key, errKind(err), err)
 	}
 	defer unsubscribe()
-	beat := heartbeat(req.TTL)
+	beat := redisproto.Heartbeat(req.TTL)
 	window := 3 * beat
 	// The timer is made when a first attempt did not take the lock: an
 	// uncontended wait (one attempt) never touches the runtime's timers.
@@ -66,24 +58,24 @@ func (d *Driver) waitMutex(ctx context.Context, req backend.Request) (backend.Gr
 	}()
 	for attempt := 0; ; attempt++ {
 		sent := time.Now()
-		var res acquireResult
+		var res redisproto.AcquireResult
 		var err error
 		if !d.awaits(ctx) {
 			res, err = d.fairAttempt(ctx, ks, req.Owner, req.TTL, true, window, wait, attempt)
 		} else {
 			ks := ks // captured: a copy made on this path only
-			res, err = await(d, ctx, func() (acquireResult, error) {
+			res, err = await(d, ctx, func() (redisproto.AcquireResult, error) {
 				return d.fairAttempt(ctx, ks, req.Owner, req.TTL, true, window, wait, attempt)
-			}, func(acquireResult, error) {
+			}, func(redisproto.AcquireResult, error) {
 				// The caller stopped waiting: leave the queue, giving
 				// back a lock the attempt may have confirmed.
 				_ = d.abandon(context.Background(), ks, req.Owner, wait)
-			}, cleanupTimeout)
+			}, redisproto.CleanupTimeout)
 		}
 		if err != nil && abandoned(err) {
 			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w (the wait left the queue, giving back what it held; if the call is still out, it does so when the call ends)", req.Key, backend.ErrUnavailable, err)
 		}
-		if err != nil && notAllowed(err) && attempt == 0 {
+		if err != nil && redisproto.NotAllowed(err) && attempt == 0 {
 			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w", req.Key, backend.ErrInvalidConfig, err)
 		}
 		if err != nil {
@@ -91,15 +83,15 @@ func (d *Driver) waitMutex(ctx context.Context, req backend.Request) (backend.Gr
 			// The script may have taken or confirmed the lock for this
 			// wait: give that back, and the place in the queue.
 			aerr := d.abandon(ctx, ks, req.Owner, wait)
-			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w", req.Key, errKind(err), alsoFailed(err, aerr))
+			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w", req.Key, errKind(err), redisproto.AlsoFailed(err, aerr))
 		}
-		if res.held {
+		if res.Held {
 			l := &lock{d: d, key: req.Key, ks: ks, owner: req.Owner, hold: wait}
-			return backend.Grant{Lock: l, Token: res.token, ValidFrom: sent}, nil
+			return backend.Grant{Lock: l, Token: res.Token, ValidFrom: sent}, nil
 		}
 		delay := beat
-		if res.pttl > 0 && res.pttl < delay {
-			delay = res.pttl + time.Millisecond
+		if res.PTTL > 0 && res.PTTL < delay {
+			delay = res.PTTL + time.Millisecond
 		}
 		if timer == nil {
 			timer = time.NewTimer(delay)
@@ -119,36 +111,21 @@ func (d *Driver) waitMutex(ctx context.Context, req backend.Request) (backend.Gr
 	}
 }
 
-// newID names one hold or wait: 16 hex digits, unique with overwhelming
-// probability among the holds of one lock.
-func newID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return hex.EncodeToString(b[:])
-}
-
-// fairAttempt runs waitScript: take, confirm a hand-off or (with enqueue)
+// fairAttempt runs redisproto.WaitScript: take, confirm a hand-off or (with enqueue)
 // queue up as attempt number attempt of wait (the hold's id).
-func (d *Driver) fairAttempt(ctx context.Context, ks keyset, owner string, ttl time.Duration, enqueue bool, window time.Duration, wait string, attempt int) (acquireResult, error) {
+func (d *Driver) fairAttempt(ctx context.Context, ks redisproto.Keyset, owner string, ttl time.Duration, enqueue bool, window time.Duration, wait string, attempt int) (redisproto.AcquireResult, error) {
 	if !enqueue {
-		return acquireReply(waitScript.Run(ctx, d.c, ks.waitKeys(), owner, millis(ttl), wait), ttl)
+		return redisproto.AcquireReply(redisproto.WaitScript.Run(ctx, d.c, ks.WaitKeys(), owner, redisproto.Millis(ttl), wait), ttl)
 	}
-	return acquireReply(waitScript.Run(ctx, d.c, ks.waitKeys(), owner, millis(ttl), wait, queueEntry(window, attempt, d.inbox)), ttl)
-}
-
-// queueEntry is waitScript's ARGV[4] for a waiter that queues: its
-// liveness window (ms), attempt number and inbox channel in one argument
-// (Redis pays for each argument of a script on every run).
-func queueEntry(window time.Duration, attempt int, inbox string) string {
-	return strconv.FormatInt(millis(window), 10) + ":" + strconv.Itoa(attempt) + ":" + inbox
+	return redisproto.AcquireReply(redisproto.WaitScript.Run(ctx, d.c, ks.WaitKeys(), owner, redisproto.Millis(ttl), wait, redisproto.QueueEntry(window, attempt, d.inbox)), ttl)
 }
 
 // abandon takes a waiter that gives up out of the queue, giving back the
 // hold of a lock handed to its wait, with its own short bound.
-func (d *Driver) abandon(ctx context.Context, ks keyset, owner, wait string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+func (d *Driver) abandon(ctx context.Context, ks redisproto.Keyset, owner, wait string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisproto.CleanupTimeout)
 	defer cancel()
-	if _, err := await(d, ctx, func() (int64, error) { return release(ctx, d.c, ks, owner, wait, "abandon") }, nil, 0); err != nil {
+	if _, err := await(d, ctx, func() (int64, error) { return redisproto.ReleaseHold(ctx, d.c, ks, owner, wait, "abandon") }, nil, 0); err != nil {
 		return fmt.Errorf("leaving the queue failed; the place expires within its liveness window: %w", err)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisproto"
 	"github.com/distlock/distlock/sandbox"
 )
 
@@ -42,10 +43,10 @@ func TestFairHandOffProtocol(t *testing.T) {
 	// Hand-offs go to the driver's inbox, "released" to the key's channel.
 	ps := c.Subscribe(ctx, d.inbox)
 	defer ps.Close()
-	hold := func(key, owner, id string) acquireResult {
+	hold := func(key, owner, id string) redisproto.AcquireResult {
 		t.Helper()
 		r, err := d.fairAttempt(ctx, d.keys(key), owner, ttl, false, 0, id, 0)
-		if err != nil || !r.held {
+		if err != nil || !r.Held {
 			t.Fatalf("%s takes %q: %+v, %v", owner, key, r, err)
 		}
 		return r
@@ -53,13 +54,13 @@ func TestFairHandOffProtocol(t *testing.T) {
 	enqueue := func(key, owner, wait string, attempt int, win time.Duration) {
 		t.Helper()
 		r, err := d.fairAttempt(ctx, d.keys(key), owner, ttl, true, win, wait, attempt)
-		if err != nil || r.held {
+		if err != nil || r.Held {
 			t.Fatalf("%s queues for %q: %+v, %v", owner, key, r, err)
 		}
 	}
 	release := func(key, owner, id string) int64 {
 		t.Helper()
-		n, err := release(ctx, c, d.keys(key), owner, id, "release")
+		n, err := redisproto.ReleaseHold(ctx, c, d.keys(key), owner, id, "release")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,11 +69,11 @@ func TestFairHandOffProtocol(t *testing.T) {
 	lockHash := func(key string) (map[string]string, time.Duration) {
 		t.Helper()
 		ks := d.keys(key)
-		h, err := c.HGetAll(ctx, ks.lock).Result()
+		h, err := c.HGetAll(ctx, ks.Lock).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		return h, c.PTTL(ctx, ks.lock).Val()
+		return h, c.PTTL(ctx, ks.Lock).Val()
 	}
 	message := func(want string) {
 		t.Helper()
@@ -89,7 +90,7 @@ func TestFairHandOffProtocol(t *testing.T) {
 
 	t.Run("hand-off is recorded, then confirmed", func(t *testing.T) {
 		key := "handoff"
-		if err := ps.Subscribe(ctx, d.keys(key).channel); err != nil {
+		if err := ps.Subscribe(ctx, d.keys(key).Channel); err != nil {
 			t.Fatal(err)
 		}
 		h0 := hold(key, "holder", "h0")
@@ -97,7 +98,7 @@ func TestFairHandOffProtocol(t *testing.T) {
 		if n := release(key, "holder", "h0"); n != 0 {
 			t.Fatalf("release: %d", n)
 		}
-		want := h0.token + 1
+		want := h0.Token + 1
 		message("h:w1")
 		h, pttl := lockHash(key)
 		if h["o"] != "waiter" || h["n"] != "1" || h["a:w1"] != "1" || h["t"] != fmt.Sprint(want) {
@@ -109,7 +110,7 @@ func TestFairHandOffProtocol(t *testing.T) {
 		// The waiter's next attempt confirms the hand-off, extends it to
 		// the full TTL, and counts no second hold.
 		r, err := d.fairAttempt(ctx, d.keys(key), "waiter", ttl, true, window, "w1", 8)
-		if err != nil || !r.held || r.token != want || r.pttl < ttl-time.Second {
+		if err != nil || !r.Held || r.Token != want || r.PTTL < ttl-time.Second {
 			t.Fatalf("confirm: %+v, %v", r, err)
 		}
 		if h, _ = lockHash(key); h["n"] != "1" {
@@ -131,7 +132,7 @@ func TestFairHandOffProtocol(t *testing.T) {
 
 	t.Run("abandoned hand-off passes on", func(t *testing.T) {
 		key := "abandon"
-		if err := ps.Subscribe(ctx, d.keys(key).channel); err != nil {
+		if err := ps.Subscribe(ctx, d.keys(key).Channel); err != nil {
 			t.Fatal(err)
 		}
 		h0 := hold(key, "holder", "h0")
@@ -145,7 +146,7 @@ func TestFairHandOffProtocol(t *testing.T) {
 		}
 		message("h:wb")
 		h, _ := lockHash(key)
-		if h["o"] != "second" || h["a:wb"] != "1" || h["t"] != fmt.Sprint(h0.token+2) {
+		if h["o"] != "second" || h["a:wb"] != "1" || h["t"] != fmt.Sprint(h0.Token+2) {
 			t.Fatalf("after abandon: %v", h)
 		}
 		// Abandoning with another wait's name gives back nothing.
@@ -180,7 +181,7 @@ func TestFairHandOffProtocol(t *testing.T) {
 
 	t.Run("dead waiter is skipped", func(t *testing.T) {
 		key := "dead"
-		if err := ps.Subscribe(ctx, d.keys(key).channel); err != nil {
+		if err := ps.Subscribe(ctx, d.keys(key).Channel); err != nil {
 			t.Fatal(err)
 		}
 		hold(key, "holder", "h0")
@@ -200,17 +201,17 @@ func TestFairHandOffProtocol(t *testing.T) {
 		key := "expired-with-waiter"
 		hold(key, "holder", "h0")
 		enqueue(key, "waiter", "w1", 0, window)
-		if err := c.Del(ctx, d.keys(key).lock).Err(); err != nil {
+		if err := c.Del(ctx, d.keys(key).Lock).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if r, err := d.fairAttempt(ctx, d.keys(key), "other", ttl, false, 0, "o1", 0); err != nil || r.held {
+		if r, err := d.fairAttempt(ctx, d.keys(key), "other", ttl, false, 0, "o1", 0); err != nil || r.Held {
 			t.Fatalf("another owner's attempt took a lock a waiter is queued for: %+v, %v", r, err)
 		}
 		r, err := d.fairAttempt(ctx, d.keys(key), "waiter", ttl, true, window, "w1", 1)
-		if err != nil || !r.held {
+		if err != nil || !r.Held {
 			t.Fatalf("the queued waiter's attempt: %+v, %v", r, err)
 		}
-		if n, _ := c.Exists(ctx, d.keys(key).queue, d.keys(key).alive).Result(); n != 0 {
+		if n, _ := c.Exists(ctx, d.keys(key).Queue, d.keys(key).Alive).Result(); n != 0 {
 			t.Fatalf("the waiter that took the lock is still queued (%d keys left)", n)
 		}
 		release(key, "waiter", "w1")
@@ -222,15 +223,15 @@ func TestFairHandOffProtocol(t *testing.T) {
 		key := "expired-dead-waiter"
 		hold(key, "holder", "h0")
 		enqueue(key, "dead", "wd", 0, 50*time.Millisecond)
-		if err := c.Del(ctx, d.keys(key).lock).Err(); err != nil {
+		if err := c.Del(ctx, d.keys(key).Lock).Err(); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(100 * time.Millisecond)
 		r := hold(key, "other", "o1")
-		if r.token == 0 {
+		if r.Token == 0 {
 			t.Fatalf("no token: %+v", r)
 		}
-		if n, _ := c.Exists(ctx, d.keys(key).queue, d.keys(key).alive).Result(); n != 0 {
+		if n, _ := c.Exists(ctx, d.keys(key).Queue, d.keys(key).Alive).Result(); n != 0 {
 			t.Fatalf("dead entries left in the queue (%d keys)", n)
 		}
 		release(key, "other", "o1")
@@ -240,7 +241,7 @@ func TestFairHandOffProtocol(t *testing.T) {
 // TestFairWaitConfirmsHandOff checks that a waiter served by a hand-off
 // reports the lock only after its own attempt read it from the lock's
 // state, with the next token and a validity of the full TTL from that
-// attempt, well before its next heartbeat.
+// attempt, well before its next redisproto.Heartbeat.
 func TestFairWaitConfirmsHandOff(t *testing.T) {
 	c, d := queueDriver(t)
 	ctx := testCtx(t, 30*time.Second)
@@ -262,7 +263,7 @@ func TestFairWaitConfirmsHandOff(t *testing.T) {
 	}()
 	// Release once the waiter is queued.
 	for deadline := time.Now().Add(5 * time.Second); ; {
-		if n, _ := c.ZCard(ctx, d.keys(key).queue).Result(); n == 1 {
+		if n, _ := c.ZCard(ctx, d.keys(key).Queue).Result(); n == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -282,8 +283,8 @@ func TestFairWaitConfirmsHandOff(t *testing.T) {
 	if r.g.Token != held.Token+1 {
 		t.Errorf("token %d, want %d", r.g.Token, held.Token+1)
 	}
-	if r.done.Sub(released) > heartbeat(ttl)/2 {
-		t.Errorf("the waiter took %v after the release: woken by its heartbeat, not by the hand-off message", r.done.Sub(released))
+	if r.done.Sub(released) > redisproto.Heartbeat(ttl)/2 {
+		t.Errorf("the waiter took %v after the release: woken by its redisproto.Heartbeat, not by the hand-off message", r.done.Sub(released))
 	}
 	// The grant counts the full TTL from the confirming attempt, sent after
 	// the release began.
@@ -291,7 +292,7 @@ func TestFairWaitConfirmsHandOff(t *testing.T) {
 		t.Errorf("grant: TTL %v from %v after the release; want the full TTL from the confirming attempt",
 			r.g.TTL, r.g.ValidFrom.Sub(released))
 	}
-	if pttl := c.PTTL(ctx, d.keys(key).lock).Val(); pttl < ttl-time.Second {
+	if pttl := c.PTTL(ctx, d.keys(key).Lock).Val(); pttl < ttl-time.Second {
 		t.Errorf("a confirmed hand-off lives %v, want about the full TTL %v", pttl, ttl)
 	}
 }
@@ -321,7 +322,7 @@ func TestForgedHandOff(t *testing.T) {
 	ks := d.keys(key)
 	var entry string
 	for deadline := time.Now().Add(5 * time.Second); entry == ""; {
-		entry = c.HGet(ctx, ks.alive, "waiter").Val()
+		entry = c.HGet(ctx, ks.Alive, "waiter").Val()
 		if time.Now().After(deadline) {
 			t.Fatal("the waiter never queued")
 		}
@@ -373,10 +374,10 @@ func TestHostileQueueEntries(t *testing.T) {
 	ks := d.keys(key)
 	for i, entry := range []string{"", "junk", ":::", "-5:1:1:w:0:x", "99999999999999999999999:1", "1e400:1:1:w:0:x"} {
 		member := fmt.Sprintf("hostile-%d", i)
-		if err := c.ZAdd(ctx, ks.queue, redis.Z{Score: float64(i), Member: member}).Err(); err != nil {
+		if err := c.ZAdd(ctx, ks.Queue, redis.Z{Score: float64(i), Member: member}).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.HSet(ctx, ks.alive, member, entry).Err(); err != nil {
+		if err := c.HSet(ctx, ks.Alive, member, entry).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

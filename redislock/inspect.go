@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisproto"
 )
 
 // inspectMutex implements backend.Inspector.
@@ -20,17 +21,20 @@ func (d *Driver) inspectMutex(ctx context.Context, key string) (backend.Info, er
 	var pttl *redis.DurationCmd
 	var fence *redis.StringCmd
 	var queued *redis.IntCmd
+	var forced *redis.MapStringStringCmd
 	_, err := d.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		h = p.HGetAll(ctx, ks.lock)
-		pttl = p.PTTL(ctx, ks.lock)
-		fence = p.Get(ctx, ks.fence)
-		queued = p.ZCard(ctx, ks.queue)
+		h = p.HGetAll(ctx, ks.Lock)
+		pttl = p.PTTL(ctx, ks.Lock)
+		fence = p.Get(ctx, ks.Fence)
+		queued = p.ZCard(ctx, ks.Queue)
+		forced = p.HGetAll(ctx, ks.ForcedKey())
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return backend.Info{}, fmt.Errorf("redislock: inspect %q: %w: %w", key, backend.ErrUnavailable, err)
 	}
 	info := infoFrom(key, h.Val(), pttl.Val(), fence.Val())
+	info.Forced = redisproto.ForcedFrom(forced.Val())
 	if d.opts.Wait == WaitQueue {
 		info.Waiters = int(queued.Val()) // may count waiters that died within their liveness window
 	}
@@ -57,13 +61,13 @@ func infoFrom(key string, h map[string]string, pttl time.Duration, fence string)
 // that is neither a *redis.Client nor a *redis.ClusterClient cannot be
 // scanned: ErrUnsupported.
 func (d *Driver) List(ctx context.Context, prefix string, limit int) ([]backend.Info, error) {
-	pattern := globEscape(d.opts.Prefix+":{"+escaper.Escape(prefix)) + "*}:lock"
+	pattern := redisproto.GlobEscape(d.opts.Prefix+":{"+redisproto.Escaper.Escape(prefix)) + "*}:lock"
 	var mu sync.Mutex
 	var keys []string
 	scan := func(ctx context.Context, c *redis.Client) error {
 		it := c.Scan(ctx, 0, pattern, 1000).Iterator()
 		for it.Next(ctx) {
-			if k, ok := keyOf(d.opts.Prefix, it.Val()); ok {
+			if k, ok := redisproto.KeyOf(d.opts.Prefix, it.Val()); ok {
 				mu.Lock()
 				keys = append(keys, k)
 				mu.Unlock()

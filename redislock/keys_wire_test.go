@@ -3,6 +3,8 @@ package redislock
 import (
 	"slices"
 	"testing"
+
+	"github.com/distlock/distlock/internal/redisproto"
 )
 
 // TestKeysOnTheWire pins the Redis names of every primitive's keys, byte
@@ -32,15 +34,15 @@ func TestKeysOnTheWire(t *testing.T) {
 		{"a*b?[c]", []string{"distlock:{a*b?[c]}:lock", "distlock:{a*b?[c]}:fence", "distlock:{a*b?[c]}:released", "distlock:{a*b?[c]}:queue", "distlock:{a*b?[c]}:alive", "distlock:{a*b?[c]}:last", "distlock:{a*b?[c]}:rw", "distlock:{a*b?[c]}:rw-readers", "distlock:{a*b?[c]}:rw-fence", "distlock:{a*b?[c]}:rw-released", "distlock:{a*b?[c]}:rw-gone", "distlock:sem:{a*b?[c]}:grants", "distlock:sem:{a*b?[c]}:permits", "distlock:sem:{a*b?[c]}:fence", "distlock:sem:{a*b?[c]}:released", "distlock:sem:{a*b?[c]}:gone"}},
 		{"\x00\xff", []string{"distlock:{\x00\xff}:lock", "distlock:{\x00\xff}:fence", "distlock:{\x00\xff}:released", "distlock:{\x00\xff}:queue", "distlock:{\x00\xff}:alive", "distlock:{\x00\xff}:last", "distlock:{\x00\xff}:rw", "distlock:{\x00\xff}:rw-readers", "distlock:{\x00\xff}:rw-fence", "distlock:{\x00\xff}:rw-released", "distlock:{\x00\xff}:rw-gone", "distlock:sem:{\x00\xff}:grants", "distlock:sem:{\x00\xff}:permits", "distlock:sem:{\x00\xff}:fence", "distlock:sem:{\x00\xff}:released", "distlock:sem:{\x00\xff}:gone"}},
 	} {
-		ks, rw, sem := keysFor(DefaultPrefix, c.key), d.rwKeys(c.key), d.semKeys(c.key)
-		got := []string{ks.lock, ks.fence, ks.channel, ks.queue, ks.alive, ks.last,
+		ks, rw, sem := redisproto.KeysFor(DefaultPrefix, c.key), d.rwKeys(c.key), d.semKeys(c.key)
+		got := []string{ks.Lock, ks.Fence, ks.Channel, ks.Queue, ks.Alive, ks.Last,
 			rw.hash, rw.readers, rw.fence, rw.channel, rw.gone,
 			sem.grants, sem.permits, sem.fence, sem.channel, sem.released}
 		if !slices.Equal(got, c.want) {
 			t.Errorf("key %q: names\n %q\nwant\n %q", c.key, got, c.want)
 		}
-		if k, ok := keyOf(DefaultPrefix, c.want[0]); !ok || k != c.key {
-			t.Errorf("keyOf(%q) = %q, %v; want %q", c.want[0], k, ok, c.key)
+		if k, ok := redisproto.KeyOf(DefaultPrefix, c.want[0]); !ok || k != c.key {
+			t.Errorf("KeyOf(%q) = %q, %v; want %q", c.want[0], k, ok, c.key)
 		}
 	}
 }

@@ -2,22 +2,20 @@ package redislock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisproto"
 )
 
 // lock is one hold of a lock on one Redis deployment.
 type lock struct {
 	d     *Driver
 	key   string
-	ks    keyset
+	ks    redisproto.Keyset
 	owner string
 	hold  string // the attempt or wait that took it
 
@@ -33,9 +31,9 @@ func (l *lock) Release(ctx context.Context) error {
 	var n int64
 	var err error
 	if !l.d.awaits(ctx) {
-		n, err = release(ctx, l.d.c, l.ks, l.owner, l.hold, "release")
+		n, err = redisproto.ReleaseHold(ctx, l.d.c, l.ks, l.owner, l.hold, "release")
 	} else {
-		n, err = await(l.d, ctx, func() (int64, error) { return release(ctx, l.d.c, l.ks, l.owner, l.hold, "release") }, nil, 0)
+		n, err = await(l.d, ctx, func() (int64, error) { return redisproto.ReleaseHold(ctx, l.d.c, l.ks, l.owner, l.hold, "release") }, nil, 0)
 	}
 	if err != nil {
 		l.d.suspect(err)
@@ -52,37 +50,14 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	var n int64
 	var err error
 	if !l.d.awaits(ctx) {
-		n, err = refreshScript.Run(ctx, l.d.c, []string{l.ks.lock}, l.owner, millis(ttl), l.hold).Int64()
+		n, err = redisproto.RefreshScript.Run(ctx, l.d.c, []string{l.ks.Lock}, l.owner, redisproto.Millis(ttl), l.hold).Int64()
 	} else {
 		n, err = await(l.d, ctx, func() (int64, error) {
-			return refreshScript.Run(ctx, l.d.c, []string{l.ks.lock}, l.owner, millis(ttl), l.hold).Int64()
+			return redisproto.RefreshScript.Run(ctx, l.d.c, []string{l.ks.Lock}, l.owner, redisproto.Millis(ttl), l.hold).Int64()
 		}, nil, 0)
 	}
 	l.d.suspect(err)
 	return refreshResult(l.key, n, err)
-}
-
-// releasedMemory is how long a freed lock remembers the hold released
-// last, so that a release the client retried after losing the reply
-// succeeds (go-redis retries within its read timeouts and backoff).
-const releasedMemory = 10 * time.Second
-
-// release runs releaseScript for hold of owner.
-func release(ctx context.Context, c redis.Scripter, ks keyset, owner, hold, mode string) (int64, error) {
-	return releaseScript.Run(ctx, c, ks.releaseKeys(), releaseArgs(owner, hold, mode)...).Int64()
-}
-
-// releaseArgs are releaseScript's ARGV for hold of owner in mode
-// ("release", "count", "quiet" or "abandon"): a plain release sends the
-// hold alone, only "abandon" needs the owner (its place in the queue).
-func releaseArgs(owner, hold, mode string) []any {
-	switch mode {
-	case "release":
-		return []any{hold}
-	case "abandon":
-		return []any{hold, mode, owner}
-	}
-	return []any{hold, mode}
 }
 
 func refreshResult(key string, n int64, err error) error {
@@ -132,11 +107,11 @@ func (d *Driver) refreshAll(ctx context.Context, locks []backend.Lock, ttls []ti
 		}
 		mine[i] = l
 	}
-	cmds, err := pipelineScript(ctx, d.c, refreshScript, len(locks), func(i int) ([]string, []any, bool) {
+	cmds, err := redisproto.PipelineScript(ctx, d.c, redisproto.RefreshScript, len(locks), func(i int) ([]string, []any, bool) {
 		if mine[i] == nil {
 			return nil, nil, false
 		}
-		return []string{mine[i].ks.lock}, []any{mine[i].owner, millis(ttls[i]), mine[i].hold}, true
+		return []string{mine[i].ks.Lock}, []any{mine[i].owner, redisproto.Millis(ttls[i]), mine[i].hold}, true
 	})
 	for i, l := range mine {
 		if l == nil {
@@ -154,52 +129,4 @@ func (d *Driver) refreshAll(ctx context.Context, locks []backend.Lock, ttls []ti
 		d.refreshPermits(ctx, permits, ttls, errs)
 	}
 	return errs
-}
-
-// pipelineScript runs script n times in one pipeline, with the keys and
-// args that call(i) gives (skipping i when it returns false). If Redis lost
-// its script cache, it loads the script and runs the pipeline once more.
-// cmds[i] is nil where nothing ran; err is the pipeline's transport error.
-func pipelineScript(ctx context.Context, c redis.UniversalClient, s *redis.Script, n int, call func(int) ([]string, []any, bool)) ([]*redis.Cmd, error) {
-	cmds := make([]*redis.Cmd, n)
-	run := func() error {
-		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i := range n {
-				if keys, args, ok := call(i); ok {
-					cmds[i] = s.EvalSha(ctx, p, keys, args...)
-				}
-			}
-			return nil
-		})
-		return err
-	}
-	err := run()
-	noScript := false
-	for _, cmd := range cmds {
-		if cmd != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-			noScript = true
-			break
-		}
-	}
-	if !noScript {
-		return cmds, transportErr(err, cmds)
-	}
-	if lerr := s.Load(ctx, c).Err(); lerr != nil {
-		return cmds, lerr
-	}
-	err = run()
-	return cmds, transportErr(err, cmds)
-}
-
-// transportErr keeps a pipeline's error only when no command has its own
-// reply (the connection failed); per-command errors are read from the cmds.
-func transportErr(err error, cmds []*redis.Cmd) error {
-	if err == nil {
-		return nil
-	}
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
-		return nil
-	}
-	return err
 }

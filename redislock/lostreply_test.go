@@ -10,6 +10,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisproto"
 	"github.com/distlock/distlock/sandbox"
 )
 
@@ -49,7 +50,7 @@ func retryingClient(t *testing.T, n sandbox.Node) (*redis.Client, replyDropper) 
 	c := redis.NewClient(&redis.Options{Addr: p.Addr()})
 	t.Cleanup(func() { c.Close() })
 	ctx := testCtx(t, 10*time.Second)
-	for _, s := range []*redis.Script{acquireScript, waitScript, releaseScript, refreshScript, fenceScript} {
+	for _, s := range []*redis.Script{redisproto.AcquireScript, redisproto.WaitScript, redisproto.ReleaseScript, redisproto.RefreshScript, redisproto.FenceScript} {
 		if err := s.Load(ctx, c).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +92,7 @@ func TestLostReplyRetried(t *testing.T) {
 
 			t.Run("acquire", func(t *testing.T) {
 				key := "lost-acquire-" + mode.String()
-				drop.arm(acquireScript, waitScript)
+				drop.arm(redisproto.AcquireScript, redisproto.WaitScript)
 				le, err := l.TryAcquire(ctx, key)
 				if err != nil {
 					t.Fatalf("TryAcquire with its reply lost once: %v", err)
@@ -114,7 +115,7 @@ func TestLostReplyRetried(t *testing.T) {
 					t.Fatal(err)
 				}
 				before := drop.count()
-				drop.arm(releaseScript)
+				drop.arm(redisproto.ReleaseScript)
 				if err := le.Release(ctx); err != nil {
 					t.Errorf("Release with its reply lost once: %v", err)
 				}
@@ -137,7 +138,7 @@ func TestLostReplyRetried(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				drop.arm(releaseScript)
+				drop.arm(redisproto.ReleaseScript)
 				_ = lb.Release(ctx)
 				if free(key) {
 					t.Fatal("a retried release freed the other process's hold of the same owner")
@@ -169,11 +170,11 @@ func TestLongTTLKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer le.Release(ctx)
-	if pttl := c.PTTL(ctx, keysFor(DefaultPrefix, "long").lock).Val(); pttl < MaxTTL-time.Minute {
+	if pttl := c.PTTL(ctx, redisproto.KeysFor(DefaultPrefix, "long").Lock).Val(); pttl < MaxTTL-time.Minute {
 		t.Errorf("Redis keeps a lock asked for %v for %v", MaxTTL, pttl)
 	}
-	if got := millis(1<<63 - 1); got <= 0 {
-		t.Errorf("millis of the largest duration = %d", got)
+	if got := redisproto.Millis(1<<63 - 1); got <= 0 {
+		t.Errorf("Millis of the largest duration = %d", got)
 	}
 }
 
@@ -208,23 +209,23 @@ func TestReleasedMemory(t *testing.T) {
 			if err := g1.Lock.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if n := c.Exists(ctx, ks.lock).Val(); n != 0 {
-				t.Errorf("a freed lock left its hash (%v)", c.HGetAll(ctx, ks.lock).Val())
+			if n := c.Exists(ctx, ks.Lock).Val(); n != 0 {
+				t.Errorf("a freed lock left its hash (%v)", c.HGetAll(ctx, ks.Lock).Val())
 			}
-			if v, pttl := c.Get(ctx, ks.last).Val(), c.PTTL(ctx, ks.last).Val(); v != h1 || pttl <= 0 || pttl > releasedMemory {
-				t.Errorf("%s = %q with PTTL %v, want the released hold %q for at most %v", ks.last, v, pttl, h1, releasedMemory)
+			if v, pttl := c.Get(ctx, ks.Last).Val(), c.PTTL(ctx, ks.Last).Val(); v != h1 || pttl <= 0 || pttl > redisproto.ReleasedMemory {
+				t.Errorf("%s = %q with PTTL %v, want the released hold %q for at most %v", ks.Last, v, pttl, h1, redisproto.ReleasedMemory)
 			}
-			if n, err := release(ctx, c, ks, "first", h1, "release"); err != nil || n != 0 {
+			if n, err := redisproto.ReleaseHold(ctx, c, ks, "first", h1, "release"); err != nil || n != 0 {
 				t.Errorf("a repeated delivery of the release on the free lock: %d, %v; want 0", n, err)
 			}
 			g2, err := d.TryAcquire(ctx, req("second"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n, err := release(ctx, c, ks, "first", h1, "release"); err != nil || n != 0 {
+			if n, err := redisproto.ReleaseHold(ctx, c, ks, "first", h1, "release"); err != nil || n != 0 {
 				t.Errorf("a repeated delivery of the release after another owner took the lock: %d, %v; want 0", n, err)
 			}
-			if o := c.HGet(ctx, ks.lock, "o").Val(); o != "second" {
+			if o := c.HGet(ctx, ks.Lock, "o").Val(); o != "second" {
 				t.Fatalf("the late release touched the new holder's lock: owner %q", o)
 			}
 			if err := g2.Lock.Release(ctx); err != nil {
@@ -232,17 +233,17 @@ func TestReleasedMemory(t *testing.T) {
 			}
 
 			// An earlier version's memory: a hash holding only r.
-			if err := c.HSet(ctx, ks.lock, "r", "0123456789abcdef").Err(); err != nil {
+			if err := c.HSet(ctx, ks.Lock, "r", "0123456789abcdef").Err(); err != nil {
 				t.Fatal(err)
 			}
-			if err := c.PExpire(ctx, ks.lock, releasedMemory).Err(); err != nil {
+			if err := c.PExpire(ctx, ks.Lock, redisproto.ReleasedMemory).Err(); err != nil {
 				t.Fatal(err)
 			}
 			g3, err := d.TryAcquire(ctx, req("third"))
 			if err != nil {
 				t.Fatalf("a lock whose hash holds only an earlier version's r: %v", err)
 			}
-			if n, err := release(ctx, c, ks, "old", "0123456789abcdef", "release"); err != nil || n != 0 {
+			if n, err := redisproto.ReleaseHold(ctx, c, ks, "old", "0123456789abcdef", "release"); err != nil || n != 0 {
 				t.Errorf("a repeated delivery of an earlier version's release: %d, %v; want 0", n, err)
 			}
 			if err := g3.Lock.Release(ctx); err != nil {

@@ -9,20 +9,21 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisproto"
 )
 
 // multiScript takes several locks in one step (a multi-lock on one Redis
 // server): it first checks that every key is free or the caller's, as
 // the single-key script of the driver's mode would decide, changing
 // nothing; then it takes each key by running that very script (its
-// source, acquireLua or waitLua, as a function whose KEYS and ARGV are
+// source, redisproto.AcquireLua or redisproto.WaitLua, as a function whose KEYS and ARGV are
 // the key's), so the locks are the single-key protocol's: the same hash,
 // hold fields, token counter and queue. Redis runs a script alone, so no
 // other client sees a part of the set taken.
 //
 // KEYS: for each key, its lock, fence, queue and alive keys. ARGV[1]
 // owner, ARGV[2] "q" (queue mode: the key's queue is respected, as a
-// TryAcquire's waitScript does) or "n", ARGV[3] the inbox, then for each
+// TryAcquire's redisproto.WaitScript does) or "n", ARGV[3] the inbox, then for each
 // key its hold id and TTL in ms.
 //
 // Reply: {1, token, pttl, token, pttl, ...}, one pair per key, or {0, i,
@@ -31,15 +32,15 @@ import (
 //
 // The check mirrors the scripts' decision: the lock's owner field, and in
 // queue mode, for a free lock with a queue, the first live entry (with
-// waitScript's liveness rule). Time only moves forward, so a key the
+// redisproto.WaitScript's liveness rule). Time only moves forward, so a key the
 // check passes is one the script grants; were it refused anyway, the
 // script fails with an error and the client gives back every hold.
 var multiScript = redis.NewScript(`
 local function acquire_one(KEYS, ARGV)
-` + acquireLua + `
+` + redisproto.AcquireLua + `
 end
 local function wait_one(KEYS, ARGV)
-` + waitLua + `
+` + redisproto.WaitLua + `
 end
 local me, queue, inbox = ARGV[1], ARGV[2] == 'q', ARGV[3]
 local now = nil
@@ -107,7 +108,7 @@ func (d *Driver) TryAcquireMulti(ctx context.Context, reqs []backend.Request) ([
 		return nil, fmt.Errorf("redislock: acquire %d keys: %w", len(reqs), context.Cause(ctx))
 	}
 	owner := reqs[0].Owner
-	kss := make([]keyset, len(reqs))
+	kss := make([]redisproto.Keyset, len(reqs))
 	holds := make([]string, len(reqs))
 	keys := make([]string, 0, 4*len(reqs))
 	mode := "n"
@@ -120,9 +121,9 @@ func (d *Driver) TryAcquireMulti(ctx context.Context, reqs []backend.Request) ([
 		if req.Owner != owner {
 			return nil, fmt.Errorf("redislock: acquire %d keys: %w: requests of several owners", len(reqs), backend.ErrInvalidConfig)
 		}
-		kss[i], holds[i] = d.keys(req.Key), newID()
-		keys = append(keys, kss[i].lock, kss[i].fence, kss[i].queue, kss[i].alive)
-		args = append(args, holds[i], millis(req.TTL))
+		kss[i], holds[i] = d.keys(req.Key), redisproto.NewID()
+		keys = append(keys, kss[i].Lock, kss[i].Fence, kss[i].Queue, kss[i].Alive)
+		args = append(args, holds[i], redisproto.Millis(req.TTL))
 	}
 	sent := time.Now()
 	var v []int64
@@ -135,7 +136,7 @@ func (d *Driver) TryAcquireMulti(ctx context.Context, reqs []backend.Request) ([
 				if (err == nil && len(v) > 0 && v[0] == 1) || (err != nil && !neverSent(err)) {
 					lateRelease(func(ctx context.Context) error { return d.multiCleanup(ctx, kss, owner, holds) })
 				}
-			}, cleanupTimeout)
+			}, redisproto.CleanupTimeout)
 	}
 	if err != nil && abandoned(err) {
 		return nil, fmt.Errorf("redislock: acquire %d keys: %w: %w (holds it took are given back; if the call is still out, when it ends)", len(kss), backend.ErrUnavailable, err)
@@ -173,28 +174,28 @@ func (d *Driver) multiless() string {
 // multiFailed gives back every hold a failed multiScript run may have
 // taken (a script error after its check, or no reply), each owner- and
 // hold-checked, in one pipeline, and returns the error.
-func (d *Driver) multiFailed(ctx context.Context, kss []keyset, owner string, holds []string, err error) error {
-	if notAllowed(err) {
+func (d *Driver) multiFailed(ctx context.Context, kss []redisproto.Keyset, owner string, holds []string, err error) error {
+	if redisproto.NotAllowed(err) {
 		return fmt.Errorf("redislock: acquire %d keys: %w: %w", len(kss), backend.ErrInvalidConfig, err)
 	}
 	d.suspect(err)
 	var cerr error
 	if !neverSent(err) {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisproto.CleanupTimeout)
 		defer cancel()
 		if e := d.multiCleanup(cctx, kss, owner, holds); e != nil {
 			cerr = fmt.Errorf("cleanup failed, the locks expire by their TTL: %w", e)
 		}
 	}
-	return fmt.Errorf("redislock: acquire %d keys: %w: %w", len(kss), errKind(err), alsoFailed(err, cerr))
+	return fmt.Errorf("redislock: acquire %d keys: %w: %w", len(kss), errKind(err), redisproto.AlsoFailed(err, cerr))
 }
 
 // multiCleanup gives back the holds of one multiScript run, in one
 // pipeline.
-func (d *Driver) multiCleanup(ctx context.Context, kss []keyset, owner string, holds []string) error {
+func (d *Driver) multiCleanup(ctx context.Context, kss []redisproto.Keyset, owner string, holds []string) error {
 	_, err := await(d, ctx, func() (struct{}, error) {
-		cmds, perr := pipelineScript(ctx, d.c, releaseScript, len(kss), func(i int) ([]string, []any, bool) {
-			return kss[i].releaseKeys(), releaseArgs(owner, holds[i], "release"), true
+		cmds, perr := redisproto.PipelineScript(ctx, d.c, redisproto.ReleaseScript, len(kss), func(i int) ([]string, []any, bool) {
+			return kss[i].ReleaseKeys(), redisproto.ReleaseArgs(owner, holds[i], "release"), true
 		})
 		errs := []error{perr}
 		for _, c := range cmds {

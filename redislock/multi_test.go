@@ -12,6 +12,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisproto"
 	"github.com/distlock/distlock/sandbox"
 )
 
@@ -111,14 +112,14 @@ func TestMultiLockScript(t *testing.T) {
 	// handed on) is refused, as TryAcquire refuses it; once the entry is
 	// dead (its waiter stopped renewing) both take the key.
 	c := b.Driver().(*Driver).Client()
-	ks := keysFor(DefaultPrefix, "ms-3")
+	ks := redisproto.KeysFor(DefaultPrefix, "ms-3")
 	entry := func(deadline time.Time) {
 		t.Helper()
 		v := fmt.Sprintf("%d:60000:3000:0123456789abcdef:0:nowhere", deadline.UnixMilli())
-		if err := c.ZAdd(ctx, ks.queue, redis.Z{Score: float64(time.Now().UnixMilli()), Member: "ghost-waiter"}).Err(); err != nil {
+		if err := c.ZAdd(ctx, ks.Queue, redis.Z{Score: float64(time.Now().UnixMilli()), Member: "ghost-waiter"}).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.HSet(ctx, ks.alive, "ghost-waiter", v).Err(); err != nil {
+		if err := c.HSet(ctx, ks.Alive, "ghost-waiter", v).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,15 +10,16 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisproto"
 )
 
-func parse(t *testing.T, raw string) (clientConfig, error) {
+func parse(t *testing.T, raw string) (redisproto.Config, error) {
 	t.Helper()
 	u, err := backend.ParseURL(raw)
 	if err != nil {
 		t.Fatalf("ParseURL(%q): %v", raw, err)
 	}
-	return parseConfig(u)
+	return redisproto.ParseConfig(u)
 }
 
 func TestParseConfig(t *testing.T) {
@@ -26,22 +27,22 @@ func TestParseConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.mode != modeSingle || cfg.db != 2 || cfg.username != "app" || cfg.password != "s3cret" ||
-		cfg.read != 500*time.Millisecond || cfg.opts.WaitReplicas != 1 || cfg.opts.Prefix != "locks" ||
-		cfg.tls == nil || cfg.tls.ServerName != "h1" || cfg.addrs[0] != "h1:7000" {
+	if cfg.Mode != redisproto.ModeSingle || cfg.DB != 2 || cfg.Username != "app" || cfg.Password != "s3cret" ||
+		cfg.Read != 500*time.Millisecond || cfg.WaitReplicas != 1 || cfg.Prefix != "locks" ||
+		cfg.TLS == nil || cfg.TLS.ServerName != "h1" || cfg.Addrs[0] != "h1:7000" {
 		t.Errorf("unexpected config %+v", cfg)
 	}
 	cfg, err = parse(t, "redis://h1,h2,h3?mode=redlock")
-	if err != nil || cfg.mode != modeRedlock || len(cfg.addrs) != 3 || cfg.addrs[2] != "h3:6379" {
+	if err != nil || cfg.Mode != redisproto.ModeRedlock || len(cfg.Addrs) != 3 || cfg.Addrs[2] != "h3:6379" {
 		t.Errorf("redlock: %+v, %v", cfg, err)
 	}
 	cfg, err = parse(t, "redis://h1,h2,h3")
-	if err != nil || cfg.mode != modeCluster {
-		t.Errorf("several hosts default to cluster: %+v, %v", cfg.mode, err)
+	if err != nil || cfg.Mode != redisproto.ModeCluster {
+		t.Errorf("several hosts default to cluster: %+v, %v", cfg.Mode, err)
 	}
 	for raw, want := range map[string]WaitMode{"redis://h1": WaitDefault, "redis://h1?wait=queue": WaitQueue, "redis://h1?wait=notify": WaitNotify} {
-		if cfg, err := parse(t, raw); err != nil || cfg.opts.Wait != want {
-			t.Errorf("%s: wait mode %v, %v; want %v", raw, cfg.opts.Wait, err, want)
+		if cfg, err := parse(t, raw); err != nil || cfg.Wait != want {
+			t.Errorf("%s: wait mode %v, %v; want %v", raw, cfg.Wait, err, want)
 		}
 	}
 }
@@ -74,14 +75,6 @@ func TestWaitModeDefaults(t *testing.T) {
 	if _, err := New(c, &Options{Wait: 7}); err == nil || !strings.Contains(err.Error(), "unknown Wait mode") {
 		t.Errorf("bad mode: %v", err)
 	}
-	r, err := NewRedlock([]redis.UniversalClient{c}, nil)
-	if err != nil || r.opts.Wait != WaitQueue || r.caps.Wait != backend.WaitQueue || !r.caps.Fair {
-		t.Errorf("NewRedlock: %v", err)
-	}
-	r, err = NewRedlock([]redis.UniversalClient{c}, &Options{Wait: WaitNotify})
-	if err != nil || r.opts.Wait != WaitNotify || r.caps.Wait != backend.WaitNotify || r.caps.Fair {
-		t.Errorf("Redlock + notify: %v", err)
-	}
 }
 
 func TestParseConfigErrors(t *testing.T) {
@@ -104,7 +97,7 @@ func TestParseConfigErrors(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ParseURL(%q): %v", raw, err)
 		}
-		d, err := open(context.Background(), u)
+		d, err := openURL(context.Background(), u)
 		if err == nil {
 			err = u.Query.Err()
 			_ = d.Close()
@@ -122,37 +115,6 @@ func TestPasswordNeverInErrors(t *testing.T) {
 	}
 }
 
-func TestKeysInjectiveAndTagged(t *testing.T) {
-	keys := []string{"a", "a}", "{a}", "a%7D", "a%257D", "%", "{", "}", "x:{y}:lock", "ключ 🔒"}
-	seen := map[string]string{}
-	for _, k := range keys {
-		ks := keysFor(DefaultPrefix, k)
-		if prev, dup := seen[ks.lock]; dup {
-			t.Errorf("keys %q and %q share the Redis key %q", prev, k, ks.lock)
-		}
-		seen[ks.lock] = k
-		for _, name := range []string{ks.lock, ks.fence, ks.channel} {
-			if hashTag(name) != hashTag(ks.lock) || hashTag(name) == "" {
-				t.Errorf("%q: hash tag %q differs from the lock's %q", name, hashTag(name), hashTag(ks.lock))
-			}
-		}
-	}
-}
-
-// hashTag is what Redis Cluster hashes: the part between the first '{' and
-// the next '}', when non-empty.
-func hashTag(s string) string {
-	i := strings.IndexByte(s, '{')
-	if i < 0 {
-		return ""
-	}
-	j := strings.IndexByte(s[i+1:], '}')
-	if j <= 0 {
-		return ""
-	}
-	return s[i+1 : i+1+j]
-}
-
 // TestURLClientsOneAttempt: clients opened from a URL make one attempt per
 // command in single and Redlock modes (docs/redis.md); in Cluster mode the
 // node clients do, and MaxRedirects covers MOVED/ASK (and, in go-redis,
@@ -163,7 +125,7 @@ func TestURLClientsOneAttempt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if o := cfg.single(cfg.addrs[0]); o.MaxRetries != -1 {
+		if o := cfg.Single(cfg.Addrs[0]); o.MaxRetries != -1 {
 			t.Errorf("%s: MaxRetries = %d, want -1 (one attempt)", raw, o.MaxRetries)
 		}
 	}
@@ -171,7 +133,7 @@ func TestURLClientsOneAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := cfg.cluster(); o.MaxRetries != -1 {
+	if o := cfg.Cluster(); o.MaxRetries != -1 {
 		t.Errorf("cluster: MaxRetries = %d, want -1 (one attempt per node call)", o.MaxRetries)
 	}
 }
@@ -193,4 +155,15 @@ func TestUnreachableTryAcquireNoCleanup(t *testing.T) {
 	if !errors.Is(err, backend.ErrUnavailable) || strings.Contains(err.Error(), "cleanup") {
 		t.Errorf("TryAcquire on a closed port = %v, want ErrUnavailable with no cleanup", err)
 	}
+}
+
+// openURL opens u through the registry, as distlock.Open does: the
+// redis:// opener serves mode=redlock too in these tests, which import
+// package redlock (redlock_test.go).
+func openURL(ctx context.Context, u *backend.URL) (backend.Driver, error) {
+	open, err := backend.Lookup(u.Scheme)
+	if err != nil {
+		return nil, err
+	}
+	return open(ctx, u)
 }

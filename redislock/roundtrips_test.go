@@ -77,7 +77,7 @@ func TestRoundTripsPerPair(t *testing.T) {
 			c.AddHook(hooks[i])
 			clients = append(clients, c)
 		}
-		d, err := NewRedlock(clients, nil)
+		d, err := newRedlock(clients, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

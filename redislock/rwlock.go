@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisproto"
 )
 
 // Read-write locks (backend.Read and backend.Write requests, announced to a backend.Notifier) on a single
@@ -23,14 +24,14 @@ type rwKeyset struct {
 }
 
 func (d *Driver) rwKeys(key string) rwKeyset {
-	tag := d.opts.Prefix + ":{" + escaper.Escape(key) + "}"
+	tag := d.opts.Prefix + ":{" + redisproto.Escaper.Escape(key) + "}"
 	return rwKeyset{hash: tag + ":rw", readers: tag + ":rw-readers", fence: tag + ":rw-fence", channel: tag + ":rw-released", gone: tag + ":rw-gone"}
 }
 
 func (ks rwKeyset) keys() []string { return []string{ks.hash, ks.readers, ks.fence} }
 
-// releaseKeys are rwReleaseScript's KEYS.
-func (ks rwKeyset) releaseKeys() []string {
+// ReleaseKeys are rwReleaseScript's KEYS.
+func (ks rwKeyset) ReleaseKeys() []string {
 	return []string{ks.hash, ks.readers, ks.fence, ks.gone}
 }
 
@@ -50,7 +51,7 @@ func (d *Driver) tryRW(ctx context.Context, req backend.Request, mode backend.Ki
 		return backend.Grant{}, fmt.Errorf("redislock: acquire %q (%v): %w", req.Key, mode, context.Cause(ctx))
 	}
 	ks := d.rwKeys(req.Key)
-	hold := newID()
+	hold := redisproto.NewID()
 	w := "0"
 	if waiting {
 		w = "1"
@@ -59,16 +60,16 @@ func (d *Driver) tryRW(ctx context.Context, req backend.Request, mode backend.Ki
 	var v []int64
 	var err error
 	if !d.awaits(ctx) {
-		v, err = rwAcquireScript.Run(ctx, d.c, ks.keys(), req.Owner, millis(req.TTL), rwModeArg(mode), w, hold).Int64Slice()
+		v, err = rwAcquireScript.Run(ctx, d.c, ks.keys(), req.Owner, redisproto.Millis(req.TTL), rwModeArg(mode), w, hold).Int64Slice()
 	} else {
 		v, err = await(d, ctx, func() ([]int64, error) {
-			return rwAcquireScript.Run(ctx, d.c, ks.keys(), req.Owner, millis(req.TTL), rwModeArg(mode), w, hold).Int64Slice()
+			return rwAcquireScript.Run(ctx, d.c, ks.keys(), req.Owner, redisproto.Millis(req.TTL), rwModeArg(mode), w, hold).Int64Slice()
 		}, func(v []int64, err error) {
 			if (err == nil && len(v) > 0 && v[0] == 1) || (err != nil && !neverSent(err)) {
 				l := &rwLock{d: d, key: req.Key, ks: ks, owner: req.Owner, mode: mode, hold: hold}
 				lateRelease(func(ctx context.Context) error { _, err := l.release(ctx); return err })
 			}
-		}, cleanupTimeout)
+		}, redisproto.CleanupTimeout)
 	}
 	if err != nil && abandoned(err) {
 		return backend.Grant{}, fmt.Errorf("redislock: acquire %q (%v): %w: %w (a hold it took is given back; if the call is still out, when it ends)", req.Key, mode, backend.ErrUnavailable, err)
@@ -77,20 +78,20 @@ func (d *Driver) tryRW(ctx context.Context, req backend.Request, mode backend.Ki
 		err = fmt.Errorf("unexpected reply %v from the read-write acquire script", v)
 	}
 	if err != nil {
-		if notAllowed(err) {
+		if redisproto.NotAllowed(err) {
 			return backend.Grant{}, fmt.Errorf("redislock: acquire %q (%v): %w: %w", req.Key, mode, backend.ErrInvalidConfig, err)
 		}
 		d.suspect(err)
 		var cerr error
 		if !neverSent(err) { // the script may have run: give back this attempt's hold
 			l := &rwLock{d: d, key: req.Key, ks: ks, owner: req.Owner, mode: mode, hold: hold}
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisproto.CleanupTimeout)
 			if _, rerr := l.release(cctx); rerr != nil {
 				cerr = fmt.Errorf("cleanup failed, the hold expires by its TTL: %w", rerr)
 			}
 			cancel()
 		}
-		return backend.Grant{}, fmt.Errorf("redislock: acquire %q (%v): %w: %w", req.Key, mode, errKind(err), alsoFailed(err, cerr))
+		return backend.Grant{}, fmt.Errorf("redislock: acquire %q (%v): %w: %w", req.Key, mode, errKind(err), redisproto.AlsoFailed(err, cerr))
 	}
 	switch v[0] {
 	case 1:
@@ -110,7 +111,7 @@ func (d *Driver) Withdraw(ctx context.Context, req backend.Request) error {
 	}
 	ks := d.rwKeys(req.Key)
 	_, err := await(d, ctx, func() (struct{}, error) {
-		return struct{}{}, rwReleaseScript.Run(ctx, d.c, ks.releaseKeys(), req.Owner, "m", "", ks.channel, millis(releasedMemory)).Err()
+		return struct{}{}, rwReleaseScript.Run(ctx, d.c, ks.ReleaseKeys(), req.Owner, "m", "", ks.channel, redisproto.Millis(redisproto.ReleasedMemory)).Err()
 	}, nil, 0)
 	if err != nil {
 		d.suspect(err)
@@ -123,7 +124,7 @@ func (d *Driver) Withdraw(ctx context.Context, req backend.Request) error {
 // pub/sub connection.
 func (d *Driver) subscribeRW(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	out := make(chan struct{}, 1)
-	cancel, err := d.notify.subscribe(ctx, d.rwKeys(key).channel, out, filter{})
+	cancel, err := d.notify.Subscribe(ctx, d.rwKeys(key).channel, out, redisproto.Filter{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("redislock: subscribe %q (rw): %w: %w", key, backend.ErrUnavailable, err)
 	}
@@ -147,10 +148,10 @@ func (l *rwLock) Refresh(ctx context.Context, ttl time.Duration) error {
 	var n int64
 	var err error
 	if !l.d.awaits(ctx) {
-		n, err = rwRefreshScript.Run(ctx, l.d.c, l.ks.keys(), l.owner, millis(ttl), rwModeArg(l.mode), l.hold).Int64()
+		n, err = rwRefreshScript.Run(ctx, l.d.c, l.ks.keys(), l.owner, redisproto.Millis(ttl), rwModeArg(l.mode), l.hold).Int64()
 	} else {
 		n, err = await(l.d, ctx, func() (int64, error) {
-			return rwRefreshScript.Run(ctx, l.d.c, l.ks.keys(), l.owner, millis(ttl), rwModeArg(l.mode), l.hold).Int64()
+			return rwRefreshScript.Run(ctx, l.d.c, l.ks.keys(), l.owner, redisproto.Millis(ttl), rwModeArg(l.mode), l.hold).Int64()
 		}, nil, 0)
 	}
 	if err != nil {
@@ -181,9 +182,9 @@ func (l *rwLock) Release(ctx context.Context) error {
 
 func (l *rwLock) release(ctx context.Context) (int64, error) {
 	if !l.d.awaits(ctx) {
-		return rwReleaseScript.Run(ctx, l.d.c, l.ks.releaseKeys(), l.owner, rwModeArg(l.mode), l.hold, l.ks.channel, millis(releasedMemory)).Int64()
+		return rwReleaseScript.Run(ctx, l.d.c, l.ks.ReleaseKeys(), l.owner, rwModeArg(l.mode), l.hold, l.ks.channel, redisproto.Millis(redisproto.ReleasedMemory)).Int64()
 	}
 	return await(l.d, ctx, func() (int64, error) {
-		return rwReleaseScript.Run(ctx, l.d.c, l.ks.releaseKeys(), l.owner, rwModeArg(l.mode), l.hold, l.ks.channel, millis(releasedMemory)).Int64()
+		return rwReleaseScript.Run(ctx, l.d.c, l.ks.ReleaseKeys(), l.owner, rwModeArg(l.mode), l.hold, l.ks.channel, redisproto.Millis(redisproto.ReleasedMemory)).Int64()
 	}, nil, 0)
 }

@@ -1,6 +1,9 @@
 package redislock
 
-import "github.com/redis/go-redis/v9"
+import (
+	"github.com/distlock/distlock/internal/redisproto"
+	"github.com/redis/go-redis/v9"
+)
 
 // A read-write lock is a hash (KEYS[1]), a sorted set of read holds
 // (KEYS[2]) and its own fencing counter (KEYS[3]), under the key's hash
@@ -159,7 +162,7 @@ return 1
 // once: one "released last" field would be overwritten). With mode "m" it
 // withdraws the owner's mark instead. Reply 1 if it was held (or released
 // within the memory), 0 if not.
-var rwReleaseScript = redis.NewScript(rwPrelude + releasedMemo + `
+var rwReleaseScript = redis.NewScript(rwPrelude + redisproto.ReleasedMemo + `
 prune()
 if ARGV[2] == 'm' then
   if redis.call('HGET', H, 'm') == ARGV[1] then

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisproto"
 )
 
 // Semaphores, natively: a semaphore is a sorted set of its grants (member:
@@ -20,7 +21,7 @@ import (
 // fencing tokens. One script purges the expired grants by score, counts,
 // and adds the new grant with its expiry in the same step; refresh and
 // release are one script each, owner-checked. A sorted set of the grants
-// released in the last releasedMemory lets a retried release succeed. Every key carries the
+// released in the last redisproto.ReleasedMemory lets a retried release succeed. Every key carries the
 // semaphore's hash tag, so one script may touch them all in Redis
 // Cluster too. A release is announced on the semaphore's channel; waiters
 // subscribe and retry (there is no queue of permits: waiting is not fair).
@@ -36,19 +37,19 @@ type semKeys struct {
 	fence   string // counter of fencing tokens; never expires
 	channel string // announces releases
 	// sorted set: owner -> ms (server clock) until which a retried
-	// release of that grant succeeds (releasedMemory)
+	// release of that grant succeeds (redisproto.ReleasedMemory)
 	released string
 }
 
 func (d *Driver) semKeys(key string) semKeys {
-	tag := d.opts.Prefix + ":sem:{" + escaper.Escape(key) + "}"
+	tag := d.opts.Prefix + ":sem:{" + redisproto.Escaper.Escape(key) + "}"
 	return semKeys{grants: tag + ":grants", permits: tag + ":permits", fence: tag + ":fence", channel: tag + ":released", released: tag + ":gone"}
 }
 
 func (k semKeys) list() []string { return []string{k.grants, k.permits, k.fence} }
 
-// releaseKeys are semReleaseScript's KEYS.
-func (k semKeys) releaseKeys() []string {
+// ReleaseKeys are semReleaseScript's KEYS.
+func (k semKeys) ReleaseKeys() []string {
 	return []string{k.grants, k.permits, k.fence, k.released}
 }
 
@@ -116,20 +117,20 @@ return 1
 `)
 
 // semReleaseScript removes owner ARGV[1]'s grant and announces the
-// release on ARGV[2]. It remembers the grant for releasedMemory in the
+// release on ARGV[2]. It remembers the grant for redisproto.ReleasedMemory in the
 // sorted set KEYS[4] (scored by when it is forgotten), so that a release
 // the client sent again after losing the reply succeeds instead of
 // reporting ErrNotHeld: a semaphore has many holders releasing at once, so
 // one "last released" value would be overwritten in between. Reply: 1
 // (also for a grant released within the memory), or 0 if the grant was
 // gone already.
-var semReleaseScript = redis.NewScript(semPurge + releasedMemo + `
+var semReleaseScript = redis.NewScript(semPurge + redisproto.ReleasedMemo + `
 local v = redis.call('HGET', KEYS[2], ARGV[1])
 if not v then
   if releasedLately(KEYS[4], ARGV[1]) then return 1 end
   return 0
 end
-rememberReleased(KEYS[4], ARGV[1], ` + strconv.FormatInt(millis(releasedMemory), 10) + `)
+rememberReleased(KEYS[4], ARGV[1], ` + strconv.FormatInt(redisproto.Millis(redisproto.ReleasedMemory), 10) + `)
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
 used = used - tonumber(string.match(v, '^(%d+):'))
@@ -153,15 +154,15 @@ func (d *Driver) tryPermits(ctx context.Context, req backend.Request) (backend.G
 	var v []int64
 	var err error
 	if !d.awaits(ctx) {
-		v, err = semAcquireScript.Run(ctx, d.c, ks.list(), req.Owner, req.Permits, req.Limit, millis(req.TTL)).Int64Slice()
+		v, err = semAcquireScript.Run(ctx, d.c, ks.list(), req.Owner, req.Permits, req.Limit, redisproto.Millis(req.TTL)).Int64Slice()
 	} else {
 		v, err = await(d, ctx, func() ([]int64, error) {
-			return semAcquireScript.Run(ctx, d.c, ks.list(), req.Owner, req.Permits, req.Limit, millis(req.TTL)).Int64Slice()
+			return semAcquireScript.Run(ctx, d.c, ks.list(), req.Owner, req.Permits, req.Limit, redisproto.Millis(req.TTL)).Int64Slice()
 		}, func(v []int64, err error) {
 			if (err == nil && len(v) > 0 && v[0] == 1) || (err != nil && !neverSent(err)) {
 				lateRelease(func(ctx context.Context) error { return d.semCleanup(ctx, ks, req.Owner) })
 			}
-		}, cleanupTimeout)
+		}, redisproto.CleanupTimeout)
 	}
 	if err != nil && abandoned(err) {
 		return backend.Grant{}, fmt.Errorf("redislock: acquire permits of %q: %w: %w (permits it took are given back; if the call is still out, when it ends)", req.Key, backend.ErrUnavailable, err)
@@ -169,7 +170,7 @@ func (d *Driver) tryPermits(ctx context.Context, req backend.Request) (backend.G
 	if err == nil && len(v) != 3 {
 		err = fmt.Errorf("unexpected reply %v from the semaphore acquire script", v)
 	}
-	if err != nil && notAllowed(err) {
+	if err != nil && redisproto.NotAllowed(err) {
 		// Refused before the script ran: nothing to clean up.
 		return backend.Grant{}, fmt.Errorf("redislock: acquire permits of %q: %w: %w", req.Key, backend.ErrInvalidConfig, err)
 	}
@@ -179,7 +180,7 @@ func (d *Driver) tryPermits(ctx context.Context, req backend.Request) (backend.G
 		if !neverSent(err) {
 			cerr = d.semCleanup(ctx, ks, req.Owner)
 		}
-		return backend.Grant{}, fmt.Errorf("redislock: acquire permits of %q: %w: %w", req.Key, errKind(err), alsoFailed(err, cerr))
+		return backend.Grant{}, fmt.Errorf("redislock: acquire permits of %q: %w: %w", req.Key, errKind(err), redisproto.AlsoFailed(err, cerr))
 	}
 	if v[0] != 1 {
 		return backend.Grant{}, backend.NotAcquired(req.Key, time.Duration(max(0, v[2]))*time.Millisecond)
@@ -191,10 +192,10 @@ func (d *Driver) tryPermits(ctx context.Context, req backend.Request) (backend.G
 // semCleanup removes the grant an attempt whose outcome is unknown may
 // have made (its owner is unique to the attempt).
 func (d *Driver) semCleanup(ctx context.Context, ks semKeys, owner string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisproto.CleanupTimeout)
 	defer cancel()
 	if _, err := await(d, ctx, func() (struct{}, error) {
-		return struct{}{}, semReleaseScript.Run(ctx, d.c, ks.releaseKeys(), owner, ks.channel).Err()
+		return struct{}{}, semReleaseScript.Run(ctx, d.c, ks.ReleaseKeys(), owner, ks.channel).Err()
 	}, nil, 0); err != nil {
 		return fmt.Errorf("cleanup failed, the permits expire by their TTL: %w", err)
 	}
@@ -205,7 +206,7 @@ func (d *Driver) semCleanup(ctx context.Context, ks semKeys, owner string) error
 // shared pub/sub connection.
 func (d *Driver) subscribePermits(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	out := make(chan struct{}, 1)
-	cancel, err := d.notify.subscribe(ctx, d.semKeys(key).channel, out, filter{})
+	cancel, err := d.notify.Subscribe(ctx, d.semKeys(key).channel, out, redisproto.Filter{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("redislock: subscribe to permits of %q: %w: %w", key, backend.ErrUnavailable, err)
 	}
@@ -227,10 +228,10 @@ func (l *permitLock) Refresh(ctx context.Context, ttl time.Duration) error {
 	var n int64
 	var err error
 	if !l.d.awaits(ctx) {
-		n, err = semRefreshScript.Run(ctx, l.d.c, l.ks.list()[:2], l.owner, millis(ttl)).Int64()
+		n, err = semRefreshScript.Run(ctx, l.d.c, l.ks.list()[:2], l.owner, redisproto.Millis(ttl)).Int64()
 	} else {
 		n, err = await(l.d, ctx, func() (int64, error) {
-			return semRefreshScript.Run(ctx, l.d.c, l.ks.list()[:2], l.owner, millis(ttl)).Int64()
+			return semRefreshScript.Run(ctx, l.d.c, l.ks.list()[:2], l.owner, redisproto.Millis(ttl)).Int64()
 		}, nil, 0)
 	}
 	return l.refreshResult(n, err)
@@ -255,10 +256,10 @@ func (l *permitLock) Release(ctx context.Context) error {
 	var n int64
 	var err error
 	if !l.d.awaits(ctx) {
-		n, err = semReleaseScript.Run(ctx, l.d.c, l.ks.releaseKeys(), l.owner, l.ks.channel).Int64()
+		n, err = semReleaseScript.Run(ctx, l.d.c, l.ks.ReleaseKeys(), l.owner, l.ks.channel).Int64()
 	} else {
 		n, err = await(l.d, ctx, func() (int64, error) {
-			return semReleaseScript.Run(ctx, l.d.c, l.ks.releaseKeys(), l.owner, l.ks.channel).Int64()
+			return semReleaseScript.Run(ctx, l.d.c, l.ks.ReleaseKeys(), l.owner, l.ks.channel).Int64()
 		}, nil, 0)
 	}
 	if err != nil {
@@ -274,11 +275,11 @@ func (l *permitLock) Release(ctx context.Context) error {
 // refreshPermits refreshes the permit grants among locks (the others are
 // nil) in one pipeline, for RefreshAll.
 func (d *Driver) refreshPermits(ctx context.Context, locks []*permitLock, ttls []time.Duration, errs []error) {
-	cmds, err := pipelineScript(ctx, d.c, semRefreshScript, len(locks), func(i int) ([]string, []any, bool) {
+	cmds, err := redisproto.PipelineScript(ctx, d.c, semRefreshScript, len(locks), func(i int) ([]string, []any, bool) {
 		if locks[i] == nil {
 			return nil, nil, false
 		}
-		return locks[i].ks.list()[:2], []any{locks[i].owner, millis(ttls[i])}, true
+		return locks[i].ks.list()[:2], []any{locks[i].owner, redisproto.Millis(ttls[i])}, true
 	})
 	for i, l := range locks {
 		if l == nil {

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisproto"
 	"github.com/distlock/distlock/internal/urltest"
 )
 
@@ -14,7 +15,7 @@ var urlParser = urltest.Parser{
 	Ints:      []string{"pool_size", "wait_replicas"},
 	Others: []string{"mode", "prefix", "wait", "allow_eviction", "tls_ca", "tls_cert", "tls_key",
 		"tls_server_name", "tls_insecure_skip_verify"},
-	Parse: func(u *backend.URL) error { _, err := parseConfig(u); return err },
+	Parse: func(u *backend.URL) error { _, err := redisproto.ParseConfig(u); return err },
 }
 
 // Issue 27, item 6: every number parameter refuses NaN, infinities,

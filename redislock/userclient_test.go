@@ -13,6 +13,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisproto"
 	"github.com/distlock/distlock/sandbox"
 )
 
@@ -63,23 +64,23 @@ func TestNewWarnsUnboundedClient(t *testing.T) {
 		defer a.Close()
 		defer b.Close()
 		var buf bytes.Buffer
-		r, err := NewRedlock([]redis.UniversalClient{a, b}, &Options{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+		r, err := newRedlock([]redis.UniversalClient{a, b}, &redlockOptions{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer r.Close()
 		if got := buf.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, "node=0") || !strings.Contains(got, "ContextTimeoutEnabled false") {
-			t.Fatalf("NewRedlock logged %q, want one warning, about node 0", got)
+			t.Fatalf("redlock.New logged %q, want one warning, about node 0", got)
 		}
 	})
 	t.Run("URL", func(t *testing.T) {
-		cfg, err := parseConfig(mustParseURL(t, "redis://127.0.0.1:1"))
+		cfg, err := redisproto.ParseConfig(mustParseURL(t, "redis://127.0.0.1:1"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := redis.NewClient(cfg.single("127.0.0.1:1"))
+		c := redis.NewClient(cfg.Single("127.0.0.1:1"))
 		defer c.Close()
-		if b := boundsOf(c); b.detach {
+		if b := redisproto.BoundsOf(c); b.Detach {
 			t.Fatalf("Open's clients do not end calls at their ctx's deadline: %+v", b)
 		}
 	})
@@ -143,7 +144,7 @@ func TestUserClientStallEndsLeaseAtDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lockKey := keysFor(DefaultPrefix, "stall").lock
+	lockKey := redisproto.KeysFor(DefaultPrefix, "stall").Lock
 	s.proxy.Blackhole(sandbox.Both)
 	stalled := time.Now()
 	defer s.proxy.Heal()
@@ -195,7 +196,7 @@ func TestUserClientStallEndsLeaseAtDeadline(t *testing.T) {
 // ways, Release, TryAcquire and Acquire over a client with go-redis's
 // defaults return by their ctx's deadline (not at the client's 5 s
 // ReadTimeout), with ErrUnavailable and the ctx's error; an acquisition
-// first waits up to cleanupTimeout for its call, to give back what it may
+// first waits up to redisproto.CleanupTimeout for its call, to give back what it may
 // have taken before it returns, as on any client. The grant an abandoned
 // acquisition brings back once the path heals is given back.
 func TestUserClientStallCallsEndByCtx(t *testing.T) {
@@ -231,7 +232,7 @@ func TestUserClientStallCallsEndByCtx(t *testing.T) {
 	}
 	for _, what := range []string{"TryAcquire", "Acquire"} {
 		key := "acq-" + what
-		err := timed(what, cleanupTimeout, func(ctx context.Context) error {
+		err := timed(what, redisproto.CleanupTimeout, func(ctx context.Context) error {
 			var err error
 			if what == "TryAcquire" {
 				_, err = l.TryAcquire(ctx, key)
@@ -249,7 +250,7 @@ func TestUserClientStallCallsEndByCtx(t *testing.T) {
 	// acquisitions grant, their late replies are given back (the TTL is a
 	// minute, so only that frees the keys within the bound).
 	for _, key := range []string{"acq-TryAcquire", "acq-Acquire"} {
-		lockKey := keysFor(DefaultPrefix, key).lock
+		lockKey := redisproto.KeysFor(DefaultPrefix, key).Lock
 		deadline := time.Now().Add(20 * time.Second)
 		for {
 			n, err := s.admin.Exists(ctx, lockKey).Result()

@@ -18,6 +18,14 @@ import (
 )
 
 func main() { _, _ = redislock.New(redis.NewClient(&redis.Options{}), nil) }'
+main_redlock='package main
+
+import (
+	"github.com/distlock/distlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+func main() { _, _ = redlock.New([]redis.UniversalClient{redis.NewClient(&redis.Options{})}, nil) }'
 main_memlock='package main
 
 import "github.com/distlock/distlock/memlock"
@@ -52,7 +60,7 @@ import (
 )
 
 func main() { _, _ = etcdlock.New((*clientv3.Client)(nil), nil) }'
-for d in redislock memlock sqllock zklock etcdlock; do
+for d in redislock redlock memlock sqllock zklock etcdlock; do
 	dir=$tmp/$d
 	mkdir -p "$dir"
 	eval "printf '%s\n' \"\$main_$d\"" >"$dir/main.go"

@@ -49,6 +49,10 @@ type dialect interface {
 	// is false when the store has no record of it (never locked, or the
 	// record was lost), exists when the key was ever locked.
 	lastGrant(ctx context.Context, d *Driver, key string) (g lastGrant, err error)
+	// terminate ends session id from another connection of d, rolling
+	// its transaction back (ForceRelease); false when there is no such
+	// session.
+	terminate(ctx context.Context, d *Driver, id uint64) (bool, error)
 
 	// Errors. serverError: the server refused the request itself (the
 	// connection is still usable unless connGone). conflict: another
@@ -75,6 +79,7 @@ type lastGrant struct {
 	known  bool // token and owner are known
 	token  uint64
 	owner  []byte
+	holder uint64 // the server's id of the session the grant went to (known)
 }
 
 // bind writes args into q as literals of the Driver's dialect.

@@ -277,6 +277,16 @@ func (mysqlDialect) cancel(ctx context.Context, d *Driver, id uint64) error {
 	return err
 }
 
+// terminate ends session id (KILL CONNECTION): false if there is no
+// such session.
+func (mysqlDialect) terminate(ctx context.Context, d *Driver, id uint64) (bool, error) {
+	_, err := d.db.ExecContext(ctx, fmt.Sprintf(d.q.killConn, id))
+	if serverCode(err) == 1094 { // ER_NO_SUCH_THREAD
+		return false, nil
+	}
+	return err == nil, err
+}
+
 func (mysqlDialect) rowExists(ctx context.Context, d *Driver, key string) (bool, error) {
 	var one int
 	err := d.db.QueryRowContext(ctx, bind(d.q.exists, key)).Scan(&one)
@@ -293,7 +303,7 @@ func (mysqlDialect) lastGrant(ctx context.Context, d *Driver, key string) (lastG
 	var holder uint64
 	err := d.db.QueryRowContext(ctx, bind(d.q.liveRow, key)).Scan(&g.token, &g.owner, &holder)
 	if err == nil {
-		g.exists, g.known = true, true
+		g.exists, g.known, g.holder = true, true, holder
 		return g, nil
 	}
 	if !errors.Is(err, sql.ErrNoRows) {

@@ -147,9 +147,10 @@ func (pgDialect) statements(table string) *statements {
 			"RETURNING l.token) "+
 			"SELECT token, txid_status($4::bigint) FROM u UNION ALL SELECT token, txid_status($4::bigint) FROM n",
 			ft, vt, uint64(pgSeqMask), uint64(1)<<pgSeqBits, pgSeqBits),
-		fenceRow:  fmt.Sprintf("SELECT token, owner FROM %s WHERE name = ?; SELECT 1 FROM %s WHERE name = ?", vt, ft),
+		fenceRow:  fmt.Sprintf("SELECT token, owner, holder_id FROM %s WHERE name = ?; SELECT 1 FROM %s WHERE name = ?", vt, ft),
 		probe:     fmt.Sprintf("BEGIN; SELECT count(*) FROM %s WHERE name = ?; SELECT 1 FROM %s WHERE name = ? FOR UPDATE SKIP LOCKED; ROLLBACK", lt, lt),
 		killQuery: "SELECT pg_cancel_backend(?)",
+		killConn:  "SELECT pg_terminate_backend(?)",
 	}
 }
 
@@ -490,8 +491,21 @@ func (pgDialect) lastGrant(ctx context.Context, d *Driver, key string) (lastGran
 			g.owner = b
 		}
 	}
+	if len(row) > 2 {
+		g.holder, _ = strconv.ParseUint(string(row[2]), 10, 64)
+	}
 	g.token, err = strconv.ParseUint(string(row[0]), 10, 64)
 	return g, err
+}
+
+// terminate ends session id (pg_terminate_backend): false if there is
+// no such session.
+func (pgDialect) terminate(ctx context.Context, d *Driver, id uint64) (bool, error) {
+	res, err := pgExecDB(ctx, d, bindPG(d.q.killConn, id))
+	if err != nil {
+		return false, err
+	}
+	return len(res) == 1 && len(res[0].Rows) == 1 && string(res[0].Rows[0][0]) == "t", nil
 }
 
 // SQLSTATEs the driver reacts to.

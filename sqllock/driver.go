@@ -25,6 +25,7 @@ type Driver struct {
 	ownDB   bool   // opened from a URL: Close closes it
 	onClose func() // run by Close (a URL's TLS configuration to deregister), or nil
 	dia     dialect
+	server  string // host:port for telemetry (Options.Server)
 	// noSpares: keep no spare connection (a pgxpool has its own limit).
 	noSpares bool
 	// pool is NewPool's pgxpool, whose use a connection wait that timed
@@ -141,7 +142,7 @@ func newDriver(ctx context.Context, db *sql.DB, dia dialect, opts *Options) (*Dr
 		return nil, fmt.Errorf("sqllock: %w: LockWaitTimeout %v is above the server's maximum lock-wait timeout (%v)",
 			backend.ErrInvalidConfig, o.LockWaitTimeout, dia.maxLockWait())
 	}
-	d := &Driver{db: db, dia: dia, q: dia.statements(o.Table)}
+	d := &Driver{db: db, dia: dia, q: dia.statements(o.Table), server: o.Server}
 	if o.LockWaitTimeout > 0 {
 		d.lwt = seconds(o.LockWaitTimeout)
 	}
@@ -210,6 +211,9 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		MaxKeyLen:   maxKeyLen,
 		Fair:        false,
 		Replication: "single server: row locks are not replicated, a failover to a replica loses every lock",
+		// force.go: ends the holder's session (not in session mode, whose
+		// sessions are shared by many leases)
+		ForceRelease: d.sess == nil,
 	}
 	if d.sess != nil {
 		// A lease lives as long as its session's connection (closed: freed

@@ -79,6 +79,11 @@ type Options struct {
 	// did (see [DDL]). A URL-opened Driver batches its statements and
 	// needs no procedure. See docs/sql.md.
 	NoProcedure bool
+	// Server is the server's host:port, which the Driver reports for
+	// telemetry (backend.Endpoint: server.address, server.port). A
+	// URL-opened Driver sets it from the URL; over a *sql.DB of New it is
+	// unknown unless given.
+	Server string
 }
 
 // open is the backend.Opener for mysql:// URLs. It connects (CREATE TABLE
@@ -117,6 +122,7 @@ func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 			return fail(fmt.Errorf("sqllock: connect to %s: %w", cfg.Addr, classifyWith(mysqlDialect{}, err)))
 		}
 	}
+	opts.Server = cfg.Addr
 	d, err := newDriver(ctx, db, mysqlDialect{}, &opts)
 	if re := refused(err); re != nil {
 		// MySQL's error names neither the server nor the database.

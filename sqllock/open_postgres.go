@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -74,6 +76,7 @@ func openPostgres(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 			return fail(fmt.Errorf("sqllock: connect to %s: %w", u.Hosts[0], classifyWith(pgDialect{}, err)))
 		}
 	}
+	opts.Server = net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
 	d, err := newDriver(ctx, db, pgDialect{}, &opts)
 	if err != nil {
 		var verr *tls.CertificateVerificationError

@@ -135,6 +135,7 @@ type statements struct {
 	liveEvict string
 	probe     string
 	killQuery string
+	killConn  string // ends a session (its transaction rolled back): ForceRelease
 	// PostgreSQL: the table's mode (see checkMode).
 	modeRead, modeSet   string
 	lockTable, lockRows string
@@ -236,6 +237,7 @@ func newStatements(table string) *statements {
 		liveEvict: fmt.Sprintf("DELETE FROM %s ORDER BY granted_at LIMIT %d", vt, evictRows),
 		probe:     fmt.Sprintf("SELECT name FROM %s WHERE name = ? FOR UPDATE NOWAIT", lt),
 		killQuery: "KILL QUERY %d", // an id the server gave us, formatted as an integer
+		killConn:  "KILL CONNECTION %d",
 	}
 }
 

@@ -16,6 +16,19 @@ import (
 // many waiters are queued. TTL is the driver's session timeout while held
 // (the holder's own session may differ; ZooKeeper does not tell).
 func (d *Driver) inspectMutex(ctx context.Context, key string) (backend.Info, error) {
+	info, err := d.inspectQueue(ctx, key)
+	if err != nil {
+		return info, err
+	}
+	// ForceRelease's record, if any: one more read.
+	if info.Forced, err = d.forcedRecord(ctx, key); err != nil {
+		return info, failure("inspect", key, err)
+	}
+	return info, nil
+}
+
+// inspectQueue is inspectMutex without the record of a forced release.
+func (d *Driver) inspectQueue(ctx context.Context, key string) (backend.Info, error) {
 	info := backend.Info{Key: key}
 	parent := d.base + "/" + encodeKey(key)
 	for attempt := 0; attempt < 3; attempt++ {
@@ -30,6 +43,7 @@ func (d *Driver) inspectMutex(ctx context.Context, key string) (backend.Info, er
 		if zerr != nil {
 			return info, failure("inspect", key, zerr)
 		}
+
 		q := queueOf(children)
 		if len(q) == 0 {
 			return info, nil

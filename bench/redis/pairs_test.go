@@ -25,6 +25,7 @@ import (
 	"github.com/distlock/distlock/bench/internal/lockbench"
 	"github.com/distlock/distlock/bench/internal/measure"
 	dlredis "github.com/distlock/distlock/redislock"
+	dlredlock "github.com/distlock/distlock/redlock"
 	"github.com/distlock/distlock/sandbox"
 )
 
@@ -413,14 +414,14 @@ func dlSingle(opts *dlredis.Options) func([]string, func(int) redis.Hook) measur
 	}
 }
 
-// dlRedlock: distlock over redislock.NewRedlock on one client per node.
+// dlRedlock: distlock over redlock.New on one client per node.
 func dlRedlock(addrs []string, hook func(int) redis.Hook) measure.Contender {
 	cs := clients(addrs, hook)
 	us := make([]redis.UniversalClient, len(cs))
 	for i, c := range cs {
 		us[i] = c
 	}
-	d, err := dlredis.NewRedlock(us, nil)
+	d, err := dlredlock.New(us, nil)
 	if err != nil {
 		panic(err)
 	}

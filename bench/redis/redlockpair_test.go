@@ -12,7 +12,7 @@ import (
 
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/bench/internal/lockbench"
-	dlredis "github.com/distlock/distlock/redislock"
+	dlredlock "github.com/distlock/distlock/redlock"
 	"github.com/distlock/distlock/sandbox"
 )
 
@@ -32,7 +32,7 @@ func BenchmarkRedlockPair(b *testing.B) {
 		for i, c := range cs {
 			us[i] = c
 		}
-		d, err := dlredis.NewRedlock(us, nil)
+		d, err := dlredlock.New(us, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -7,6 +7,7 @@
 //	distlock hold    --url URL --key KEY [--ttl 30s] [--wait 5m | --no-wait] [--json]
 //	distlock status  --url URL --key KEY [--json] [--timeout 10s]
 //	distlock list    --url URL [--prefix P] [--limit 100] [--json] [--timeout 10s]
+//	distlock release --url URL --key KEY --force [--by WHO] [--reason TEXT] [--json]
 //	distlock version (or --version)
 //
 // --url defaults to $DISTLOCK_URL. See docs/cli.md for exit codes and
@@ -28,6 +29,7 @@ import (
 	_ "github.com/distlock/distlock/etcdlock"
 	_ "github.com/distlock/distlock/memlock"
 	_ "github.com/distlock/distlock/redislock"
+	_ "github.com/distlock/distlock/redlock"
 	_ "github.com/distlock/distlock/sqllock"
 	_ "github.com/distlock/distlock/zklock"
 )
@@ -93,7 +95,7 @@ func newRoot() *cobra.Command {
 	// Defined here, cobra's would take -v as well.
 	root.Flags().Bool("version", false, "print the command's version and VCS commit, and exit")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitWith(ExitUsage, err) })
-	root.AddCommand(newRunCmd(), newElectCmd(), newHoldCmd(), newStatusCmd(), newListCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(), newElectCmd(), newHoldCmd(), newStatusCmd(), newListCmd(), newReleaseCmd(), newVersionCmd())
 	addLogFlag(root)
 	usageExits(root)
 	return root

@@ -38,6 +38,9 @@ type stateJSON struct {
 	// Waiters is the number of queued waiters, or -1 when the store does
 	// not know (stores whose waiters poll or subscribe).
 	Waiters int `json:"waiters"`
+	// Forced is the store's record of the last forced release (release
+	// --force), where the store keeps one.
+	Forced *forcedJSON `json:"forced,omitempty"`
 }
 
 // holderJSON is one grant.
@@ -63,11 +66,12 @@ type state struct {
 	modes              []string // holders[i]'s mode
 	permitsHeld        int
 	waiters            int
-	read               time.Time // when the store answered
+	read               time.Time       // when the store answered
+	forced             *backend.Forced // the last forced release the store recorded (locks only)
 }
 
 func lockState(name string, info backend.Info, read time.Time) state {
-	st := state{backend: name, key: info.Key, kind: "lock", token: info.Token, waiters: info.Waiters, read: read}
+	st := state{backend: name, key: info.Key, kind: "lock", token: info.Token, waiters: info.Waiters, read: read, forced: info.Forced}
 	if info.Held {
 		st.holders = []backend.Holder{{Owner: info.Owner, Token: info.Token, TTL: info.TTL}}
 		st.modes = []string{"exclusive"}
@@ -116,6 +120,9 @@ func (st state) json() stateJSON {
 	if st.kind == "semaphore" {
 		out.PermitsHeld = &st.permitsHeld
 	}
+	if f := st.forced; f != nil {
+		out.Forced = &forcedJSON{By: f.By, Reason: f.Reason, At: f.At.UTC().Format(time.RFC3339Nano), Owner: f.Owner, Token: f.Token}
+	}
 	for i, h := range st.holders {
 		hj := holderJSON{Owner: h.Owner, Mode: st.modes[i], Permits: h.Permits, Token: h.Token, TTL: h.TTL.Seconds()}
 		if d := st.deadline(h); !d.IsZero() {
@@ -132,7 +139,7 @@ func (st state) print(w io.Writer) error {
 	what := map[string]string{"lock": "", "semaphore": "semaphore ", "rw": "read-write lock "}[st.kind]
 	switch {
 	case !st.held() && st.kind == "lock":
-		_, err := fmt.Fprintf(w, "%s: free (last token %d)%s\n", st.key, st.token, waitingNote(st.waiters))
+		_, err := fmt.Fprintf(w, "%s: free (last token %d)%s%s\n", st.key, st.token, waitingNote(st.waiters), forcedNote(st.forced))
 		return err
 	case !st.held():
 		_, err := fmt.Fprintf(w, "%s%s: free%s\n", what, st.key, waitingNote(st.waiters))
@@ -140,7 +147,7 @@ func (st state) print(w io.Writer) error {
 	case st.kind == "lock" || (st.kind == "rw" && st.modes[0] == "write"):
 		h := st.holders[0]
 		verb := map[string]string{"lock": "held", "rw": "written"}[st.kind]
-		_, err := fmt.Fprintf(w, "%s%s: %s by %s, token %d, %s%s\n", what, st.key, verb, h.Owner, h.Token, st.expiry(h), waitingNote(st.waiters))
+		_, err := fmt.Fprintf(w, "%s%s: %s by %s, token %d, %s%s%s\n", what, st.key, verb, h.Owner, h.Token, st.expiry(h), waitingNote(st.waiters), forcedNote(st.forced))
 		return err
 	case st.kind == "semaphore":
 		fmt.Fprintf(w, "semaphore %s: %s held by %s%s\n", st.key, plural(st.permitsHeld, "permit"), plural(len(st.holders), "grant"), waitingNote(st.waiters))
@@ -226,4 +233,54 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// releaseJSON is the --json output of release --force.
+type releaseJSON struct {
+	Backend string `json:"backend"`
+	Key     string `json:"key"`
+	// Freed: the lock was held and is free now (false: it was free).
+	Freed bool `json:"freed"`
+	// Owner and Token are the holder it freed (Token 0 when unknown).
+	Owner  string `json:"owner,omitempty"`
+	Token  uint64 `json:"token,omitempty"`
+	By     string `json:"by"`
+	Reason string `json:"reason,omitempty"`
+}
+
+func freedJSON(name, key, by, reason string, info backend.Info, freed bool) releaseJSON {
+	return releaseJSON{Backend: name, Key: key, Freed: freed, Owner: info.Owner, Token: info.Token, By: by, Reason: reason}
+}
+
+// freedText is release --force's line: "job: forced free (was held by
+// OWNER, token 7) by alice@ops:123".
+func freedText(key, by string, info backend.Info) string {
+	return fmt.Sprintf("%s: forced free (was held by %s, token %d) by %s", key, info.Owner, info.Token, by)
+}
+
+// forcedJSON is the store's record of the last forced release, in
+// status and list output.
+type forcedJSON struct {
+	By     string `json:"by"`
+	Reason string `json:"reason,omitempty"`
+	At     string `json:"at"` // RFC 3339, UTC, by the freeing host's clock
+	Owner  string `json:"owner,omitempty"`
+	Token  uint64 `json:"token,omitempty"`
+}
+
+// forcedNote is status's note of the last forced release:
+// "; forced free by alice at 2026-12-02T13:40:00Z (stuck deploy), was
+// OWNER token 7".
+func forcedNote(f *backend.Forced) string {
+	if f == nil {
+		return ""
+	}
+	s := fmt.Sprintf("; forced free by %s at %s", f.By, f.At.UTC().Format(time.RFC3339))
+	if f.Reason != "" {
+		s += fmt.Sprintf(" (%s)", f.Reason)
+	}
+	if f.Owner != "" {
+		s += fmt.Sprintf(", was held by %s token %d", f.Owner, f.Token)
+	}
+	return s
 }

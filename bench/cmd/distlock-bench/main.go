@@ -30,6 +30,7 @@ import (
 	_ "github.com/distlock/distlock/etcdlock"
 	_ "github.com/distlock/distlock/memlock"
 	_ "github.com/distlock/distlock/redislock"
+	_ "github.com/distlock/distlock/redlock"
 	_ "github.com/distlock/distlock/sqllock"
 	_ "github.com/distlock/distlock/zklock"
 )

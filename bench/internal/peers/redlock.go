@@ -12,12 +12,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/backend"
-	distredis "github.com/distlock/distlock/redislock"
+	distredlock "github.com/distlock/distlock/redlock"
 )
 
 // redlockStore is Redlock over the URL's hosts, independent primaries
 // (redis://h1,h2,h3?mode=redlock): redsync with a pool per node beside
-// distlock's NewRedlock, and a PING to every node at once as the floor.
+// distlock's redlock.New, and a PING to every node at once as the floor.
 func redlockStore(u *backend.URL) (*Store, error) {
 	pw, _ := u.Password()
 	hosts := u.HostsWithDefaultPort(6379)
@@ -47,14 +47,14 @@ func redlockStore(u *backend.URL) (*Store, error) {
 				}).from("github.com/go-redsync/redsync/v4", "0 (a shared pool per node)"),
 		},
 		Conns: "0 (a shared pool per node)",
-		Distlock: distlockPeer(fmt.Sprintf("redislock.NewRedlock over %d redis.NewClient (go-redis defaults), one Locker per set of clients; lease TTL = the run's TTL", n),
+		Distlock: distlockPeer(fmt.Sprintf("redlock.New over %d redis.NewClient (go-redis defaults), one Locker per set of clients; lease TTL = the run's TTL", n),
 			func(context.Context, time.Duration) (backend.Driver, func(), error) {
 				cs := newClients(nil)
 				ucs := make([]redis.UniversalClient, len(cs))
 				for i, c := range cs {
 					ucs[i] = c
 				}
-				d, err := distredis.NewRedlock(ucs, nil)
+				d, err := distredlock.New(ucs, nil)
 				if err != nil {
 					closeAll(cs)
 					return nil, nil, err

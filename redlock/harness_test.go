@@ -1,0 +1,33 @@
+package redlock
+
+import (
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisproto/redistest"
+	"github.com/distlock/distlock/sandbox"
+	"github.com/redis/go-redis/v9"
+)
+
+// newHarness returns the Redis test harness in mode "redlock" over this
+// package's Driver, one client per node of g; its drivers get the Options
+// in Opts.
+func newHarness(g *sandbox.Group) *redistest.With[Options] {
+	return redistest.NewWith(g, "redlock", func(cs []redis.UniversalClient, o *Options) (backend.Driver, error) {
+		return New(cs, o)
+	}, func(d backend.Driver) {
+		if d, ok := d.(*Driver); ok {
+			for _, n := range d.nodes {
+				_ = n.notify.Close()
+			}
+		}
+	})
+}
+
+// The harness's helpers, by their names in this package's tests.
+var (
+	nodeClient        = redistest.NodeClient
+	nodeClients       = redistest.NodeClients
+	loadScripts       = redistest.LoadScripts
+	grantedEverywhere = redistest.GrantedEverywhere
+	mustHold          = redistest.MustHold
+	restart           = redistest.Restart
+)
