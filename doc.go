@@ -67,7 +67,10 @@
 // [Locker.Election] makes a candidate of an election: [Election.Campaign]
 // blocks until it leads and returns a [Leadership] whose term is a fencing
 // token and which ends as a lease does; [Election.Leader] and
-// [Election.Observe] say who leads. [Locker.AcquireAll] takes several keys
+// [Election.Observe] say who leads (Observe pushed by the store where its
+// driver watches: memlock, ZooKeeper, etcd), and [Leadership.Proclaim]
+// changes the leader's value in the same term (memlock, Redis, ZooKeeper,
+// etcd). [Locker.AcquireAll] takes several keys
 // in one global order, all or none, as one [MultiLease]. Both are built on
 // the mutex and so work on every backend; a store that takes several keys
 // in one atomic step (Capabilities.MultiAtomic: mem, Redis single, etcd)

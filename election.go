@@ -143,156 +143,85 @@ func (e *Election) Leadership() *Leadership {
 	return e.cur
 }
 
-// LeaderInfo says who leads an election.
-type LeaderInfo struct {
-	// Leading reports whether a candidate leads; the other fields are
-	// zero when none does.
-	Leading bool
-	// Value is the leader's value as given to Campaign. It is the whole
-	// Owner when the lock was taken by something other than a Campaign,
-	// and "" when the store cannot tell who holds the lock (sqllock after
-	// its token counter was evicted).
-	Value string
-	// Owner is the owner id the leader's lock is held under.
-	Owner string
-	// Term is the leader's fencing token (Leadership.Term); 0 when the
-	// store cannot tell.
-	Term uint64
-}
-
-// infoOf turns a lock's Info into a LeaderInfo.
-func infoOf(in backend.Info) LeaderInfo {
-	if !in.Held {
-		return LeaderInfo{}
-	}
-	return LeaderInfo{Leading: true, Value: valueOf(in.Owner), Owner: in.Owner, Term: in.Token}
-}
-
-// valueOf strips a campaign's random suffix from owner.
-func valueOf(owner string) string {
-	n := len(owner) - ownerSuffixLen
-	if n < 1 || owner[n] != '.' {
-		return owner
-	}
-	for _, c := range owner[n+1:] {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return owner
-		}
-	}
-	return owner[:n]
-}
-
-// inspector returns the driver's Inspector, or an ErrUnsupported error.
-func (e *Election) inspector(op string) (backend.Inspector, error) {
-	in, ok := e.l.d.(backend.Inspector)
-	if !ok {
-		return nil, fmt.Errorf("distlock: %s %q: %w: the %s backend cannot read a lock's holder (no backend.Inspector)", op, e.name, ErrUnsupported, e.l.caps.Name)
-	}
-	return in, nil
-}
-
-// Leader reports who leads the election now, as the store says (one
-// Inspect of the lock: a snapshot that may be stale by the time it
-// returns). It returns an error matching ErrNoLeader when no candidate
-// leads, and one matching ErrUnsupported on a backend that cannot read a
-// lock's holder (Redlock).
-func (e *Election) Leader(ctx context.Context) (LeaderInfo, error) {
-	in, err := e.inspector("leader")
-	if err != nil {
-		return LeaderInfo{}, err
-	}
-	info, err := in.Inspect(ctx, e.name, backend.Exclusive)
-	if err != nil {
-		return LeaderInfo{}, fmt.Errorf("distlock: leader %q: %w", e.name, err)
-	}
-	if !info.Held {
-		return LeaderInfo{}, fmt.Errorf("distlock: leader %q: %w", e.name, ErrNoLeader)
-	}
-	return infoOf(info), nil
-}
-
-// Observe returns a channel that receives who leads the election: the
-// state when Observe starts, then each change (a new leader, a new term of
-// the same value, or no leader, LeaderInfo.Leading false). It reads the
-// lock every WithObserveInterval, and at once after the store announces a
-// release where the driver can (backend.Notifier). Changes shorter than
-// the interval may be missed; a reader that falls behind gets the latest
-// state, not every one (the channel holds one). A read that fails is
-// retried at the next interval and reports nothing. The channel is closed
-// when ctx ends or the Locker closes. Observe returns an error matching
-// ErrUnsupported on a backend that cannot read a lock's holder.
-func (e *Election) Observe(ctx context.Context) (<-chan LeaderInfo, error) {
-	in, err := e.inspector("observe")
-	if err != nil {
-		return nil, err
-	}
-	if !e.l.begin() {
-		return nil, fmt.Errorf("distlock: observe %q: %w", e.name, ErrClosed)
-	}
-	ctx, bound := e.l.bindClose(ctx)
-	ch := make(chan LeaderInfo, 1)
-	go func() {
-		defer e.l.ops.Done()
-		defer bound.stop()
-		defer close(ch)
-		e.observe(ctx, in, ch)
-	}()
-	return ch, nil
-}
-
-func (e *Election) observe(ctx context.Context, in backend.Inspector, ch chan LeaderInfo) {
-	var wake <-chan struct{}
-	if n, ok := e.l.d.(backend.Notifier); ok && e.l.caps.Wait == backend.WaitNotify {
-		if w, cancel, err := n.Subscribe(ctx, e.name, backend.Exclusive); err == nil {
-			wake = w
-			defer cancel()
-		}
-	}
-	var last LeaderInfo
-	first := true
-	soon := 0 // reads left at a short interval after a wake-up
-	for {
-		rctx, cancel := context.WithTimeout(ctx, max(e.interval, time.Second))
-		info, err := in.Inspect(rctx, e.name, backend.Exclusive)
-		cancel()
-		if err == nil {
-			if li := infoOf(info); first || li != last {
-				first, last = false, li
-				select { // keep only the latest for a slow reader
-				case <-ch:
-				default:
-				}
-				ch <- li
-			}
-		}
-		d := e.interval
-		if soon > 0 {
-			soon--
-			d = min(d, 20*time.Millisecond<<(4-soon))
-		}
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-wake:
-			soon = 4 // a successor usually takes office within a few round trips
-		case <-t.C:
-		}
-		t.Stop()
-	}
-}
-
 // A Leadership is a term of office won by Campaign. It ends when
 // resigned, when its lease is lost (Err then matches ErrLost), or when its
 // Locker closes. It is safe for concurrent use.
 type Leadership struct {
-	le    *Lease
-	value string
+	le *Lease
+
+	proclaiming sync.Mutex // one Proclaim at a time, so value is the store's last
+	mu          sync.Mutex
+	value       string
 }
 
-// Value returns the value this leader campaigned with.
-func (ld *Leadership) Value() string { return ld.value }
+// Value returns the value this leader campaigned with, or the last it
+// proclaimed.
+func (ld *Leadership) Value() string {
+	ld.mu.Lock()
+	defer ld.mu.Unlock()
+	return ld.value
+}
+
+// Proclaim changes the value this leader is known by (what Leader and
+// Observe report in LeaderInfo.Value) without giving up office: the term
+// (the fencing token) and the owner id stay as they were, as with etcd's
+// Election.Proclaim. The store sets the value in one step that checks
+// that this leader's lock is still held under its grant, so a deposed
+// leader never changes its successor's value: if the store says the lock
+// is gone the leadership is lost and the error matches ErrLost and
+// ErrNotHeld; a leadership already ended returns its Err (ErrLost or
+// ErrReleased). value follows CheckCandidateValue's rules.
+//
+// Proclaim returns when ctx ends, when the leadership's validity runs
+// out, or when the leadership ends, whether or not the store's client has
+// answered; an error matching ErrUnavailable then leaves it unknown
+// whether the store took the value. It returns an error matching
+// ErrUnsupported on a backend that keeps no value beside a lock
+// (backend.Capabilities.Values; docs/primitives.md lists them). Concurrent
+// Proclaims of one Leadership are sent one at a time, in the order they
+// take their turn.
+func (ld *Leadership) Proclaim(ctx context.Context, value string) error {
+	l, h := ld.le.l, ld.le.h
+	if err := CheckCandidateValue(value); err != nil {
+		return fmt.Errorf("distlock: proclaim %q: %w", h.key, err)
+	}
+	an, ok := l.d.(backend.Announcer)
+	if !ok || !l.caps.Values {
+		return fmt.Errorf("distlock: proclaim %q: %w: the %s backend keeps no value beside a lock (no backend.Announcer with Capabilities.Values)", h.key, ErrUnsupported, l.caps.Name)
+	}
+	ld.proclaiming.Lock()
+	defer ld.proclaiming.Unlock()
+	if err := ld.le.Err(); err != nil {
+		return &endedError{op: "proclaim", key: h.key, cause: err}
+	}
+	l.mu.Lock()
+	lock, deadline := h.grant.Lock, h.deadline
+	l.mu.Unlock()
+	// Bounded like a renewal: by the lease's validity and by its end.
+	pctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	pctx, cancelCause := context.WithCancelCause(pctx)
+	defer cancelCause(nil)
+	stop := context.AfterFunc(ld.le.Context(), func() { cancelCause(ld.le.ended()) })
+	defer stop()
+	err, answered := l.call(pctx, func(ctx context.Context) error { return an.SetValue(ctx, lock, value) }, nil)
+	switch {
+	case !answered:
+		if ended := ld.le.ended(); ended != nil {
+			return &endedError{op: "proclaim", key: h.key, cause: ended}
+		}
+		return fmt.Errorf("distlock: proclaim %q: %w: unanswered: %w", h.key, ErrUnavailable, context.Cause(pctx))
+	case errors.Is(err, ErrNotHeld):
+		l.lose(h, err)
+		return &endedError{op: "proclaim", key: h.key, cause: ld.le.Err()}
+	case err != nil:
+		return fmt.Errorf("distlock: proclaim %q: %w", h.key, err)
+	}
+	ld.mu.Lock()
+	ld.value = value
+	ld.mu.Unlock()
+	return nil
+}
 
 // Term returns the leader's term: the fencing token of the lock behind the
 // election, strictly greater than every earlier leader's term (where the

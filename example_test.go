@@ -302,6 +302,41 @@ func ExampleElection() {
 	// leader: replica-b:8080 term: 2
 }
 
+func ExampleLeadership_Proclaim() {
+	ctx := context.Background()
+	a, _ := distlock.Open(ctx, "mem://proclaim") // the leader
+	o, _ := distlock.Open(ctx, "mem://proclaim") // an observer, e.g. a router
+	defer a.Close()
+	defer o.Close()
+
+	ea, _ := a.Election("primary")
+	eo, _ := o.Election("primary")
+	ch, err := eo.Observe(ctx) // pushed by the store where it watches (mem does)
+	if err != nil {
+		log.Fatal(err)
+	}
+	<-ch // nobody leads yet
+
+	leader, err := ea.Campaign(ctx, "10.0.0.1:5432")
+	if err != nil {
+		log.Fatal(err)
+	}
+	info := <-ch
+	fmt.Println("leader:", info.Value, "term:", info.Term)
+
+	// The leader moves to another address without leaving office: the
+	// term, the fencing token, stays; only the current leader can do it.
+	if err := leader.Proclaim(ctx, "10.0.0.1:6432"); err != nil {
+		log.Fatal(err)
+	}
+	info = <-ch
+	fmt.Println("leader:", info.Value, "term:", info.Term)
+	_ = leader.Resign(ctx)
+	// Output:
+	// leader: 10.0.0.1:5432 term: 1
+	// leader: 10.0.0.1:6432 term: 1
+}
+
 func ExampleLocker_AcquireAll() {
 	ctx := context.Background()
 	locker, err := distlock.Open(ctx, "mem://multi")

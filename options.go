@@ -288,11 +288,13 @@ func WithLeaderTTL(ttl time.Duration) ElectionOption {
 	}
 }
 
-// WithObserveInterval sets how often Observe reads who leads (default
-// 1s; zero keeps it, a negative interval is refused by Election with
-// ErrInvalidConfig). Where the store announces releases
-// (backend.Notifier) a resignation is seen sooner; a crashed leader's
-// successor is seen within this interval of taking office.
+// WithObserveInterval sets how often Observe reads who leads when it
+// polls (default 1s; zero keeps it, a negative interval is refused by
+// Election with ErrInvalidConfig): always on a store that does not push
+// the changes of a lock's holder (backend.Capabilities.Watch), and on one
+// that does only while its watch is down. Polling, a resignation is seen
+// sooner where the store announces releases (backend.Notifier), and a
+// crashed leader's successor within this interval of taking office.
 func WithObserveInterval(d time.Duration) ElectionOption {
 	return func(e *Election) {
 		switch {

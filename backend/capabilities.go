@@ -102,6 +102,16 @@ type Capabilities struct {
 	// A driver without Batcher offers none whatever this says (see
 	// Offers).
 	BatchRefresh bool `json:"batch_refresh,omitempty"`
+	// Values reports whether the holder of a mutex can set a value kept
+	// beside it, owner-checked in the store (Announcer.SetValue: an
+	// election leader's Proclaim). A driver without Announcer offers none
+	// whatever this says (see Offers).
+	Values bool `json:"values,omitempty"`
+	// Watch reports whether the store pushes the changes of a mutex's
+	// holder and value (Announcer.Watch), so that an election's observers
+	// need not poll. A driver without Announcer offers none whatever this
+	// says (see Offers).
+	Watch bool `json:"watch,omitempty"`
 	// ForceRelease reports whether the store frees a mutex whoever holds
 	// it (Freer.ForceRelease). A driver without Freer offers none whatever
 	// this says (see Offers).
@@ -110,13 +120,17 @@ type Capabilities struct {
 
 // Offers returns c with what d does not implement cleared: MultiAtomic
 // and BatchRefresh unless d is a Batcher, ForceRelease unless it is a
-// Freer. It is what d really offers.
+// Freer, Values and Watch unless it is an Announcer. It is what d really
+// offers.
 func (c Capabilities) Offers(d Driver) Capabilities {
 	if _, ok := d.(Batcher); !ok {
 		c.MultiAtomic, c.BatchRefresh = false, false
 	}
 	if _, ok := d.(Freer); !ok {
 		c.ForceRelease = false
+	}
+	if _, ok := d.(Announcer); !ok {
+		c.Values, c.Watch = false, false
 	}
 	return c
 }

@@ -107,6 +107,44 @@ type Batcher interface {
 	TryAcquireMulti(ctx context.Context, reqs []Request) ([]Grant, error)
 }
 
+// Announcer is implemented by drivers whose store keeps a value beside a
+// held mutex, set by its holder, and can push the changes of a mutex's
+// holder and value to watchers: what an election's leader proclaims and
+// its observers are told (distlock.Leadership.Proclaim,
+// distlock.Election.Observe). Each half is declared in Capabilities
+// (Values, Watch) and the portable layer calls only what is declared; a
+// half the driver lacks answers ErrUnsupported. A wrapper that forwards
+// its inner driver's Capabilities without the methods is a driver without
+// them (see Capabilities.Offers). Its methods are safe for concurrent use.
+type Announcer interface {
+	// SetValue (Capabilities.Values) sets the value of lock, a mutex
+	// (Kind Exclusive) granted by this driver, in one atomic step of the
+	// store that checks the lock is still held under its grant (its
+	// owner and token; for a queue store, its own entry at the head of
+	// the line): if it is not, SetValue changes nothing and returns an
+	// error matching ErrNotHeld. It changes neither the lock's token nor
+	// its TTL. Inspect reports the value in Info.Value until the lock is
+	// released or expires; the next holder starts without one. value is
+	// 1 to 128 bytes of printable ASCII without spaces (the portable
+	// layer checks it). For a lock of another kind it returns an error
+	// matching ErrUnsupported.
+	SetValue(ctx context.Context, lock Lock, value string) error
+
+	// Watch (Capabilities.Watch) starts watching the mutex named key and
+	// returns once the store confirmed the watch, so that a change after
+	// Watch returns is never missed. The channel receives (without
+	// blocking the driver, coalesced) after each change of the lock's
+	// holder or value: a grant, a release, a SetValue, a holder's session
+	// ending, an operator deleting the lock. One change is exempt: a lock
+	// expiring by its TTL while Inspect reported that TTL (Info.TTL > 0)
+	// need not be announced, and the portable layer reads the lock again
+	// when that TTL runs out. The channel is closed when the driver can no
+	// longer promise that (its connection to the store dropped, the
+	// driver closed): the caller reads the lock by polling and may watch
+	// again. The caller must call cancel.
+	Watch(ctx context.Context, key string) (changed <-chan struct{}, cancel func(), err error)
+}
+
 // Inspector is implemented by drivers that can report a lock's state
 // without taking it (used by `distlock status`, `distlock list` and the
 // election).
@@ -174,6 +212,10 @@ type Info struct {
 	Holders []Holder `json:"holders,omitempty"`
 	// Permits is the number of a semaphore's permits held, in all.
 	Permits int `json:"permits,omitempty"`
+	// Value is what the mutex's holder set with Announcer.SetValue (an
+	// election leader's proclaimed value); "" if it set none, or the
+	// store keeps no values.
+	Value string `json:"value,omitempty"`
 	// Forced is the last forced release of the key the store recorded
 	// (Freer), or nil.
 	Forced *Forced `json:"forced,omitempty"`

@@ -58,6 +58,7 @@ var cases = []testCase{
 	{"ElectionOneLeader", "candidates campaigning in rounds on several Lockers (some with the same value) never lead at the same time, each term is above the one before, and Leader reports the one in office", testElectionOneLeader},
 	{"ElectionSuccession", "a dead leader is replaced within the store's bound after its client reported the loss, a resigning or closed leader at once; terms increase and Observe reports each change", testElectionSuccession},
 	{"ElectionRules", "candidate values are checked, an Election campaigns once at a time, a campaign that gives up leaves nothing, and a resigned Election campaigns again with a greater term", testElectionRules},
+	{"ElectionProclaim", "where the store keeps a leader's value, Proclaim reaches Observe and Leader with term and owner unchanged, pushed without polling where the store watches; a deposed leader's Proclaim fails and leaves its successor's value alone", testElectionProclaim},
 	{"MultiLockNoDeadlock", "clients taking overlapping sets of keys in opposite and random orders all finish, never hold a key together, and see each key's tokens increase", testMultiLockNoDeadlock},
 	{"MultiLockNothingPartial", "a multi-lock that fails midway (a key held elsewhere, its ctx ending, an invalid key) leaves none of its keys held; duplicates are taken once", testMultiLockNothingPartial},
 	{"MultiLockLossOfPart", "a key of a multi-lease lost behind its back ends the whole multi-lease with ErrLost naming the key, and frees its other keys", testMultiLockLossOfPart},

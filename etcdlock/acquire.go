@@ -133,7 +133,7 @@ func (d *Driver) waitMutex(ctx context.Context, req backend.Request) (backend.Gr
 // confirmed alive, which may be before the wait began: the server keeps
 // the lease at least a TTL from then.
 func (d *Driver) grant(s *session, req backend.Request, k ekey, rev int64) (backend.Grant, error) {
-	l := &lock{d: d, s: s, key: req.Key, ekey: k.name, slot: k.slot, rev: rev, token: uint64(rev)}
+	l := &lock{d: d, s: s, key: req.Key, owner: req.Owner, ekey: k.name, slot: k.slot, rev: rev, token: uint64(rev)}
 	if err := s.held.Track(l, req.Hooks()); err != nil {
 		err := fmt.Errorf("etcdlock: acquire %q: %w", req.Key, err)
 		return backend.Grant{}, d.failed(s, k, true, err)

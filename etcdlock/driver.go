@@ -156,7 +156,9 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		RW:           backend.WaitQueue, // rwlock.go
 		MultiAtomic:  true,              // multi.go
 		BatchRefresh: true,              // lock.go
-		ForceRelease: true,              // force.go
+		Values:       true,              // announce.go
+		Watch:        true,
+		ForceRelease: true, // force.go
 
 		SemaphoreFair: true, // in create-revision order
 	}

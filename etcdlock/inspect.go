@@ -8,12 +8,14 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/ownerval"
 )
 
 // inspectMutex reports key's lock without taking it: the holder is the key with
 // the lowest create revision in the lock's range (its value is the owner,
 // its create revision the token, its lease's remaining TTL the TTL), and
-// every other key is a waiter. A free lock reports token 0: etcd keeps no
+// every other key is a waiter. A value the holder set (announce.go)
+// follows the owner in the key's value (internal/ownerval). A free lock reports token 0: etcd keeps no
 // trace of past holders.
 func (d *Driver) inspectMutex(ctx context.Context, key string) (backend.Info, error) {
 	info := backend.Info{Key: key}
@@ -38,7 +40,7 @@ func (d *Driver) inspectMutex(ctx context.Context, key string) (backend.Info, er
 	}
 	holder := resp.Kvs[0]
 	info.Held = true
-	info.Owner = string(holder.Value)
+	info.Owner, info.Value = ownerval.Split(holder.Value)
 	info.Token = uint64(holder.CreateRevision)
 	info.Waiters = len(resp.Kvs) - 1
 	if holder.Lease != 0 {

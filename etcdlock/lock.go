@@ -17,6 +17,7 @@ type lock struct {
 	d     *Driver
 	s     *session
 	key   string // the user's key
+	owner string // "" but for the mutex (announce.go)
 	ekey  string // the etcd key
 	slot  uint64 // its name slot in the session
 	rev   int64  // its create revision: the fencing token

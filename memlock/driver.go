@@ -19,8 +19,8 @@ type Options struct {
 }
 
 // A Driver is one client of a Store, implementing backend.Driver (and
-// backend.Waiter, backend.Notifier, backend.Withdrawer, backend.Inspector
-// and backend.Batcher for TryAcquireMulti). Use it with distlock.New.
+// backend.Waiter, backend.Notifier, backend.Withdrawer, backend.Inspector,
+// backend.Batcher for TryAcquireMulti, and backend.Announcer). Use it with distlock.New.
 type Driver struct {
 	s    *Store
 	wait backend.WaitKind
@@ -48,8 +48,9 @@ type waiter struct {
 }
 
 type subscription struct {
-	key string
-	ch  chan struct{}
+	key   string
+	ch    chan struct{}
+	watch bool // a Watch (announce.go), not a Subscribe
 }
 
 // NewDriver returns a client of s. opts may be nil.
@@ -83,6 +84,8 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		Semaphore:           d.semaphoreWait(),
 		RW:                  d.rwWait(),
 		MultiAtomic:         true, // multi.go
+		Values:              true, // announce.go
+		Watch:               true,
 		ForceRelease:        true, // force.go
 	}
 }
@@ -96,6 +99,7 @@ func (d *Driver) Kill() {
 	d.unstallLocked()
 	d.mu.Unlock()
 	d.dropWaiters(fmt.Errorf("memlock: %w: client killed", backend.ErrUnavailable))
+	d.endWatches()
 }
 
 // Partition cuts the driver off from its store as a network partition
@@ -116,6 +120,7 @@ func (d *Driver) Partition(trustFor time.Duration) {
 	d.partitioned = true
 	d.mu.Unlock()
 	d.s.mu.Unlock()
+	d.endWatches()
 	d.held.Doubt(fmt.Errorf("memlock: %w: client partitioned from its store", backend.ErrUnavailable), until)
 }
 
@@ -220,9 +225,27 @@ func (d *Driver) Close() error {
 	defer d.mu.Unlock()
 	for sub := range d.subs {
 		d.s.unsubscribeLocked(sub)
+		if sub.watch {
+			close(sub.ch)
+		}
 	}
 	clear(d.subs)
 	return nil
+}
+
+// endWatches ends d's watches (announce.go): their channels are closed.
+func (d *Driver) endWatches() {
+	d.s.mu.Lock()
+	defer d.s.mu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for sub := range d.subs {
+		if sub.watch {
+			delete(d.subs, sub)
+			d.s.unsubscribeLocked(sub)
+			close(sub.ch)
+		}
+	}
 }
 
 func (d *Driver) dropWaiters(err error) {
@@ -404,6 +427,7 @@ func (d *Driver) subscribeMutex(ctx context.Context, key string) (<-chan struct{
 func (s *Store) unsubscribeLocked(sub *subscription) {
 	if e := s.locks[sub.key]; e != nil {
 		delete(e.subs, sub)
+		delete(e.watches, sub)
 		s.gc(e)
 	}
 }

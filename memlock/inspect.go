@@ -53,7 +53,7 @@ func (d *Driver) infoLocked(e *entry, now time.Time) backend.Info {
 		info.Waiters = len(e.waiters)
 	}
 	if e.held(now) {
-		info.Held, info.Owner, info.TTL = true, e.owner, e.expires.Sub(now)
+		info.Held, info.Owner, info.TTL, info.Value = true, e.owner, e.expires.Sub(now), e.value
 	}
 	return info
 }

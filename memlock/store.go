@@ -31,9 +31,11 @@ type entry struct {
 	holds   int // drivers holding with owner (cross-process reentry)
 	expires time.Time
 	token   uint64
+	value   string // the holder's SetValue (announce.go); "" if none
 	waiters []*waiter
-	subs    map[*subscription]struct{}
-	timer   *time.Timer // grants to the next waiter when the holder expires
+	subs    map[*subscription]struct{} // Subscribe: told of releases
+	watches map[*subscription]struct{} // Watch: told of every change of holder or value
+	timer   *time.Timer                // grants to the next waiter when the holder expires
 }
 
 // NewStore returns an empty Store.
@@ -88,7 +90,7 @@ func (s *Store) lookup(key string, now time.Time, create bool) *entry {
 		e = s.locks[key]
 	}
 	if e == nil && create {
-		e = &entry{key: key, subs: map[*subscription]struct{}{}}
+		e = &entry{key: key, subs: map[*subscription]struct{}{}, watches: map[*subscription]struct{}{}}
 		s.locks[key] = e
 	}
 	return e
@@ -101,7 +103,8 @@ func (s *Store) take(e *entry, owner string, ttl time.Duration, now time.Time) (
 	}
 	if e.holds == 0 {
 		s.seq++
-		e.owner, e.token = owner, s.seq
+		e.owner, e.token, e.value = owner, s.seq, ""
+		e.announce()
 	}
 	e.holds++
 	if exp := now.Add(ttl); exp.After(e.expires) || e.holds == 1 {
@@ -114,7 +117,8 @@ func (s *Store) take(e *entry, owner string, ttl time.Duration, now time.Time) (
 // freeLocked ends e's hold, then hands the key to the first queued waiter
 // or announces the release to subscribers.
 func (s *Store) freeLocked(e *entry, now time.Time) {
-	e.holds, e.owner, e.expires = 0, "", time.Time{}
+	e.holds, e.owner, e.expires, e.value = 0, "", time.Time{}, ""
+	e.announce()
 	for len(e.waiters) > 0 {
 		w := e.waiters[0]
 		e.waiters = e.waiters[1:]
@@ -135,7 +139,7 @@ func (s *Store) freeLocked(e *entry, now time.Time) {
 
 // gc forgets e when nothing refers to it.
 func (s *Store) gc(e *entry) {
-	if e.holds == 0 && len(e.waiters) == 0 && len(e.subs) == 0 {
+	if e.holds == 0 && len(e.waiters) == 0 && len(e.subs) == 0 && len(e.watches) == 0 {
 		if e.timer != nil {
 			e.timer.Stop()
 			e.timer = nil

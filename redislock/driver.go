@@ -196,6 +196,7 @@ func New(c redis.UniversalClient, opts *Options) (*Driver, error) {
 		CrossProcessReentry: true,
 		Replication:         "single primary; asynchronous replication can lose a grant on failover",
 		BatchRefresh:        true, // lock.go
+		Values:              true, // announce.go
 		ForceRelease:        true, // force.go
 	}
 	if o.Wait == WaitQueue {

@@ -45,7 +45,7 @@ func (d *Driver) inspectMutex(ctx context.Context, key string) (backend.Info, er
 func infoFrom(key string, h map[string]string, pttl time.Duration, fence string) backend.Info {
 	info := backend.Info{Key: key, Waiters: -1}
 	if owner, ok := h["o"]; ok {
-		info.Held, info.Owner = true, owner
+		info.Held, info.Owner, info.Value = true, owner, h["v"]
 		info.Token, _ = strconv.ParseUint(h["t"], 10, 64)
 		if pttl > 0 {
 			info.TTL = pttl

@@ -228,6 +228,8 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		BatchRefresh: true,              // refreshall.go
 		ForceRelease: true,              // force.go
 		RW:           backend.WaitQueue, // rwlock.go
+		Values:       true,              // announce.go
+		Watch:        true,
 
 		// Native semaphores (semaphore.go), fair: in sequence order.
 		Semaphore:     backend.WaitQueue,

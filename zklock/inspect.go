@@ -7,10 +7,12 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/ownerval"
 )
 
 // inspectMutex reports key's lock without taking it: whether it is held, the
-// holder's owner id and fencing token (its node's data and czxid), and how
+// holder's owner id, value (its node's data, internal/ownerval) and
+// fencing token (its czxid), and how
 // many waiters are queued. TTL is the driver's session timeout while held
 // (the holder's own session may differ; ZooKeeper does not tell).
 func (d *Driver) inspectMutex(ctx context.Context, key string) (backend.Info, error) {
@@ -57,7 +59,8 @@ func (d *Driver) inspectQueue(ctx context.Context, key string) (backend.Info, er
 		if zerr != nil {
 			return info, failure("inspect", key, zerr)
 		}
-		info.Held, info.Owner, info.Token = true, string(data), uint64(stat.Czxid)
+		info.Owner, info.Value = ownerval.Split(data)
+		info.Held, info.Token = true, uint64(stat.Czxid)
 		info.Waiters, info.TTL = len(q)-1, d.timeout()
 		return info, nil
 	}

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,12 +21,13 @@ type electOpts struct {
 	url, name, value string
 	ttl, wait, grace time.Duration
 	openTimeout      time.Duration
+	proclaim         bool
 }
 
 func newElectCmd() *cobra.Command {
 	var o electOpts
 	cmd := &cobra.Command{
-		Use:   "elect --url URL --name NAME [--value V] [--ttl 30s] [--wait 5m] [--grace 10s] -- CMD [ARGS...]",
+		Use:   "elect --url URL --name NAME [--value V] [--proclaim] [--ttl 30s] [--wait 5m] [--grace 10s] -- CMD [ARGS...]",
 		Short: "Campaign in a leader election and run a command while leader",
 		Long: `Campaign in the election NAME and, once elected, run CMD for as long as
 this candidate leads, as a supervisor of a singleton job would.
@@ -41,6 +46,14 @@ as the leader (default: host name and process id); two candidates may
 share a value and are still distinct. CMD sees DISTLOCK_ELECTION,
 DISTLOCK_VALUE, DISTLOCK_TERM (the term, a fencing token), and
 DISTLOCK_KEY, DISTLOCK_TOKEN, DISTLOCK_OWNER in its environment.
+
+With --proclaim, CMD may change the leader's value while it leads, in the
+same term: each line it writes to fd 3 (DISTLOCK_PROCLAIM_FD=3) is
+proclaimed, and distlock answers on the same fd with "ok" or "error:
+REASON", one line each, once the store has answered (stores without
+values answer an error naming them; see docs/primitives.md):
+
+    echo "$NEW_ADDR" >&3 && read -r ack <&3
 
 To keep a job running under whichever replica leads, run 'distlock elect'
 in a loop on every replica (a systemd unit with Restart=always): each
@@ -61,6 +74,7 @@ within --wait.`,
 	urlFlag(cmd, &o.url)
 	cmd.Flags().StringVar(&o.name, "name", "", "election name: the lock the candidates compete for (required)")
 	cmd.Flags().StringVar(&o.value, "value", "", "this candidate's value, reported as the leader (default HOST:PID)")
+	cmd.Flags().BoolVar(&o.proclaim, "proclaim", false, "let CMD change the leader's value: lines it writes to fd 3 are proclaimed, each answered on fd 3 with ok or error: REASON")
 	cmd.Flags().DurationVar(&o.ttl, "ttl", 0, "leadership TTL: how long a crashed leader stays in office (default: the URL's ttl, else 30s)")
 	cmd.Flags().DurationVar(&o.wait, "wait", 0, "give up after campaigning this long (exit 75; default: campaign indefinitely)")
 	cmd.Flags().DurationVar(&o.grace, "grace", 10*time.Second, "when renewals fail, SIGTERM to CMD this long before the leadership's validity ends, SIGKILL at its end (at most a third of the TTL)")
@@ -128,11 +142,22 @@ func elect(ctx context.Context, o electOpts, args []string) error {
 		}
 		return err
 	}
-	code, terminated := supervise(ld.Lease(), o.grace, args, []string{
+	env := []string{
 		"DISTLOCK_ELECTION=" + o.name,
 		"DISTLOCK_VALUE=" + o.value,
 		"DISTLOCK_TERM=" + strconv.FormatUint(ld.Term(), 10),
-	})
+	}
+	var extra []*os.File
+	if o.proclaim {
+		child, stop, err := serveProclaims(ld)
+		if err != nil {
+			_ = ld.Resign(context.Background())
+			return err
+		}
+		defer stop()
+		extra, env = []*os.File{child}, append(env, proclaimFDEnv+"=3")
+	}
+	code, terminated := supervise(ld.Lease(), o.grace, args, env, extra)
 	cause := ld.Err()
 	if cause == nil {
 		cause = fmt.Errorf("the leadership of %q was not renewed in time", o.name)
@@ -146,4 +171,45 @@ func elect(ctx context.Context, o electOpts, args []string) error {
 		return exitWith(ExitLost, reword("elect: ", cause, "; the command was terminated"))
 	}
 	return exitWith(code, nil)
+}
+
+// proclaimFDEnv names, in CMD's environment, the fd on which it proclaims
+// (elect --proclaim).
+const proclaimFDEnv = "DISTLOCK_PROCLAIM_FD"
+
+// serveProclaims makes the socket pair of elect --proclaim: child becomes
+// CMD's fd 3; each line read on the other end is proclaimed and answered
+// "ok" or "error: REASON". stop ends it (after CMD has exited).
+func serveProclaims(ld *distlock.Leadership) (child *os.File, stop func(), err error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("elect: --proclaim: socket pair: %w", err)
+	}
+	// Distlock's end is non-blocking, so that stop's Close ends a read
+	// still waiting (a child of CMD that kept fd 3 open).
+	if err := syscall.SetNonblock(fds[0], true); err != nil {
+		syscall.Close(fds[0])
+		syscall.Close(fds[1])
+		return nil, nil, fmt.Errorf("elect: --proclaim: %w", err)
+	}
+	own, child := os.NewFile(uintptr(fds[0]), "proclaim"), os.NewFile(uintptr(fds[1]), "proclaim")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(own)
+		for sc.Scan() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := ld.Proclaim(ctx, strings.TrimSuffix(sc.Text(), "\r"))
+			cancel()
+			reply := "ok\n"
+			if err != nil {
+				reply = "error: " + strings.TrimPrefix(err.Error(), "distlock: ") + "\n"
+				fmt.Fprintln(os.Stderr, "distlock:", err)
+			}
+			if _, err := io.WriteString(own, reply); err != nil {
+				return
+			}
+		}
+	}()
+	return child, func() { _ = own.Close(); <-done }, nil
 }

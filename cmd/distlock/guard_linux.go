@@ -61,7 +61,16 @@ func runGuard(args []string) int {
 	cmd := exec.Command(args[2], args[3:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	var proclaim *os.File
+	if os.Getenv(proclaimFDEnv) == "3" { // elect --proclaim: fd 3 is CMD's too
+		proclaim = os.NewFile(3, "proclaim")
+		cmd.ExtraFiles = []*os.File{proclaim}
+	}
+	err = cmd.Start()
+	if proclaim != nil {
+		_ = proclaim.Close()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "distlock: run:", err)
 		return 127
 	}

@@ -220,3 +220,20 @@ func TestErrorPrefixOnce(t *testing.T) {
 		t.Errorf("exit %d, output %q: want 64 and one 'distlock: ' prefix", code, out)
 	}
 }
+
+func TestElectProclaim(t *testing.T) {
+	out, code := runCLI(t, nil, "elect", "--url", "mem://", "--name", "sched", "--value", "replica-a", "--proclaim", "--",
+		"sh", "-c", `echo "fd=$DISTLOCK_PROCLAIM_FD"
+echo replica-a:9090 >&3; read -r ack <&3; echo "ack=$ack"
+echo "bad value" >&3; read -r ack <&3; echo "ack=$ack"`)
+	if code != 0 {
+		t.Errorf("exit code %d, want 0; output:\n%s", code, out)
+	}
+	if !strings.Contains(out, "fd=3\nack=ok\n") || !strings.Contains(out, "ack=error: proclaim \"sched\": invalid configuration: candidate value \"bad value\" must be printable ASCII") {
+		t.Errorf("the command's proclamations were not answered ok, then with the refusal:\n%s", out)
+	}
+	// Without --proclaim fd 3 is not open in the command.
+	if out, code := runCLI(t, nil, "elect", "--url", "mem://", "--name", "sched", "--", "sh", "-c", `echo x >&3`); code == 0 {
+		t.Errorf("fd 3 open without --proclaim: exit 0, output %q", out)
+	}
+}

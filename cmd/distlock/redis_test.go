@@ -342,3 +342,29 @@ func startCLI(t *testing.T, args ...string) (*exec.Cmd, io.WriteCloser, string, 
 	line, err := bufio.NewReader(out).ReadString('\n')
 	return c, in, line, err
 }
+
+// TestElectProclaimAgainstRedis: a value the leader's command proclaims
+// through fd 3 is what status reports beside the owner, once acknowledged.
+func TestElectProclaimAgainstRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis server")
+	}
+	url := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis}).URL()
+	leader, stdin, line, err := startCLI(t, "elect", "--url", url, "--name", "primary", "--value", "10.0.0.1:5432", "--proclaim", "--",
+		"sh", "-c", `echo 10.0.0.1:6432 >&3; read -r ack <&3; echo "ack $ack"; read line; exit 0`)
+	if err != nil || strings.TrimSpace(line) != "ack ok" {
+		t.Fatalf("the leader's command printed %q (%v), want ack ok", line, err)
+	}
+	o, code := runCLI(t, nil, "status", "--url", url, "--key", "primary", "--json")
+	var st stateJSON
+	if code != ExitOK || json.Unmarshal([]byte(o), &st) != nil || st.holder().Value != "10.0.0.1:6432" || !strings.HasPrefix(st.holder().Owner, "10.0.0.1:5432.") {
+		t.Errorf("status after the proclamation: exit %d, %s; want value 10.0.0.1:6432 beside owner 10.0.0.1:5432.*", code, o)
+	}
+	if o, _ := runCLI(t, nil, "status", "--url", url, "--key", "primary"); !strings.Contains(o, "(value 10.0.0.1:6432)") {
+		t.Errorf("status text after the proclamation does not show the value: %s", o)
+	}
+	_ = stdin.Close()
+	if err := leader.Wait(); err != nil {
+		t.Errorf("the leader: %v", err)
+	}
+}

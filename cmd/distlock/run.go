@@ -121,7 +121,7 @@ func runLocked(ctx context.Context, o runOpts, args []string) error {
 	if err != nil {
 		return err
 	}
-	code, terminated := supervise(lease, o.grace, args, env)
+	code, terminated := supervise(lease, o.grace, args, env, nil)
 	cause := lease.Err()
 	if cause == nil {
 		cause = fmt.Errorf("the lease on %q was not renewed in time", o.key)
@@ -148,7 +148,7 @@ func runLocked(ctx context.Context, o runOpts, args []string) error {
 // get that close. env is added to CMD's environment. CMD's process group dies with distlock (on Linux: a
 // guard process, see guard_linux.go). It returns
 // CMD's exit code and whether CMD was terminated for the lease.
-func supervise(lease *distlock.Lease, grace time.Duration, args, env []string) (int, bool) {
+func supervise(lease *distlock.Lease, grace time.Duration, args, env []string, extra []*os.File) (int, bool) {
 	validity := time.Until(lease.Deadline())
 	margin := min(validity/20, 250*time.Millisecond)
 	grace = min(grace, validity/3)
@@ -163,6 +163,7 @@ func supervise(lease *distlock.Lease, grace time.Duration, args, env []string) (
 		"DISTLOCK_OWNER="+lease.Owner())
 	cmd.Env = append(cmd.Env, env...)
 	cmd.SysProcAttr = childAttr()
+	cmd.ExtraFiles = extra // fds 3, 4, ... in CMD; closed here once it started
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -170,7 +171,11 @@ func supervise(lease *distlock.Lease, grace time.Duration, args, env []string) (
 	// process: keep this goroutine on its thread until CMD is reaped.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := cmd.Start(); err != nil {
+	err := cmd.Start()
+	for _, f := range extra {
+		_ = f.Close()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "distlock: run:", err)
 		return 127, false
 	}

@@ -46,6 +46,9 @@ type stateJSON struct {
 // holderJSON is one grant.
 type holderJSON struct {
 	Owner string `json:"owner"`
+	// Value is what a lock's holder set beside it (an election leader's
+	// Leadership.Proclaim), omitted when none.
+	Value string `json:"value,omitempty"`
 	// Mode is "exclusive" (a lock), "permits" (a semaphore's grant),
 	// "write" or "read".
 	Mode    string `json:"mode"`
@@ -68,10 +71,11 @@ type state struct {
 	waiters            int
 	read               time.Time       // when the store answered
 	forced             *backend.Forced // the last forced release the store recorded (locks only)
+	value              string          // the lock's holder's value (backend.Info.Value)
 }
 
 func lockState(name string, info backend.Info, read time.Time) state {
-	st := state{backend: name, key: info.Key, kind: "lock", token: info.Token, waiters: info.Waiters, read: read, forced: info.Forced}
+	st := state{backend: name, key: info.Key, kind: "lock", token: info.Token, waiters: info.Waiters, read: read, forced: info.Forced, value: info.Value}
 	if info.Held {
 		st.holders = []backend.Holder{{Owner: info.Owner, Token: info.Token, TTL: info.TTL}}
 		st.modes = []string{"exclusive"}
@@ -125,6 +129,9 @@ func (st state) json() stateJSON {
 	}
 	for i, h := range st.holders {
 		hj := holderJSON{Owner: h.Owner, Mode: st.modes[i], Permits: h.Permits, Token: h.Token, TTL: h.TTL.Seconds()}
+		if st.kind == "lock" {
+			hj.Value = st.value
+		}
 		if d := st.deadline(h); !d.IsZero() {
 			hj.Deadline = d.Format(time.RFC3339Nano)
 		}
@@ -147,7 +154,11 @@ func (st state) print(w io.Writer) error {
 	case st.kind == "lock" || (st.kind == "rw" && st.modes[0] == "write"):
 		h := st.holders[0]
 		verb := map[string]string{"lock": "held", "rw": "written"}[st.kind]
-		_, err := fmt.Fprintf(w, "%s%s: %s by %s, token %d, %s%s%s\n", what, st.key, verb, h.Owner, h.Token, st.expiry(h), waitingNote(st.waiters), forcedNote(st.forced))
+		owner := h.Owner
+		if st.kind == "lock" && st.value != "" {
+			owner += " (value " + st.value + ")"
+		}
+		_, err := fmt.Fprintf(w, "%s%s: %s by %s, token %d, %s%s%s\n", what, st.key, verb, owner, h.Token, st.expiry(h), waitingNote(st.waiters), forcedNote(st.forced))
 		return err
 	case st.kind == "semaphore":
 		fmt.Fprintf(w, "semaphore %s: %s held by %s%s\n", st.key, plural(st.permitsHeld, "permit"), plural(len(st.holders), "grant"), waitingNote(st.waiters))

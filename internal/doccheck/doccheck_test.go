@@ -55,10 +55,10 @@ func TestDocsAgreeWithCode(t *testing.T) {
 	// docs/primitives.md listed `distlock elect` under "Not yet".
 	if _, err := os.Stat(filepath.Join("..", "..", "cmd", "distlock", "elect.go")); err == nil {
 		prim := read(t, "docs/primitives.md")
-		if i := strings.Index(prim, "**Not yet**: etcd's `Election`"); i < 0 {
+		if i := strings.Index(prim, "**Not yet**: Curator's `LeaderLatch`"); i < 0 {
 			t.Errorf("docs/primitives.md: the election's Not yet paragraph is gone; update this test")
-		} else if para, _, _ := strings.Cut(prim[i:], "\n\n"); strings.Contains(para, "distlock elect") {
-			t.Errorf("docs/primitives.md lists `distlock elect` under Not yet: %s", para)
+		} else if para, _, _ := strings.Cut(prim[i:], "\n\n"); strings.Contains(para, "distlock elect") || strings.Contains(para, "etcd's `Election`") {
+			t.Errorf("docs/primitives.md lists `distlock elect` or etcd's Proclaim under Not yet: %s", para)
 		}
 	}
 	// docs/architecture.md said only memlock implements Lister (now
