@@ -43,7 +43,7 @@ func (l *Locker) goCall(f func()) {
 // it: if ctx ends before f returns, call returns at once with answered
 // false and f goes on in the background, where late (if set) gets its
 // error. A ctx that cannot end, or a driver that returns by its ctx's
-// end itself (backend.CtxBounded), runs f on the caller's goroutine.
+// end itself (backend.Capabilities.CtxBounded), runs f on the caller's goroutine.
 func (l *Locker) call(ctx context.Context, f func(context.Context) error, late func(error)) (err error, answered bool) {
 	if ctx.Done() == nil || l.bounded {
 		return f(ctx), true

@@ -11,19 +11,23 @@ import (
 	"github.com/distlock/distlock/memlock"
 )
 
-// atServer is memlock's driver naming a server (backend.Endpoint), as a
-// network store's does.
+// atServer is memlock's driver naming a server (Capabilities.Server), as
+// a network store's does.
 type atServer struct {
 	*memlock.Driver
 	srv backend.Server
 }
 
-func (d atServer) Server() backend.Server { return d.srv }
+func (d atServer) Capabilities() backend.Capabilities {
+	c := d.Driver.Capabilities()
+	c.Server = d.srv
+	return c
+}
 
-// TestServerAttributes: a driver's backend.Endpoint puts server.address,
+// TestServerAttributes: a driver's Capabilities.Server puts server.address,
 // server.port and db.system.name on the metrics; a System left empty
 // (etcd, ZooKeeper) puts no db.system.name, and a driver without
-// Endpoint none of them.
+// Capabilities.Server none of them.
 func TestServerAttributes(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {

@@ -24,7 +24,7 @@ type Locker struct {
 	withdrawer backend.Withdrawer // nil unless the store keeps writer-waiting marks
 	batch      backend.Batcher    // nil unless the store refreshes many locks in one round trip
 	multi      backend.Batcher    // nil unless the store takes several keys in one step
-	bounded    bool               // the driver's calls return by their ctx's end (backend.CtxBounded): no hand-off
+	bounded    bool               // the driver's calls return by their ctx's end (Capabilities.CtxBounded): no hand-off
 	cfg        lockerConfig
 	maxKey     int
 	tel        *telemetry  // observe.go
@@ -81,9 +81,7 @@ func newLocker(d backend.Driver, opts []LockerOption) (*Locker, error) {
 	l.waiter, _ = d.(backend.Waiter)
 	l.notifier, _ = d.(backend.Notifier)
 	l.withdrawer, _ = d.(backend.Withdrawer)
-	if cb, ok := d.(backend.CtxBounded); ok {
-		l.bounded = cb.CtxBounded()
-	}
+	l.bounded = caps.CtxBounded
 	if caps.BatchRefresh {
 		l.batch = d.(backend.Batcher)
 	}
@@ -98,11 +96,7 @@ func newLocker(d backend.Driver, opts []LockerOption) (*Locker, error) {
 	if lg, ok := d.(backend.Logging); ok {
 		lg.SetLogger(cfg.logger)
 	}
-	var srv backend.Server
-	if ep, ok := d.(backend.Endpoint); ok {
-		srv = ep.Server()
-	}
-	l.tel = newTelemetry(cfg, caps.Name, srv)
+	l.tel = newTelemetry(cfg, caps.Name, caps.Server)
 	l.events = newEventQueue(l.deliver)
 	l.closeCtx, l.closeCancel = context.WithCancelCause(context.Background())
 	l.wd.init()

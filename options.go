@@ -113,7 +113,7 @@ func WithReleaseTimeout(d time.Duration) LockerOption {
 // Nothing else changes: renewals, their bound and the lease's deadline
 // (the loss bound), fencing, fairness and retry-safety are the default's.
 // A ctx that cannot end (context.Background) never costs a hand-off, nor
-// does a driver that returns by its ctx's end itself (backend.CtxBounded:
+// does a driver that returns by its ctx's end itself (backend.Capabilities.CtxBounded:
 // etcdlock, zklock), whose Release and Refresh the Locker always calls on
 // the caller's goroutine; the option matters for the others (Redis, SQL).
 func WithReleaseOnCaller() LockerOption {

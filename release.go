@@ -63,7 +63,7 @@ func (l *Locker) releaseEnded(ctx context.Context, h *hold, cause error, returne
 	answered := true
 	if ctx.Done() == nil || l.cfg.releaseInline || l.bounded {
 		// A ctx that cannot end, WithReleaseOnCaller, or a driver that
-		// returns by its ctx's end itself (backend.CtxBounded): no
+		// returns by its ctx's end itself (backend.Capabilities.CtxBounded): no
 		// goroutine, no closures.
 		err = lock.Release(ctx)
 	} else {

@@ -46,16 +46,20 @@ func (l *stackLock) Release(ctx context.Context) error {
 func releaseFromTest(ctx context.Context, le *distlock.Lease) error { return le.Release(ctx) }
 
 // boundedStackDriver is a stackDriver that declares its calls bounded by
-// their ctx (backend.CtxBounded).
+// their ctx (backend.Capabilities.CtxBounded).
 type boundedStackDriver struct{ *stackDriver }
 
-func (boundedStackDriver) CtxBounded() bool { return true }
+func (d boundedStackDriver) Capabilities() backend.Capabilities {
+	c := d.stackDriver.Capabilities()
+	c.CtxBounded = true
+	return c
+}
 
 // TestReleaseOnCaller: with WithReleaseOnCaller a Release with a ctx that
 // can end calls the driver on the caller's goroutine (no hand-off);
 // without it, on a goroutine of the Locker's own, so that Release returns
 // at the ctx's end whatever the driver does, unless the driver declares
-// that it returns by its ctx's end itself (backend.CtxBounded). A ctx that
+// that it returns by its ctx's end itself (backend.Capabilities.CtxBounded). A ctx that
 // cannot end is called on the caller's goroutine either way.
 func TestReleaseOnCaller(t *testing.T) {
 	for _, tc := range []struct {

@@ -116,6 +116,25 @@ type Capabilities struct {
 	// it (Freer.ForceRelease). A driver without Freer offers none whatever
 	// this says (see Offers).
 	ForceRelease bool `json:"force_release,omitempty"`
+	// CtxBounded reports that every call of the driver returns by the end
+	// of its ctx even when the store never answers (the rule Driver
+	// states), kept by the driver itself: by a store client that honours
+	// ctx (etcd's gRPC client) or by a goroutine of the driver's own
+	// (zklock's calls over go-zookeeper, which takes no ctx). The portable
+	// layer bounds the Release and Refresh of any other driver by a
+	// goroutine of its own, one hand-off per call, since some store
+	// clients ignore ctx (go-redis); a CtxBounded driver's it calls on the
+	// caller's goroutine, with the same bound. A wrapper that forwards its
+	// inner driver's Capabilities keeps this only if its own methods keep
+	// the bound too.
+	CtxBounded bool `json:"ctx_bounded,omitempty"`
+	// Server names the server the driver talks to (the first one of a
+	// cluster or ensemble, as configured; a zero Address when unknown).
+	// The Locker reads it once, when it is made, and records it on its
+	// metrics and spans (server.address, server.port and db.system.name,
+	// as the OpenTelemetry semantic conventions name them), so that two
+	// stores can be told apart.
+	Server Server `json:"server,omitzero"`
 }
 
 // Offers returns c with what d does not implement cleared: MultiAtomic

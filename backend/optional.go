@@ -164,21 +164,6 @@ type Inspector interface {
 	List(ctx context.Context, prefix string, limit int) ([]Info, error)
 }
 
-// CtxBounded is implemented by drivers whose every call returns by the
-// end of its ctx even when the store never answers (the rule Driver
-// states), kept by the driver itself: by a store client that honours ctx
-// (etcd's gRPC client) or by a goroutine of the driver's own (zklock's
-// calls over go-zookeeper, which takes no ctx). The portable layer bounds
-// the Release and Refresh of any other driver (or one whose CtxBounded
-// returns false) by a goroutine of its own, one hand-off per call, since
-// some store clients ignore ctx (go-redis); a CtxBounded driver's it
-// calls on the caller's goroutine, with the same bound. A wrapper
-// forwards its inner driver's answer only if its own methods keep the
-// bound too.
-type CtxBounded interface {
-	CtxBounded() bool
-}
-
 // Logging is implemented by drivers that log (a store client's own
 // messages, a reconnect). The portable layer calls SetLogger once, before
 // any other call, with the Locker's logger (distlock.WithLogger; a logger
@@ -266,27 +251,16 @@ type Forced struct {
 // where it has to bound it (a Redis key's expiry, an etcd lease).
 const ForcedKeep = 24 * time.Hour
 
-// Endpoint is implemented by drivers that can name the server they talk
-// to. The Locker records it on its metrics and spans (server.address,
-// server.port and db.system.name, as the OpenTelemetry semantic
-// conventions name them), so that two stores can be told apart.
-type Endpoint interface {
-	// Server returns the server the driver talks to (the first one of a
-	// cluster or ensemble, as configured); a zero Address when unknown.
-	// It is called once, when the Locker is made, and must not block.
-	Server() Server
-}
-
 // Server names a store's server for telemetry.
 type Server struct {
 	// Address is its host name or IP address, as configured; Port its
 	// port (0: unknown).
-	Address string
-	Port    int
+	Address string `json:"address,omitempty"`
+	Port    int    `json:"port,omitempty"`
 	// System is the store's db.system.name in the semantic conventions'
 	// well-known values ("redis", "mysql", "mariadb", "postgresql"), or ""
 	// for a store that is not one of them (ZooKeeper, etcd).
-	System string
+	System string `json:"system,omitempty"`
 }
 
 // ServerOf splits hostport ("host:port", "[::1]:port", or a bare host)

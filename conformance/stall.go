@@ -43,8 +43,8 @@ type stallHold struct {
 	// refLate is how late a timer of the test's own, set for the lease's
 	// deadline when the stall began, fired: the scheduler's delay at that
 	// instant (a busy machine's), which the lease's end may have too.
-	refLate time.Duration
-	rivalErr       error
+	refLate  time.Duration
+	rivalErr error
 }
 
 // stallHolds takes one lease of each primitive the store offers on a,

@@ -135,11 +135,6 @@ func leaseTTL(ttl time.Duration) (time.Duration, error) {
 	return time.Duration(secs) * time.Second, nil
 }
 
-// CtxBounded reports that every call of the driver returns by its ctx's
-// end (gRPC honours ctx), so the portable layer calls Release and Refresh
-// on the caller's goroutine (backend.CtxBounded).
-func (d *Driver) CtxBounded() bool { return true }
-
 // Capabilities reports a fair queue, one lease per driver (session
 // lifetime: every lock has the lease's TTL), and Raft replication.
 func (d *Driver) Capabilities() backend.Capabilities {
@@ -158,7 +153,9 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		BatchRefresh: true,              // lock.go
 		Values:       true,              // announce.go
 		Watch:        true,
-		ForceRelease: true, // force.go
+		ForceRelease: true,       // force.go
+		CtxBounded:   true,       // gRPC honours ctx
+		Server:       d.server(), // endpoint.go
 
 		SemaphoreFair: true, // in create-revision order
 	}

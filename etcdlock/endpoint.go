@@ -6,12 +6,10 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-var _ backend.Endpoint = (*Driver)(nil)
-
-// Server implements backend.Endpoint: the client's first endpoint, its
+// server is Capabilities.Server: the client's first endpoint, its
 // scheme dropped. etcd has no db.system.name in the semantic
 // conventions.
-func (d *Driver) Server() backend.Server {
+func (d *Driver) server() backend.Server {
 	eps := d.c.Endpoints()
 	if len(eps) == 0 {
 		return backend.Server{}

@@ -198,6 +198,7 @@ func New(c redis.UniversalClient, opts *Options) (*Driver, error) {
 		BatchRefresh:        true, // lock.go
 		Values:              true, // announce.go
 		ForceRelease:        true, // force.go
+		Server:              redisproto.ServerOf(c),
 	}
 	if o.Wait == WaitQueue {
 		d.caps.Wait, d.caps.Fair = backend.WaitQueue, true

@@ -110,6 +110,7 @@ func New(clients []redis.UniversalClient, opts *Options) (*Driver, error) {
 	}
 	r.caps = backend.Capabilities{
 		Name:                "redlock",
+		Server:              redisproto.ServerOf(clients[0]), // the first node
 		Wait:                backend.WaitNotify,
 		Fair:                o.Wait == WaitQueue,
 		Lifetime:            backend.LifetimeTTL,

@@ -2,12 +2,10 @@ package sqllock
 
 import "github.com/distlock/distlock/backend"
 
-var _ backend.Endpoint = (*Driver)(nil)
-
-// Server implements backend.Endpoint: Options.Server (a URL's host and
+// serverInfo is Capabilities.Server: Options.Server (a URL's host and
 // port), with db.system.name "postgresql" or "mysql" (MariaDB's servers
 // too: telling them apart would cost a round trip).
-func (d *Driver) Server() backend.Server {
+func (d *Driver) serverInfo() backend.Server {
 	system := "mysql"
 	if d.dia.name() == "postgres" {
 		system = "postgresql"

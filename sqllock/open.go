@@ -80,7 +80,7 @@ type Options struct {
 	// needs no procedure. See docs/sql.md.
 	NoProcedure bool
 	// Server is the server's host:port, which the Driver reports for
-	// telemetry (backend.Endpoint: server.address, server.port). A
+	// telemetry (backend.Capabilities.Server: server.address, server.port). A
 	// URL-opened Driver sets it from the URL; over a *sql.DB of New it is
 	// unknown unless given.
 	Server string

@@ -206,12 +206,6 @@ func (d *Driver) SetLogger(l *slog.Logger) {
 	}
 }
 
-// CtxBounded reports that every call of the driver returns by its ctx's
-// end: go-zookeeper takes no ctx, so each request the driver sends with a
-// ctx that can end runs on a goroutine of the driver's own (do), and the
-// portable layer need not add another (backend.CtxBounded).
-func (d *Driver) CtxBounded() bool { return true }
-
 // Capabilities reports a fair queue whose locks live as long as the
 // driver's session; the TTL of every lock is 5/12 of the session timeout
 // (see vouchNum). Counting
@@ -230,6 +224,10 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		RW:           backend.WaitQueue, // rwlock.go
 		Values:       true,              // announce.go
 		Watch:        true,
+		// Every call returns by its ctx's end: go-zookeeper takes no ctx,
+		// so each runs on a goroutine of the driver's own (do).
+		CtxBounded: true,
+		Server:     d.server(), // endpoint.go
 
 		// Native semaphores (semaphore.go), fair: in sequence order.
 		Semaphore:     backend.WaitQueue,

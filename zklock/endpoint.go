@@ -2,10 +2,8 @@ package zklock
 
 import "github.com/distlock/distlock/backend"
 
-var _ backend.Endpoint = (*Driver)(nil)
-
-// Server implements backend.Endpoint: the server the connection is on
+// server is Capabilities.Server: the server the connection is on
 // when the Locker is made (go-zookeeper moves between the ensemble's
 // servers on reconnects). ZooKeeper has no db.system.name in the
 // semantic conventions.
-func (d *Driver) Server() backend.Server { return backend.ServerOf(d.conn.Server(), "") }
+func (d *Driver) server() backend.Server { return backend.ServerOf(d.conn.Server(), "") }

@@ -9,7 +9,7 @@ import (
 )
 
 // TestServerOf: the address a client is configured with, for telemetry
-// (backend.Endpoint); no server is dialled.
+// (backend.Capabilities.Server); no server is dialled.
 func TestServerOf(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "cache-1.internal:6380"})
 	defer c.Close()
