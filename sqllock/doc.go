@@ -54,8 +54,10 @@
 // holder's free at once; the watchdog renews every lease of a session
 // with one statement per round (Capabilities.BatchRefresh). A blocking
 // wait runs on a waiter connection of its own (at most Options.Waiters,
-// 2), in the server's queue, and then tries the key on its session: no
-// polling, not fair. Fencing tokens come from the same counter tables,
+// 2), in the server's queue, and keeps the key there when granted (the
+// lease lives on that connection, at most Waiters such leases at once;
+// beyond them a wait lets the key go and tries it on its session): no
+// polling, a contended key handed over in the server's order. Fencing tokens come from the same counter tables,
 // the try-lock and the token in one statement on PostgreSQL. Mutexes
 // only: semaphores and read-write locks are refused with ErrUnsupported.
 // The table records the mode (table+[ModeSuffix], MySQL too). Every

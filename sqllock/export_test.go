@@ -1,6 +1,9 @@
 package sqllock
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // AssumeTxTimeout makes d's lock transactions turn transaction_timeout off
 // as on PostgreSQL 17 and later, whatever the server's version: a server
@@ -17,4 +20,21 @@ func UnlockBehind(ctx context.Context, d *Driver, key string) (bool, error) {
 		return false, nil
 	}
 	return d.sess.unlockBehind(ctx, key)
+}
+
+// SessionWaiting reports how many connections wait in the server's queue
+// for key's session-mode lock (pg_locks not granted; MySQL's processlist
+// in state "User lock" on key's name).
+func SessionWaiting(ctx context.Context, d *Driver, key string) (int, error) {
+	k := advisoryKey(d.sess.space, key)
+	var q string
+	if _, ok := d.sess.sd.(*pgSessionDialect); ok {
+		u := uint64(k)
+		q = fmt.Sprintf("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND NOT granted AND classid = %d AND objid = %d", u>>32, u&0xffffffff)
+	} else {
+		q = fmt.Sprintf("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' AND INFO LIKE '%%%s%%'", lockName(k))
+	}
+	var n int
+	err := d.db.QueryRowContext(ctx, q).Scan(&n)
+	return n, err
 }

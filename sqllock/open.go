@@ -54,8 +54,8 @@ type Options struct {
 	// of the Driver as a session-level advisory lock on one of a few
 	// shared connections (Sessions): PostgreSQL's session-level advisory
 	// locks, MySQL's GET_LOCK; not a transaction on a pinned connection
-	// per lease: any number of leases over Sessions+Waiters
-	// connections, renewed by one statement per session per watchdog
+	// per lease: any number of leases over Sessions+2×Waiters
+	// connections (Sessions for leases taken without waiting), renewed by one statement per session per watchdog
 	// round. Mutexes only: semaphores and read-write locks are refused
 	// with ErrUnsupported. The table records the mode, as for Advisory.
 	// See docs/sql.md, Session mode.
@@ -64,7 +64,9 @@ type Options struct {
 	Sessions int
 	// Waiters bounds the connections session mode uses at once for
 	// blocking waits, one per waiting call (default 2); a wait beyond it
-	// waits for one within its ctx.
+	// waits for one within its ctx. It also bounds the leases kept on the
+	// waiter connection that waited for them (a contended key handed over
+	// in the server's order): at most Waiters more connections.
 	Waiters int
 	// NoProcedure (MySQL, MariaDB) keeps the Driver from creating and
 	// calling the stored procedure named Table+[ProcSuffix]. By default,

@@ -23,9 +23,14 @@ import (
 // statement per session (RefreshAll). A crashed holder's sessions close
 // and the server frees their locks at once. A blocking wait runs on a
 // waiter connection of its own (at most Options.Waiters at once), never
-// on a shared session: it waits in the server's queue for the key to be
-// free (pg_advisory_lock), lets it go at once, and then tries the key on
-// its session; another client may win that race, and the wait goes on.
+// on a shared session: it waits in the server's queue for the key
+// (pg_advisory_lock, GET_LOCK) and keeps it when granted, with the token
+// in the same round trip on PostgreSQL: the lease then lives on that
+// waiter session (idle timeout = TTL, like a shared one) until released,
+// so a contended key passes from holder to waiter in the server's order,
+// and the waiter's slot stays taken while it holds. Released, the waiter
+// session is kept idle for the next wait. A key that had to wait here in
+// the last second skips the try on its shared session.
 // Fencing tokens come from the counter tables as in the other modes: a
 // durable epoch per key, bumped only when its live counter (UNLOGGED) is
 // missing, and the live counter's increment, in the same statement as
@@ -36,6 +41,11 @@ type sessionMode struct {
 	space   string // the key space hashed into each key: the table (PostgreSQL), the database and table (MySQL)
 	n       int
 	waiters chan struct{}
+	holders chan struct{}         // leases kept on waiter connections (at most Waiters)
+	idle    []*session            // waiter sessions that hold nothing, kept for the next wait (guarded by mu)
+	held    map[*session]struct{} // waiter sessions holding a lease (guarded by mu)
+	hot     map[int64]time.Time   // keys whose last acquisition here had to wait, and when (guarded by mu)
+	quit    chan struct{}         // closed by close: the sessions' workers end
 
 	mu       sync.Mutex
 	sessions []*session          // by hash slot; nil until first used, or after it ended
@@ -69,7 +79,7 @@ func newSessionMode(ctx context.Context, d *Driver, o Options) (*sessionMode, er
 	if w == 0 {
 		w = defaultWaiters
 	}
-	m := &sessionMode{d: d, n: n, waiters: make(chan struct{}, w), sessions: make([]*session, n), local: map[int64]*sessLock{}, space: d.q.table}
+	m := &sessionMode{d: d, n: n, waiters: make(chan struct{}, w), holders: make(chan struct{}, w), sessions: make([]*session, n), local: map[int64]*sessLock{}, space: d.q.table, quit: make(chan struct{}), held: map[*session]struct{}{}, hot: map[int64]time.Time{}}
 	var err error
 	if _, ok := d.dia.(pgSession); ok {
 		m.sd, err = newPGSession(ctx, d)
@@ -104,16 +114,27 @@ type sessDialect interface {
 	// await waits on c, a waiter connection, until k is free for a
 	// moment, within ctx; when ctx ends it leaves no waiter in the server.
 	await(ctx context.Context, m *sessionMode, c *sql.Conn, k int64) error
+	// hold makes ws's connection, a waiter connection whose idle timeout
+	// is prev seconds (0: a new connection), a session with idle timeout
+	// ws.ttl, and sets ws.pid; it waits on it in the server's queue until
+	// it holds k, within ctx, and returns the fencing token it committed
+	// for key. It calls granted once k is held and before the token's
+	// statement is sent, if the token takes a statement of its own. When
+	// ctx ends it leaves no waiter in the server; on an error the caller
+	// closes the connection, which frees k.
+	hold(ctx context.Context, m *sessionMode, ws *session, prev int, key, owner string, k int64, granted func()) (uint64, error)
 	// holds reports whether any session holds k, from a pooled connection.
 	holds(ctx context.Context, d *Driver, k int64) (bool, error)
 }
 
 // session is one shared connection and the locks held on it.
 type session struct {
-	m   *sessionMode
-	c   *sql.Conn
-	pid uint64
-	sem chan struct{} // one statement at a time
+	m    *sessionMode
+	c    *sql.Conn
+	pid  uint64
+	sem  chan struct{} // one statement at a time
+	jobs chan *job     // to the worker (loop), sem held
+	quit chan struct{} // closed when the Driver closes: the worker ends
 
 	// Guarded by sem.
 	ttl       int       // idle_session_timeout, seconds; only grows
@@ -121,7 +142,18 @@ type session struct {
 	gone      error     // the connection failed: every lock on it is lost
 
 	held backend.HeldSet[*sessLock]
+
+	// A waiter session (a connection of Waiters that waited for a key in
+	// the server's queue and holds it as its one lease) frees its slot
+	// once, when its lease ends or the session does.
+	waiter  bool
+	slot    sync.Once
+	retired sync.Once
+	stopc   chan struct{} // closed by retire: the worker ends (nil for a shared session)
 }
+
+// stop ends a waiter session's worker.
+func (s *session) stop() { close(s.stopc) }
 
 // sessLock is a lease held on a session.
 type sessLock struct {
@@ -148,7 +180,7 @@ func (m *sessionMode) session(ctx context.Context, i int, ttl int) (*session, er
 	if err != nil {
 		return nil, err
 	}
-	ns := &session{m: m, c: c, sem: make(chan struct{}, 1), ttl: ttl}
+	ns := &session{m: m, c: c, sem: make(chan struct{}, 1), jobs: make(chan *job), quit: m.quit, ttl: ttl}
 	sent := time.Now()
 	if ns.pid, err = m.sd.setup(ctx, c, ttl); err != nil {
 		_ = c.Raw(func(any) error { return driver.ErrBadConn })
@@ -170,6 +202,7 @@ func (m *sessionMode) session(ctx context.Context, i int, ttl int) (*session, er
 		return cur, nil
 	}
 	m.sessions[i] = ns
+	go ns.loop()
 	return ns, nil
 }
 
@@ -183,6 +216,7 @@ func (s *session) end(err error) {
 	_ = s.c.Raw(func(any) error { return driver.ErrBadConn })
 	_ = s.c.Close()
 	s.m.mu.Lock()
+	delete(s.m.held, s)
 	for i, cur := range s.m.sessions {
 		if cur == s {
 			s.m.sessions[i] = nil
@@ -195,15 +229,75 @@ func (s *session) end(err error) {
 	}
 	s.m.mu.Unlock()
 	s.held.Lost(fmt.Errorf("sqllock: the session holding the lock ended: %w: %w", backend.ErrLost, err))
+	if s.waiter {
+		s.freeSlot()
+	}
 }
 
-// run runs f on s's connection, one statement at a time. f's ctx is not
-// the caller's: a pgx statement whose ctx ends closes its connection,
-// which would end the session and every lock on it; it ends at the
-// session's idle bound (when the server may have ended the session
-// anyway). When ctx ends first, run returns ctx's cause and f goes on;
-// late, when not nil, then gets f's error once it is done. A connection
-// failure ends the session.
+// freeSlot gives a waiter session's slot of Waiters back, once.
+func (s *session) freeSlot() { s.slot.Do(func() { <-s.m.holders }) }
+
+// job is one statement for a session's worker goroutine.
+type job struct {
+	ctx    context.Context // not the caller's: bounded by the session's idle bound
+	cancel context.CancelFunc
+	f      func(ctx context.Context, c *sql.Conn) error
+	late   func(err error)
+	res    chan error // buffered: the caller may have gone
+
+	mu        sync.Mutex
+	abandoned bool
+}
+
+// loop is s's worker: it runs the session's statements, one at a time,
+// on a goroutine that lives as long as the session (a goroutine per
+// statement would grow a new stack through the driver's calls every
+// time), until the session ends or the Driver closes.
+func (s *session) loop() {
+	for {
+		select {
+		case j := <-s.jobs:
+			if s.do(j) {
+				return
+			}
+		case <-s.quit:
+			return
+		case <-s.stopc:
+			return
+		}
+	}
+}
+
+// do runs j, records its outcome on s and releases sem; true if the
+// session ended.
+func (s *session) do(j *job) bool {
+	sent := time.Now()
+	err := j.f(j.ctx, s.c)
+	j.cancel()
+	if err == nil || !s.m.d.connGone(err) {
+		s.confirmed = sent
+	} else {
+		s.end(err)
+	}
+	gone := s.gone != nil
+	<-s.sem
+	j.mu.Lock()
+	a := j.abandoned
+	j.mu.Unlock()
+	if a && j.late != nil {
+		go j.late(err) // it may run a statement on s: not on its worker
+	}
+	j.res <- err
+	return gone
+}
+
+// run runs f on s's connection, one statement at a time, on s's worker
+// goroutine. f's ctx is not the caller's: a pgx statement whose ctx ends
+// closes its connection, which would end the session and every lock on
+// it; it ends at the session's idle bound (when the server may have ended
+// the session anyway). When ctx ends first, run returns ctx's cause and f
+// goes on; late, when not nil, then gets f's error once it is done. A
+// connection failure ends the session.
 func (s *session) run(ctx context.Context, f func(ctx context.Context, c *sql.Conn) error, late func(err error)) error {
 	if err := ctx.Err(); err != nil {
 		return context.Cause(ctx)
@@ -223,36 +317,23 @@ func (s *session) run(ctx context.Context, f func(ctx context.Context, c *sql.Co
 		bound = time.Now().Add(time.Second) // a new session's first statements
 	}
 	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), bound)
-	res := make(chan error, 1)
-	var mu sync.Mutex
-	abandoned := false
-	go func() {
-		defer cancel()
-		sent := time.Now()
-		err := f(sctx, s.c)
-		if err == nil || !s.m.d.connGone(err) {
-			s.confirmed = sent
-		} else {
-			s.end(err)
-		}
-		<-s.sem
-		mu.Lock()
-		a := abandoned
-		mu.Unlock()
-		if a && late != nil {
-			late(err)
-		}
-		res <- err
-	}()
+	j := &job{ctx: sctx, cancel: cancel, f: f, late: late, res: make(chan error, 1)}
 	select {
-	case err := <-res:
+	case s.jobs <- j:
+	case <-s.quit:
+		cancel()
+		<-s.sem
+		return fmt.Errorf("%w: the session ended: %w", backend.ErrNotHeld, backend.ErrClosed)
+	}
+	select {
+	case err := <-j.res:
 		return err
 	case <-ctx.Done():
-		mu.Lock()
-		abandoned = true
-		mu.Unlock()
+		j.mu.Lock()
+		j.abandoned = true
+		j.mu.Unlock()
 		select {
-		case err := <-res:
+		case err := <-j.res:
 			return err
 		default:
 		}
@@ -364,20 +445,204 @@ func (m *sessionMode) tryMutex(ctx context.Context, req backend.Request) (backen
 }
 
 // waitMutex waits for key on a waiter connection of its own (at most
-// Waiters at once) in the server's queue, lets it go as soon as granted,
-// and tries it on its session; until it wins, within ctx.
+// Waiters at once) in the server's queue, until ctx ends: the connection
+// that the server grants the key to keeps it as the lease (a waiter
+// session), so that a contended key passes from holder to waiter in the
+// server's order, with one statement for the token after the grant.
 func (m *sessionMode) waitMutex(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	k := advisoryKey(m.space, req.Key)
+	m.mu.Lock()
+	hot := time.Since(m.hot[k]) < hotFor
+	m.mu.Unlock()
 	for {
-		g, err := m.tryMutex(ctx, req)
-		if !errors.Is(err, backend.ErrNotAcquired) {
-			return g, err
+		if !hot {
+			// Not contended of late: a try on the shared session first
+			// (one statement, no waiter connection).
+			g, err := m.tryMutex(ctx, req)
+			if !errors.Is(err, backend.ErrNotAcquired) {
+				return g, err
+			}
 		}
+		hot = false
+		m.mu.Lock()
+		own := m.local[k] != nil
+		m.mu.Unlock()
+		if !own {
+			select {
+			case m.holders <- struct{}{}: // the lease may stay on the waiter connection
+				return m.waitHold(ctx, req, k)
+			default:
+			}
+		}
+		// Every lease Waiters may keep on waiter connections is held:
+		// wait for the key to be free, and race for it on the session.
 		if err := m.awaitFree(ctx, req.Key, k); err != nil {
 			return backend.Grant{}, err
 		}
 	}
 }
+
+// A key whose acquisition here had to wait less than hotFor ago is
+// contended: a wait for it goes to the server's queue at once, without a
+// try on the shared session first (one statement fewer, and no barging
+// past the queue). At most maxHot keys are remembered.
+const (
+	hotFor = time.Second
+	maxHot = 4096
+)
+
+// waitHold takes a slot of Waiters and a waiter session (an idle one, or
+// a new connection), waits on it for k in the server's queue, and keeps
+// k on it as the lease.
+func (m *sessionMode) waitHold(ctx context.Context, req backend.Request, k int64) (backend.Grant, error) {
+	ttl := req.TTL
+	if ttl > m.d.dia.maxTTL() {
+		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w: TTL %v is beyond the server's longest idle timeout (%v)", req.Key, backend.ErrInvalidConfig, ttl, m.d.dia.maxTTL())
+	}
+	secs := seconds(ttl)
+	select {
+	case m.waiters <- struct{}{}:
+	case <-ctx.Done():
+		<-m.holders
+		return backend.Grant{}, fmt.Errorf("sqllock: wait %q: %w (all %d waiter connections in use, Options.Waiters)", req.Key, context.Cause(ctx), cap(m.waiters))
+	}
+	var c *sql.Conn
+	prev := 0 // c's idle bound, seconds: 0 for a new connection
+	var pid uint64
+	m.mu.Lock()
+	for len(m.idle) > 0 && c == nil {
+		ws := m.idle[len(m.idle)-1]
+		m.idle = m.idle[:len(m.idle)-1]
+		if time.Since(ws.confirmed) < time.Duration(ws.ttl)*time.Second/2 {
+			c, prev, pid = ws.c, ws.ttl, ws.pid // its worker has ended (retire)
+		} else { // the server may end it for idleness soon
+			_ = ws.c.Raw(func(any) error { return driver.ErrBadConn })
+			_ = ws.c.Close()
+		}
+	}
+	m.mu.Unlock()
+	fail := func(err error) (backend.Grant, error) {
+		if c != nil {
+			_ = c.Raw(func(any) error { return driver.ErrBadConn })
+			_ = c.Close()
+		}
+		<-m.waiters
+		<-m.holders
+		if ctx.Err() != nil {
+			return backend.Grant{}, fmt.Errorf("sqllock: wait %q: %w", req.Key, context.Cause(ctx))
+		}
+		return backend.Grant{}, fmt.Errorf("sqllock: wait %q: %w", req.Key, m.d.classify(err))
+	}
+	if c == nil {
+		var err error
+		if c, err = m.d.conn(ctx); err != nil {
+			return fail(err)
+		}
+	}
+	ws := &session{m: m, c: c, sem: make(chan struct{}, 1), jobs: make(chan *job), quit: m.quit, stopc: make(chan struct{}), ttl: secs, pid: pid, waiter: true}
+	// Claim k in this Driver when the server grants it to ws: it grants
+	// k to no other session, so a claim of k here meanwhile is a try that
+	// will be refused.
+	l := &sessLock{s: ws, key: req.Key, k: k}
+	unclaim := func() {
+		m.mu.Lock()
+		if m.local[k] == l {
+			delete(m.local, k)
+		}
+		m.mu.Unlock()
+	}
+	// On the caller's goroutine and ctx: c is no one else's, and closing
+	// it (what a statement whose ctx ends does) frees k.
+	sent := time.Now()
+	tok, err := m.sd.hold(ctx, m, ws, prev, req.Key, req.Owner, k, func() {
+		m.mu.Lock()
+		m.local[k] = l
+		m.mu.Unlock()
+		sent = time.Now()
+	})
+	if err == nil && tok == 0 {
+		err = fmt.Errorf("sqllock: fencing counter returned %d", tok)
+	}
+	if err != nil {
+		unclaim()
+		return fail(err)
+	}
+	if time.Since(sent) > time.Duration(secs)*time.Second/4 {
+		// A long wait: the lease's time starts at a statement sent after
+		// the grant (any statement restarts the session's idle timer).
+		sent = time.Now()
+		if _, err := m.sd.check(ctx, c, "", []int64{k}); err != nil {
+			unclaim()
+			return fail(err)
+		}
+	}
+	ws.confirmed = sent
+	m.mu.Lock()
+	select {
+	case <-m.quit: // the Driver closed meanwhile
+		m.mu.Unlock()
+		unclaim()
+		return fail(backend.ErrClosed)
+	default:
+	}
+	m.held[ws] = struct{}{}
+	<-m.waiters // no longer waiting: its slot of holders stays taken while it holds
+	if len(m.hot) >= maxHot {
+		for hk, at := range m.hot {
+			if time.Since(at) >= hotFor {
+				delete(m.hot, hk)
+			}
+		}
+	}
+	if len(m.hot) < maxHot {
+		m.hot[k] = time.Now()
+	}
+	m.mu.Unlock()
+	go ws.loop()
+	if err := ws.held.Track(l, req.Hooks()); err != nil {
+		unclaim()
+		ws.retire(false)
+		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w: %w", req.Key, backend.ErrUnavailable, err)
+	}
+	return backend.Grant{Lock: l, Token: tok, ValidFrom: sent}, nil
+}
+
+// retire ends waiter session ws once its lease has ended: kept idle for
+// the next wait if park and it holds nothing, else closed; its slot of
+// Waiters is free again.
+func (ws *session) retire(park bool) { ws.retired.Do(func() { ws.retire1(park) }) }
+
+func (ws *session) retire1(park bool) {
+	m := ws.m
+	// Stop the worker: with sem held no statement is in flight.
+	ws.sem <- struct{}{}
+	gone := ws.gone
+	m.mu.Lock()
+	delete(m.held, ws)
+	select {
+	case <-m.quit:
+		park = false
+	default:
+	}
+	if park && gone == nil && len(m.idle) < cap(m.waiters) {
+		ws.gone = errRetired
+		m.idle = append(m.idle, ws)
+		m.mu.Unlock()
+	} else {
+		m.mu.Unlock()
+		if gone == nil {
+			ws.gone = errRetired
+			_ = ws.c.Raw(func(any) error { return driver.ErrBadConn })
+			_ = ws.c.Close()
+		}
+	}
+	ws.stop()
+	<-ws.sem
+	ws.freeSlot()
+}
+
+// errRetired: a waiter session whose lease ended takes no statement.
+var errRetired = errors.New("the waiter session's lease ended")
 
 // awaitFree returns once advisory key k was free for a moment (or held
 // by this Driver, which then waits locally), or when ctx ends.
@@ -536,7 +801,7 @@ func (l *sessLock) Release(ctx context.Context) error {
 	l.mu.Unlock()
 	s, m := l.s, l.s.m
 	var freed bool
-	finish := func() {
+	finish := func(park bool) {
 		l.mu.Lock()
 		l.ended = true
 		l.mu.Unlock()
@@ -546,16 +811,19 @@ func (l *sessLock) Release(ctx context.Context) error {
 			delete(m.local, l.k)
 		}
 		m.mu.Unlock()
+		if s.waiter { // its one lease: the session is free for the next wait
+			s.retire(park)
+		}
 	}
 	err := s.run(ctx, func(ctx context.Context, c *sql.Conn) error {
 		var err error
 		freed, err = m.sd.unlock(ctx, c, l.k)
 		return err
-	}, func(error) { finish() })
+	}, func(err error) { finish(err == nil && freed) })
 	if errors.Is(err, errAbandoned) {
 		return fmt.Errorf("sqllock: release %q: %w: %w", l.key, backend.ErrUnavailable, err) // finished when the statement is
 	}
-	finish()
+	finish(err == nil && freed)
 	switch {
 	case errors.Is(err, backend.ErrNotHeld):
 		return fmt.Errorf("sqllock: release %q: %w", l.key, err)
@@ -594,7 +862,20 @@ func (m *sessionMode) inspectMutex(ctx context.Context, key string) (backend.Inf
 // close abandons every session: the server frees their locks.
 func (m *sessionMode) close() {
 	m.mu.Lock()
+	select {
+	case <-m.quit:
+	default:
+		close(m.quit)
+	}
 	ss := append([]*session(nil), m.sessions...)
+	for ws := range m.held {
+		ss = append(ss, ws)
+	}
+	for _, ws := range m.idle {
+		_ = ws.c.Raw(func(any) error { return driver.ErrBadConn })
+		_ = ws.c.Close()
+	}
+	m.idle = nil
 	m.mu.Unlock()
 	for _, s := range ss {
 		if s == nil {

@@ -128,6 +128,46 @@ func (mysqlSessionDialect) check(ctx context.Context, c *sql.Conn, raise string,
 // maxWaitSeconds bounds one GET_LOCK wait; a longer wait repeats it.
 const maxWaitSeconds = 60
 
+// hold: the session's settings if new or changed, then GET_LOCK with a
+// timeout, kept, in the queue's order, then the token on the session.
+// When ctx ends the server's thread is killed as in await, so that it
+// never takes the key after the wait gave up.
+func (m *mysqlSessionDialect) hold(ctx context.Context, sm *sessionMode, ws *session, prev int, key, owner string, k int64, granted func()) (uint64, error) {
+	c := ws.c
+	if prev != ws.ttl || ws.pid == 0 {
+		id, err := m.setup(ctx, c, ws.ttl)
+		if err != nil {
+			return 0, err
+		}
+		ws.pid = id
+	}
+	n := lockName(k)
+	for {
+		secs := maxWaitSeconds
+		if dl, ok := ctx.Deadline(); ok {
+			secs = min(secs, max(1, int(time.Until(dl).Seconds())+1))
+		}
+		var got sql.NullInt64
+		err := c.QueryRowContext(ctx, fmt.Sprintf("SELECT GET_LOCK('%s', %d)", n, secs)).Scan(&got)
+		if err != nil {
+			if ctx.Err() != nil {
+				tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				_, _ = sm.d.db.ExecContext(tctx, fmt.Sprintf("KILL CONNECTION %d", ws.pid))
+				cancel()
+			}
+			return 0, err
+		}
+		if !got.Valid {
+			return 0, errors.New("sqllock: GET_LOCK returned NULL")
+		}
+		if got.Int64 == 1 {
+			break
+		}
+	}
+	granted()
+	return m.token(ctx, ws, key, owner)
+}
+
 // await: GET_LOCK with a timeout, freed at once, in one statement. When
 // ctx ends the driver closes its connection, but the server's thread goes
 // on waiting: it is killed, so it never takes the key after the wait gave

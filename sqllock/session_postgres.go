@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/distlock/distlock/backend"
@@ -19,6 +20,7 @@ import (
 // the frozen holder, pg_locks for what a session still holds.
 type pgSessionDialect struct {
 	acquireQ string // try-lock and token, one statement ($1 key, $2 owner, $3 pid, $4 advisory key)
+	heldQ    string // the token of a key the session holds: acquireQ without its try-lock
 }
 
 func newPGSession(ctx context.Context, d *Driver) (*pgSessionDialect, error) {
@@ -52,7 +54,11 @@ func newPGSession(ctx context.Context, d *Driver) (*pgSessionDialect, error) {
 		}
 		f = strings.Replace(f, r[0], r[1], 1)
 	}
-	return &pgSessionDialect{acquireQ: f}, nil
+	const try = "pg_try_advisory_lock($4::bigint)"
+	if !strings.Contains(f, try) {
+		return nil, fmt.Errorf("sqllock: session mode: the acquire statement has no %q", try)
+	}
+	return &pgSessionDialect{acquireQ: f, heldQ: strings.Replace(f, try, "($4::bigint IS NOT NULL)", 1)}, nil
 }
 
 // setup: read committed, so that the fencing statement is never rolled
@@ -60,6 +66,19 @@ func newPGSession(ctx context.Context, d *Driver) (*pgSessionDialect, error) {
 // granted); no idle-in-transaction bound (the session is never idle in
 // one).
 func (pgSessionDialect) setup(ctx context.Context, c *sql.Conn, ttl int) (uint64, error) {
+	_, err := pgExec(ctx, c, pgSetup(ttl))
+	return uint64(pgPID(c)), err
+}
+
+// pgSetup is the statements that make a connection a session of ttl
+// seconds' idle bound.
+func pgSetup(ttl int) string {
+	return fmt.Sprintf("SET idle_session_timeout = '%ds'; SET idle_in_transaction_session_timeout = 0; SET default_transaction_isolation = 'read committed'", ttl)
+}
+
+// pgPID is c's backend process id, known from its start-up (0 if c is
+// not a pgx connection).
+func pgPID(c *sql.Conn) uint32 {
 	var pid uint32
 	_ = c.Raw(func(dc any) error {
 		if sc, ok := driverConn(dc).(*stdlib.Conn); ok {
@@ -67,8 +86,70 @@ func (pgSessionDialect) setup(ctx context.Context, c *sql.Conn, ttl int) (uint64
 		}
 		return nil
 	})
-	_, err := pgExec(ctx, c, fmt.Sprintf("SET idle_session_timeout = '%ds'; SET idle_in_transaction_session_timeout = 0; SET default_transaction_isolation = 'read committed'", ttl))
-	return uint64(pid), err
+	return pid
+}
+
+// hold: pg_advisory_lock and the fencing statement without its try-lock
+// (the key being held: a second lock would stack) in one round trip, as
+// two statements: in read committed the second one's snapshot is taken
+// after the grant, and sees the previous holder's token. A new
+// connection's settings take a statement before them. When ctx ends the
+// backend is ended as in await, so that it never takes the key after the
+// wait gave up.
+func (p *pgSessionDialect) hold(ctx context.Context, m *sessionMode, ws *session, prev int, key, owner string, k int64, granted func()) (uint64, error) {
+	c := ws.c
+	ws.pid = uint64(pgPID(c))
+	var q strings.Builder
+	switch {
+	case prev == 0:
+		if _, err := pgExec(ctx, c, pgSetup(ws.ttl)); err != nil {
+			return 0, err
+		}
+	case prev != ws.ttl:
+		q.WriteString(p.raise(ws.ttl) + "; ")
+	}
+	if q.Len() > 0 {
+		if _, err := pgExec(ctx, c, q.String()); err != nil {
+			return 0, err
+		}
+	}
+	// One batch (one round trip, one implicit transaction) of the
+	// driver's prepared statements: planned once per connection, where a
+	// simple query would plan the fencing statement each time.
+	var tok int64
+	var ok bool
+	err := c.Raw(func(dc any) error {
+		sc, isPgx := driverConn(dc).(*stdlib.Conn)
+		if !isPgx {
+			return fmt.Errorf("sqllock: postgres: %T is not a connection of github.com/jackc/pgx/v5/stdlib", dc)
+		}
+		var b pgx.Batch
+		b.Queue("SELECT pg_advisory_lock($1::bigint)", k)
+		b.Queue(p.heldQ, []byte(key), []byte(owner), int64(ws.pid), int64(1))
+		br := sc.Conn().SendBatch(ctx, &b)
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return err
+		}
+		if err := br.QueryRow().Scan(&tok, &ok); err != nil {
+			_ = br.Close()
+			return err
+		}
+		return br.Close()
+	})
+	if err != nil {
+		if ctx.Err() != nil && ws.pid != 0 {
+			tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_, _ = pgExecDB(tctx, m.d, fmt.Sprintf("SELECT pg_terminate_backend(%d, 4000)", ws.pid))
+			cancel()
+		}
+		return 0, err
+	}
+	granted()
+	if !ok || tok <= 0 {
+		return 0, fmt.Errorf("sqllock: fencing counter returned %d", tok)
+	}
+	return uint64(tok), nil
 }
 
 func (pgSessionDialect) raise(ttl int) string {

@@ -65,3 +65,80 @@ func TestSessionManyLeases(t *testing.T) {
 		t.Errorf("a semaphore in session mode: %v, want ErrUnsupported", err)
 	}
 }
+
+// TestSessionHandoffFIFO: in session mode a waiter that the server's
+// queue reaches keeps the key (the lease moves onto its waiter
+// connection), so the holder that released it cannot take it back with a
+// try before the waiter has it. Before, a woken waiter let the key go and
+// tried it on its shared session, and the holder's immediate try won that
+// race.
+func TestSessionHandoffFIFO(t *testing.T) {
+	for _, id := range []rowSet{pgSession, mysqlSession} {
+		d := dialectRow(id)
+		t.Run(d.db, func(t *testing.T) {
+			s := d.server(t)
+			a, _ := d.newDriver(t, s, sqllock.Options{})
+			b, _ := d.newDriver(t, s, sqllock.Options{})
+			ctx := ctxFor(t, time.Minute)
+			key := uniqueKey("fifo")
+			req := backend.Request{Key: key, Owner: "owner-fifo-a-0123456789", TTL: 5 * time.Second}
+			ga, err := a.TryAcquire(ctx, req)
+			if err != nil {
+				t.Fatalf("a: %v", err)
+			}
+			type res struct {
+				g   backend.Grant
+				err error
+			}
+			got := make(chan res, 1)
+			go func() {
+				g, err := b.Wait(ctx, backend.Request{Key: key, Owner: "owner-fifo-b-0123456789", TTL: 5 * time.Second})
+				got <- res{g, err}
+			}()
+			for { // until b waits in the server's queue
+				n, err := sqllock.SessionWaiting(ctx, a, key)
+				if err != nil {
+					t.Fatalf("waiters: %v", err)
+				}
+				if n > 0 {
+					break
+				}
+				select {
+				case r := <-got:
+					t.Fatalf("b's wait returned while a held the key: %+v", r)
+				case <-ctx.Done():
+					t.Fatal("b never waited in the server's queue")
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+			if err := ga.Lock.Release(ctx); err != nil {
+				t.Fatalf("a's release: %v", err)
+			}
+			if g, err := a.TryAcquire(ctx, req); err == nil {
+				_ = g.Lock.Release(ctx)
+				t.Fatal("a took the key back with a try while b waited in the queue for it")
+			} else if !errors.Is(err, backend.ErrNotAcquired) {
+				t.Fatalf("a's try: %v", err)
+			}
+			r := <-got
+			if r.err != nil {
+				t.Fatalf("b: %v", r.err)
+			}
+			if r.g.Token <= ga.Token {
+				t.Errorf("b's token %d, want above a's %d", r.g.Token, ga.Token)
+			}
+			if err := r.g.Lock.Refresh(ctx, 5*time.Second); err != nil {
+				t.Errorf("b's refresh on its waiter session: %v", err)
+			}
+			if err := r.g.Lock.Release(ctx); err != nil {
+				t.Errorf("b's release: %v", err)
+			}
+			// The waiter session, released, takes the next wait.
+			g, err := a.TryAcquire(ctx, req)
+			if err != nil {
+				t.Fatalf("a after b: %v", err)
+			}
+			_ = g.Lock.Release(ctx)
+		})
+	}
+}

@@ -53,8 +53,8 @@ func (c *distlockClient) Close() {
 }
 
 // sessionConns is what a lease of sqllock's session mode keeps to
-// itself: no connection.
-const sessionConns = "0 (every lease on one of Sessions=2 shared sessions; a wait uses one of Waiters=2 connections while it waits)"
+// itself: no connection, unless it was taken after a wait.
+const sessionConns = "0 (a lease on one of Sessions=2 shared sessions; one taken after a wait stays on the waiter connection that waited, at most Waiters=2 such; a wait uses one of Waiters=2 connections while it waits)"
 
 // sessionClient is distlock in sqllock's session mode as a peer of its
 // own row: a Locker over a driver over a client whose connections go
