@@ -30,6 +30,21 @@ import (
 // Validity: the confirming attempt extends the lock to the full TTL, so
 // the grant is valid from that attempt's send time, as any acquisition.
 
+// waitKind is errKind for a wait's failure: a wait whose ctx was canceled
+// while its call was out (the call then fails, or the driver stops waiting
+// for it) failed because of the cancellation, not an unreachable store, and
+// says so; a deadline keeps the store's kind (a server that did not answer
+// in time).
+func waitKind(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return context.Cause(ctx)
+	}
+	if errors.Is(err, backend.ErrUnavailable) {
+		return backend.ErrUnavailable
+	}
+	return errKind(err)
+}
+
 // waitMutex implements backend.Waiter in queue mode. Every attempt of one Wait
 // is the same hold (the wait's id), so a retried or repeated attempt
 // confirms rather than counts again, and giving up gives back exactly what
@@ -43,7 +58,7 @@ func (d *Driver) waitMutex(ctx context.Context, req backend.Request) (backend.Gr
 	out := make(chan struct{}, 1)
 	unsubscribe, err := d.notify.Subscribe(ctx, d.inbox, out, redisproto.Filter{Only: "h:" + wait})
 	if err != nil {
-		return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w", req.Key, errKind(err), err)
+		return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w", req.Key, waitKind(ctx, err), err)
 	}
 	defer unsubscribe()
 	beat := redisproto.Heartbeat(req.TTL)
@@ -73,7 +88,7 @@ func (d *Driver) waitMutex(ctx context.Context, req backend.Request) (backend.Gr
 			}, redisproto.CleanupTimeout)
 		}
 		if err != nil && abandoned(err) {
-			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w (the wait left the queue, giving back what it held; if the call is still out, it does so when the call ends)", req.Key, backend.ErrUnavailable, err)
+			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w (the wait left the queue, giving back what it held; if the call is still out, it does so when the call ends)", req.Key, waitKind(ctx, backend.ErrUnavailable), err)
 		}
 		if err != nil && redisproto.NotAllowed(err) && attempt == 0 {
 			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w", req.Key, backend.ErrInvalidConfig, err)
@@ -83,7 +98,7 @@ func (d *Driver) waitMutex(ctx context.Context, req backend.Request) (backend.Gr
 			// The script may have taken or confirmed the lock for this
 			// wait: give that back, and the place in the queue.
 			aerr := d.abandon(ctx, ks, req.Owner, wait)
-			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w", req.Key, errKind(err), redisproto.AlsoFailed(err, aerr))
+			return backend.Grant{}, fmt.Errorf("redislock: wait %q: %w: %w", req.Key, waitKind(ctx, err), redisproto.AlsoFailed(err, aerr))
 		}
 		if res.Held {
 			l := &lock{d: d, key: req.Key, ks: ks, owner: req.Owner, hold: wait}
