@@ -58,7 +58,7 @@ func TestServerAttributes(t *testing.T) {
 		for _, s := range mp.m.sets() {
 			for _, k := range c.none {
 				if v, ok := s.Value(attribute.Key(k)); ok {
-					t.Errorf("%+v: %s=%v recorded", c.srv, k, v.Emit())
+					t.Errorf("%+v: %s=%v recorded", c.srv, k, v.String())
 				}
 			}
 		}

@@ -15,8 +15,6 @@ import (
 	"github.com/distlock/distlock/internal/redisproto"
 )
 
-var errClosed = fmt.Errorf("redislock: %w", backend.ErrClosed)
-
 // MinTTL is the shortest lease TTL the driver accepts. Redis expires keys
 // with millisecond precision; shorter leases would be all drift margin.
 const MinTTL = redisproto.MinTTL
