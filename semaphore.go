@@ -82,8 +82,11 @@ func (s *Semaphore) TryAcquire(ctx context.Context, opts ...Option) (*Lease, err
 //
 // opts may set the TTL (WithTTL) and turn renewal off (WithoutAutoRenew).
 // Every grant has a fresh owner id of its own (Lease.Owner): permits are
-// never re-entered, so WithOwner is refused with ErrInvalidConfig, and an
-// owner carried by ctx is ignored. n outside 1 to Limit is refused with
+// never re-entered, so an owner carried by ctx is ignored. WithOwner(label)
+// names who holds the permits (a host:pid, as `distlock status` shows
+// them): the grant's owner id is then label, a dot and a random suffix, as
+// a campaign's is its value and one; a label longer than
+// MaxCandidateValueLen bytes is refused with ErrInvalidConfig. n outside 1 to Limit is refused with
 // ErrInvalidConfig before anything is sent.
 func (s *Semaphore) AcquireN(ctx context.Context, n int, opts ...Option) (*Lease, error) {
 	return s.acquire(ctx, n, opts, true)
@@ -126,8 +129,14 @@ func (s *Semaphore) acquireAs(ctx context.Context, n int, opts []Option, wait bo
 		return nil, fmt.Errorf("distlock: semaphore %q: %w: %d permits asked for, want 1 to the limit %d", s.key, ErrInvalidConfig, n, s.limit)
 	}
 	c := applyOptions(opts)
-	if c.owner != "" || c.ownerErr != nil {
-		return nil, fmt.Errorf("distlock: semaphore %q: %w: WithOwner does not apply to permits (each grant has its own owner id)", s.key, ErrInvalidConfig)
+	owner := newOwner()
+	switch {
+	case c.ownerErr != nil:
+		return nil, fmt.Errorf("distlock: semaphore %q: %w", s.key, c.ownerErr)
+	case len(c.owner) > MaxCandidateValueLen:
+		return nil, fmt.Errorf("distlock: semaphore %q: %w: WithOwner label of permits must be at most %d bytes (a dot and a random suffix follow it), got %d", s.key, ErrInvalidConfig, MaxCandidateValueLen, len(c.owner))
+	case c.owner != "":
+		owner = c.owner + "." + owner
 	}
 	ttl, err := l.ttlFor(c)
 	if err != nil {
@@ -140,7 +149,7 @@ func (s *Semaphore) acquireAs(ctx context.Context, n int, opts []Option, wait bo
 	ctx, bound := l.bindClose(ctx)
 	defer bound.stop()
 
-	h := l.permitHold(s.key, newOwner(), n, tag)
+	h := l.permitHold(s.key, owner, n, tag)
 	req := backend.Request{
 		Kind: backend.Permits, Key: s.key, Owner: h.owner, Limit: s.limit, Permits: n,
 		TTL: ttl, Drift: l.cfg.drift(ttl),

@@ -49,8 +49,8 @@ func TestSemaphoreInvalidInputs(t *testing.T) {
 			t.Errorf("AcquireN(%d) of 2: %v, want ErrInvalidConfig", n, err)
 		}
 	}
-	if _, err := s.Acquire(ctx, distlock.WithOwner("me")); !errors.Is(err, distlock.ErrInvalidConfig) {
-		t.Errorf("Acquire WithOwner: %v, want ErrInvalidConfig", err)
+	if _, err := s.Acquire(ctx, distlock.WithOwner(strings.Repeat("h", distlock.MaxCandidateValueLen+1))); !errors.Is(err, distlock.ErrInvalidConfig) {
+		t.Errorf("Acquire WithOwner of a label too long for its suffix: %v, want ErrInvalidConfig", err)
 	}
 	if _, err := s.Acquire(ctx, distlock.WithTTL(-time.Second)); !errors.Is(err, distlock.ErrInvalidConfig) {
 		t.Errorf("Acquire with a negative TTL: %v, want ErrInvalidConfig", err)
@@ -158,5 +158,47 @@ func TestSemaphoreFullError(t *testing.T) {
 	}
 	if want := `distlock: semaphore "pool": not enough free permits for 1`; !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("TryAcquire of a full semaphore: %q, want it to begin %q", err, want)
+	}
+}
+
+// TestSemaphoreOwnerLabel: WithOwner names who holds permits: each grant's
+// owner is the label, a dot and a suffix of its own, so two grants under
+// one label stay two holders (permits are never re-entered).
+func TestSemaphoreOwnerLabel(t *testing.T) {
+	ctx := t.Context()
+	d, err := memlock.NewStore().NewDriver(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := distlock.New(d)
+	defer l.Close()
+	s, err := l.Semaphore("labelled", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.Acquire(ctx, distlock.WithOwner("host-1:42"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Acquire(ctx, distlock.WithOwner("host-1:42"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, le := range []*distlock.Lease{a, b} {
+		if !strings.HasPrefix(le.Owner(), "host-1:42.") || len(le.Owner()) != len("host-1:42.")+32 {
+			t.Errorf("permit owner %q, want host-1:42. and a 32-digit suffix", le.Owner())
+		}
+	}
+	if a.Owner() == b.Owner() {
+		t.Errorf("two grants under one label share the owner %q", a.Owner())
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(ctx, distlock.WithOwner("has space")); !errors.Is(err, distlock.ErrInvalidConfig) {
+		t.Errorf("Acquire WithOwner of an invalid owner: %v, want ErrInvalidConfig", err)
 	}
 }

@@ -67,7 +67,7 @@ func (o lockOpts) open(ctx context.Context) (*distlock.Locker, error) {
 // (a signal, or hold's stdin closing, cancels it); name is the
 // subcommand's, for messages.
 func (o lockOpts) acquire(ctx context.Context, locker *distlock.Locker, name string) (*distlock.Lease, error) {
-	return o.take(ctx, locker.TryAcquire, locker.Acquire, name, fmt.Sprintf("lock %q", o.key), true)
+	return o.take(ctx, locker.TryAcquire, locker.Acquire, name, fmt.Sprintf("lock %q", o.key))
 }
 
 // acquirePermit takes one permit of the semaphore o.key with limit n, as
@@ -83,9 +83,9 @@ func (o lockOpts) acquirePermit(ctx context.Context, locker *distlock.Locker, n 
 	wait := func(ctx context.Context, _ string, opts ...distlock.Option) (*distlock.Lease, error) {
 		return sem.Acquire(ctx, opts...)
 	}
-	// No WithOwner: the library gives every permit grant a fresh owner id
-	// of its own, and refuses one given.
-	return o.take(ctx, try, wait, name, fmt.Sprintf("all %d permits of semaphore %q", n, o.key), false)
+	// WithOwner labels the permits (the library adds a suffix of each
+	// grant's own): status shows host:pid:random.<suffix>.
+	return o.take(ctx, try, wait, name, fmt.Sprintf("all %d permits of semaphore %q", n, o.key))
 }
 
 // acquireRW takes the write side (write) or the read side of the
@@ -104,17 +104,14 @@ func (o lockOpts) acquireRW(ctx context.Context, locker *distlock.Locker, write 
 	},
 		func(ctx context.Context, _ string, opts ...distlock.Option) (*distlock.Lease, error) {
 			return wait(ctx, opts...)
-		}, name, what, true)
+		}, name, what)
 }
 
 // take makes one attempt with try, then (unless --no-wait) waits with
-// wait; what names what is taken, for messages. With owned, it acquires
-// as --owner, by default host:pid:random.
-func (o lockOpts) take(ctx context.Context, try, wait func(context.Context, string, ...distlock.Option) (*distlock.Lease, error), name, what string, owned bool) (*distlock.Lease, error) {
-	var opts []distlock.Option
-	if owned {
-		opts = append(opts, distlock.WithOwner(cmp.Or(o.owner, defaultOwner())))
-	}
+// wait; what names what is taken, for messages. It acquires as --owner, by
+// default host:pid:random (for permits, the label of each grant's owner).
+func (o lockOpts) take(ctx context.Context, try, wait func(context.Context, string, ...distlock.Option) (*distlock.Lease, error), name, what string) (*distlock.Lease, error) {
+	opts := []distlock.Option{distlock.WithOwner(cmp.Or(o.owner, defaultOwner()))}
 	if o.ttl > 0 {
 		opts = append(opts, distlock.WithTTL(o.ttl))
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +91,22 @@ func TestRunSemaphore(t *testing.T) {
 		"sh", "-c", `echo "permits=$DISTLOCK_PERMITS key=$DISTLOCK_KEY token=$DISTLOCK_TOKEN"`)
 	if code != 0 || !strings.Contains(out, "permits=3 key=pool token=") {
 		t.Errorf("run -n 3: exit %d, output %q", code, out)
+	}
+}
+
+// TestRunSemaphoreOwner: permits are held under the owner id as a label
+// (status then says which host and process hold them), the default one
+// host:pid:random too; each grant's owner is the label and a suffix.
+func TestRunSemaphoreOwner(t *testing.T) {
+	out, code := runCLI(t, nil, "run", "--url", "mem://", "--key", "pool", "-n", "2", "--owner", "batch-7:99", "--",
+		"sh", "-c", `echo "owner=$DISTLOCK_OWNER"`)
+	if code != 0 || !regexp.MustCompile(`owner=batch-7:99\.[0-9a-f]{32}\n`).MatchString(out) {
+		t.Errorf("run -n 2 --owner batch-7:99: exit %d, output %q, want owner batch-7:99.<suffix>", code, out)
+	}
+	out, code = runCLI(t, nil, "run", "--url", "mem://", "--key", "pool", "-n", "2", "--",
+		"sh", "-c", `echo "owner=$DISTLOCK_OWNER"`)
+	if code != 0 || !regexp.MustCompile(`owner=[^:\s]+:[0-9]+:[0-9a-f]+\.[0-9a-f]{32}\n`).MatchString(out) {
+		t.Errorf("run -n 2: exit %d, output %q, want owner host:pid:random.<suffix>", code, out)
 	}
 }
 

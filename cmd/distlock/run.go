@@ -89,8 +89,8 @@ func (o runOpts) check() error {
 	if (o.read && o.write) || (o.sem && (o.read || o.write)) {
 		return exitWith(ExitUsage, errors.New("run: -n, --read and --write exclude each other"))
 	}
-	if o.sem && o.owner != "" {
-		return exitWith(ExitUsage, errors.New("run: --owner does not apply to -n: the library gives each permit grant an owner id of its own"))
+	if o.sem && len(o.owner) > distlock.MaxCandidateValueLen {
+		return exitWith(ExitUsage, fmt.Errorf("run: --owner with -n labels the permits, and the library adds a suffix of each grant's own: at most %d bytes, got %d", distlock.MaxCandidateValueLen, len(o.owner)))
 	}
 	if o.sem && (o.permits < 1 || o.permits > distlock.MaxSemaphoreLimit) {
 		return exitWith(ExitUsage, fmt.Errorf("run: -n must be 1 to %d permits, got %d", distlock.MaxSemaphoreLimit, o.permits))
