@@ -38,3 +38,6 @@ func SessionWaiting(ctx context.Context, d *Driver, key string) (int, error) {
 	err := d.db.QueryRowContext(ctx, q).Scan(&n)
 	return n, err
 }
+
+// SetAfterGrantHook sets afterGrantHook (nil: none).
+func SetAfterGrantHook(f func()) { afterGrantHook = f }

@@ -491,6 +491,11 @@ const (
 	maxHot = 4096
 )
 
+// afterGrantHook, when set (tests), runs when a waiter's grant reply has
+// been read, before the lease's validity is settled: a process paused
+// there.
+var afterGrantHook func()
+
 // waitHold takes a slot of Waiters and a waiter session (an idle one, or
 // a new connection), waits on it for k in the server's queue, and keeps
 // k on it as the lease.
@@ -558,7 +563,9 @@ func (m *sessionMode) waitHold(ctx context.Context, req backend.Request, k int64
 		m.mu.Lock()
 		m.local[k] = l
 		m.mu.Unlock()
-		sent = time.Now()
+		if afterGrantHook != nil {
+			afterGrantHook()
+		}
 	})
 	if err == nil && tok == 0 {
 		err = fmt.Errorf("sqllock: fencing counter returned %d", tok)
@@ -568,8 +575,14 @@ func (m *sessionMode) waitHold(ctx context.Context, req backend.Request, k int64
 		return fail(err)
 	}
 	if time.Since(sent) > time.Duration(secs)*time.Second/4 {
-		// A long wait: the lease's time starts at a statement sent after
-		// the grant (any statement restarts the session's idle timer).
+		// A long wait, or a reply read long after it was sent (this
+		// process paused): the server's idle timer for the session ran
+		// from the grant, which may be anywhere since sent, so the lease's
+		// time starts at a statement sent now, which must find k still
+		// held by the session (the server may have ended it meanwhile).
+		// Counting from when the reply was read instead let a process
+		// stopped for longer than the TTL after the grant hold a lock the
+		// server had freed (faults: postgres-session, seed 108207017).
 		sent = time.Now()
 		if _, err := m.sd.check(ctx, c, "", []int64{k}); err != nil {
 			unclaim()

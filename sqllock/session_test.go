@@ -1,8 +1,10 @@
 package sqllock_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,6 +141,88 @@ func TestSessionHandoffFIFO(t *testing.T) {
 				t.Fatalf("a after b: %v", err)
 			}
 			_ = g.Lock.Release(ctx)
+		})
+	}
+}
+
+// TestSessionWaiterPausedAfterGrant: a waiter whose process pauses after
+// the server granted it the key (its reply read, the lease not yet
+// settled) for longer than the TTL finds, on waking, that the server ended
+// its idle session and gave the key to another client: it must not return
+// a lease. It did (the lease's time counted from when the reply was read),
+// and the fault suite saw two holders (postgres-session, seed 108207017,
+// a client stopped while waiting).
+func TestSessionWaiterPausedAfterGrant(t *testing.T) {
+	for _, id := range []rowSet{pgSession, mysqlSession} {
+		d := dialectRow(id)
+		t.Run(d.db, func(t *testing.T) {
+			s := d.server(t)
+			a, _ := d.newDriver(t, s, sqllock.Options{})
+			b, _ := d.newDriver(t, s, sqllock.Options{})
+			c, _ := d.newDriver(t, s, sqllock.Options{})
+			ctx := ctxFor(t, time.Minute)
+			key := uniqueKey("paused")
+			const ttl = time.Second // the session's idle timeout: 1 s
+			ga, err := a.TryAcquire(ctx, backend.Request{Key: key, Owner: "owner-paused-a-0123456789", TTL: ttl})
+			if err != nil {
+				t.Fatalf("a: %v", err)
+			}
+			// b's grant pauses until c has taken the key: the server must
+			// have ended b's session (idle past its timeout) meanwhile.
+			var gc backend.Grant
+			cTook := make(chan error, 1)
+			sqllock.SetAfterGrantHook(func() {
+				for {
+					g, err := c.TryAcquire(ctx, backend.Request{Key: key, Owner: "owner-paused-c-0123456789", TTL: 5 * time.Second})
+					if err == nil {
+						gc = g
+						cTook <- nil
+						return
+					}
+					if !errors.Is(err, backend.ErrNotAcquired) || ctx.Err() != nil {
+						cTook <- err
+						return
+					}
+					select {
+					case <-ctx.Done():
+					case <-time.After(50 * time.Millisecond): // the server's idle timeout: no event to wait on
+					}
+				}
+			})
+			t.Cleanup(func() { sqllock.SetAfterGrantHook(nil) })
+			got := make(chan error, 1)
+			go func() {
+				g, err := b.Wait(ctx, backend.Request{Key: key, Owner: "owner-paused-b-0123456789", TTL: ttl})
+				if err == nil {
+					_ = g.Lock.Release(context.Background())
+					err = fmt.Errorf("granted a lease with token %d", g.Token)
+				}
+				got <- err
+			}()
+			for { // until b waits in the server's queue
+				n, err := sqllock.SessionWaiting(ctx, a, key)
+				if err != nil {
+					t.Fatalf("waiters: %v", err)
+				}
+				if n > 0 {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					t.Fatal("b never waited in the server's queue")
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+			if err := ga.Lock.Release(ctx); err != nil {
+				t.Fatalf("a's release: %v", err)
+			}
+			if err := <-cTook; err != nil {
+				t.Fatalf("c never took the key b was paused on: %v", err)
+			}
+			defer gc.Lock.Release(context.Background())
+			if err := <-got; err == nil || strings.Contains(err.Error(), "granted a lease") {
+				t.Fatalf("b, paused past its session's end after its grant while c took the key: %v, want no lease", err)
+			}
 		})
 	}
 }
