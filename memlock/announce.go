@@ -41,26 +41,7 @@ func (d *Driver) SetValue(ctx context.Context, l backend.Lock, value string) err
 // when the holder's TTL runs out); every other change at once. The
 // channel is closed when the driver is killed or closed.
 func (d *Driver) Watch(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	if err := d.enter(ctx, "watch"); err != nil {
-		return nil, nil, err
-	}
-	defer d.s.mu.Unlock()
-	sub := &subscription{key: key, ch: make(chan struct{}, 1), watch: true}
-	d.s.lookup(key, time.Now(), true).watches[sub] = struct{}{}
-	d.mu.Lock()
-	d.subs[sub] = struct{}{}
-	d.mu.Unlock()
-	cancel := func() {
-		d.s.mu.Lock()
-		defer d.s.mu.Unlock()
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		if _, ok := d.subs[sub]; ok {
-			delete(d.subs, sub)
-			d.s.unsubscribeLocked(sub)
-		}
-	}
-	return sub.ch, cancel, nil
+	return d.listen(ctx, "watch", key, true)
 }
 
 // announce tells e's watchers that its holder or value changed. The

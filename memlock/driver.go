@@ -402,12 +402,24 @@ func (s *Store) dequeueLocked(e *entry, w *waiter) {
 
 // subscribeMutex is Subscribe for the mutex.
 func (d *Driver) subscribeMutex(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	if err := d.enter(ctx, "subscribe"); err != nil {
+	return d.listen(ctx, "subscribe", key, false)
+}
+
+// listen registers a listener on key's mutex entry: a Subscribe
+// (releases) or, with watch, a Watch (announce.go: holder and value
+// changes). The channel is closed when the driver is killed or closed.
+func (d *Driver) listen(ctx context.Context, op, key string, watch bool) (<-chan struct{}, func(), error) {
+	if err := d.enter(ctx, op); err != nil {
 		return nil, nil, err
 	}
 	defer d.s.mu.Unlock()
-	sub := &subscription{key: key, ch: make(chan struct{}, 1)}
-	d.s.lookup(key, time.Now(), true).subs[sub] = struct{}{}
+	sub := &subscription{key: key, ch: make(chan struct{}, 1), watch: watch}
+	e := d.s.lookup(key, time.Now(), true)
+	if watch {
+		e.watches[sub] = struct{}{}
+	} else {
+		e.subs[sub] = struct{}{}
+	}
 	d.mu.Lock()
 	d.subs[sub] = struct{}{}
 	d.mu.Unlock()
