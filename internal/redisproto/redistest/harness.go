@@ -155,6 +155,7 @@ func isScriptCall(chunk []byte) bool {
 func (h *Harness) Maker() conformance.Maker {
 	return func(ctx context.Context, _ *testing.T) (conformance.Harness, error) {
 		nh := NewHarness(h.g, h.mode, h.make, h.kill)
+		nh.ttl = h.ttl
 		// Load the scripts, so that a lost reply hits a script that runs,
 		// not a NOSCRIPT probe.
 		if err := LoadScripts(ctx, h.g); err != nil {
@@ -416,6 +417,10 @@ func (h *Harness) Dropped(d backend.Driver) int {
 }
 
 func (h *Harness) TTL() time.Duration { return h.ttl }
+
+// SetTTL sets the TTL the conformance cases use (1 s unless set); the
+// harnesses its Maker makes keep it.
+func (h *Harness) SetTTL(ttl time.Duration) { h.ttl = ttl }
 
 // Kill closes the driver's clients and pub/sub connections without
 // releasing anything, as a dying process would.
