@@ -30,9 +30,6 @@ func TestConformanceNotify(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
 	h := newHarness(g)
 	h.Opts = &Options{Wait: WaitNotify}
-	// Redlock gives each node TTL/9 to answer: at 1 s, 111 ms, which five
-	// concurrent TryAcquires overran on two cores busy with other work.
-	h.SetTTL(3 * time.Second)
 	conformance.Run(t, h.Maker(), conformance.Parallel(4))
 }
 
