@@ -54,17 +54,33 @@ func (d *Driver) heldSet() *backend.HeldSet[*lockNode] {
 // sessionExpired ends the set of the expired session's locks: each node is
 // marked gone (so its Refresh and Release no longer ask the server), and
 // each lock is reported lost.
+//
+// A node of the connection's current session is not gone, though it may be
+// in that set: on a user's connection the expiry is seen by polling
+// (pollState), after the next session began, and a lock granted in it
+// meanwhile was tracked in the old set. It is reported lost with the rest
+// (the set ends as one), but not marked gone, so its Release, which the
+// portable layer makes for a lost lock, deletes it: marked gone, it stayed,
+// locking its key for as long as the new session lived.
 func (d *Driver) sessionExpired() {
 	d.heldMu.Lock()
 	old := d.held
 	d.held = &backend.HeldSet[*lockNode]{}
 	d.heldMu.Unlock()
 	cause := fmt.Errorf("zklock: %w: session expired", backend.ErrLost)
+	expired := func(n *lockNode) bool {
+		cur := d.conn.SessionID()
+		return cur == 0 || n.session != cur
+	}
 	for _, n := range old.Locks() {
-		n.gone(cause)
+		if expired(n) {
+			n.gone(cause)
+		}
 	}
 	for _, n := range old.Lost(cause) {
-		n.gone(cause) // tracked meanwhile
+		if expired(n) {
+			n.gone(cause) // tracked meanwhile
+		}
 	}
 }
 
@@ -100,6 +116,10 @@ func (d *Driver) lostContact(state zk.State, again bool) {
 	held.Doubt(fmt.Errorf("zklock: %w: connection to ZooKeeper lost (%v); the session lives on until the server expires it", backend.ErrUnavailable, state), until)
 }
 
+// pollEvery is how often pollState looks, for a session timeout (a test
+// stops it, to play the poller itself).
+var pollEvery = func(timeout time.Duration) time.Duration { return max(timeout/20, 50*time.Millisecond) }
+
 // pollState follows the state of a connection passed to New, whose events
 // go to its owner: it looks at conn.State() and SessionID() a twentieth of
 // the session timeout apart (at least 50 ms); a new session id means the
@@ -107,8 +127,7 @@ func (d *Driver) lostContact(state zk.State, again bool) {
 // reported without an until: the portable layer keeps the validity its
 // last successful renewal gave. A short reconnect between two looks may go
 // unseen, so doubt is reported again at every look without a session.
-func (d *Driver) pollState() {
-	every := max(d.timeout()/20, 50*time.Millisecond)
+func (d *Driver) pollState(every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	last, session := zk.StateHasSession, d.conn.SessionID()

@@ -187,7 +187,8 @@ func newDriver(conn *zk.Conn, o Options, owned bool, s *session) (*Driver, error
 		f := d.stateChanged
 		s.onState.Store(&f)
 	} else {
-		d.goTracked(d.pollState)
+		every := pollEvery(d.timeout())
+		d.goTracked(func() { d.pollState(every) })
 	}
 	return d, nil
 }

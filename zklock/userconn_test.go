@@ -129,3 +129,83 @@ func TestNewWarnsLongSession(t *testing.T) {
 		}
 	}
 }
+
+// TestUserConnGrantBeforeExpirySeen: on a user's connection the driver
+// learns that the session expired by polling (pollState), so a lock can
+// be granted in the next session before the poll sees the change. Its
+// node is not gone with the expired session: the lock's Release deletes
+// it. Before, every lock the driver held was marked gone, the new one
+// too, and its Release, believing the node gone with its session, left it
+// in place: its key stayed locked for as long as the new session lived (the
+// faults suite's zk3 run, seed 433337494: no write grant for 30 s after
+// a user-made client's stall).
+func TestUserConnGrantBeforeExpirySeen(t *testing.T) {
+	every := pollEvery
+	pollEvery = func(time.Duration) time.Duration { return time.Hour } // the test plays the poller
+	t.Cleanup(func() { pollEvery = every })
+	c := startCluster(t, 1)
+	h := newHarness(c)
+	t.Cleanup(func() { _ = h.Close() })
+	const session = time.Second
+	d, conn, err := c.newUserDriver(ctxFor(t, 30*time.Second), session, &Options{SessionTimeout: session})
+	if conn != nil {
+		h.users = append(h.users, conn)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	old, fresh := uniqueKey(t)+"-old", uniqueKey(t)+"-new"
+	lost := make(chan error, 1)
+	req := func(key string) backend.Request {
+		r := backend.Request{Key: key, Owner: "o", TTL: session}
+		if key == old {
+			r.OnLost = func(err error) { lost <- err }
+		}
+		return r
+	}
+	ga, err := d.TryAcquire(ctxFor(t, 10*time.Second), req(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := conn.SessionID()
+	if err := h.Partition(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(20*time.Second, func() bool {
+		q, err := c.queue(old)
+		return err == nil && len(q) == 0
+	}) {
+		t.Fatal("the session did not expire")
+	}
+	if err := h.Heal(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(20*time.Second, func() bool {
+		return conn.State() == zk.StateHasSession && conn.SessionID() != first
+	}) {
+		t.Fatal("no new session after the heal")
+	}
+	gb, err := d.TryAcquire(ctxFor(t, 10*time.Second), req(fresh))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What pollState does when it sees the new session id.
+	d.sess.gen.Add(1)
+	d.stateChanged(zk.StateExpired)
+	select {
+	case err := <-lost:
+		if !errors.Is(err, backend.ErrLost) {
+			t.Errorf("the expired session's lock was lost with %v, want ErrLost", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the expired session's lock was not reported lost")
+	}
+	if err := gb.Lock.Release(ctxFor(t, 10*time.Second)); err != nil {
+		t.Errorf("Release of the lock granted in the new session: %v", err)
+	}
+	if q, err := c.queue(fresh); err != nil || len(q) != 0 {
+		t.Errorf("after its Release, %q's queue is %v (%v): its node stayed, the key locked", fresh, q, err)
+	}
+	_ = ga.Lock.Release(ctxFor(t, 10*time.Second))
+}
