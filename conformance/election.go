@@ -16,14 +16,13 @@ import (
 
 // Cases for leader election (Locker.Election), which the portable layer
 // builds on the mutex, so they run on every backend. Leader and Observe
-// need the driver's backend.Inspector; where it is missing those checks
-// are replaced by one that they answer ErrUnsupported.
+// need the driver to read a lock's holder (Capabilities.Inspect); where it
+// does not, those checks are replaced by one that they answer
+// ErrUnsupported.
 
-// hasInspector reports whether c's driver can read a lock's holder.
-func hasInspector(c *client) bool {
-	_, ok := c.d.(backend.Inspector)
-	return ok
-}
+// hasInspector reports whether c's driver can read a lock's holder
+// (Capabilities.Inspect).
+func hasInspector(c *client) bool { return c.Capabilities().Inspect }
 
 // election makes c's Election on name or fails the case.
 func election(t *testing.T, c *client, name string, opts ...distlock.ElectionOption) *distlock.Election {
