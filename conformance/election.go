@@ -132,7 +132,7 @@ func testElectionSuccession(t *testing.T, e *env) {
 			t.Fatalf("Observe: %v", err)
 		}
 	} else if _, err := eo.Observe(ctxFor(t, 10*time.Second)); !errors.Is(err, distlock.ErrUnsupported) {
-		t.Errorf("Observe without an Inspector: %v, want ErrUnsupported", err)
+		t.Errorf("Observe on a store that declares no Inspect: %v, want ErrUnsupported", err)
 	}
 	// expect waits for the observer to report want (Leading false: none).
 	expect := func(want distlock.LeaderInfo, within time.Duration) {
@@ -273,7 +273,7 @@ func testElectionRules(t *testing.T, e *env) {
 			t.Errorf("Leader() before any campaign: %v, want ErrNoLeader", err)
 		}
 	} else if _, err := el.Leader(ctxFor(t, 10*time.Second)); !errors.Is(err, distlock.ErrUnsupported) {
-		t.Errorf("Leader() without an Inspector: %v, want ErrUnsupported", err)
+		t.Errorf("Leader() on a store that declares no Inspect: %v, want ErrUnsupported", err)
 	}
 	long := strings.Repeat("v", distlock.MaxCandidateValueLen)
 	ld, err := el.Campaign(ctxFor(t, 30*time.Second), long)
