@@ -157,6 +157,9 @@ type hookDriver struct {
 func (d *hookDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
+func (d *hookDriver) Withdraw(ctx context.Context, req backend.Request) error {
+	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
+}
 
 func (d *hookDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	d.req.Store(&req)

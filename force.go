@@ -34,8 +34,7 @@ func (l *Locker) ForceRelease(ctx context.Context, key, by, reason string) (back
 	if by == "" {
 		return backend.Info{}, fmt.Errorf("distlock: force release %q: %w: by (who frees the lock) is empty", key, ErrInvalidConfig)
 	}
-	fr, ok := l.d.(backend.Freer)
-	if !ok || !l.caps.ForceRelease {
+	if !l.caps.ForceRelease { // declared, and the driver is an Inspector (Offers)
 		return backend.Info{}, fmt.Errorf("distlock: force release %q: %w: the %s backend cannot free another client's lock", key, ErrUnsupported, l.caps.Name)
 	}
 	if !l.begin() {
@@ -45,7 +44,7 @@ func (l *Locker) ForceRelease(ctx context.Context, key, by, reason string) (back
 	ctx, bound := l.bindClose(ctx)
 	defer bound.stop()
 	f := backend.Forced{By: by, Reason: reason, At: time.Now()}
-	info, err := fr.ForceRelease(ctx, key, f)
+	info, err := l.d.(backend.Inspector).ForceRelease(ctx, key, f)
 	if err != nil {
 		return info, fmt.Errorf("distlock: force release %q: %w", key, err)
 	}

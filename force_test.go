@@ -15,9 +15,9 @@ import (
 )
 
 // TestForceRelease: the Locker checks its input, refuses a driver that is
-// no Freer (or does not declare it), logs who freed what, and the freed
-// holder's next renewal ends its lease with ErrLost while the next holder
-// gets a greater token.
+// no Inspector (or does not declare ForceRelease), logs who freed what,
+// and the freed holder's next renewal ends its lease with ErrLost while
+// the next holder gets a greater token.
 func TestForceRelease(t *testing.T) {
 	ctx := context.Background()
 	store := memlock.NewStore()
@@ -81,7 +81,7 @@ func TestForceRelease(t *testing.T) {
 	hidden := distlock.New(noInspect{d2})
 	defer hidden.Close()
 	if _, err := hidden.ForceRelease(ctx, "job", "ops", ""); !errors.Is(err, distlock.ErrUnsupported) {
-		t.Errorf("ForceRelease over a driver without Freer = %v, want ErrUnsupported", err)
+		t.Errorf("ForceRelease over a driver without Inspector = %v, want ErrUnsupported", err)
 	}
 	_ = op.Close()
 	if _, err := op.ForceRelease(ctx, "job", "ops", ""); !errors.Is(err, distlock.ErrClosed) {

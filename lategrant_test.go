@@ -27,6 +27,9 @@ type lateDriver struct {
 func (d *lateDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
+func (d *lateDriver) Withdraw(ctx context.Context, req backend.Request) error {
+	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
+}
 
 func (d *lateDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	sent := time.Now()
@@ -175,6 +178,9 @@ type doubtGrantDriver struct {
 
 func (d *doubtGrantDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
+}
+func (d *doubtGrantDriver) Withdraw(ctx context.Context, req backend.Request) error {
+	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
 }
 
 func (d *doubtGrantDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {

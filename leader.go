@@ -56,13 +56,13 @@ func valueOf(owner string) string {
 	return owner[:n]
 }
 
-// inspector returns the driver's Inspector, or an ErrUnsupported error.
+// inspector returns the driver's Inspector, or an ErrUnsupported error
+// when it cannot read a lock's holder (Capabilities.Inspect).
 func (e *Election) inspector(op string) (backend.Inspector, error) {
-	in, ok := e.l.d.(backend.Inspector)
-	if !ok {
-		return nil, fmt.Errorf("distlock: %s %q: %w: the %s backend cannot read a lock's holder (no backend.Inspector)", op, e.name, ErrUnsupported, e.l.caps.Name)
+	if !e.l.caps.Inspect { // declared, and the driver is an Inspector (Offers)
+		return nil, fmt.Errorf("distlock: %s %q: %w: the %s backend cannot read a lock's holder (Capabilities.Inspect)", op, e.name, ErrUnsupported, e.l.caps.Name)
 	}
-	return in, nil
+	return e.l.d.(backend.Inspector), nil
 }
 
 // Leader reports who leads the election now, as the store says (one

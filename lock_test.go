@@ -160,6 +160,9 @@ type lossDriver struct {
 func (d *lossDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
+func (d *lossDriver) Withdraw(ctx context.Context, req backend.Request) error {
+	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
+}
 
 func (d *lossDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	d.onLost.Store(req.OnLost)
@@ -212,6 +215,9 @@ type batchDriver struct {
 
 func (d *batchDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
+}
+func (d *batchDriver) Withdraw(ctx context.Context, req backend.Request) error {
+	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
 }
 
 // Capabilities declares BatchRefresh (and no multi-lock step).
@@ -342,6 +348,9 @@ type shortLifeDriver struct {
 
 func (d *shortLifeDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
+}
+func (d *shortLifeDriver) Withdraw(ctx context.Context, req backend.Request) error {
+	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
 }
 
 func (d *shortLifeDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {

@@ -17,18 +17,17 @@ import (
 // all of them), tracks each lease's validity, and reports losses. Close ends
 // every lease and stops every goroutine it started.
 type Locker struct {
-	d          backend.Driver
-	caps       backend.Capabilities
-	waiter     backend.Waiter     // nil unless some kind queues (Capabilities.WaitFor)
-	notifier   backend.Notifier   // nil unless some kind is notified
-	withdrawer backend.Withdrawer // nil unless the store keeps writer-waiting marks
-	batch      backend.Batcher    // nil unless the store refreshes many locks in one round trip
-	multi      backend.Batcher    // nil unless the store takes several keys in one step
-	bounded    bool               // the driver's calls return by their ctx's end (Capabilities.CtxBounded): no hand-off
-	cfg        lockerConfig
-	maxKey     int
-	tel        *telemetry  // observe.go
-	events     *eventQueue // event.go
+	d        backend.Driver
+	caps     backend.Capabilities
+	waiter   backend.Waiter   // nil unless some kind queues (Capabilities.WaitFor)
+	notifier backend.Notifier // nil unless the store announces releases (and withdraws writer-waiting marks)
+	batch    backend.Batcher  // nil unless the store refreshes many locks in one round trip
+	multi    backend.Batcher  // nil unless the store takes several keys in one step
+	bounded  bool             // the driver's calls return by their ctx's end (Capabilities.CtxBounded): no hand-off
+	cfg      lockerConfig
+	maxKey   int
+	tel      *telemetry  // observe.go
+	events   *eventQueue // event.go
 
 	closeCtx    context.Context // canceled by Close: ends waits
 	closeCancel context.CancelCauseFunc
@@ -80,7 +79,6 @@ func newLocker(d backend.Driver, opts []LockerOption) (*Locker, error) {
 	}
 	l.waiter, _ = d.(backend.Waiter)
 	l.notifier, _ = d.(backend.Notifier)
-	l.withdrawer, _ = d.(backend.Withdrawer)
 	l.bounded = caps.CtxBounded
 	if caps.BatchRefresh {
 		l.batch = d.(backend.Batcher)

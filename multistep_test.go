@@ -148,6 +148,9 @@ type hideMulti struct{ backend.Driver }
 func (d hideMulti) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
+func (d hideMulti) Withdraw(ctx context.Context, req backend.Request) error {
+	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
+}
 
 // TestMultiAtomicNeedsTheMethod: a driver that forwards capabilities
 // declaring MultiAtomic without implementing TryAcquireMulti is a driver

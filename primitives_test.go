@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,11 +14,68 @@ import (
 	"github.com/distlock/distlock/memlock"
 )
 
-// noInspect hides memlock's Inspector, as Redlock's driver lacks one.
+// noInspect hides memlock's Inspector: a wrapper that forwards the
+// Driver and its Notifier only.
 type noInspect struct{ backend.Driver }
 
 func (d noInspect) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
+}
+func (d noInspect) Withdraw(ctx context.Context, req backend.Request) error {
+	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
+}
+
+// undeclaredInspect is memlock's driver declaring, as Redlock does, that
+// it frees a mutex (Capabilities.ForceRelease) but cannot read a lock's
+// state (no Capabilities.Inspect), with its Inspect calls counted.
+type undeclaredInspect struct {
+	*memlock.Driver
+	inspects atomic.Int32
+}
+
+func (d *undeclaredInspect) Capabilities() backend.Capabilities {
+	c := d.Driver.Capabilities()
+	c.Inspect = false
+	return c
+}
+
+func (d *undeclaredInspect) Inspect(ctx context.Context, key string, kind backend.Kind) (backend.Info, error) {
+	d.inspects.Add(1)
+	return d.Driver.Inspect(ctx, key, kind)
+}
+
+// TestUndeclaredInspect: the Locker goes by Capabilities.Inspect, not by
+// the Inspector's methods: an election on a driver that declares no
+// Inspect answers ErrUnsupported without calling Inspect, while its
+// declared ForceRelease serves.
+func TestUndeclaredInspect(t *testing.T) {
+	d := &undeclaredInspect{Driver: must(memlock.NewStore().NewDriver(nil))}
+	l := distlock.New(d)
+	defer l.Close()
+	if caps := l.Capabilities(); caps.Inspect || !caps.ForceRelease {
+		t.Fatalf("Capabilities: Inspect %v, ForceRelease %v; want false, true", caps.Inspect, caps.ForceRelease)
+	}
+	ctx := context.Background()
+	el, err := l.Election("e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := el.Leader(ctx); !errors.Is(err, distlock.ErrUnsupported) {
+		t.Errorf("Leader: %v, want ErrUnsupported", err)
+	}
+	if _, err := el.Observe(ctx); !errors.Is(err, distlock.ErrUnsupported) {
+		t.Errorf("Observe: %v, want ErrUnsupported", err)
+	}
+	if n := d.inspects.Load(); n != 0 {
+		t.Errorf("Inspect called %d times on a driver that declares no Inspect", n)
+	}
+	le, err := l.TryAcquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := l.ForceRelease(ctx, "job", "ops", "test"); err != nil || info.Token != le.Token() {
+		t.Errorf("ForceRelease = %+v, %v; want the holder's token %d", info, err, le.Token())
+	}
 }
 
 func TestElectionWithoutInspector(t *testing.T) {

@@ -23,6 +23,9 @@ type slowReplyDriver struct {
 func (d *slowReplyDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
+func (d *slowReplyDriver) Withdraw(ctx context.Context, req backend.Request) error {
+	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
+}
 
 func (d *slowReplyDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)

@@ -25,6 +25,9 @@ type countingDriver struct {
 func (d *countingDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
+func (d *countingDriver) Withdraw(ctx context.Context, req backend.Request) error {
+	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
+}
 
 func (d *countingDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)

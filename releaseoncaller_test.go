@@ -22,6 +22,9 @@ type stackDriver struct {
 func (d *stackDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
+func (d *stackDriver) Withdraw(ctx context.Context, req backend.Request) error {
+	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
+}
 
 func (d *stackDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)

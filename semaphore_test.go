@@ -67,6 +67,9 @@ type noSemaphore struct{ backend.Driver }
 func (d noSemaphore) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
+func (d noSemaphore) Withdraw(ctx context.Context, req backend.Request) error {
+	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
+}
 
 func (d noSemaphore) Capabilities() backend.Capabilities {
 	c := d.Driver.Capabilities()

@@ -32,6 +32,9 @@ type clockDriver struct {
 func (d *clockDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
+func (d *clockDriver) Withdraw(ctx context.Context, req backend.Request) error {
+	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
+}
 
 func (d *clockDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)

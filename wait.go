@@ -49,7 +49,7 @@ func (l *Locker) obtain(ctx context.Context, h *hold, req backend.Request, wait 
 		g, err = l.queueWait(ctx, h, req, started)
 	default:
 		g, err = l.retryWait(ctx, h, req)
-		if err != nil && req.Kind == backend.Write && l.withdrawer != nil {
+		if err != nil && req.Kind == backend.Write && l.notifier != nil {
 			l.withdraw(ctx, req)
 		}
 	}
@@ -62,7 +62,7 @@ func (l *Locker) obtain(ctx context.Context, h *hold, req backend.Request, wait 
 func (l *Locker) withdraw(ctx context.Context, req backend.Request) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)
 	defer cancel()
-	l.tel.storeError(wctx, "withdraw", l.withdrawer.Withdraw(wctx, req))
+	l.tel.storeError(wctx, "withdraw", l.notifier.Withdraw(wctx, req))
 }
 
 // valid returns g with its ValidFrom filled in (sent, when the driver

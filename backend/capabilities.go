@@ -112,9 +112,15 @@ type Capabilities struct {
 	// need not poll. A driver without Announcer offers none whatever this
 	// says (see Offers).
 	Watch bool `json:"watch,omitempty"`
+	// Inspect reports whether the store reports a lock's state without
+	// taking it (Inspector.Inspect, for the mutex at least, and List,
+	// which may still answer ErrUnsupported): every store but Redlock. A
+	// driver without Inspector offers none whatever this says (see
+	// Offers).
+	Inspect bool `json:"inspect,omitempty"`
 	// ForceRelease reports whether the store frees a mutex whoever holds
-	// it (Freer.ForceRelease). A driver without Freer offers none whatever
-	// this says (see Offers).
+	// it (Inspector.ForceRelease). A driver without Inspector offers none
+	// whatever this says (see Offers).
 	ForceRelease bool `json:"force_release,omitempty"`
 	// CtxBounded reports that every call of the driver returns by the end
 	// of its ctx even when the store never answers (the rule Driver
@@ -138,15 +144,15 @@ type Capabilities struct {
 }
 
 // Offers returns c with what d does not implement cleared: MultiAtomic
-// and BatchRefresh unless d is a Batcher, ForceRelease unless it is a
-// Freer, Values and Watch unless it is an Announcer. It is what d really
-// offers.
+// and BatchRefresh unless d is a Batcher, Inspect and ForceRelease unless
+// it is an Inspector, Values and Watch unless it is an Announcer. It is
+// what d really offers.
 func (c Capabilities) Offers(d Driver) Capabilities {
 	if _, ok := d.(Batcher); !ok {
 		c.MultiAtomic, c.BatchRefresh = false, false
 	}
-	if _, ok := d.(Freer); !ok {
-		c.ForceRelease = false
+	if _, ok := d.(Inspector); !ok {
+		c.Inspect, c.ForceRelease = false, false
 	}
 	if _, ok := d.(Announcer); !ok {
 		c.Values, c.Watch = false, false
@@ -208,7 +214,7 @@ func (c Capabilities) Check(d Driver) error {
 		switch {
 		case w == "" && k != Exclusive, w == WaitPoll:
 		case w == WaitNotify && !notifier:
-			return fmt.Errorf("backend: %s: capabilities say %s=notify but the driver has no Subscribe method", c.Name, k.field())
+			return fmt.Errorf("backend: %s: capabilities say %s=notify but the driver is no Notifier (no Subscribe or Withdraw method)", c.Name, k.field())
 		case w == WaitQueue && !waiter:
 			return fmt.Errorf("backend: %s: capabilities say %s=queue but the driver has no Wait method", c.Name, k.field())
 		case w != WaitNotify && w != WaitQueue:

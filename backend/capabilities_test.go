@@ -22,6 +22,7 @@ type stubNotifier struct{ stubDriver }
 func (stubNotifier) Subscribe(context.Context, string, backend.Kind) (<-chan struct{}, func(), error) {
 	return nil, func() {}, nil
 }
+func (stubNotifier) Withdraw(context.Context, backend.Request) error { return nil }
 
 // stubWaiter queues waiters of every kind.
 type stubWaiter struct{ stubDriver }
@@ -49,11 +50,11 @@ func TestCapabilitiesCheck(t *testing.T) {
 		{"unknown mutex wait", stubDriver{caps("sometimes", "", "")}, `unknown wait kind "sometimes"`},
 		{"unknown rw wait", stubDriver{caps(poll, "", "sometimes")}, `unknown rw kind "sometimes"`},
 		{"unknown semaphore wait", stubDriver{caps(poll, "often", "")}, `unknown semaphore kind "often"`},
-		{"mutex notify without Subscribe", stubDriver{caps(backend.WaitNotify, "", "")}, "wait=notify but the driver has no Subscribe"},
-		{"rw notify without Subscribe", stubDriver{caps(poll, "", backend.WaitNotify)}, "rw=notify but the driver has no Subscribe"},
+		{"mutex notify without Subscribe", stubDriver{caps(backend.WaitNotify, "", "")}, "wait=notify but the driver is no Notifier"},
+		{"rw notify without Subscribe", stubDriver{caps(poll, "", backend.WaitNotify)}, "rw=notify but the driver is no Notifier"},
 		{"rw queue without Wait", stubNotifier{stubDriver{caps(poll, "", backend.WaitQueue)}}, "rw=queue but the driver has no Wait"},
 		{"semaphore queue without Wait", stubDriver{caps(poll, backend.WaitQueue, "")}, "semaphore=queue but the driver has no Wait"},
-		{"semaphore notify without Subscribe", stubWaiter{stubDriver{caps(backend.WaitQueue, backend.WaitNotify, "")}}, "semaphore=notify but the driver has no Subscribe"},
+		{"semaphore notify without Subscribe", stubWaiter{stubDriver{caps(backend.WaitQueue, backend.WaitNotify, "")}}, "semaphore=notify but the driver is no Notifier"},
 		{"notify everywhere", stubNotifier{stubDriver{caps(backend.WaitNotify, backend.WaitNotify, backend.WaitNotify)}}, ""},
 		{"queue everywhere", stubWaiter{stubDriver{caps(backend.WaitQueue, backend.WaitQueue, backend.WaitQueue)}}, ""},
 	} {
@@ -63,6 +64,38 @@ func TestCapabilitiesCheck(t *testing.T) {
 			t.Errorf("%s: %v, want no error", tc.name, err)
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// stubInspector reads and frees locks.
+type stubInspector struct{ stubDriver }
+
+func (stubInspector) Inspect(context.Context, string, backend.Kind) (backend.Info, error) {
+	return backend.Info{}, nil
+}
+func (stubInspector) List(context.Context, string, int) ([]backend.Info, error) { return nil, nil }
+func (stubInspector) ForceRelease(context.Context, string, backend.Forced) (backend.Info, error) {
+	return backend.Info{}, nil
+}
+
+// TestOffers: Inspect and ForceRelease, declared, are offered by an
+// Inspector only, each as declared.
+func TestOffers(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		d                     backend.Driver
+		inspect, forceRelease bool // declared
+		wantInspect, wantFree bool
+	}{
+		{"no Inspector", stubDriver{}, true, true, false, false},
+		{"Inspector declaring both", stubInspector{}, true, true, true, true},
+		{"Inspector declaring ForceRelease only (Redlock)", stubInspector{}, false, true, false, true},
+		{"Inspector declaring Inspect only", stubInspector{}, true, false, true, false},
+	} {
+		c := backend.Capabilities{Inspect: tc.inspect, ForceRelease: tc.forceRelease}.Offers(tc.d)
+		if c.Inspect != tc.wantInspect || c.ForceRelease != tc.wantFree {
+			t.Errorf("%s: Offers: Inspect %v, ForceRelease %v; want %v, %v", tc.name, c.Inspect, c.ForceRelease, tc.wantInspect, tc.wantFree)
 		}
 	}
 }

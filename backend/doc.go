@@ -31,7 +31,7 @@
 //     holder's remaining TTL when the driver reports it in a
 //     [NotAcquiredError]. A writer's retries carry [Request.Waiting], and a
 //     store that keeps a writer-waiting mark for them removes it when the
-//     wait gives up ([Withdrawer]).
+//     wait gives up ([Notifier.Withdraw]).
 //   - notify: the driver also implements [Notifier] (Redis wait=notify); the
 //     portable layer subscribes before its last re-check and sleeps until a
 //     release is announced or the holder's TTL runs out.

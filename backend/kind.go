@@ -35,7 +35,7 @@ const (
 	// Writers are not starved: once a Write attempt with Request.Waiting
 	// set has found the lock taken, the store refuses Read to other
 	// owners that do not already hold it until that writer is granted,
-	// withdraws (Withdrawer) or stops renewing its attempt for longer than
+	// withdraws (Notifier.Withdraw) or stops renewing its attempt for longer than
 	// its TTL (a crashed waiter blocks readers no longer than a crashed
 	// holder would). A queued writer (Waiter) blocks every reader that
 	// queued after it.

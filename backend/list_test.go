@@ -10,6 +10,10 @@ type fakeInspector map[string]bool
 
 func (f fakeInspector) List(context.Context, string, int) ([]Info, error) { return nil, ErrUnsupported }
 
+func (f fakeInspector) ForceRelease(context.Context, string, Forced) (Info, error) {
+	return Info{}, ErrUnsupported
+}
+
 func (f fakeInspector) Inspect(_ context.Context, key string, _ Kind) (Info, error) {
 	if key == "broken" {
 		return Info{}, errors.New("unavailable")

@@ -35,7 +35,9 @@ type Waiter interface {
 }
 
 // Notifier is implemented by drivers whose store can announce releases
-// (wait kind WaitNotify for some Kind).
+// (wait kind WaitNotify for some Kind). Only such stores keep
+// writer-waiting marks for the waits the portable layer runs, so
+// withdrawing one is a Notifier's method too.
 type Notifier interface {
 	// Subscribe starts listening for releases of the lock of kind kind
 	// named key (Read and Write name the same read-write lock) and
@@ -45,16 +47,14 @@ type Notifier interface {
 	// release. The caller must call cancel. For a kind the driver does not
 	// announce it returns an error matching ErrUnsupported.
 	Subscribe(ctx context.Context, key string, kind Kind) (released <-chan struct{}, cancel func(), err error)
-}
 
-// Withdrawer is implemented by drivers whose Write attempts with
-// Request.Waiting leave a writer-waiting mark (see Read), for the kinds
-// whose waits the portable layer runs (poll, notify).
-type Withdrawer interface {
-	// Withdraw removes the mark req.Owner's waiting attempts left for
-	// req (its Kind and Key), if it is still its own; the portable layer
-	// calls it when such a wait ends without a grant. It is harmless when
-	// there is no mark.
+	// Withdraw removes the writer-waiting mark (see Read) that
+	// req.Owner's Write attempts with Request.Waiting left for req (its
+	// Kind and Key), if it is still its own; the portable layer calls it
+	// when a Write wait it runs (poll, notify) ends without a grant. It
+	// is harmless when there is no mark, and a driver whose attempts
+	// leave none (or that grants no Write) returns nil. A wrapper
+	// forwards it with Subscribe.
 	Withdraw(ctx context.Context, req Request) error
 }
 
@@ -145,16 +145,23 @@ type Announcer interface {
 	Watch(ctx context.Context, key string) (changed <-chan struct{}, cancel func(), err error)
 }
 
-// Inspector is implemented by drivers that can report a lock's state
+// Inspector is the operator's side of a driver: it reports a lock's state
 // without taking it (used by `distlock status`, `distlock list` and the
-// election).
+// election), and frees a mutex whoever holds it (`distlock release
+// --force`). Each half is declared in Capabilities (Inspect for Inspect
+// and List, ForceRelease) and the portable layer calls only what is
+// declared; a half the driver lacks answers ErrUnsupported (Redlock
+// frees but cannot inspect). A wrapper that forwards
+// its inner driver's Capabilities without the methods is a driver without
+// them (see Capabilities.Offers).
 type Inspector interface {
-	// Inspect reports the state of the lock of kind kind named key (Read
-	// and Write name the same read-write lock). For a kind the driver
-	// cannot inspect it returns an error matching ErrUnsupported.
+	// Inspect (Capabilities.Inspect) reports the state of the lock of
+	// kind kind named key (Read and Write name the same read-write lock).
+	// For a kind the driver cannot inspect it returns an error matching
+	// ErrUnsupported.
 	Inspect(ctx context.Context, key string, kind Kind) (Info, error)
 
-	// List returns the mutexes held now whose key begins with prefix
+	// List (Capabilities.Inspect) returns the mutexes held now whose key begins with prefix
 	// (every held one when prefix is ""), sorted by key, at most limit of
 	// them (no bound when limit <= 0). Each Info is what Inspect would
 	// report for its key; free keys are not listed. The result is a
@@ -162,6 +169,23 @@ type Inspector interface {
 	// released while List runs may or may not appear. A store that cannot
 	// enumerate its locks returns an error matching ErrUnsupported.
 	List(ctx context.Context, prefix string, limit int) ([]Info, error)
+
+	// ForceRelease (Capabilities.ForceRelease) frees the mutex (Kind
+	// Exclusive) named key in the store, whoever holds it and however
+	// many times its owner re-entered it, and returns what the store knew
+	// of the holder it freed (Held, Owner, Token). A free key answers an
+	// error matching ErrNotHeld and changes nothing.
+	//
+	// The freed holder learns of it at its next renewal, which answers
+	// ErrNotHeld (or, for a connection-bound store, finds its connection
+	// ended): never a renewed lease. The next holder gets a fencing token
+	// strictly greater than the freed holder's. Where the store can keep a
+	// record, it stores f, and Inspect of key reports it in Info.Forced
+	// until the store drops it (its own expiry, or the next force). It is
+	// an operator's last resort for a stuck holder (Redisson's
+	// forceUnlock); the portable layer calls it through
+	// distlock.Locker.ForceRelease.
+	ForceRelease(ctx context.Context, key string, f Forced) (Info, error)
 }
 
 // Logging is implemented by drivers that log (a store client's own
@@ -202,7 +226,7 @@ type Info struct {
 	// store keeps no values.
 	Value string `json:"value,omitempty"`
 	// Forced is the last forced release of the key the store recorded
-	// (Freer), or nil.
+	// (Inspector.ForceRelease), or nil.
 	Forced *Forced `json:"forced,omitempty"`
 }
 
@@ -215,27 +239,7 @@ type Holder struct {
 	TTL     time.Duration `json:"ttl,omitempty"`   // remaining; 0 if unknown
 }
 
-// Freer is implemented by drivers whose store can free a mutex whoever
-// holds it: an operator's last resort for a stuck holder (Redisson's
-// forceUnlock), declared in Capabilities.ForceRelease. The portable layer
-// calls it through distlock.Locker.ForceRelease.
-type Freer interface {
-	// ForceRelease frees the mutex (Kind Exclusive) named key in the store,
-	// whoever holds it and however many times its owner re-entered it, and
-	// returns what the store knew of the holder it freed (Held, Owner,
-	// Token). A free key answers an error matching ErrNotHeld and changes
-	// nothing.
-	//
-	// The freed holder learns of it at its next renewal, which answers
-	// ErrNotHeld (or, for a connection-bound store, finds its connection
-	// ended): never a renewed lease. The next holder gets a fencing token
-	// strictly greater than the freed holder's. Where the store can keep a
-	// record, it stores f, and Inspect of key reports it in Info.Forced
-	// until the store drops it (its own expiry, or the next force).
-	ForceRelease(ctx context.Context, key string, f Forced) (Info, error)
-}
-
-// Forced records a lock freed by hand (Freer.ForceRelease).
+// Forced records a lock freed by hand (Inspector.ForceRelease).
 type Forced struct {
 	// By names who freed it (an operator, a host:pid); Reason says why.
 	By     string `json:"by"`

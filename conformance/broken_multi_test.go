@@ -34,6 +34,9 @@ func wrapMulti(bug multiBug) func(*memlock.Store, backend.Driver) backend.Driver
 func (d *brokenMultiStep) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
+func (d *brokenMultiStep) Withdraw(ctx context.Context, req backend.Request) error {
+	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
+}
 
 // stepLatency is the round trip between the steps of a multi-lock taken
 // key by key.

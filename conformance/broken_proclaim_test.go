@@ -45,6 +45,10 @@ func (a *announcer) List(ctx context.Context, prefix string, limit int) ([]backe
 	return a.d.List(ctx, prefix, limit)
 }
 
+func (a *announcer) ForceRelease(ctx context.Context, key string, f backend.Forced) (backend.Info, error) {
+	return a.d.ForceRelease(ctx, key, f)
+}
+
 func (a *announcer) SetValue(ctx context.Context, l backend.Lock, value string) error {
 	switch x := l.(type) { // memlock's own lock, under the harness's wrappers
 	case *lossyLock:

@@ -45,6 +45,9 @@ func wrapSemaphore(bug semaphoreBug) func(*memlock.Store, backend.Driver) backen
 func (d *brokenSemaphore) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
+func (d *brokenSemaphore) Withdraw(ctx context.Context, req backend.Request) error {
+	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
+}
 
 func (d *brokenSemaphore) Capabilities() backend.Capabilities {
 	c := d.Driver.Capabilities()

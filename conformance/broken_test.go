@@ -264,6 +264,9 @@ func (d *lossy) mem() *memlock.Driver { return d.Driver.(*memlock.Driver) }
 func (d *lossy) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
+func (d *lossy) Withdraw(ctx context.Context, req backend.Request) error {
+	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
+}
 
 func (d *lossy) take() bool {
 	if d.armed.CompareAndSwap(true, false) {
@@ -339,6 +342,9 @@ type trustUnreachable struct{ backend.Driver }
 func (d *trustUnreachable) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
+func (d *trustUnreachable) Withdraw(ctx context.Context, req backend.Request) error {
+	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
+}
 func (d *trustUnreachable) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
 	if err == nil {
@@ -362,6 +368,9 @@ type doubtIsLoss struct{ backend.Driver }
 
 func (d *doubtIsLoss) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
+}
+func (d *doubtIsLoss) Withdraw(ctx context.Context, req backend.Request) error {
+	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
 }
 func (d *doubtIsLoss) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
@@ -404,6 +413,9 @@ type goneSkipsRelease struct{ backend.Driver }
 func (d *goneSkipsRelease) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
+func (d *goneSkipsRelease) Withdraw(ctx context.Context, req backend.Request) error {
+	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
+}
 func (d *goneSkipsRelease) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
 	if err == nil {
@@ -422,6 +434,9 @@ type goneFreesByName struct {
 
 func (d *goneFreesByName) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
+}
+func (d *goneFreesByName) Withdraw(ctx context.Context, req backend.Request) error {
+	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
 }
 func (d *goneFreesByName) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
@@ -463,6 +478,9 @@ type noOwnerCheck struct {
 func (d *noOwnerCheck) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
+func (d *noOwnerCheck) Withdraw(ctx context.Context, req backend.Request) error {
+	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
+}
 func (d *noOwnerCheck) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
 	if err == nil {
@@ -485,6 +503,9 @@ type constToken struct{ backend.Driver }
 func (d *constToken) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
+func (d *constToken) Withdraw(ctx context.Context, req backend.Request) error {
+	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
+}
 func (d *constToken) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
 	g.Token = 1
@@ -496,6 +517,9 @@ type grantAlways struct{ backend.Driver }
 
 func (d *grantAlways) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
+}
+func (d *grantAlways) Withdraw(ctx context.Context, req backend.Request) error {
+	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
 }
 func (d *grantAlways) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
@@ -515,6 +539,9 @@ type refreshAlways struct{ backend.Driver }
 
 func (d *refreshAlways) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
+}
+func (d *refreshAlways) Withdraw(ctx context.Context, req backend.Request) error {
+	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
 }
 func (d *refreshAlways) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
@@ -541,14 +568,18 @@ func (d *kindBlind) Capabilities() backend.Capabilities {
 func (d *kindBlind) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
 	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
 }
+func (d *kindBlind) Withdraw(ctx context.Context, req backend.Request) error {
+	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
+}
 func (d *kindBlind) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	req.Kind = backend.Exclusive
 	return d.Driver.TryAcquire(ctx, req)
 }
 
-// liar implements every optional interface wrongly: Inspect and List see
-// nothing held, RefreshAll succeeds for anything, Subscribe never announces, and
-// Wait grants at once with a stale token.
+// liar implements every optional interface wrongly: Inspect, List and
+// ForceRelease see nothing held, RefreshAll succeeds for anything,
+// Subscribe never announces, Withdraw does nothing, and Wait grants at
+// once with a stale token.
 type liar struct{ backend.Driver }
 
 func (d *liar) Capabilities() backend.Capabilities {
@@ -563,12 +594,16 @@ func (d *liar) Inspect(_ context.Context, key string, _ backend.Kind) (backend.I
 	return backend.Info{Key: key, Waiters: -1}, nil
 }
 func (d *liar) List(context.Context, string, int) ([]backend.Info, error) { return nil, nil }
+func (d *liar) ForceRelease(_ context.Context, key string, _ backend.Forced) (backend.Info, error) {
+	return backend.Info{Key: key, Waiters: -1}, backend.ErrNotHeld
+}
 func (d *liar) RefreshAll(_ context.Context, locks []backend.Lock, _ []time.Duration) []error {
 	return make([]error, len(locks))
 }
 func (d *liar) Subscribe(context.Context, string, backend.Kind) (<-chan struct{}, func(), error) {
 	return make(chan struct{}), func() {}, nil
 }
+func (d *liar) Withdraw(context.Context, backend.Request) error { return nil }
 func (d *liar) Wait(context.Context, backend.Request) (backend.Grant, error) {
 	return backend.Grant{Lock: nopLock{}, Token: 1}, nil
 }

@@ -16,14 +16,13 @@ import (
 
 // Cases for leader election (Locker.Election), which the portable layer
 // builds on the mutex, so they run on every backend. Leader and Observe
-// need the driver's backend.Inspector; where it is missing those checks
-// are replaced by one that they answer ErrUnsupported.
+// need the driver to read a lock's holder (Capabilities.Inspect); where it
+// does not, those checks are replaced by one that they answer
+// ErrUnsupported.
 
-// hasInspector reports whether c's driver can read a lock's holder.
-func hasInspector(c *client) bool {
-	_, ok := c.d.(backend.Inspector)
-	return ok
-}
+// hasInspector reports whether c's driver can read a lock's holder
+// (Capabilities.Inspect).
+func hasInspector(c *client) bool { return c.Capabilities().Inspect }
 
 // election makes c's Election on name or fails the case.
 func election(t *testing.T, c *client, name string, opts ...distlock.ElectionOption) *distlock.Election {
@@ -133,7 +132,7 @@ func testElectionSuccession(t *testing.T, e *env) {
 			t.Fatalf("Observe: %v", err)
 		}
 	} else if _, err := eo.Observe(ctxFor(t, 10*time.Second)); !errors.Is(err, distlock.ErrUnsupported) {
-		t.Errorf("Observe without an Inspector: %v, want ErrUnsupported", err)
+		t.Errorf("Observe on a store that declares no Inspect: %v, want ErrUnsupported", err)
 	}
 	// expect waits for the observer to report want (Leading false: none).
 	expect := func(want distlock.LeaderInfo, within time.Duration) {
@@ -274,7 +273,7 @@ func testElectionRules(t *testing.T, e *env) {
 			t.Errorf("Leader() before any campaign: %v, want ErrNoLeader", err)
 		}
 	} else if _, err := el.Leader(ctxFor(t, 10*time.Second)); !errors.Is(err, distlock.ErrUnsupported) {
-		t.Errorf("Leader() without an Inspector: %v, want ErrUnsupported", err)
+		t.Errorf("Leader() on a store that declares no Inspect: %v, want ErrUnsupported", err)
 	}
 	long := strings.Repeat("v", distlock.MaxCandidateValueLen)
 	ld, err := el.Campaign(ctxFor(t, 30*time.Second), long)

@@ -64,12 +64,12 @@ func testForceRelease(t *testing.T, e *env) {
 	if !errors.Is(le.Err(), distlock.ErrLost) {
 		t.Errorf("the freed holder's Err() = %v, want ErrLost", le.Err())
 	}
-	in, _ := op.d.(backend.Inspector)
 	recorded := false
 	checkRecord := func(when string) {
-		if in == nil {
+		if !op.Capabilities().Inspect {
 			return
 		}
+		in := op.d.(backend.Inspector)
 		info, err := in.Inspect(ctxFor(t, 10*time.Second), key, backend.Exclusive)
 		t.Logf("Inspect %s: record %+v (%v)", when, info.Forced, err)
 		if err != nil {

@@ -189,10 +189,10 @@ func (e *env) storeWaiters(t *testing.T, d backend.Driver, kind Primitive, key s
 			return n
 		}
 	}
-	in, ok := d.(backend.Inspector)
-	if !ok {
+	if !d.Capabilities().Offers(d).Inspect {
 		return -1
 	}
+	in := d.(backend.Inspector)
 	k := backend.Exclusive
 	switch kind {
 	case SemaphoreGrant:

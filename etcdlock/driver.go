@@ -153,6 +153,7 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		BatchRefresh: true,              // lock.go
 		Values:       true,              // announce.go
 		Watch:        true,
+		Inspect:      true,       // inspect.go
 		ForceRelease: true,       // force.go
 		CtxBounded:   true,       // gRPC honours ctx
 		Server:       d.server(), // endpoint.go

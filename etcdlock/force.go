@@ -10,14 +10,12 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-var _ backend.Freer = (*Driver)(nil)
-
 // forcedName returns the record of key's last forced release under
 // prefix: <prefix>forced/<escaped key>. Like a tombstone it lies in no
 // lock's range (keyOf never takes it for a lock's key).
 func forcedName(prefix, key string) string { return prefix + "forced/" + escapeKey(key) }
 
-// ForceRelease implements backend.Freer: the holder's key (the lowest
+// ForceRelease implements backend.Inspector: the holder's key (the lowest
 // create revision in the lock's range) is deleted in a transaction that
 // requires it to be that same key still, so a holder that released in
 // between and a new holder are never hit; the waiters' keys stay, and the

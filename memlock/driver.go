@@ -19,8 +19,8 @@ type Options struct {
 }
 
 // A Driver is one client of a Store, implementing backend.Driver (and
-// backend.Waiter, backend.Notifier, backend.Withdrawer, backend.Inspector,
-// backend.Batcher for TryAcquireMulti, and backend.Announcer). Use it with distlock.New.
+// backend.Waiter, backend.Notifier, backend.Inspector, backend.Batcher for
+// TryAcquireMulti, and backend.Announcer). Use it with distlock.New.
 type Driver struct {
 	s    *Store
 	wait backend.WaitKind
@@ -86,6 +86,7 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		MultiAtomic:         true, // multi.go
 		Values:              true, // announce.go
 		Watch:               true,
+		Inspect:             true, // inspect.go
 		ForceRelease:        true, // force.go
 	}
 }

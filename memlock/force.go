@@ -8,9 +8,7 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-var _ backend.Freer = (*Driver)(nil)
-
-// ForceRelease implements backend.Freer: key's mutex is freed whatever its
+// ForceRelease implements backend.Inspector: key's mutex is freed whatever its
 // holds (the next waiter, if any, is granted it with the next token), and
 // f is kept as the key's record until the next force.
 func (d *Driver) ForceRelease(ctx context.Context, key string, f backend.Forced) (backend.Info, error) {

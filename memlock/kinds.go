@@ -8,10 +8,9 @@ import (
 )
 
 var (
-	_ backend.Waiter     = (*Driver)(nil)
-	_ backend.Notifier   = (*Driver)(nil)
-	_ backend.Withdrawer = (*Driver)(nil)
-	_ backend.Inspector  = (*Driver)(nil)
+	_ backend.Waiter    = (*Driver)(nil)
+	_ backend.Notifier  = (*Driver)(nil)
+	_ backend.Inspector = (*Driver)(nil)
 )
 
 // byKind routes each entry point to the method of the request's kind

@@ -147,7 +147,7 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// Withdraw implements backend.Withdrawer: it removes req.Owner's
+// Withdraw implements backend.Notifier: it removes req.Owner's
 // writer-waiting mark on req.Key's read-write lock.
 func (d *Driver) Withdraw(ctx context.Context, req backend.Request) error {
 	if req.Kind != backend.Write {

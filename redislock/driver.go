@@ -108,8 +108,8 @@ func (o *Options) normalize() (Options, error) {
 
 // Driver is a backend.Driver over one Redis deployment reached through one
 // go-redis client: a single server (possibly with replicas) or a Redis
-// Cluster. It also implements backend.Notifier, backend.Withdrawer,
-// backend.Inspector, backend.Waiter in queue mode, and backend.Batcher
+// Cluster. It also implements backend.Notifier, backend.Inspector,
+// backend.Waiter in queue mode, and backend.Batcher
 // (RefreshAll everywhere; TryAcquireMulti declared on a single server
 // without WaitReplicas: multi.go). It is safe for concurrent use.
 type Driver struct {
@@ -126,12 +126,11 @@ type Driver struct {
 }
 
 var (
-	_ backend.Driver     = (*Driver)(nil)
-	_ backend.Notifier   = (*Driver)(nil)
-	_ backend.Inspector  = (*Driver)(nil)
-	_ backend.Waiter     = (*Driver)(nil)
-	_ backend.Batcher    = (*Driver)(nil)
-	_ backend.Withdrawer = (*Driver)(nil)
+	_ backend.Driver    = (*Driver)(nil)
+	_ backend.Notifier  = (*Driver)(nil)
+	_ backend.Inspector = (*Driver)(nil)
+	_ backend.Waiter    = (*Driver)(nil)
+	_ backend.Batcher   = (*Driver)(nil)
 )
 
 // New returns a Driver using c, which may be a *redis.Client (one server)
@@ -195,6 +194,7 @@ func New(c redis.UniversalClient, opts *Options) (*Driver, error) {
 		Replication:         "single primary; asynchronous replication can lose a grant on failover",
 		BatchRefresh:        true, // lock.go
 		Values:              true, // announce.go
+		Inspect:             true, // inspect.go
 		ForceRelease:        true, // force.go
 		Server:              redisproto.ServerOf(c),
 	}

@@ -8,9 +8,7 @@ import (
 	"github.com/distlock/distlock/internal/redisproto"
 )
 
-var _ backend.Freer = (*Driver)(nil)
-
-// ForceRelease implements backend.Freer.
+// ForceRelease implements backend.Inspector.
 func (d *Driver) ForceRelease(ctx context.Context, key string, f backend.Forced) (backend.Info, error) {
 	owner, token, held, err := redisproto.ForceOn(ctx, d.c, d.keys(key), f)
 	if err != nil {

@@ -103,7 +103,7 @@ func (d *Driver) tryRW(ctx context.Context, req backend.Request, mode backend.Ki
 	return backend.Grant{}, backend.NotAcquired(req.Key, time.Duration(max(v[2], 0))*time.Millisecond)
 }
 
-// Withdraw implements backend.Withdrawer: it removes req.Owner's
+// Withdraw implements backend.Notifier: it removes req.Owner's
 // writer-waiting mark on req.Key's read-write lock.
 func (d *Driver) Withdraw(ctx context.Context, req backend.Request) error {
 	if req.Kind != backend.Write {

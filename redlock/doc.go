@@ -47,8 +47,9 @@
 // race. Renewals of many leases go out in one pipeline per node.
 //
 // Redlock offers no semaphore, read-write lock or inspection
-// (Capabilities: Semaphore and RW empty; ErrUnsupported), and no
-// multi-key step (AcquireAll takes the keys one by one).
+// (Capabilities: Semaphore and RW empty, Inspect false; ErrUnsupported),
+// and no multi-key step (AcquireAll takes the keys one by one). It frees
+// a lock by hand (backend.Inspector's ForceRelease) on every node.
 //
 // # Errors
 //

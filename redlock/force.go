@@ -10,9 +10,23 @@ import (
 	"github.com/distlock/distlock/internal/redisproto"
 )
 
-var _ backend.Freer = (*Driver)(nil)
+var _ backend.Inspector = (*Driver)(nil)
 
-// ForceRelease implements backend.Freer on every node. It succeeds when
+// Inspect implements backend.Inspector: it answers ErrUnsupported
+// (Capabilities.Inspect false). The nodes' votes name no single holder to
+// report: each node may hold the key for a different owner, or for one
+// that won no majority.
+func (r *Driver) Inspect(_ context.Context, key string, kind backend.Kind) (backend.Info, error) {
+	return backend.Info{}, fmt.Errorf("redlock: inspect %q (%s): %w: the nodes' votes name no single holder", key, kind, backend.ErrUnsupported)
+}
+
+// List implements backend.Inspector: it answers ErrUnsupported, as
+// Inspect does.
+func (r *Driver) List(context.Context, string, int) ([]backend.Info, error) {
+	return nil, fmt.Errorf("redlock: list: %w: the nodes' votes name no single holder", backend.ErrUnsupported)
+}
+
+// ForceRelease implements backend.Inspector on every node. It succeeds when
 // the lock is gone from a majority of nodes (no one can hold it then, and
 // no majority can renew it); a node that did not answer keeps the lock
 // until its TTL, which no quorum can extend.

@@ -760,6 +760,10 @@ func (r *Driver) Subscribe(ctx context.Context, key string, kind backend.Kind) (
 	return nil, nil, fmt.Errorf("redlock: subscribe %q: %w: no node confirmed: %w", key, backend.ErrUnavailable, errors.Join(errs...))
 }
 
+// Withdraw implements backend.Notifier: Redlock grants no Write, so its
+// attempts leave no writer-waiting mark to remove.
+func (r *Driver) Withdraw(context.Context, backend.Request) error { return nil }
+
 // votes counts the nodes' answers to one attempt.
 type votes struct {
 	held, refused, failed int

@@ -212,6 +212,7 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		Fair:        false,
 		Replication: "single server: row locks are not replicated, a failover to a replica loses every lock",
 		Server:      d.serverInfo(), // endpoint.go
+		Inspect:     true,           // inspect.go
 		// force.go: ends the holder's session (not in session mode, whose
 		// sessions are shared by many leases)
 		ForceRelease: d.sess == nil,

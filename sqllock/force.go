@@ -7,9 +7,7 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-var _ backend.Freer = (*Driver)(nil)
-
-// ForceRelease implements backend.Freer: the session the last grant of
+// ForceRelease implements backend.Inspector: the session the last grant of
 // key went to (recorded with its token) is ended from another connection
 // (MySQL KILL CONNECTION, PostgreSQL pg_terminate_backend; the user needs
 // the right to end that session: the same user, or CONNECTION_ADMIN /

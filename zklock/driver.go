@@ -221,6 +221,7 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		Fair:         true,
 		Replication:  "majority quorum (Zab)",
 		BatchRefresh: true,              // refreshall.go
+		Inspect:      true,              // inspect.go
 		ForceRelease: true,              // force.go
 		RW:           backend.WaitQueue, // rwlock.go
 		Values:       true,              // announce.go

@@ -11,9 +11,7 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-var _ backend.Freer = (*Driver)(nil)
-
-// ForceRelease implements backend.Freer: the holder's node (the first of
+// ForceRelease implements backend.Inspector: the holder's node (the first of
 // the lock's queue) is deleted, version-checked. The waiters' nodes stay:
 // the first is the next holder (its watch on the deleted node fires),
 // with a czxid (its token) above the freed one's. The freed holder's

@@ -52,7 +52,7 @@ cannot list, 69 backend unreachable (or no answer within --timeout),
 func list(ctx context.Context, w io.Writer, o queryOpts, prefix string, limit int) error {
 	qctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	locker, ls, err := openAs[backend.Inspector](qctx, o, "list")
+	locker, ls, err := openInspector(qctx, o, "list")
 	if err != nil {
 		return o.unanswered(ctx, qctx, "list", err)
 	}

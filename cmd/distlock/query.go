@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
 )
 
 // queryOpts are the flags of the subcommands that read a store's state
@@ -41,22 +42,21 @@ func (o queryOpts) check(name string) error {
 	return nil
 }
 
-// openAs opens o.url within qctx and returns its Locker and driver as T, a
-// backend's optional interface; a driver without it is ErrUnsupported
-// (exit 64: asking again cannot help). The caller closes the Locker.
-func openAs[T any](qctx context.Context, o queryOpts, name string) (*distlock.Locker, T, error) {
-	var none T
+// openInspector opens o.url within qctx and returns its Locker and
+// driver's Inspector; a driver that cannot read a lock's state
+// (Capabilities.Inspect false) is ErrUnsupported (exit 64: asking again
+// cannot help). The caller closes the Locker.
+func openInspector(qctx context.Context, o queryOpts, name string) (*distlock.Locker, backend.Inspector, error) {
 	locker, err := distlock.Open(qctx, o.url, distlock.WithLogger(logger))
 	if err != nil {
-		return nil, none, err
+		return nil, nil, err
 	}
-	d, ok := locker.Driver().(T)
-	if !ok {
+	if !locker.Capabilities().Inspect { // declared, and the driver is an Inspector (Offers)
 		err := fmt.Errorf("%s: %w by the %s backend", name, distlock.ErrUnsupported, locker.Capabilities().Name)
 		_ = locker.Close()
-		return nil, none, err
+		return nil, nil, err
 	}
-	return locker, d, nil
+	return locker, locker.Driver().(backend.Inspector), nil
 }
 
 // unanswered turns err, from a query bounded by qctx (from ctx and

@@ -59,7 +59,7 @@ no answer within --timeout), 1 any other error.`,
 func status(ctx context.Context, w io.Writer, o queryOpts, key string) error {
 	qctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	locker, in, err := openAs[backend.Inspector](qctx, o, "status")
+	locker, in, err := openInspector(qctx, o, "status")
 	if err != nil {
 		return o.unanswered(ctx, qctx, "status", err)
 	}

@@ -30,7 +30,7 @@ func kindStatus(ctx context.Context, w io.Writer, o queryOpts, key string, kind 
 	toState func(backend string, key string, info backend.Info, read time.Time) state) error {
 	qctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	locker, in, err := openAs[backend.Inspector](qctx, o, name)
+	locker, in, err := openInspector(qctx, o, name)
 	if err != nil {
 		return o.unanswered(ctx, qctx, "status", err)
 	}
@@ -43,8 +43,8 @@ func kindStatus(ctx context.Context, w io.Writer, o queryOpts, key string, kind 
 }
 
 // inspectKind is in.Inspect of key's lock of kind; a backend that cannot
-// inspect that kind is reported as for one without an Inspector (see
-// openAs).
+// inspect that kind is reported as one that inspects nothing is (see
+// openInspector).
 func inspectKind(ctx context.Context, locker *distlock.Locker, in backend.Inspector, name, key string, kind backend.Kind) (backend.Info, error) {
 	info, err := in.Inspect(ctx, key, kind)
 	if errors.Is(err, backend.ErrUnsupported) {

@@ -34,7 +34,10 @@ func Run(t *testing.T, h conformance.Harness) {
 		t.Cleanup(func() { _ = l.Close() })
 		return l
 	}
-	in, _ := locker().Driver().(backend.Inspector)
+	var in backend.Inspector // nil unless the store reads a lock's state (Capabilities.Inspect)
+	if l := locker(); l.Capabilities().Inspect {
+		in = l.Driver().(backend.Inspector)
+	}
 	t.Run("Semaphore", func(t *testing.T) {
 		skipUninspected(ctx, t, in, backend.Permits)
 		testSemaphore(ctx, t, in, locker(), locker(), prefix+"sem", h.TTL())
