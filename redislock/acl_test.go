@@ -130,8 +130,8 @@ func lockSmoke(ctx context.Context, t *testing.T, rawURL string) {
 	if err := le1.Err(); err != nil {
 		t.Fatalf("the holder lost its lease while the watchdog renewed it: %v", err)
 	}
-	if insp, ok := l1.Driver().(backend.Inspector); ok {
-		info, err := insp.Inspect(ctx, key, backend.Exclusive)
+	if l1.Capabilities().Inspect {
+		info, err := l1.Driver().(backend.Inspector).Inspect(ctx, key, backend.Exclusive)
 		if err != nil {
 			t.Fatalf("Inspect: %v", err)
 		}
