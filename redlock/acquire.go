@@ -48,74 +48,46 @@ func (r *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.G
 		// Nothing was sent: nothing to clean up.
 		return backend.Grant{}, fmt.Errorf("redlock: acquire %q: %w", req.Key, context.Cause(ctx))
 	}
-	ks := r.keys(req.Key)
-	hold := redisproto.NewID()
-	first := time.Now()
-	res := make([]redisproto.AcquireResult, len(r.nodes))
-	errs := make([]error, len(r.nodes))
-	back := &giveBack{}
-	// ask sends the attempt to the nodes in only and records their
-	// answers in res and errs; with early, it stops waiting once the
-	// answers so far decide a grant (see decides).
-	ask := func(only []int, early bool) {
-		type reply struct {
-			redisproto.AcquireResult
-			node    int
-			unknown bool // the call failed: the script may have run
-		}
-		var decided func(i int, v reply, err error) bool
-		if early {
-			// Nodes asked before (the first node, when contended)
-			// count with their answers; the ones asked now as they come.
-			seen := slices.Clone(res)
-			answered := make([]bool, len(r.nodes))
-			for i := range answered {
-				answered[i] = true
-			}
-			for _, i := range only {
-				seen[i], answered[i] = redisproto.AcquireResult{}, false
-			}
-			decided = func(i int, v reply, err error) bool {
-				if err == nil {
-					seen[i] = v.AcquireResult
-				}
-				answered[i] = true
-				return r.decides(seen, answered)
-			}
-		}
-		rs, es := nodesUntil(r, ctx, nodeTimeout(req.TTL, len(r.nodes)), only, func(ctx context.Context, i int, n *node) (reply, error) {
-			var cmd *redis.Cmd
-			if i == 0 && r.opts.Wait == WaitQueue {
-				// Never ahead of a waiter queued on the first node.
-				cmd = redisproto.WaitScript.Run(ctx, n.c, ks.WaitKeys(), req.Owner, redisproto.Millis(req.TTL), hold, "", "c")
-			} else {
-				cmd = redisproto.AcquireScript.Run(ctx, n.c, []string{ks.Lock, ks.Fence}, req.Owner, redisproto.Millis(req.TTL), hold)
-			}
-			a, err := redisproto.AcquireReply(cmd, req.TTL)
-			if err != nil {
-				return reply{node: i, unknown: true}, err
-			}
-			return reply{AcquireResult: a, node: i}, nil
-		}, decided, func(late reply) {
-			// The node answered after the attempt stopped waiting for
-			// it. A grant is the attempt's hold like the others: it stays
-			// for the lock's Release, unless the hold is being given back
-			// already (Release or the failed attempt's cleanup started,
-			// and may have reached the node before this script ran). A
-			// call that failed may have run its script after that
-			// release found nothing (the cleanup does not wait for a call
-			// in flight): give the hold back now. A release of a hold the
-			// node does not have changes nothing.
-			if late.unknown || (late.Held && back.late()) {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisproto.CleanupTimeout)
-				defer cancel()
-				_, _ = redisproto.ReleaseHold(rctx, r.nodes[late.node].c, ks, req.Owner, hold, "release")
-			}
-		})
-		for _, i := range only {
-			res[i], errs[i] = rs[i].AcquireResult, es[i]
-		}
+	a := &attempt{r: r, req: req, ks: r.keys(req.Key), hold: redisproto.NewID(), first: time.Now(),
+		res: make([]redisproto.AcquireResult, len(r.nodes)), errs: make([]error, len(r.nodes)), back: &giveBack{}}
+	if err := a.askNodes(ctx); err != nil {
+		return backend.Grant{}, err
 	}
+	v := countVotes(a.res, a.errs)
+	if v.split(r.quorum) {
+		// A split vote, or a lock held elsewhere: only the attempt that
+		// holds the first node it reached asks the refusing nodes again.
+		v = r.askAgain(ctx, req.TTL, a.first, a.res, a.errs, func(only []int) { a.ask(ctx, only, false) }, func() bool { return r.holdsFirst(a.res, a.errs) })
+	}
+	return a.conclude(ctx, v)
+}
+
+// attempt is one TryAcquire: its request, its hold, when it first asked,
+// and each node's answer (res and errs, one entry per node).
+type attempt struct {
+	r     *Driver
+	req   backend.Request
+	ks    redisproto.Keyset
+	hold  string
+	first time.Time
+	res   []redisproto.AcquireResult
+	errs  []error
+	back  *giveBack
+}
+
+// nodeReply is one node's answer to an attempt.
+type nodeReply struct {
+	redisproto.AcquireResult
+	node    int
+	unknown bool // the call failed: the script may have run
+}
+
+// askNodes sends the attempt to the nodes: every node at once, or, on a
+// contended key, the first node alone and the others only if it granted.
+// It fails, having taken nothing, when the first node refused or ctx ended
+// while yielding.
+func (a *attempt) askNodes(ctx context.Context) error {
+	r, req := a.r, a.req
 	all := r.all
 	if yield, busy := r.contended(req.Key); busy {
 		// Others want this key too: ask the first node alone, and the
@@ -125,48 +97,122 @@ func (r *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.G
 		// reach the first node, instead of taking the lock straight back
 		// (which would starve them).
 		if yield > 0 && sleepCtx(ctx, yield) != nil {
-			return backend.Grant{}, fmt.Errorf("redlock: acquire %q: %w", req.Key, context.Cause(ctx))
+			return fmt.Errorf("redlock: acquire %q: %w", req.Key, context.Cause(ctx))
 		}
-		ask(all[:1], false)
-		if errs[0] == nil && !res[0].Held {
+		a.ask(ctx, all[:1], false)
+		if a.errs[0] == nil && !a.res[0].Held {
 			r.observe(req.Key)
-			return backend.Grant{}, backend.NotAcquired(req.Key, res[0].PTTL)
+			return backend.NotAcquired(req.Key, a.res[0].PTTL)
 		}
-		ask(all[1:], true)
+		a.ask(ctx, all[1:], true)
 	} else {
-		ask(all, true)
+		a.ask(ctx, all, true)
 	}
-	v := countVotes(res, errs)
-	if v.split(r.quorum) {
-		// A split vote, or a lock held elsewhere: only the attempt that
-		// holds the first node it reached asks the refusing nodes again.
-		v = r.askAgain(ctx, req.TTL, first, res, errs, func(only []int) { ask(only, false) }, func() bool { return r.holdsFirst(res, errs) })
+	return nil
+}
+
+// ask sends the attempt to the nodes in only and records their
+// answers in res and errs; with early, it stops waiting once the
+// answers so far decide a grant (see decides).
+func (a *attempt) ask(ctx context.Context, only []int, early bool) {
+	var decided func(i int, v nodeReply, err error) bool
+	if early {
+		decided = a.decider(only)
 	}
+	rs, es := nodesUntil(a.r, ctx, nodeTimeout(a.req.TTL, len(a.r.nodes)), only, a.call, decided, func(late nodeReply) { a.lateReply(ctx, late) })
+	for _, i := range only {
+		a.res[i], a.errs[i] = rs[i].AcquireResult, es[i]
+	}
+}
+
+// decider returns ask's decided for a round sent to the nodes in only.
+func (a *attempt) decider(only []int) func(i int, v nodeReply, err error) bool {
+	// Nodes asked before (the first node, when contended)
+	// count with their answers; the ones asked now as they come.
+	seen := slices.Clone(a.res)
+	answered := make([]bool, len(a.r.nodes))
+	for i := range answered {
+		answered[i] = true
+	}
+	for _, i := range only {
+		seen[i], answered[i] = redisproto.AcquireResult{}, false
+	}
+	return func(i int, v nodeReply, err error) bool {
+		if err == nil {
+			seen[i] = v.AcquireResult
+		}
+		answered[i] = true
+		return a.r.decides(seen, answered)
+	}
+}
+
+// call runs the attempt's acquire script on node n (index i).
+func (a *attempt) call(ctx context.Context, i int, n *node) (nodeReply, error) {
+	req := a.req
+	var cmd *redis.Cmd
+	if i == 0 && a.r.opts.Wait == WaitQueue {
+		// Never ahead of a waiter queued on the first node.
+		cmd = redisproto.WaitScript.Run(ctx, n.c, a.ks.WaitKeys(), req.Owner, redisproto.Millis(req.TTL), a.hold, "", "c")
+	} else {
+		cmd = redisproto.AcquireScript.Run(ctx, n.c, []string{a.ks.Lock, a.ks.Fence}, req.Owner, redisproto.Millis(req.TTL), a.hold)
+	}
+	res, err := redisproto.AcquireReply(cmd, req.TTL)
+	if err != nil {
+		return nodeReply{node: i, unknown: true}, err
+	}
+	return nodeReply{AcquireResult: res, node: i}, nil
+}
+
+// lateReply handles a node's answer that came after the attempt stopped
+// waiting for it.
+func (a *attempt) lateReply(ctx context.Context, late nodeReply) {
+	// The node answered after the attempt stopped waiting for
+	// it. A grant is the attempt's hold like the others: it stays
+	// for the lock's Release, unless the hold is being given back
+	// already (Release or the failed attempt's cleanup started,
+	// and may have reached the node before this script ran). A
+	// call that failed may have run its script after that
+	// release found nothing (the cleanup does not wait for a call
+	// in flight): give the hold back now. A release of a hold the
+	// node does not have changes nothing.
+	if late.unknown || (late.Held && a.back.late()) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisproto.CleanupTimeout)
+		defer cancel()
+		_, _ = redisproto.ReleaseHold(rctx, a.r.nodes[late.node].c, a.ks, a.req.Owner, a.hold, "release")
+	}
+}
+
+// conclude turns the final count v into the attempt's grant, fencing its
+// token on a majority, or into its failure, giving its hold back.
+func (a *attempt) conclude(ctx context.Context, v votes) (backend.Grant, error) {
+	r, req := a.r, a.req
 	held, refused, failed, retry := v.held, v.refused, v.failed, v.retry
 	if refused > 0 {
 		r.observe(req.Key)
 	}
-	fail := func(err error) (backend.Grant, error) {
-		back.start()
-		r.cleanup(ctx, ks, req.Owner, hold, res, errs)
-		return backend.Grant{}, err
-	}
 	if held < r.quorum {
 		if refused > len(r.nodes)-r.quorum || failed == 0 {
-			return fail(backend.NotAcquired(req.Key, retry))
+			return a.fail(ctx, backend.NotAcquired(req.Key, retry))
 		}
-		return fail(fmt.Errorf("redlock: acquire %q: %w: %d of %d nodes granted, %d failed (need %d): %w",
-			req.Key, r.failKind(errs), held, len(r.nodes), failed, r.quorum, errors.Join(errs...)))
+		return a.fail(ctx, fmt.Errorf("redlock: acquire %q: %w: %d of %d nodes granted, %d failed (need %d): %w",
+			req.Key, r.failKind(a.errs), held, len(r.nodes), failed, r.quorum, errors.Join(a.errs...)))
 	}
-	token := newToken(res)
-	if err := r.fence(ctx, ks, req, hold, token, res); err != nil {
-		return fail(fmt.Errorf("redlock: acquire %q: %w", req.Key, err))
+	token := newToken(a.res)
+	if err := r.fence(ctx, a.ks, req, a.hold, token, a.res); err != nil {
+		return a.fail(ctx, fmt.Errorf("redlock: acquire %q: %w", req.Key, err))
 	}
-	if elapsed := time.Since(first); elapsed >= req.TTL-driftOf(req) {
-		return fail(fmt.Errorf("redlock: acquire %q: %w: a majority granted, but only after %v of the %v TTL", req.Key, backend.ErrUnavailable, elapsed, req.TTL))
+	if elapsed := time.Since(a.first); elapsed >= req.TTL-driftOf(req) {
+		return a.fail(ctx, fmt.Errorf("redlock: acquire %q: %w: a majority granted, but only after %v of the %v TTL", req.Key, backend.ErrUnavailable, elapsed, req.TTL))
 	}
-	l := &rlock{r: r, key: req.Key, ks: ks, owner: req.Owner, hold: hold, back: back}
-	return backend.Grant{Lock: l, Token: token, ValidFrom: first}, nil
+	l := &rlock{r: r, key: req.Key, ks: a.ks, owner: req.Owner, hold: a.hold, back: a.back}
+	return backend.Grant{Lock: l, Token: token, ValidFrom: a.first}, nil
+}
+
+// fail gives the failed attempt's hold back and returns err.
+func (a *attempt) fail(ctx context.Context, err error) (backend.Grant, error) {
+	a.back.start()
+	a.r.cleanup(ctx, a.ks, a.req.Owner, a.hold, a.res, a.errs)
+	return backend.Grant{}, err
 }
 
 // failKind is the portable kind of an attempt that failed on too many

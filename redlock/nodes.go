@@ -48,6 +48,34 @@ func nodesUntil[T any](r *Driver, ctx context.Context, timeout time.Duration, on
 	if len(only) == 0 {
 		return vals, errs
 	}
+	cctx, cancel := callContext(ctx, timeout)
+	w := &round[T]{vals: vals, errs: errs, answered: make([]bool, len(r.nodes)), pending: len(only), running: len(only),
+		done: make(chan struct{}), cancel: cancel, decided: decided, late: late}
+	r.bgMu.Lock()
+	for _, i := range only {
+		if r.closing {
+			var zero T
+			w.answer(i, zero, errClosed)
+			continue
+		}
+		n := r.nodes[i]
+		r.goNode(func() {
+			v, err := fn(cctx, i, n)
+			w.answer(i, v, err)
+		})
+	}
+	r.bgMu.Unlock()
+	select {
+	case <-w.done:
+	case <-cctx.Done():
+	case <-ctx.Done():
+	}
+	w.stop(ctx, cctx, only, timeout)
+	return vals, errs
+}
+
+// callContext is the context of nodesUntil's calls.
+func callContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
 	// The calls' context ends at the caller's deadline or after timeout,
 	// and when the caller stops waiting because ctx ended or the time is
 	// up; not when it stops because the answers so far decided (early):
@@ -61,74 +89,70 @@ func nodesUntil[T any](r *Driver, ctx context.Context, timeout time.Duration, on
 	if ctx.Err() != nil {
 		cancel() // as the old calls on ctx: a call on an ended context sends nothing
 	}
-	// The calls record their answers under mu; the one that completes
-	// the set, or decides the outcome, wakes the caller (done): one
-	// wake-up per round, not one per node. Once the caller stopped
-	// waiting (gaveUp), answers go to late instead.
-	var mu sync.Mutex
-	gaveUp, early := false, false
-	pending, running := len(only), len(only)
-	done := make(chan struct{})
-	answered := make([]bool, len(r.nodes))
-	answer := func(i int, v T, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if running--; running == 0 {
-			cancel()
-		}
-		if gaveUp {
-			for _, f := range late {
-				f(v)
-			}
-			return
-		}
-		vals[i], errs[i], answered[i] = v, err, true
-		pending--
-		if pending == 0 || (decided != nil && decided(i, v, err)) {
-			early = pending > 0
-			gaveUp = true
-			close(done)
-		}
+	return cctx, cancel
+}
+
+// round is one nodesUntil call's answers. The calls record their answers
+// under mu; the one that completes the set, or decides the outcome, wakes
+// the caller (done): one wake-up per round, not one per node. Once the
+// caller stopped waiting (gaveUp), answers go to late instead.
+type round[T any] struct {
+	mu               sync.Mutex
+	gaveUp, early    bool
+	pending, running int
+	done             chan struct{}
+	answered         []bool
+	vals             []T
+	errs             []error
+	cancel           context.CancelFunc // ends the calls' context
+	decided          func(i int, v T, err error) bool
+	late             []func(T)
+}
+
+// answer records node i's answer.
+func (w *round[T]) answer(i int, v T, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.running--; w.running == 0 {
+		w.cancel()
 	}
-	r.bgMu.Lock()
-	for _, i := range only {
-		if r.closing {
-			var zero T
-			answer(i, zero, errClosed)
-			continue
+	if w.gaveUp {
+		for _, f := range w.late {
+			f(v)
 		}
-		n := r.nodes[i]
-		r.goNode(func() {
-			v, err := fn(cctx, i, n)
-			answer(i, v, err)
-		})
+		return
 	}
-	r.bgMu.Unlock()
-	select {
-	case <-done:
-	case <-cctx.Done():
-	case <-ctx.Done():
+	w.vals[i], w.errs[i], w.answered[i] = v, err, true
+	w.pending--
+	if w.pending == 0 || (w.decided != nil && w.decided(i, v, err)) {
+		w.early = w.pending > 0
+		w.gaveUp = true
+		close(w.done)
 	}
-	mu.Lock()
-	gaveUp = true
-	if !early {
-		cancel()
+}
+
+// stop ends the caller's wait on the nodes in only: the answers from now
+// on go to late, and each node that did not answer gets its error.
+func (w *round[T]) stop(ctx, cctx context.Context, only []int, timeout time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.gaveUp = true
+	if !w.early {
+		w.cancel()
 	}
 	cause := context.Cause(ctx)
 	if cause == nil {
 		cause = context.Cause(cctx)
 	}
 	for _, i := range only {
-		if !answered[i] {
-			if early {
-				errs[i] = fmt.Errorf("node %d: %w", i, errNotAwaited)
+		if !w.answered[i] {
+			if w.early {
+				w.errs[i] = fmt.Errorf("node %d: %w", i, errNotAwaited)
 			} else {
-				errs[i] = fmt.Errorf("node %d: no answer within %v: %w", i, timeout, cause)
+				w.errs[i] = fmt.Errorf("node %d: no answer within %v: %w", i, timeout, cause)
 			}
 		}
 	}
-	mu.Unlock()
-	return vals, errs
 }
 
 // workerIdle is how long a node-call worker waits for the next call
