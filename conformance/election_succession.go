@@ -17,14 +17,53 @@ import (
 func testElectionSuccession(t *testing.T, e *env) {
 	name := e.key("succession")
 	a, b, c, o := e.locker(t), e.locker(t), e.locker(t), e.locker(t)
-	obsInterval := e.ttl / 4
 	ea := election(t, a, name)
 	la, err := ea.Campaign(ctxFor(t, 30*time.Second), "alpha")
 	if err != nil {
 		t.Fatalf("first Campaign: %v", err)
 	}
+	eo, expect := observeSuccession(t, o, name, e.ttl/4)
+	expect(distlock.LeaderInfo{Leading: true, Value: "alpha", Term: la.Term()}, 2*e.ttl+5*time.Second)
+
+	wins := campaignRivals(t, e, name, []rival{{b, "bravo"}, {c, "charlie"}})
+	e.inLine(t, b, 1, o.d, Mutex, name, 1) // both in line
+	e.inLine(t, c, 1, o.d, Mutex, name, 2)
+	first := succeedDeadLeader(t, e, a, la, wins)
+	expect(distlock.LeaderInfo{Leading: true, Value: first.ld.Value(), Term: first.ld.Term()}, 2*e.ttl+5*time.Second)
+
+	// Resignation: the other candidate takes office at once.
+	second := succeedResigned(t, e, first.ld, wins)
+	expect(distlock.LeaderInfo{Leading: true, Value: second.ld.Value(), Term: second.ld.Term()}, 2*e.ttl+5*time.Second)
+
+	// A leader whose Locker closes leaves office; nobody leads then.
+	closer := b
+	if second.ld.Value() == "charlie" {
+		closer = c
+	}
+	if err := closer.Close(); err != nil {
+		t.Errorf("Close of the leader's Locker: %v", err)
+	}
+	if err := second.ld.Err(); !errors.Is(err, distlock.ErrReleased) && !errors.Is(err, distlock.ErrClosed) {
+		t.Errorf("after its Locker closed the leadership's Err() = %v, want ErrReleased", err)
+	}
+	expect(distlock.LeaderInfo{}, 2*e.ttl+5*time.Second)
+	if hasInspector(o) {
+		if _, err := eo.Leader(ctxFor(t, 10*time.Second)); !errors.Is(err, distlock.ErrNoLeader) {
+			t.Errorf("Leader() with nobody in office: %v, want ErrNoLeader", err)
+		}
+	}
+}
+
+// observeSuccession makes o's Election on name, observing every interval
+// where o's driver reads a lock's holder (elsewhere it checks that Observe
+// answers ErrUnsupported), and returns it with expect, which waits for the
+// observer to report want (Leading false: none); without an observer,
+// expect checks nothing.
+func observeSuccession(t *testing.T, o *client, name string, interval time.Duration) (*distlock.Election, func(want distlock.LeaderInfo, within time.Duration)) {
+	t.Helper()
 	var obs <-chan distlock.LeaderInfo
-	eo := election(t, o, name, distlock.WithObserveInterval(obsInterval))
+	var err error
+	eo := election(t, o, name, distlock.WithObserveInterval(interval))
 	if hasInspector(o) {
 		if obs, err = eo.Observe(ctxFor(t, 2*time.Minute)); err != nil {
 			t.Fatalf("Observe: %v", err)
@@ -55,26 +94,43 @@ func testElectionSuccession(t *testing.T, e *env) {
 			}
 		}
 	}
-	expect(distlock.LeaderInfo{Leading: true, Value: "alpha", Term: la.Term()}, 2*e.ttl+5*time.Second)
+	return eo, expect
+}
 
-	type won struct {
-		ld  *distlock.Leadership
-		at  time.Time
-		err error
-	}
-	wins := make(chan won, 2)
-	for _, cand := range []struct {
-		c     *client
-		value string
-	}{{b, "bravo"}, {c, "charlie"}} {
+// rival is a candidate of the succession case: its client and value.
+type rival struct {
+	c     *client
+	value string
+}
+
+// won is a rival's campaign ended: its leadership and when it took office,
+// or its error.
+type won struct {
+	ld  *distlock.Leadership
+	at  time.Time
+	err error
+}
+
+// campaignRivals starts each rival's campaign on name; their outcomes
+// come on the channel returned, as they end.
+func campaignRivals(t *testing.T, e *env, name string, rivals []rival) <-chan won {
+	wins := make(chan won, len(rivals))
+	for _, cand := range rivals {
 		el := election(t, cand.c, name)
 		go func() {
 			ld, err := el.Campaign(ctxFor(t, 8*e.ttl+30*time.Second), cand.value)
 			wins <- won{ld, time.Now(), err}
 		}()
 	}
-	e.inLine(t, b, 1, o.d, Mutex, name, 1) // both in line
-	e.inLine(t, c, 1, o.d, Mutex, name, 2)
+	return wins
+}
+
+// succeedDeadLeader kills the client of a, whose leadership is la, and
+// returns the rival that took office after it: not before la's deadline
+// (where the store frees a lock only by TTL or session), with a greater
+// term, once la's client reported the leadership lost.
+func succeedDeadLeader(t *testing.T, e *env, a *client, la *distlock.Leadership, wins <-chan won) won {
+	t.Helper()
 	if err := e.h.Kill(ctxFor(t, 10*time.Second), a.d); err != nil {
 		t.Fatalf("harness Kill: %v", err)
 	}
@@ -104,15 +160,19 @@ func testElectionSuccession(t *testing.T, e *env) {
 	if first.ld.Term() <= la.Term() {
 		t.Errorf("successor's term %d is not above the dead leader's %d", first.ld.Term(), la.Term())
 	}
-	expect(distlock.LeaderInfo{Leading: true, Value: first.ld.Value(), Term: first.ld.Term()}, 2*e.ttl+5*time.Second)
+	return first
+}
 
-	// Resignation: the other candidate takes office at once.
+// succeedResigned resigns the leadership ld and returns the rival that
+// took office after it: well within the TTL, with a greater term.
+func succeedResigned(t *testing.T, e *env, ld *distlock.Leadership, wins <-chan won) won {
+	t.Helper()
 	resigned := time.Now()
-	if err := first.ld.Resign(ctxFor(t, 10*time.Second)); err != nil {
+	if err := ld.Resign(ctxFor(t, 10*time.Second)); err != nil {
 		t.Fatalf("Resign: %v", err)
 	}
-	if !errors.Is(first.ld.Err(), distlock.ErrReleased) {
-		t.Errorf("after Resign Err() = %v, want ErrReleased", first.ld.Err())
+	if !errors.Is(ld.Err(), distlock.ErrReleased) {
+		t.Errorf("after Resign Err() = %v, want ErrReleased", ld.Err())
 	}
 	var second won
 	select {
@@ -126,26 +186,8 @@ func testElectionSuccession(t *testing.T, e *env) {
 	if took := second.at.Sub(resigned); took > e.ttl {
 		t.Errorf("the next candidate took office %v after the resignation, want well within the TTL %v", took, e.ttl)
 	}
-	if second.ld.Term() <= first.ld.Term() {
-		t.Errorf("term %d after the resignation is not above %d", second.ld.Term(), first.ld.Term())
+	if second.ld.Term() <= ld.Term() {
+		t.Errorf("term %d after the resignation is not above %d", second.ld.Term(), ld.Term())
 	}
-	expect(distlock.LeaderInfo{Leading: true, Value: second.ld.Value(), Term: second.ld.Term()}, 2*e.ttl+5*time.Second)
-
-	// A leader whose Locker closes leaves office; nobody leads then.
-	closer := b
-	if second.ld.Value() == "charlie" {
-		closer = c
-	}
-	if err := closer.Close(); err != nil {
-		t.Errorf("Close of the leader's Locker: %v", err)
-	}
-	if err := second.ld.Err(); !errors.Is(err, distlock.ErrReleased) && !errors.Is(err, distlock.ErrClosed) {
-		t.Errorf("after its Locker closed the leadership's Err() = %v, want ErrReleased", err)
-	}
-	expect(distlock.LeaderInfo{}, 2*e.ttl+5*time.Second)
-	if hasInspector(o) {
-		if _, err := eo.Leader(ctxFor(t, 10*time.Second)); !errors.Is(err, distlock.ErrNoLeader) {
-			t.Errorf("Leader() with nobody in office: %v, want ErrNoLeader", err)
-		}
-	}
+	return second
 }
