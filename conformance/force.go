@@ -47,6 +47,28 @@ func testForceRelease(t *testing.T, e *env) {
 		t.Errorf("ForceRelease reports freeing token %d, want the holder's %d", info.Token, le.Token())
 	}
 
+	l2 := forcedSuccessor(t, e, le, got, failed)
+	rec := &forceRecord{t: t, op: op, key: key, token: le.Token()}
+	rec.check("after the force")
+	release(t, l2)
+	// The record stays over later grants (until the store's own expiry or
+	// the key's next force).
+	l3 := mustAcquire(t, waiter, key)
+	rec.check("after a later grant")
+	release(t, l3)
+	if !eventually(e.ttl, func() bool {
+		_, err = op.ForceRelease(ctxFor(t, 10*time.Second), key, "conformance-operator", "free key")
+		return errors.Is(err, distlock.ErrNotHeld)
+	}) {
+		t.Errorf("ForceRelease of a free key = %v, want ErrNotHeld", err)
+	}
+}
+
+// forcedSuccessor waits for the waiter's lease (got, or its error on
+// failed) after the force freed le, and checks that its token is above
+// le's and that le was reported lost.
+func forcedSuccessor(t *testing.T, e *env, le *distlock.Lease, got <-chan *distlock.Lease, failed <-chan error) *distlock.Lease {
+	t.Helper()
 	var l2 *distlock.Lease
 	select {
 	case l2 = <-got:
@@ -64,39 +86,40 @@ func testForceRelease(t *testing.T, e *env) {
 	if !errors.Is(le.Err(), distlock.ErrLost) {
 		t.Errorf("the freed holder's Err() = %v, want ErrLost", le.Err())
 	}
-	recorded := false
-	checkRecord := func(when string) {
-		if !op.Capabilities().Inspect {
-			return
-		}
-		in := op.d.(backend.Inspector)
-		info, err := in.Inspect(ctxFor(t, 10*time.Second), key, backend.Exclusive)
-		t.Logf("Inspect %s: record %+v (%v)", when, info.Forced, err)
-		if err != nil {
-			return
-		}
-		if info.Forced == nil {
-			if recorded {
-				t.Errorf("Inspect %s reports no record of the force; it reported one before", when)
-			}
-			return
-		}
-		recorded = true
-		if f := info.Forced; f.By != "conformance-operator" || f.Reason != "stuck holder" || (f.Token != 0 && f.Token != le.Token()) {
-			t.Errorf("Inspect's record of the force %s = %+v, want by conformance-operator, reason \"stuck holder\", token %d", when, *f, le.Token())
-		}
+	return l2
+}
+
+// forceRecord checks what op's driver reports (where it declares
+// Inspect) of the force that freed key from the holder of token: once
+// reported, the record stays.
+type forceRecord struct {
+	t        *testing.T
+	op       *client
+	key      string
+	token    uint64
+	recorded bool
+}
+
+// check checks the record, when naming the moment.
+func (r *forceRecord) check(when string) {
+	t := r.t
+	if !r.op.Capabilities().Inspect {
+		return
 	}
-	checkRecord("after the force")
-	release(t, l2)
-	// The record stays over later grants (until the store's own expiry or
-	// the key's next force).
-	l3 := mustAcquire(t, waiter, key)
-	checkRecord("after a later grant")
-	release(t, l3)
-	if !eventually(e.ttl, func() bool {
-		_, err = op.ForceRelease(ctxFor(t, 10*time.Second), key, "conformance-operator", "free key")
-		return errors.Is(err, distlock.ErrNotHeld)
-	}) {
-		t.Errorf("ForceRelease of a free key = %v, want ErrNotHeld", err)
+	in := r.op.d.(backend.Inspector)
+	info, err := in.Inspect(ctxFor(t, 10*time.Second), r.key, backend.Exclusive)
+	t.Logf("Inspect %s: record %+v (%v)", when, info.Forced, err)
+	if err != nil {
+		return
+	}
+	if info.Forced == nil {
+		if r.recorded {
+			t.Errorf("Inspect %s reports no record of the force; it reported one before", when)
+		}
+		return
+	}
+	r.recorded = true
+	if f := info.Forced; f.By != "conformance-operator" || f.Reason != "stuck holder" || (f.Token != 0 && f.Token != r.token) {
+		t.Errorf("Inspect's record of the force %s = %+v, want by conformance-operator, reason \"stuck holder\", token %d", when, *f, r.token)
 	}
 }

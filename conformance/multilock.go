@@ -47,111 +47,10 @@ var acquireAll = func(ctx context.Context, l *distlock.Locker, keys []string, wa
 // orders, then random overlapping sets on several Lockers, all finish
 // (no deadlock) and never hold a key together; each key's tokens increase.
 func testMultiLockNoDeadlock(t *testing.T, e *env) {
-	x, y := e.key("x"), e.key("y")
-	a, b := e.locker(t), e.locker(t)
-	for round := range 3 {
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for _, p := range []struct {
-			c    *client
-			keys []string
-		}{{a, []string{x, y}}, {b, []string{y, x}}} {
-			wg.Go(func() {
-				<-start
-				m, err := acquireAll(ctxFor(t, 2*e.ttl+5*time.Second), p.c.Locker, p.keys, true)
-				if err != nil {
-					t.Errorf("round %d: AcquireAll(%q) of two clients taking the same keys in opposite orders: %v (deadlock?)", round, p.keys, err)
-					return
-				}
-				work(time.Millisecond)
-				if err := m.Release(ctxFor(t, 10*time.Second)); err != nil {
-					t.Errorf("Release: %v", err)
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
-		if t.Failed() {
-			return
-		}
+	if !multiLockOppositeOrders(t, e) {
+		return
 	}
-
-	const lockers, workers, rounds, pool = 3, 2, 5, 5
-	keys := make([]string, pool)
-	for i := range keys {
-		keys[i] = e.key("pool-" + string(rune('a'+i)))
-	}
-	var (
-		inside   [pool]atomic.Int32
-		overlap  atomic.Int32
-		mu       sync.Mutex
-		lastTok  = map[string]uint64{}
-		wg       sync.WaitGroup
-		finished atomic.Int32
-	)
-	index := map[string]int{}
-	for i, k := range keys {
-		index[k] = i
-	}
-	for range lockers {
-		c := e.locker(t)
-		for range workers {
-			wg.Go(func() {
-				for range rounds {
-					set := slices.Clone(keys)
-					rand.Shuffle(len(set), func(i, j int) { set[i], set[j] = set[j], set[i] })
-					set = set[:2+rand.IntN(pool-1)]
-					if rand.IntN(3) == 0 {
-						set = append(set, set[0]) // a duplicate
-					}
-					m, err := acquireAll(ctxFor(t, 60*time.Second), c.Locker, set, true)
-					if err != nil {
-						t.Errorf("AcquireAll(%q): %v (deadlock?)", set, err)
-						return
-					}
-					got := m.Keys()
-					if want := sortedSet(set); !slices.Equal(got, want) {
-						t.Errorf("AcquireAll(%q).Keys() = %q, want %q", set, got, want)
-					}
-					for _, k := range got {
-						if inside[index[k]].Add(1) != 1 {
-							overlap.Add(1)
-						}
-					}
-					mu.Lock()
-					for k, tok := range m.Tokens() {
-						if tok <= lastTok[k] {
-							t.Errorf("token %d for %q is not above the previous holder's %d", tok, k, lastTok[k])
-						}
-						lastTok[k] = tok
-					}
-					mu.Unlock()
-					work(time.Millisecond)
-					for _, k := range got {
-						inside[index[k]].Add(-1)
-					}
-					if err := m.Release(ctxFor(t, 10*time.Second)); err != nil {
-						t.Errorf("Release: %v", err)
-						return
-					}
-					finished.Add(1)
-				}
-			})
-		}
-	}
-	wg.Wait()
-	if n := overlap.Load(); n > 0 {
-		t.Errorf("%d times a key was held by two multi-leases at once", n)
-	}
-	if n, want := finished.Load(), int32(lockers*workers*rounds); n != want {
-		t.Errorf("%d of %d multi-lock rounds finished", n, want)
-	}
-	check := e.locker(t)
-	for _, k := range keys {
-		if !isFree(t, check, k) {
-			t.Errorf("after every multi-lease was released %q is still held", k)
-		}
-	}
+	keys, check := multiLockRandomSets(t, e)
 
 	// The random rounds catch a key held twice only when two sets meet in
 	// time. Deterministically: while one multi-lease holds keys 1 and 2, a
@@ -178,6 +77,143 @@ func testMultiLockNoDeadlock(t *testing.T, e *env) {
 	if err := m.Release(ctxFor(t, 10*time.Second)); err != nil {
 		t.Errorf("Release: %v", err)
 	}
+}
+
+// multiLockOppositeOrders: two clients take the same two keys in opposite
+// orders at once, for three rounds; each AcquireAll must succeed (no
+// deadlock). It reports false, after the first round that failed, if any
+// did.
+func multiLockOppositeOrders(t *testing.T, e *env) bool {
+	x, y := e.key("x"), e.key("y")
+	a, b := e.locker(t), e.locker(t)
+	for round := range 3 {
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for _, p := range []struct {
+			c    *client
+			keys []string
+		}{{a, []string{x, y}}, {b, []string{y, x}}} {
+			wg.Go(func() {
+				<-start
+				m, err := acquireAll(ctxFor(t, 2*e.ttl+5*time.Second), p.c.Locker, p.keys, true)
+				if err != nil {
+					t.Errorf("round %d: AcquireAll(%q) of two clients taking the same keys in opposite orders: %v (deadlock?)", round, p.keys, err)
+					return
+				}
+				work(time.Millisecond)
+				if err := m.Release(ctxFor(t, 10*time.Second)); err != nil {
+					t.Errorf("Release: %v", err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if t.Failed() {
+			return false
+		}
+	}
+	return true
+}
+
+// multiLockPool is what the random rounds of testMultiLockNoDeadlock
+// share: how many multi-leases hold each key of the pool, how often one
+// was held twice, each key's last token, and the rounds finished.
+type multiLockPool struct {
+	keys     []string
+	index    map[string]int
+	inside   []atomic.Int32
+	overlap  atomic.Int32
+	mu       sync.Mutex
+	lastTok  map[string]uint64
+	finished atomic.Int32
+}
+
+// multiLockRandomSets: several workers on several Lockers take random
+// overlapping sets of a pool of keys (some with a duplicate) for a few
+// rounds each; all finish, never hold a key together, and each key's
+// tokens increase; every key is free afterwards. It returns the pool's
+// keys and the client that checked them.
+func multiLockRandomSets(t *testing.T, e *env) ([]string, *client) {
+	const lockers, workers, rounds, pool = 3, 2, 5, 5
+	p := &multiLockPool{keys: make([]string, pool), index: map[string]int{}, inside: make([]atomic.Int32, pool), lastTok: map[string]uint64{}}
+	for i := range p.keys {
+		p.keys[i] = e.key("pool-" + string(rune('a'+i)))
+	}
+	for i, k := range p.keys {
+		p.index[k] = i
+	}
+	var wg sync.WaitGroup
+	for range lockers {
+		c := e.locker(t)
+		for range workers {
+			wg.Go(func() {
+				for range rounds {
+					if !p.round(t, c) {
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if n := p.overlap.Load(); n > 0 {
+		t.Errorf("%d times a key was held by two multi-leases at once", n)
+	}
+	if n, want := p.finished.Load(), int32(lockers*workers*rounds); n != want {
+		t.Errorf("%d of %d multi-lock rounds finished", n, want)
+	}
+	check := e.locker(t)
+	for _, k := range p.keys {
+		if !isFree(t, check, k) {
+			t.Errorf("after every multi-lease was released %q is still held", k)
+		}
+	}
+	return p.keys, check
+}
+
+// round takes a random set of the pool's keys on c, checks its keys and
+// tokens, holds it a moment and releases it. It reports false if the
+// worker is to stop (AcquireAll or Release failed).
+func (p *multiLockPool) round(t *testing.T, c *client) bool {
+	pool := len(p.keys)
+	set := slices.Clone(p.keys)
+	rand.Shuffle(len(set), func(i, j int) { set[i], set[j] = set[j], set[i] })
+	set = set[:2+rand.IntN(pool-1)]
+	if rand.IntN(3) == 0 {
+		set = append(set, set[0]) // a duplicate
+	}
+	m, err := acquireAll(ctxFor(t, 60*time.Second), c.Locker, set, true)
+	if err != nil {
+		t.Errorf("AcquireAll(%q): %v (deadlock?)", set, err)
+		return false
+	}
+	got := m.Keys()
+	if want := sortedSet(set); !slices.Equal(got, want) {
+		t.Errorf("AcquireAll(%q).Keys() = %q, want %q", set, got, want)
+	}
+	for _, k := range got {
+		if p.inside[p.index[k]].Add(1) != 1 {
+			p.overlap.Add(1)
+		}
+	}
+	p.mu.Lock()
+	for k, tok := range m.Tokens() {
+		if tok <= p.lastTok[k] {
+			t.Errorf("token %d for %q is not above the previous holder's %d", tok, k, p.lastTok[k])
+		}
+		p.lastTok[k] = tok
+	}
+	p.mu.Unlock()
+	work(time.Millisecond)
+	for _, k := range got {
+		p.inside[p.index[k]].Add(-1)
+	}
+	if err := m.Release(ctxFor(t, 10*time.Second)); err != nil {
+		t.Errorf("Release: %v", err)
+		return false
+	}
+	p.finished.Add(1)
+	return true
 }
 
 func sortedSet(keys []string) []string {

@@ -51,59 +51,100 @@ type stallHold struct {
 // with rivals on b for the overlap check.
 func stallHolds(t *testing.T, e *env, a, b *client, tag string) []*stallHold {
 	t.Helper()
-	var hs []*stallHold
-	lease := func(what string, le *distlock.Lease, rival func(ctx context.Context) (*distlock.Lease, error)) {
-		h := &stallHold{what: what, done: le.Done(), err: le.Err, deadline: le.Deadline}
-		if rival != nil {
-			h.rival = func(ctx context.Context) (time.Time, error) {
-				rl, err := rival(ctx)
-				at := time.Now()
-				if err == nil {
-					t.Cleanup(func() { _ = rl.Release(ctxFor(t, 10*time.Second)) })
-				}
-				return at, err
-			}
-		}
-		hs = append(hs, h)
-	}
-
 	key := e.key(tag + "-mutex")
-	lease("mutex", mustAcquire(t, a, key), func(ctx context.Context) (*distlock.Lease, error) { return b.Acquire(ctx, key) })
+	hs := []*stallHold{leaseHold(t, "mutex", mustAcquire(t, a, key), func(ctx context.Context) (*distlock.Lease, error) { return b.Acquire(ctx, key) })}
 
 	if a.Capabilities().Semaphore != "" {
-		skey := e.key(tag + "-sem")
-		sa, err := a.Semaphore(skey, 1)
-		if err != nil {
-			t.Fatalf("Semaphore(%q, 1): %v", skey, err)
-		}
-		sb, err := b.Semaphore(skey, 1)
-		if err != nil {
-			t.Fatalf("Semaphore(%q, 1): %v", skey, err)
-		}
-		le, err := sa.Acquire(ctxFor(t, 30*time.Second))
-		if err != nil {
-			t.Fatalf("semaphore Acquire: %v", err)
-		}
-		lease("semaphore permit", le, func(ctx context.Context) (*distlock.Lease, error) { return sb.Acquire(ctx) })
+		hs = append(hs, stallSemaphore(t, e, a, b, tag))
 	}
 
+	hs = append(hs, stallRWHolds(t, e, a, b, tag)...)
+
+	hs = append(hs, stallMultiLock(t, e, a, b, tag))
+
+	name := e.key(tag + "-election")
+	ld, err := election(t, a, name).Campaign(ctxFor(t, 30*time.Second), "stalled")
+	if err != nil {
+		t.Fatalf("Campaign: %v", err)
+	}
+	eb := election(t, b, name)
+	hs = append(hs, leaseHold(t, "leadership term", ld.Lease(), func(ctx context.Context) (*distlock.Lease, error) {
+		rl, err := eb.Campaign(ctx, "rival")
+		if err != nil {
+			return nil, err
+		}
+		return rl.Lease(), nil
+	}))
+	return hs
+}
+
+// leaseHold is the stallHold of le; rival, if not nil, is another
+// client's attempt at the same lock, whose lease is released when the
+// case ends.
+func leaseHold(t *testing.T, what string, le *distlock.Lease, rival func(ctx context.Context) (*distlock.Lease, error)) *stallHold {
+	h := &stallHold{what: what, done: le.Done(), err: le.Err, deadline: le.Deadline}
+	if rival != nil {
+		h.rival = func(ctx context.Context) (time.Time, error) {
+			rl, err := rival(ctx)
+			at := time.Now()
+			if err == nil {
+				t.Cleanup(func() { _ = rl.Release(ctxFor(t, 10*time.Second)) })
+			}
+			return at, err
+		}
+	}
+	return h
+}
+
+// stallSemaphore takes a's permit of a one-permit semaphore, b's
+// semaphore on the same key its rival.
+func stallSemaphore(t *testing.T, e *env, a, b *client, tag string) *stallHold {
+	t.Helper()
+	skey := e.key(tag + "-sem")
+	sa, err := a.Semaphore(skey, 1)
+	if err != nil {
+		t.Fatalf("Semaphore(%q, 1): %v", skey, err)
+	}
+	sb, err := b.Semaphore(skey, 1)
+	if err != nil {
+		t.Fatalf("Semaphore(%q, 1): %v", skey, err)
+	}
+	le, err := sa.Acquire(ctxFor(t, 30*time.Second))
+	if err != nil {
+		t.Fatalf("semaphore Acquire: %v", err)
+	}
+	return leaseHold(t, "semaphore permit", le, func(ctx context.Context) (*distlock.Lease, error) { return sb.Acquire(ctx) })
+}
+
+// stallRWHolds takes a read hold and a write hold on a, each with b's
+// opposite side as its rival; none where the store offers no read-write
+// lock.
+func stallRWHolds(t *testing.T, e *env, a, b *client, tag string) []*stallHold {
+	t.Helper()
+	var hs []*stallHold
 	if ma, err := a.RWMutex(e.key(tag + "-rw-read")); err == nil {
 		mb, err := b.RWMutex(e.key(tag + "-rw-read"))
 		if err != nil {
 			t.Fatalf("RWMutex: %v", err)
 		}
-		lease("read hold", mustRLock(t, ma), func(ctx context.Context) (*distlock.Lease, error) { return mb.Lock(ctx) })
+		hs = append(hs, leaseHold(t, "read hold", mustRLock(t, ma), func(ctx context.Context) (*distlock.Lease, error) { return mb.Lock(ctx) }))
 		wa, _ := a.RWMutex(e.key(tag + "-rw-write"))
 		wb, _ := b.RWMutex(e.key(tag + "-rw-write"))
 		wl, err := wa.Lock(ctxFor(t, 30*time.Second))
 		if err != nil {
 			t.Fatalf("RWMutex Lock: %v", err)
 		}
-		lease("write hold", wl, func(ctx context.Context) (*distlock.Lease, error) { return wb.RLock(ctx) })
+		hs = append(hs, leaseHold(t, "write hold", wl, func(ctx context.Context) (*distlock.Lease, error) { return wb.RLock(ctx) }))
 	} else if !errors.Is(err, distlock.ErrUnsupported) {
 		t.Fatalf("RWMutex: %v", err)
 	}
+	return hs
+}
 
+// stallMultiLock takes a multi-lease of two keys on a, b's AcquireAll of
+// the same keys its rival.
+func stallMultiLock(t *testing.T, e *env, a, b *client, tag string) *stallHold {
+	t.Helper()
 	mkeys := []string{e.key(tag + "-multi-1"), e.key(tag + "-multi-2")}
 	ml, err := a.AcquireAll(ctxFor(t, 30*time.Second), mkeys)
 	if err != nil {
@@ -118,22 +159,7 @@ func stallHolds(t *testing.T, e *env, a, b *client, tag string) []*stallHold {
 		}
 		return at, err
 	}
-	hs = append(hs, mh)
-
-	name := e.key(tag + "-election")
-	ld, err := election(t, a, name).Campaign(ctxFor(t, 30*time.Second), "stalled")
-	if err != nil {
-		t.Fatalf("Campaign: %v", err)
-	}
-	eb := election(t, b, name)
-	lease("leadership term", ld.Lease(), func(ctx context.Context) (*distlock.Lease, error) {
-		rl, err := eb.Campaign(ctx, "rival")
-		if err != nil {
-			return nil, err
-		}
-		return rl.Lease(), nil
-	})
-	return hs
+	return mh
 }
 
 // runStall holds every primitive on a Locker over d, stalls the store for
@@ -145,8 +171,24 @@ func runStall(t *testing.T, e *env, d backend.Driver) {
 	b := e.locker(t)
 	hs := stallHolds(t, e, a, b, "stall")
 
-	var resume func()
-	rivals := true
+	resume, rivals := stallStore(t, e, a)
+	stalled := time.Now()
+
+	// The stall outlasts every lease's validity: its deadline, at most a
+	// TTL away, plus the allowance; a store may hand locks on only at its
+	// own expiry, a TTL and more after the last renewal.
+	bound := 3*e.ttl + 30*time.Second
+	watchStall(t, hs, bound, rivals)
+	resume()
+	checkStall(t, e, hs, stalled, bound, rivals)
+}
+
+// stallStore stalls the store for a's driver: a partition of that driver
+// where the harness can, else a paused server, where no rival can be
+// granted anything (rivals false). resume ends the stall.
+func stallStore(t *testing.T, e *env, a *client) (resume func(), rivals bool) {
+	t.Helper()
+	rivals = true
 	if p, ok := e.h.(Partitioner); ok {
 		resume = partition(t, p, a.d)
 	} else {
@@ -161,12 +203,13 @@ func runStall(t *testing.T, e *env, d backend.Driver) {
 		}
 		rivals = false // no one can be granted anything while the server is paused
 	}
-	stalled := time.Now()
+	return resume, rivals
+}
 
-	// The stall outlasts every lease's validity: its deadline, at most a
-	// TTL away, plus the allowance; a store may hand locks on only at its
-	// own expiry, a TTL and more after the last renewal.
-	bound := 3*e.ttl + 30*time.Second
+// watchStall records, for at most bound, when each hold ended, how late a
+// timer set for its deadline fired, and (with rivals) when its rival was
+// granted.
+func watchStall(t *testing.T, hs []*stallHold, bound time.Duration, rivals bool) {
 	var wg sync.WaitGroup
 	for _, h := range hs {
 		wg.Go(func() {
@@ -191,8 +234,12 @@ func runStall(t *testing.T, e *env, d backend.Driver) {
 		}
 	}
 	wg.Wait()
-	resume()
+}
 
+// checkStall checks that each hold ended by its deadline (and the
+// allowance), with ErrLost, and that its rival was granted only after the
+// deadline.
+func checkStall(t *testing.T, e *env, hs []*stallHold, stalled time.Time, bound time.Duration, rivals bool) {
 	late := lateAllowance(e.ttl)
 	for _, h := range hs {
 		dl := h.deadline()

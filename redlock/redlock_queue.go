@@ -123,46 +123,10 @@ var errFirstFailed = errors.New("the first node failed")
 // by one redisproto.Heartbeat, not by its TTL. The wait then leaves the first node's
 // queue.
 func (r *Driver) queueAttempt(ctx context.Context, ks redisproto.Keyset, req backend.Request, wait string, attempt int, window time.Duration, woken, tick bool) (backend.Grant, time.Duration, error) {
-	first := time.Now()
-	res := make([]redisproto.AcquireResult, len(r.nodes))
-	errs := make([]error, len(r.nodes))
-	ask := func(only []int) {
-		type reply struct {
-			redisproto.AcquireResult
-			node int
-		}
-		rs, es := someNodes(r, ctx, nodeTimeout(req.TTL, len(r.nodes)), only, func(ctx context.Context, i int, n *node) (reply, error) {
-			var cmd *redis.Cmd
-			if i == 0 {
-				cmd = redisproto.WaitScript.Run(ctx, n.c, ks.WaitKeys(), req.Owner, redisproto.Millis(req.TTL), wait, redisproto.QueueEntry(window, attempt, r.inbox), "c")
-			} else {
-				cmd = redisproto.AcquireScript.Run(ctx, n.c, []string{ks.Lock, ks.Fence}, req.Owner, redisproto.Millis(req.TTL), wait)
-			}
-			a, err := redisproto.AcquireReply(cmd, req.TTL)
-			if err != nil {
-				return reply{node: i}, err
-			}
-			return reply{a, i}, nil
-		}, func(late reply) {
-			// A node answered after the attempt stopped waiting for it
-			// (the wait then gives up, or falls back when it was the first
-			// node, and has already abandoned): give back what it granted,
-			// and on the first node the place it may have queued.
-			mode := "abandon"
-			if late.node > 0 {
-				if !late.Held {
-					return
-				}
-				mode = "quiet"
-			}
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisproto.CleanupTimeout)
-			defer cancel()
-			_, _ = redisproto.ReleaseHold(rctx, r.nodes[late.node].c, ks, req.Owner, wait, mode)
-		})
-		for _, i := range only {
-			res[i], errs[i] = rs[i].AcquireResult, es[i]
-		}
-	}
+	q := &waitAttempt{r: r, ks: ks, req: req, wait: wait, attempt: attempt, window: window, first: time.Now(),
+		res: make([]redisproto.AcquireResult, len(r.nodes)), errs: make([]error, len(r.nodes))}
+	res, errs := q.res, q.errs
+	ask := func(only []int) { q.ask(ctx, only) }
 	all := make([]int, len(r.nodes))
 	for i := range all {
 		all[i] = i
@@ -175,19 +139,8 @@ func (r *Driver) queueAttempt(ctx context.Context, ks redisproto.Keyset, req bac
 			ask(all[1:])
 		}
 	}
-	// giveBackRest releases what the other nodes granted, quietly: the
-	// wait keeps its place (or its hold) on the first node.
-	giveBackRest := func() {
-		eachNode(r, context.WithoutCancel(ctx), redisproto.CleanupTimeout, func(ctx context.Context, i int, n *node) (struct{}, error) {
-			if i > 0 && (res[i].Held || errs[i] != nil) {
-				_, err := redisproto.ReleaseHold(ctx, n.c, ks, req.Owner, wait, "quiet")
-				return struct{}{}, err
-			}
-			return struct{}{}, nil
-		})
-	}
 	if errs[0] != nil {
-		giveBackRest()
+		q.giveBackRest(ctx)
 		return backend.Grant{}, 0, fmt.Errorf("%w: %w", errFirstFailed, errs[0])
 	}
 	around := false
@@ -200,7 +153,7 @@ func (r *Driver) queueAttempt(ctx context.Context, ks redisproto.Keyset, req bac
 		}
 		if !tick || others < r.quorum {
 			if woken || tick {
-				giveBackRest()
+				q.giveBackRest(ctx)
 			}
 			return backend.Grant{}, res[0].PTTL, nil
 		}
@@ -210,7 +163,93 @@ func (r *Driver) queueAttempt(ctx context.Context, ks redisproto.Keyset, req bac
 	// previous one, whose release may still be on its way, or an attempt
 	// that went around the queue) frees them soon or loses the first node
 	// for good; ask the refusing nodes again for a while.
-	v := r.askAgain(ctx, req.TTL, first, res, errs, ask, func() bool { return true })
+	v := r.askAgain(ctx, req.TTL, q.first, res, errs, ask, func() bool { return true })
+	return q.conclude(ctx, v, around)
+}
+
+// waitAttempt is one queueAttempt: the wait's request and hold (wait),
+// the attempt's number and liveness window, when it first asked, and each
+// node's answer (res and errs, one entry per node).
+type waitAttempt struct {
+	r       *Driver
+	ks      redisproto.Keyset
+	req     backend.Request
+	wait    string
+	attempt int
+	window  time.Duration
+	first   time.Time
+	res     []redisproto.AcquireResult
+	errs    []error
+}
+
+// waitReply is one node's answer to a queue attempt.
+type waitReply struct {
+	redisproto.AcquireResult
+	node int
+}
+
+// ask sends the attempt to the nodes in only and records their answers
+// in res and errs.
+func (q *waitAttempt) ask(ctx context.Context, only []int) {
+	rs, es := someNodes(q.r, ctx, nodeTimeout(q.req.TTL, len(q.r.nodes)), only, q.call, func(late waitReply) { q.lateReply(ctx, late) })
+	for _, i := range only {
+		q.res[i], q.errs[i] = rs[i].AcquireResult, es[i]
+	}
+}
+
+// call runs the attempt's script on node n (index i): the queue-aware one
+// on the first node, the plain acquire on the others.
+func (q *waitAttempt) call(ctx context.Context, i int, n *node) (waitReply, error) {
+	req, ks := q.req, q.ks
+	var cmd *redis.Cmd
+	if i == 0 {
+		cmd = redisproto.WaitScript.Run(ctx, n.c, ks.WaitKeys(), req.Owner, redisproto.Millis(req.TTL), q.wait, redisproto.QueueEntry(q.window, q.attempt, q.r.inbox), "c")
+	} else {
+		cmd = redisproto.AcquireScript.Run(ctx, n.c, []string{ks.Lock, ks.Fence}, req.Owner, redisproto.Millis(req.TTL), q.wait)
+	}
+	a, err := redisproto.AcquireReply(cmd, req.TTL)
+	if err != nil {
+		return waitReply{node: i}, err
+	}
+	return waitReply{a, i}, nil
+}
+
+// lateReply handles a node's answer that came after the attempt stopped
+// waiting for it.
+func (q *waitAttempt) lateReply(ctx context.Context, late waitReply) {
+	// A node answered after the attempt stopped waiting for it
+	// (the wait then gives up, or falls back when it was the first
+	// node, and has already abandoned): give back what it granted,
+	// and on the first node the place it may have queued.
+	mode := "abandon"
+	if late.node > 0 {
+		if !late.Held {
+			return
+		}
+		mode = "quiet"
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisproto.CleanupTimeout)
+	defer cancel()
+	_, _ = redisproto.ReleaseHold(rctx, q.r.nodes[late.node].c, q.ks, q.req.Owner, q.wait, mode)
+}
+
+// giveBackRest releases what the other nodes granted, quietly: the
+// wait keeps its place (or its hold) on the first node.
+func (q *waitAttempt) giveBackRest(ctx context.Context) {
+	eachNode(q.r, context.WithoutCancel(ctx), redisproto.CleanupTimeout, func(ctx context.Context, i int, n *node) (struct{}, error) {
+		if i > 0 && (q.res[i].Held || q.errs[i] != nil) {
+			_, err := redisproto.ReleaseHold(ctx, n.c, q.ks, q.req.Owner, q.wait, "quiet")
+			return struct{}{}, err
+		}
+		return struct{}{}, nil
+	})
+}
+
+// conclude turns the final count v of an attempt that holds the first
+// node (or, around, a majority without it) into its grant, fencing its
+// token on a majority, or into its failure, giving everything back.
+func (q *waitAttempt) conclude(ctx context.Context, v votes, around bool) (backend.Grant, time.Duration, error) {
+	r, req, ks, wait, res, errs := q.r, q.req, q.ks, q.wait, q.res, q.errs
 	held, refused, failed := v.held, v.refused, v.failed
 	fail := func(err error) (backend.Grant, time.Duration, error) {
 		// Give back every node, the first one included: a release there
@@ -234,7 +273,7 @@ func (r *Driver) queueAttempt(ctx context.Context, ks redisproto.Keyset, req bac
 	if err := r.fence(ctx, ks, req, wait, token, res); err != nil {
 		return fail(err)
 	}
-	if elapsed := time.Since(first); elapsed >= req.TTL-driftOf(req) {
+	if elapsed := time.Since(q.first); elapsed >= req.TTL-driftOf(req) {
 		return fail(fmt.Errorf("%w: a majority granted, but only after %v of the %v TTL", backend.ErrUnavailable, elapsed, req.TTL))
 	}
 	if around {
@@ -245,7 +284,7 @@ func (r *Driver) queueAttempt(ctx context.Context, ks redisproto.Keyset, req bac
 		cancel()
 	}
 	l := &rlock{r: r, key: req.Key, ks: ks, owner: req.Owner, hold: wait, back: &giveBack{}}
-	return backend.Grant{Lock: l, Token: token, ValidFrom: first}, 0, nil
+	return backend.Grant{Lock: l, Token: token, ValidFrom: q.first}, 0, nil
 }
 
 // abandon gives back everything wait may hold or have queued, on every

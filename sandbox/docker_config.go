@@ -52,32 +52,7 @@ func (p *dockerProvider) plan(spec Spec, networked bool) ([]containerPlan, error
 		pl := containerPlan{name: spec.nodeName(i), env: map[string]string{}}
 		switch spec.Kind {
 		case Redis:
-			listen := redisPort
-			if spec.Topology == Cluster {
-				// A cluster node announces its own port both to clients
-				// (on this host) and to its replicas (on the group
-				// network): it listens on the published port, so that
-				// one number works for both.
-				listen = hostPorts[i]
-				pl.hostPort, pl.busPort = listen, redisPort+redisBusShift
-			}
-			pl.port = portSpec(listen)
-			port := []string{"--port", strconv.Itoa(listen)}
-			if spec.tls != nil {
-				port = redisTLSArgs(tlsContainerDir, listen)
-			}
-			pl.cmd = append(append(append([]string{"redis-server"}, port...), "--dir", "/data"), redisArgs(spec)...)
-			switch spec.Topology {
-			case Replica:
-				if i > 0 {
-					pl.cmd = append(pl.cmd, "--replicaof", spec.nodeName(0), strconv.Itoa(redisPort))
-				}
-			case Cluster:
-				pl.cmd = append(pl.cmd,
-					"--cluster-port", strconv.Itoa(pl.busPort),
-					"--cluster-announce-hostname", p.host,
-					"--cluster-preferred-endpoint-type", "hostname")
-			}
+			p.redisPlan(&pl, spec, i, hostPorts)
 		case MariaDB:
 			pl.port = portSpec(mariadbPort)
 			pl.cmd = append([]string{mariadbCommand(p.image), "--skip-name-resolve"}, mariadbArgs(spec)...)
@@ -99,18 +74,7 @@ func (p *dockerProvider) plan(spec Spec, networked bool) ([]containerPlan, error
 			}
 			pl.stopSignal = "SIGINT" // fast shutdown, as the official image's STOPSIGNAL
 		case ZooKeeper:
-			pl.port = portSpec(zkClientPort)
-			pl.cmd = []string{"zkServer.sh", "start-foreground"}
-			pl.env = zookeeperEnv(spec, i)
-			if spec.tls != nil {
-				// Clients reach only the TLS port; the plaintext one
-				// stays inside the container, unpublished.
-				pl.port = portSpec(zkSecureClientPort)
-				pl.env["ZOO_CFG_EXTRA"] += " " + strings.Join(append([]string{
-					"secureClientPort=" + strconv.Itoa(zkSecureClientPort),
-				}, zookeeperTLSSettings(tlsContainerDir)...), " ")
-				pl.env["JVMFLAGS"] += " " + zkTLSJVMFlags
-			}
+			zookeeperPlan(&pl, spec, i)
 		case Etcd:
 			pl.port = portSpec(etcdPort)
 			pl.cmd = etcdCommand(spec, i, networked)
@@ -118,6 +82,53 @@ func (p *dockerProvider) plan(spec Spec, networked bool) ([]containerPlan, error
 		plans[i] = pl
 	}
 	return plans, nil
+}
+
+// redisPlan fills in the container of Redis node i: on a cluster, it
+// listens on its published port hostPorts[i].
+func (p *dockerProvider) redisPlan(pl *containerPlan, spec Spec, i int, hostPorts []int) {
+	listen := redisPort
+	if spec.Topology == Cluster {
+		// A cluster node announces its own port both to clients
+		// (on this host) and to its replicas (on the group
+		// network): it listens on the published port, so that
+		// one number works for both.
+		listen = hostPorts[i]
+		pl.hostPort, pl.busPort = listen, redisPort+redisBusShift
+	}
+	pl.port = portSpec(listen)
+	port := []string{"--port", strconv.Itoa(listen)}
+	if spec.tls != nil {
+		port = redisTLSArgs(tlsContainerDir, listen)
+	}
+	pl.cmd = append(append(append([]string{"redis-server"}, port...), "--dir", "/data"), redisArgs(spec)...)
+	switch spec.Topology {
+	case Replica:
+		if i > 0 {
+			pl.cmd = append(pl.cmd, "--replicaof", spec.nodeName(0), strconv.Itoa(redisPort))
+		}
+	case Cluster:
+		pl.cmd = append(pl.cmd,
+			"--cluster-port", strconv.Itoa(pl.busPort),
+			"--cluster-announce-hostname", p.host,
+			"--cluster-preferred-endpoint-type", "hostname")
+	}
+}
+
+// zookeeperPlan fills in the container of ZooKeeper node i.
+func zookeeperPlan(pl *containerPlan, spec Spec, i int) {
+	pl.port = portSpec(zkClientPort)
+	pl.cmd = []string{"zkServer.sh", "start-foreground"}
+	pl.env = zookeeperEnv(spec, i)
+	if spec.tls != nil {
+		// Clients reach only the TLS port; the plaintext one
+		// stays inside the container, unpublished.
+		pl.port = portSpec(zkSecureClientPort)
+		pl.env["ZOO_CFG_EXTRA"] += " " + strings.Join(append([]string{
+			"secureClientPort=" + strconv.Itoa(zkSecureClientPort),
+		}, zookeeperTLSSettings(tlsContainerDir)...), " ")
+		pl.env["JVMFLAGS"] += " " + zkTLSJVMFlags
+	}
 }
 
 // Paths of a PostgreSQL container's sandbox files.
