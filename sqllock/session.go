@@ -92,8 +92,9 @@ func newSessionMode(ctx context.Context, d *Driver, o Options) (*sessionMode, er
 }
 
 // sessDialect is what a database does its own way in session mode;
-// session.go holds what they share (the sessions, their statements one at
-// a time, the local claims, waits, refresh and release).
+// what they share is written once: the sessions and their statements one
+// at a time (sessconn.go), the local claims and tries (sesstry.go), waits
+// (sesswait.go), refresh and release (sesslease.go).
 type sessDialect interface {
 	// setup prepares a new session c with idle timeout ttl seconds and
 	// returns its server id.
