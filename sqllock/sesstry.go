@@ -17,8 +17,8 @@ import (
 // and the server grants it.
 func (m *sessionMode) tryMutex(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	ttl := req.TTL
-	if ttl > m.d.dia.maxTTL() {
-		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w: TTL %v is beyond the server's longest idle timeout (%v)", req.Key, backend.ErrInvalidConfig, ttl, m.d.dia.maxTTL())
+	if err := m.checkTTL(req.Key, ttl); err != nil {
+		return backend.Grant{}, err
 	}
 	k := advisoryKey(m.space, req.Key)
 	m.d.mu.Lock()
@@ -41,24 +41,76 @@ func (m *sessionMode) tryMutex(ctx context.Context, req backend.Request) (backen
 	l := &sessLock{s: s, key: req.Key, k: k}
 	// Claim the key in this Driver first: the server's lock is the
 	// session's, and a session's advisory locks stack.
-	m.mu.Lock()
-	if m.local[k] != nil {
-		m.mu.Unlock()
+	if !m.claim(l) {
 		return backend.Grant{}, backend.NotAcquired(req.Key, 0)
 	}
-	m.local[k] = l
-	m.mu.Unlock()
-	unclaim := func() {
-		m.mu.Lock()
-		if m.local[k] == l {
-			delete(m.local, k)
-		}
-		m.mu.Unlock()
-	}
 	sent := time.Now()
+	tok, ok, err := m.trySession(ctx, l, req.Owner, secs)
+	if err != nil {
+		if !errors.Is(err, errAbandoned) {
+			m.unclaim(l)
+		}
+		if errors.Is(err, backend.ErrNotHeld) { // the session ended before the statement
+			return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w: %w", req.Key, backend.ErrUnavailable, err)
+		}
+		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w", req.Key, m.d.classify(err))
+	}
+	if !ok {
+		m.unclaim(l)
+		return backend.Grant{}, backend.NotAcquired(req.Key, 0)
+	}
+	if tok == 0 {
+		_ = l.Release(context.WithoutCancel(ctx))
+		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: fencing counter returned %d", req.Key, tok)
+	}
+	if err := s.held.Track(l, req.Hooks()); err != nil {
+		m.unclaim(l)
+		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w: %w", req.Key, backend.ErrUnavailable, err)
+	}
+	return backend.Grant{Lock: l, Token: tok, ValidFrom: sent}, nil
+}
+
+// checkTTL refuses a lease's TTL beyond the server's longest idle
+// timeout, which bounds a session's.
+func (m *sessionMode) checkTTL(key string, ttl time.Duration) error {
+	if ttl > m.d.dia.maxTTL() {
+		return fmt.Errorf("sqllock: acquire %q: %w: TTL %v is beyond the server's longest idle timeout (%v)", key, backend.ErrInvalidConfig, ttl, m.d.dia.maxTTL())
+	}
+	return nil
+}
+
+// claim records l as this Driver's lease of its key, unless one holds it
+// already.
+func (m *sessionMode) claim(l *sessLock) bool {
+	m.mu.Lock()
+	if m.local[l.k] != nil {
+		m.mu.Unlock()
+		return false
+	}
+	m.local[l.k] = l
+	m.mu.Unlock()
+	return true
+}
+
+// unclaim drops l's claim of its key, if the claim is still l's.
+func (m *sessionMode) unclaim(l *sessLock) {
+	m.mu.Lock()
+	if m.local[l.k] == l {
+		delete(m.local, l.k)
+	}
+	m.mu.Unlock()
+}
+
+// trySession tries l's key for owner on l's session, one statement that
+// first raises the session's idle timeout to secs seconds if that is
+// longer; ok is false when another session holds the key. When ctx ends
+// first (errAbandoned) the statement goes on: its grant, if it comes, is
+// undone, and l's claim dropped.
+func (m *sessionMode) trySession(ctx context.Context, l *sessLock, owner string, secs int) (uint64, bool, error) {
+	s, k := l.s, l.k
 	var tok uint64
 	var ok bool
-	err = s.run(ctx, func(ctx context.Context, c *sql.Conn) error {
+	err := s.run(ctx, func(ctx context.Context, c *sql.Conn) error {
 		if q := s.raise(secs); q != "" {
 			if _, err := c.ExecContext(ctx, q); err != nil {
 				return err
@@ -66,7 +118,7 @@ func (m *sessionMode) tryMutex(ctx context.Context, req backend.Request) (backen
 			s.ttl = secs
 		}
 		var err error
-		tok, ok, err = m.sd.acquire(ctx, s, req.Key, req.Owner, k)
+		tok, ok, err = m.sd.acquire(ctx, s, l.key, owner, k)
 		return err
 	}, func(err error) {
 		// The caller gave up: undo a grant that came late.
@@ -76,28 +128,10 @@ func (m *sessionMode) tryMutex(ctx context.Context, req backend.Request) (backen
 				return err
 			}, nil)
 		}
-		unclaim()
+		m.unclaim(l)
 	})
 	if err != nil {
-		if !errors.Is(err, errAbandoned) {
-			unclaim()
-		}
-		if errors.Is(err, backend.ErrNotHeld) { // the session ended before the statement
-			return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w: %w", req.Key, backend.ErrUnavailable, err)
-		}
-		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w", req.Key, m.d.classify(err))
+		return 0, false, err // tok and ok are the statement's while it goes on
 	}
-	if !ok {
-		unclaim()
-		return backend.Grant{}, backend.NotAcquired(req.Key, 0)
-	}
-	if tok == 0 {
-		_ = l.Release(context.WithoutCancel(ctx))
-		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: fencing counter returned %d", req.Key, tok)
-	}
-	if err := s.held.Track(l, req.Hooks()); err != nil {
-		unclaim()
-		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w: %w", req.Key, backend.ErrUnavailable, err)
-	}
-	return backend.Grant{Lock: l, Token: tok, ValidFrom: sent}, nil
+	return tok, ok, nil
 }
