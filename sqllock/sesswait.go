@@ -72,8 +72,8 @@ var afterGrantHook func()
 // k on it as the lease.
 func (m *sessionMode) waitHold(ctx context.Context, req backend.Request, k int64) (backend.Grant, error) {
 	ttl := req.TTL
-	if ttl > m.d.dia.maxTTL() {
-		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w: TTL %v is beyond the server's longest idle timeout (%v)", req.Key, backend.ErrInvalidConfig, ttl, m.d.dia.maxTTL())
+	if err := m.checkTTL(req.Key, ttl); err != nil {
+		return backend.Grant{}, err
 	}
 	secs := seconds(ttl)
 	select {
@@ -82,37 +82,11 @@ func (m *sessionMode) waitHold(ctx context.Context, req backend.Request, k int64
 		<-m.holders
 		return backend.Grant{}, fmt.Errorf("sqllock: wait %q: %w (all %d waiter connections in use, Options.Waiters)", req.Key, context.Cause(ctx), cap(m.waiters))
 	}
-	var c *sql.Conn
-	prev := 0 // c's idle bound, seconds: 0 for a new connection
-	var pid uint64
-	m.mu.Lock()
-	for len(m.idle) > 0 && c == nil {
-		ws := m.idle[len(m.idle)-1]
-		m.idle = m.idle[:len(m.idle)-1]
-		if time.Since(ws.confirmed) < time.Duration(ws.ttl)*time.Second/2 {
-			c, prev, pid = ws.c, ws.ttl, ws.pid // its worker has ended (retire)
-		} else { // the server may end it for idleness soon
-			_ = ws.c.Raw(func(any) error { return driver.ErrBadConn })
-			_ = ws.c.Close()
-		}
-	}
-	m.mu.Unlock()
-	fail := func(err error) (backend.Grant, error) {
-		if c != nil {
-			_ = c.Raw(func(any) error { return driver.ErrBadConn })
-			_ = c.Close()
-		}
-		<-m.waiters
-		<-m.holders
-		if ctx.Err() != nil {
-			return backend.Grant{}, fmt.Errorf("sqllock: wait %q: %w", req.Key, context.Cause(ctx))
-		}
-		return backend.Grant{}, fmt.Errorf("sqllock: wait %q: %w", req.Key, m.d.classify(err))
-	}
+	c, prev, pid := m.takeIdle()
 	if c == nil {
 		var err error
 		if c, err = m.d.conn(ctx); err != nil {
-			return fail(err)
+			return m.waitFailed(ctx, req.Key, c, err)
 		}
 	}
 	ws := &session{m: m, c: c, sem: make(chan struct{}, 1), jobs: make(chan *job), quit: m.quit, stopc: make(chan struct{}), ttl: secs, pid: pid, waiter: true}
@@ -120,13 +94,6 @@ func (m *sessionMode) waitHold(ctx context.Context, req backend.Request, k int64
 	// k to no other session, so a claim of k here meanwhile is a try that
 	// will be refused.
 	l := &sessLock{s: ws, key: req.Key, k: k}
-	unclaim := func() {
-		m.mu.Lock()
-		if m.local[k] == l {
-			delete(m.local, k)
-		}
-		m.mu.Unlock()
-	}
 	// On the caller's goroutine and ctx: c is no one else's, and closing
 	// it (what a statement whose ctx ends does) frees k.
 	sent := time.Now()
@@ -142,9 +109,66 @@ func (m *sessionMode) waitHold(ctx context.Context, req backend.Request, k int64
 		err = fmt.Errorf("sqllock: fencing counter returned %d", tok)
 	}
 	if err != nil {
-		unclaim()
-		return fail(err)
+		m.unclaim(l)
+		return m.waitFailed(ctx, req.Key, c, err)
 	}
+	if sent, err = m.leaseStart(ctx, c, k, sent, secs); err != nil {
+		m.unclaim(l)
+		return m.waitFailed(ctx, req.Key, c, err)
+	}
+	ws.confirmed = sent
+	if !m.keepWaiter(ws, k) {
+		m.unclaim(l)
+		return m.waitFailed(ctx, req.Key, c, backend.ErrClosed)
+	}
+	go ws.loop()
+	if err := ws.held.Track(l, req.Hooks()); err != nil {
+		m.unclaim(l)
+		ws.retire(false)
+		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w: %w", req.Key, backend.ErrUnavailable, err)
+	}
+	return backend.Grant{Lock: l, Token: tok, ValidFrom: sent}, nil
+}
+
+// takeIdle takes the connection of an idle waiter session for a wait,
+// with its idle bound prev in seconds and its server id; c is nil if no
+// idle session is kept (a new connection's prev is 0).
+func (m *sessionMode) takeIdle() (c *sql.Conn, prev int, pid uint64) {
+	m.mu.Lock()
+	for len(m.idle) > 0 && c == nil {
+		ws := m.idle[len(m.idle)-1]
+		m.idle = m.idle[:len(m.idle)-1]
+		if time.Since(ws.confirmed) < time.Duration(ws.ttl)*time.Second/2 {
+			c, prev, pid = ws.c, ws.ttl, ws.pid // its worker has ended (retire)
+		} else { // the server may end it for idleness soon
+			_ = ws.c.Raw(func(any) error { return driver.ErrBadConn })
+			_ = ws.c.Close()
+		}
+	}
+	m.mu.Unlock()
+	return c, prev, pid
+}
+
+// waitFailed ends a wait of waitHold that got no lease: it closes c, if
+// any (which frees k), gives back the wait's slots of Waiters and returns
+// the wait's error for key (ctx's cause once ctx ended).
+func (m *sessionMode) waitFailed(ctx context.Context, key string, c *sql.Conn, err error) (backend.Grant, error) {
+	if c != nil {
+		_ = c.Raw(func(any) error { return driver.ErrBadConn })
+		_ = c.Close()
+	}
+	<-m.waiters
+	<-m.holders
+	if ctx.Err() != nil {
+		return backend.Grant{}, fmt.Errorf("sqllock: wait %q: %w", key, context.Cause(ctx))
+	}
+	return backend.Grant{}, fmt.Errorf("sqllock: wait %q: %w", key, m.d.classify(err))
+}
+
+// leaseStart returns when the lease that waiter connection c was granted
+// for k starts: sent, when the wait was sent, unless the reply came more
+// than a quarter of the TTL (secs seconds) later.
+func (m *sessionMode) leaseStart(ctx context.Context, c *sql.Conn, k int64, sent time.Time, secs int) (time.Time, error) {
 	if time.Since(sent) > time.Duration(secs)*time.Second/4 {
 		// A long wait, or a reply read long after it was sent (this
 		// process paused): the server's idle timer for the session ran
@@ -156,17 +180,21 @@ func (m *sessionMode) waitHold(ctx context.Context, req backend.Request, k int64
 		// server had freed (faults: postgres-session, seed 108207017).
 		sent = time.Now()
 		if _, err := m.sd.check(ctx, c, "", []int64{k}); err != nil {
-			unclaim()
-			return fail(err)
+			return sent, err
 		}
 	}
-	ws.confirmed = sent
+	return sent, nil
+}
+
+// keepWaiter records waiter session ws as holding its lease of k, false
+// if the Driver closed meanwhile: the wait's slot of Waiters is given
+// back, and k is marked hot.
+func (m *sessionMode) keepWaiter(ws *session, k int64) bool {
 	m.mu.Lock()
 	select {
 	case <-m.quit: // the Driver closed meanwhile
 		m.mu.Unlock()
-		unclaim()
-		return fail(backend.ErrClosed)
+		return false
 	default:
 	}
 	m.held[ws] = struct{}{}
@@ -182,13 +210,7 @@ func (m *sessionMode) waitHold(ctx context.Context, req backend.Request, k int64
 		m.hot[k] = time.Now()
 	}
 	m.mu.Unlock()
-	go ws.loop()
-	if err := ws.held.Track(l, req.Hooks()); err != nil {
-		unclaim()
-		ws.retire(false)
-		return backend.Grant{}, fmt.Errorf("sqllock: acquire %q: %w: %w", req.Key, backend.ErrUnavailable, err)
-	}
-	return backend.Grant{Lock: l, Token: tok, ValidFrom: sent}, nil
+	return true
 }
 
 // retire ends waiter session ws once its lease has ended: kept idle for
