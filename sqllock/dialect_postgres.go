@@ -54,40 +54,8 @@ func (pgDialect) statements(table string) *statements {
 	vt := `"` + table + LiveSuffix + `"`
 	mt := `"` + table + ModeSuffix + `"`
 	return &statements{
-		table: table,
-		ddl: []string{
-			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
-				"  name bytea NOT NULL PRIMARY KEY\n"+
-				")", lt),
-			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
-				"  name       bytea NOT NULL PRIMARY KEY,\n"+
-				"  token      bigint NOT NULL,\n"+
-				"  owner      bytea NOT NULL,\n"+
-				"  holder_id  bigint NOT NULL,\n"+
-				"  granted_at timestamptz NOT NULL\n"+
-				")", ft),
-			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
-				"  name bytea NOT NULL,\n"+
-				"  slot integer NOT NULL,\n"+
-				"  PRIMARY KEY (name, slot)\n"+
-				")", `"`+table+SemSuffix+`"`),
-			// The live counters: UNLOGGED, so their writes make no WAL and
-			// a transaction that writes only them commits without waiting
-			// for a WAL flush; crash recovery empties the table (see token).
-			fmt.Sprintf("CREATE UNLOGGED TABLE IF NOT EXISTS %s (\n"+
-				"  name       bytea NOT NULL PRIMARY KEY,\n"+
-				"  token      bigint NOT NULL,\n"+
-				"  owner      bytea NOT NULL,\n"+
-				"  holder_id  bigint NOT NULL,\n"+
-				"  granted_at timestamptz NOT NULL\n"+
-				")", vt),
-			// The table's mode (see checkMode): one row, written by the
-			// first Driver on the table.
-			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
-				"  id   integer NOT NULL PRIMARY KEY CHECK (id = 1),\n"+
-				"  mode text NOT NULL\n"+
-				")", mt),
-		},
+		table:    table,
+		ddl:      pgTables(table),
 		modeRead: fmt.Sprintf("SELECT mode FROM %s WHERE id = 1", mt),
 		modeSet:  fmt.Sprintf("INSERT INTO %s (id, mode) VALUES (1, ?) ON CONFLICT (id) DO NOTHING; SELECT mode FROM %s WHERE id = 1", mt, mt),
 		// Whether the lock table exists, and whether it has rows (row mode
@@ -103,42 +71,58 @@ func (pgDialect) statements(table string) *statements {
 		rollback:       "ROLLBACK",
 		commit:         "ROLLBACK", // ends the lock transaction, which wrote nothing: no WAL flush
 		// bind writes an integer as its digits: '?s' becomes '5s'.
-		setIdle: "SET LOCAL idle_in_transaction_session_timeout = '?s'",
-		reset:   "ROLLBACK", // SET LOCAL only: the session keeps no setting of ours
-		exists:  fmt.Sprintf("SELECT 1 FROM %s WHERE name = ?", lt),
-		ensure:  fmt.Sprintf("INSERT INTO %s (name) VALUES (?) ON CONFLICT DO NOTHING", lt),
-		// The token statement (see token): the live counter's increment,
-		// or, when the key has no live counter or it is at the end of its
-		// epoch, a new durable epoch and the live counter set to its first
-		// token, in the same transaction. txid_status, volatile, is
-		// evaluated on the row the increment or the upsert returns, so
-		// after the live row is locked. The one statement with parameters:
-		// its text is the same for every key.
-		//
-		// s makes the commit of a new epoch wait for its WAL flush even when
-		// the session's synchronous_commit is off (set for the server, the
-		// database or the role): an asynchronous commit returns before the
-		// flush, and a crash then could lose the epoch after its tokens
-		// were handed out, and mint it again. It is read only where an
-		// epoch is written (e); the steady state writes no WAL, which makes
-		// its commit wait for none whatever the setting.
-		fence: fmt.Sprintf("WITH s AS (SELECT set_config('synchronous_commit', 'on', true)), "+
-			"u AS (UPDATE %[2]s AS l SET token = l.token + 1, owner = $2::bytea, holder_id = $3::bigint, granted_at = now() "+
-			"WHERE l.name = $1::bytea AND l.token & %[3]d <> %[3]d RETURNING l.token), "+
-			"e AS (INSERT INTO %[1]s AS f (name, token, owner, holder_id, granted_at) "+
-			"SELECT $1::bytea, %[4]d, $2::bytea, $3::bigint, now() FROM s WHERE NOT EXISTS (SELECT FROM u) "+
-			"ON CONFLICT (name) DO UPDATE SET token = ((f.token >> %[5]d) + 1) << %[5]d, owner = EXCLUDED.owner, holder_id = EXCLUDED.holder_id, granted_at = EXCLUDED.granted_at "+
-			"RETURNING f.token), "+
-			"n AS (INSERT INTO %[2]s AS l (name, token, owner, holder_id, granted_at) "+
-			"SELECT $1::bytea, e.token | 1, $2::bytea, $3::bigint, now() FROM e "+
-			"ON CONFLICT (name) DO UPDATE SET token = GREATEST(l.token + 1, EXCLUDED.token), owner = EXCLUDED.owner, holder_id = EXCLUDED.holder_id, granted_at = EXCLUDED.granted_at "+
-			"RETURNING l.token) "+
-			"SELECT token, txid_status($4::bigint) FROM u UNION ALL SELECT token, txid_status($4::bigint) FROM n",
-			ft, vt, uint64(pgSeqMask), uint64(1)<<pgSeqBits, pgSeqBits),
+		setIdle:   "SET LOCAL idle_in_transaction_session_timeout = '?s'",
+		reset:     "ROLLBACK", // SET LOCAL only: the session keeps no setting of ours
+		exists:    fmt.Sprintf("SELECT 1 FROM %s WHERE name = ?", lt),
+		ensure:    fmt.Sprintf("INSERT INTO %s (name) VALUES (?) ON CONFLICT DO NOTHING", lt),
+		fence:     pgFence(ft, vt),
 		fenceRow:  fmt.Sprintf("SELECT token, owner, holder_id FROM %s WHERE name = ?; SELECT 1 FROM %s WHERE name = ?", vt, ft),
 		probe:     fmt.Sprintf("BEGIN; SELECT count(*) FROM %s WHERE name = ?; SELECT 1 FROM %s WHERE name = ? FOR UPDATE SKIP LOCKED; ROLLBACK", lt, lt),
 		killQuery: "SELECT pg_cancel_backend(?)",
 		killConn:  "SELECT pg_terminate_backend(?)",
+	}
+}
+
+// pgTables is the DDL of table's tables: the lock table, the durable
+// fencing epochs, the semaphores' permit slots, the live counters and the
+// mode record.
+func pgTables(table string) []string {
+	lt := `"` + table + `"`
+	ft := `"` + table + FenceSuffix + `"`
+	vt := `"` + table + LiveSuffix + `"`
+	mt := `"` + table + ModeSuffix + `"`
+	return []string{
+		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
+			"  name bytea NOT NULL PRIMARY KEY\n"+
+			")", lt),
+		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
+			"  name       bytea NOT NULL PRIMARY KEY,\n"+
+			"  token      bigint NOT NULL,\n"+
+			"  owner      bytea NOT NULL,\n"+
+			"  holder_id  bigint NOT NULL,\n"+
+			"  granted_at timestamptz NOT NULL\n"+
+			")", ft),
+		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
+			"  name bytea NOT NULL,\n"+
+			"  slot integer NOT NULL,\n"+
+			"  PRIMARY KEY (name, slot)\n"+
+			")", `"`+table+SemSuffix+`"`),
+		// The live counters: UNLOGGED, so their writes make no WAL and
+		// a transaction that writes only them commits without waiting
+		// for a WAL flush; crash recovery empties the table (see token).
+		fmt.Sprintf("CREATE UNLOGGED TABLE IF NOT EXISTS %s (\n"+
+			"  name       bytea NOT NULL PRIMARY KEY,\n"+
+			"  token      bigint NOT NULL,\n"+
+			"  owner      bytea NOT NULL,\n"+
+			"  holder_id  bigint NOT NULL,\n"+
+			"  granted_at timestamptz NOT NULL\n"+
+			")", vt),
+		// The table's mode (see checkMode): one row, written by the
+		// first Driver on the table.
+		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
+			"  id   integer NOT NULL PRIMARY KEY CHECK (id = 1),\n"+
+			"  mode text NOT NULL\n"+
+			")", mt),
 	}
 }
 

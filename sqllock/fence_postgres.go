@@ -25,6 +25,37 @@ const (
 	pgSeqMask = 1<<pgSeqBits - 1
 )
 
+// pgFence is the token statement (see token) on the fence table ft and
+// the live table vt: the live counter's increment, or, when the key has
+// no live counter or it is at the end of its epoch, a new durable epoch
+// and the live counter set to its first token, in the same transaction.
+// txid_status, volatile, is evaluated on the row the increment or the
+// upsert returns, so after the live row is locked. The one statement with
+// parameters: its text is the same for every key.
+//
+// s makes the commit of a new epoch wait for its WAL flush even when
+// the session's synchronous_commit is off (set for the server, the
+// database or the role): an asynchronous commit returns before the
+// flush, and a crash then could lose the epoch after its tokens
+// were handed out, and mint it again. It is read only where an
+// epoch is written (e); the steady state writes no WAL, which makes
+// its commit wait for none whatever the setting.
+func pgFence(ft, vt string) string {
+	return fmt.Sprintf("WITH s AS (SELECT set_config('synchronous_commit', 'on', true)), "+
+		"u AS (UPDATE %[2]s AS l SET token = l.token + 1, owner = $2::bytea, holder_id = $3::bigint, granted_at = now() "+
+		"WHERE l.name = $1::bytea AND l.token & %[3]d <> %[3]d RETURNING l.token), "+
+		"e AS (INSERT INTO %[1]s AS f (name, token, owner, holder_id, granted_at) "+
+		"SELECT $1::bytea, %[4]d, $2::bytea, $3::bigint, now() FROM s WHERE NOT EXISTS (SELECT FROM u) "+
+		"ON CONFLICT (name) DO UPDATE SET token = ((f.token >> %[5]d) + 1) << %[5]d, owner = EXCLUDED.owner, holder_id = EXCLUDED.holder_id, granted_at = EXCLUDED.granted_at "+
+		"RETURNING f.token), "+
+		"n AS (INSERT INTO %[2]s AS l (name, token, owner, holder_id, granted_at) "+
+		"SELECT $1::bytea, e.token | 1, $2::bytea, $3::bigint, now() FROM e "+
+		"ON CONFLICT (name) DO UPDATE SET token = GREATEST(l.token + 1, EXCLUDED.token), owner = EXCLUDED.owner, holder_id = EXCLUDED.holder_id, granted_at = EXCLUDED.granted_at "+
+		"RETURNING l.token) "+
+		"SELECT token, txid_status($4::bigint) FROM u UNION ALL SELECT token, txid_status($4::bigint) FROM n",
+		ft, vt, uint64(pgSeqMask), uint64(1)<<pgSeqBits, pgSeqBits)
+}
+
 // errLostBeforeToken: the lock's transaction ended before its fencing
 // token was committed; the token is burnt (never handed out), which is
 // harmless.
