@@ -70,95 +70,133 @@ const maxKeepalivesInFlight = 3
 // that one lost request or stuck stream does not cost the lease either.
 // When the validity runs out with none confirmed, the session is lost.
 func (d *Driver) keepAlive(s *session) {
-	interval := s.ttl / 3
-	unanswered := max(s.ttl/6, 100*time.Millisecond)
 	ctx, cancel := context.WithCancel(d.ctx)
-	var wg sync.WaitGroup
+	k := &keeper{
+		d: d, s: s, ctx: ctx,
+		interval:   s.ttl / 3,
+		unanswered: max(s.ttl/6, 100*time.Millisecond),
+		results:    make(chan keepResult, maxKeepalivesInFlight),
+	}
 	defer func() {
 		cancel()
-		wg.Wait()
+		k.wg.Wait()
 	}()
-	type result struct {
-		sent time.Time
-		err  error
-	}
-	results := make(chan result, maxKeepalivesInFlight)
-	inFlight := 0
-	send := func() {
-		inFlight++
-		sent := time.Now()
-		until := s.validUntil()
-		wg.Go(func() { results <- result{sent, d.renew(ctx, s, sent, until)} })
-	}
-	var round time.Time // send time of the current round's first keepalive; zero between rounds
-	var lastErr error
-	doubted := false // doubt asked for (setDoubt) and not cleared since
-	timer := time.NewTimer(interval)
-	defer timer.Stop()
+	k.timer = time.NewTimer(k.interval)
+	defer k.timer.Stop()
 	for {
 		select {
 		case <-d.ctx.Done():
 			return
 		case <-s.done:
 			return
-		case r := <-results:
-			inFlight--
-			switch {
-			case r.err == nil:
-				if doubted {
-					doubted = false
-					s.setDoubt(nil, time.Time{})
-				}
-				if !round.IsZero() {
-					round, lastErr = time.Time{}, nil
-					timer.Reset(max(time.Until(s.confirmedAt().Add(interval)), 0))
-				}
-			case r.sent.Before(s.confirmedAt()):
-				// A later keepalive worked: this one's failure is stale.
-			case errors.Is(r.err, backend.ErrNotHeld):
-				d.loseSession(s, r.err)
+		case r := <-k.results:
+			if k.answered(r) {
 				return
-			case time.Now().After(s.validUntil()):
-				d.loseSession(s, fmt.Errorf("not renewed within its TTL %v: %w", s.ttl, r.err))
-				return
-			default:
-				// The lease may still live on the server until validUntil:
-				// the locks are in doubt until then (or until a renewal works).
-				lastErr = r.err
-				until := s.validUntil()
-				if !doubted {
-					doubted = true
-					s.setDoubt(fmt.Errorf("etcdlock: lease %x renewal failed: %w", int64(s.id), r.err), until)
-				}
-				timer.Reset(max(min(interval, time.Until(until))/2, 10*time.Millisecond))
 			}
-		case <-timer.C:
-			until := s.validUntil()
-			switch {
-			case time.Now().After(until):
-				cause := lastErr
-				if cause == nil {
-					cause = fmt.Errorf("%d keepalive(s) unanswered", inFlight)
-				}
-				d.loseSession(s, fmt.Errorf("not renewed within its TTL %v: %w", s.ttl, cause))
+		case <-k.timer.C:
+			if k.due() {
 				return
-			case round.IsZero():
-				round = time.Now()
-				send()
-			default:
-				// Unanswered for a sixth of the TTL (or failed): in doubt,
-				// and another keepalive beside the ones still out.
-				if !doubted {
-					doubted = true
-					s.setDoubt(fmt.Errorf("etcdlock: lease %x renewal unanswered for %v", int64(s.id), time.Since(round).Round(time.Millisecond)), until)
-				}
-				if inFlight < maxKeepalivesInFlight {
-					send()
-				}
 			}
-			timer.Reset(max(min(unanswered, time.Until(until)), time.Millisecond))
 		}
 	}
+}
+
+// keeper is the state of one session's keepAlive.
+type keeper struct {
+	d          *Driver
+	s          *session
+	ctx        context.Context // the keepalives', ended when keepAlive returns
+	interval   time.Duration   // from a confirmed renewal to the next one
+	unanswered time.Duration   // how long a keepalive goes unanswered before doubt
+	timer      *time.Timer
+	wg         sync.WaitGroup
+	results    chan keepResult
+	inFlight   int
+	round      time.Time // send time of the current round's first keepalive; zero between rounds
+	lastErr    error
+	doubted    bool // doubt asked for (setDoubt) and not cleared since
+}
+
+// keepResult is a keepalive's outcome.
+type keepResult struct {
+	sent time.Time
+	err  error
+}
+
+// send sends one more keepalive.
+func (k *keeper) send() {
+	d, s, ctx := k.d, k.s, k.ctx
+	k.inFlight++
+	sent := time.Now()
+	until := s.validUntil()
+	k.wg.Go(func() { k.results <- keepResult{sent, d.renew(ctx, s, sent, until)} })
+}
+
+// answered takes keepalive result r; true if the session is lost.
+func (k *keeper) answered(r keepResult) bool {
+	d, s := k.d, k.s
+	k.inFlight--
+	switch {
+	case r.err == nil:
+		if k.doubted {
+			k.doubted = false
+			s.setDoubt(nil, time.Time{})
+		}
+		if !k.round.IsZero() {
+			k.round, k.lastErr = time.Time{}, nil
+			k.timer.Reset(max(time.Until(s.confirmedAt().Add(k.interval)), 0))
+		}
+	case r.sent.Before(s.confirmedAt()):
+		// A later keepalive worked: this one's failure is stale.
+	case errors.Is(r.err, backend.ErrNotHeld):
+		d.loseSession(s, r.err)
+		return true
+	case time.Now().After(s.validUntil()):
+		d.loseSession(s, fmt.Errorf("not renewed within its TTL %v: %w", s.ttl, r.err))
+		return true
+	default:
+		// The lease may still live on the server until validUntil:
+		// the locks are in doubt until then (or until a renewal works).
+		k.lastErr = r.err
+		until := s.validUntil()
+		if !k.doubted {
+			k.doubted = true
+			s.setDoubt(fmt.Errorf("etcdlock: lease %x renewal failed: %w", int64(s.id), r.err), until)
+		}
+		k.timer.Reset(max(min(k.interval, time.Until(until))/2, 10*time.Millisecond))
+	}
+	return false
+}
+
+// due acts when the timer fires: a renewal round starts, or another
+// keepalive goes out beside those unanswered; true if the session is lost.
+func (k *keeper) due() bool {
+	d, s := k.d, k.s
+	until := s.validUntil()
+	switch {
+	case time.Now().After(until):
+		cause := k.lastErr
+		if cause == nil {
+			cause = fmt.Errorf("%d keepalive(s) unanswered", k.inFlight)
+		}
+		d.loseSession(s, fmt.Errorf("not renewed within its TTL %v: %w", s.ttl, cause))
+		return true
+	case k.round.IsZero():
+		k.round = time.Now()
+		k.send()
+	default:
+		// Unanswered for a sixth of the TTL (or failed): in doubt,
+		// and another keepalive beside the ones still out.
+		if !k.doubted {
+			k.doubted = true
+			s.setDoubt(fmt.Errorf("etcdlock: lease %x renewal unanswered for %v", int64(s.id), time.Since(k.round).Round(time.Millisecond)), until)
+		}
+		if k.inFlight < maxKeepalivesInFlight {
+			k.send()
+		}
+	}
+	k.timer.Reset(max(min(k.unanswered, time.Until(until)), time.Millisecond))
+	return false
 }
 
 // renew sends one keepalive for s, sent at sent, bounded by until (the
