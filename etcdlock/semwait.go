@@ -96,7 +96,7 @@ func (w *semWaiter) waitFor(ctx context.Context, q semQueue) (semQueue, error) {
 		}
 		subs = append(subs, sub)
 	}
-	if covered, err := w.started(ctx, subs); err != nil || covered > q.rev {
+	if covered, err := w.started(ctx, subs, "wait for permits of"); err != nil || covered > q.rev {
 		if err != nil {
 			return semQueue{}, err
 		}
@@ -156,25 +156,6 @@ func (w *semWaiter) waitFor(ctx context.Context, q semQueue) (semQueue, error) {
 			return w.read(ctx, last)
 		}
 	}
-}
-
-// started waits until every watch of subs has started and returns the
-// newest revision after which one of them surely reports every deletion.
-func (w *semWaiter) started(ctx context.Context, subs []*lockSub) (int64, error) {
-	var covered int64
-	for _, sub := range subs {
-		select {
-		case <-sub.w.started:
-		case <-sub.w.done:
-			return 0, w.watchEnded(ctx, sub.w)
-		case <-w.s.done:
-			return 0, w.lostErr()
-		case <-ctx.Done():
-			return 0, fmt.Errorf("etcdlock: wait for permits of %q: %w", w.key, context.Cause(ctx))
-		}
-		covered = max(covered, sub.covers())
-	}
-	return covered, nil
 }
 
 // read reads the queue up to our key, as of revision minRev or later, and
