@@ -96,7 +96,7 @@ func (w *semWaiter) waitFor(ctx context.Context, q semQueue) (semQueue, error) {
 		}
 		subs = append(subs, sub)
 	}
-	if covered, err := w.started(ctx, subs); err != nil || covered > q.rev {
+	if covered, err := w.started(ctx, subs, "wait for permits of"); err != nil || covered > q.rev {
 		if err != nil {
 			return semQueue{}, err
 		}
@@ -124,22 +124,9 @@ func (w *semWaiter) waitFor(ctx context.Context, q semQueue) (semQueue, error) {
 		}
 		before := len(near)
 		var last int64
-		for _, sub := range subs {
-			for _, ev := range sub.take() {
-				if ev.rev <= q.rev {
-					continue // q reflects it (or it is of an earlier key of that name)
-				}
-				if ev.key == w.ekey {
-					return semQueue{}, fmt.Errorf("etcdlock: wait for permits of %q: %w: our key %s was deleted while waiting", w.key, backend.ErrLost, w.ekey)
-				}
-				near = slices.DeleteFunc(near, func(e semEntry) bool { return e.name == ev.key })
-				last = max(last, ev.rev)
-			}
-		}
-		for _, sub := range subs {
-			if sub.ended() {
-				return semQueue{}, w.watchEnded(ctx, sub.w)
-			}
+		var err error
+		if near, last, err = w.dropDeletedNear(ctx, subs, q.rev, near); err != nil {
+			return semQueue{}, err
 		}
 		if len(near) == before {
 			continue // none of the keys we wait for left
@@ -158,23 +145,29 @@ func (w *semWaiter) waitFor(ctx context.Context, q semQueue) (semQueue, error) {
 	}
 }
 
-// started waits until every watch of subs has started and returns the
-// newest revision after which one of them surely reports every deletion.
-func (w *semWaiter) started(ctx context.Context, subs []*lockSub) (int64, error) {
-	var covered int64
+// dropDeletedNear takes the deletions after rev that subs' watches
+// reported off near and returns near with the newest of their revisions
+// (0 if none was new); an error if our key was deleted or a watch ended.
+func (w *semWaiter) dropDeletedNear(ctx context.Context, subs []*lockSub, rev int64, near []semEntry) ([]semEntry, int64, error) {
+	var last int64
 	for _, sub := range subs {
-		select {
-		case <-sub.w.started:
-		case <-sub.w.done:
-			return 0, w.watchEnded(ctx, sub.w)
-		case <-w.s.done:
-			return 0, w.lostErr()
-		case <-ctx.Done():
-			return 0, fmt.Errorf("etcdlock: wait for permits of %q: %w", w.key, context.Cause(ctx))
+		for _, ev := range sub.take() {
+			if ev.rev <= rev {
+				continue // the view read at rev reflects it (or it is of an earlier key of that name)
+			}
+			if ev.key == w.ekey {
+				return nil, 0, fmt.Errorf("etcdlock: wait for permits of %q: %w: our key %s was deleted while waiting", w.key, backend.ErrLost, w.ekey)
+			}
+			near = slices.DeleteFunc(near, func(e semEntry) bool { return e.name == ev.key })
+			last = max(last, ev.rev)
 		}
-		covered = max(covered, sub.covers())
 	}
-	return covered, nil
+	for _, sub := range subs {
+		if sub.ended() {
+			return nil, 0, w.watchEnded(ctx, sub.w)
+		}
+	}
+	return near, last, nil
 }
 
 // read reads the queue up to our key, as of revision minRev or later, and

@@ -2,7 +2,6 @@ package etcdlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/bits"
 	"sync"
@@ -42,47 +41,6 @@ type session struct {
 	pushDoubt error
 	pushUntil time.Time
 	pushKick  chan struct{} // capacity 1
-}
-
-// setDoubt asks for the session's locks to be put in doubt (cause not nil,
-// vouched for until until) or told that contact is back (nil), and returns
-// at once. Pushing to many locks takes time (at 80k locks, 6.5 s was
-// measured on a loaded machine, each lock's OnDoubt taking its Locker's
-// lock): done on the keepalive's goroutine, it stopped the keepalives for
-// that long, and the session was lost though the server answered them.
-func (s *session) setDoubt(cause error, until time.Time) {
-	s.pushMu.Lock()
-	s.pushDoubt, s.pushUntil = cause, until
-	s.pushMu.Unlock()
-	select {
-	case s.pushKick <- struct{}{}:
-	default:
-	}
-}
-
-// pushDoubts pushes the doubt setDoubt asks for until s ends or the driver
-// closes, in the order asked. Changes that come faster than they can be
-// pushed are coalesced to the latest: a doubt cleared before it was pushed
-// is not pushed (a keepalive confirmed the lease meanwhile).
-func (d *Driver) pushDoubts(s *session) {
-	for {
-		select {
-		case <-s.pushKick:
-		case <-s.done:
-			return
-		case <-d.ctx.Done():
-			return
-		}
-		s.pushMu.Lock()
-		cause, until := s.pushDoubt, s.pushUntil
-		s.pushMu.Unlock()
-		switch {
-		case cause == nil:
-			s.held.Restored()
-		case !s.held.InDoubt():
-			s.held.Doubt(cause, until)
-		}
-	}
 }
 
 // Name slots. Each acquisition's etcd key is named after the session's
@@ -235,134 +193,6 @@ func (d *Driver) liveSession() *session {
 		return d.sess
 	}
 	return nil
-}
-
-// maxKeepalivesInFlight bounds the keepalives one session has sent and
-// not yet seen answered.
-const maxKeepalivesInFlight = 3
-
-// keepAlive renews s until it is lost or the driver closes.
-//
-// A renewal is due a third of the TTL after the send time of the last
-// confirmed one. Each keepalive may take until the lease's validity runs
-// out: the server renews the lease when it receives it, so a late answer
-// still confirms the lease from the send time on, and a slow but alive
-// server (a keepalive queued behind writes) keeps it. A keepalive
-// unanswered for a sixth of the TTL puts the locks in doubt (a failed one
-// at once), and another is sent beside it, up to maxKeepalivesInFlight, so
-// that one lost request or stuck stream does not cost the lease either.
-// When the validity runs out with none confirmed, the session is lost.
-func (d *Driver) keepAlive(s *session) {
-	interval := s.ttl / 3
-	unanswered := max(s.ttl/6, 100*time.Millisecond)
-	ctx, cancel := context.WithCancel(d.ctx)
-	var wg sync.WaitGroup
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-	type result struct {
-		sent time.Time
-		err  error
-	}
-	results := make(chan result, maxKeepalivesInFlight)
-	inFlight := 0
-	send := func() {
-		inFlight++
-		sent := time.Now()
-		until := s.validUntil()
-		wg.Go(func() { results <- result{sent, d.renew(ctx, s, sent, until)} })
-	}
-	var round time.Time // send time of the current round's first keepalive; zero between rounds
-	var lastErr error
-	doubted := false // doubt asked for (setDoubt) and not cleared since
-	timer := time.NewTimer(interval)
-	defer timer.Stop()
-	for {
-		select {
-		case <-d.ctx.Done():
-			return
-		case <-s.done:
-			return
-		case r := <-results:
-			inFlight--
-			switch {
-			case r.err == nil:
-				if doubted {
-					doubted = false
-					s.setDoubt(nil, time.Time{})
-				}
-				if !round.IsZero() {
-					round, lastErr = time.Time{}, nil
-					timer.Reset(max(time.Until(s.confirmedAt().Add(interval)), 0))
-				}
-			case r.sent.Before(s.confirmedAt()):
-				// A later keepalive worked: this one's failure is stale.
-			case errors.Is(r.err, backend.ErrNotHeld):
-				d.loseSession(s, r.err)
-				return
-			case time.Now().After(s.validUntil()):
-				d.loseSession(s, fmt.Errorf("not renewed within its TTL %v: %w", s.ttl, r.err))
-				return
-			default:
-				// The lease may still live on the server until validUntil:
-				// the locks are in doubt until then (or until a renewal works).
-				lastErr = r.err
-				until := s.validUntil()
-				if !doubted {
-					doubted = true
-					s.setDoubt(fmt.Errorf("etcdlock: lease %x renewal failed: %w", int64(s.id), r.err), until)
-				}
-				timer.Reset(max(min(interval, time.Until(until))/2, 10*time.Millisecond))
-			}
-		case <-timer.C:
-			until := s.validUntil()
-			switch {
-			case time.Now().After(until):
-				cause := lastErr
-				if cause == nil {
-					cause = fmt.Errorf("%d keepalive(s) unanswered", inFlight)
-				}
-				d.loseSession(s, fmt.Errorf("not renewed within its TTL %v: %w", s.ttl, cause))
-				return
-			case round.IsZero():
-				round = time.Now()
-				send()
-			default:
-				// Unanswered for a sixth of the TTL (or failed): in doubt,
-				// and another keepalive beside the ones still out.
-				if !doubted {
-					doubted = true
-					s.setDoubt(fmt.Errorf("etcdlock: lease %x renewal unanswered for %v", int64(s.id), time.Since(round).Round(time.Millisecond)), until)
-				}
-				if inFlight < maxKeepalivesInFlight {
-					send()
-				}
-			}
-			timer.Reset(max(min(unanswered, time.Until(until)), time.Millisecond))
-		}
-	}
-}
-
-// renew sends one keepalive for s, sent at sent, bounded by until (the
-// lease's validity when it was sent): an answer after that could not
-// confirm anything the session has not already given up.
-func (d *Driver) renew(ctx context.Context, s *session, sent, until time.Time) error {
-	ctx, cancel := context.WithDeadline(ctx, until)
-	defer cancel()
-	if _, err := d.c.KeepAliveOnce(ctx, s.id); err != nil {
-		return d.wrap(ctx, "renew lease for", d.prefix, err)
-	}
-	s.confirmed(sent)
-	return nil
-}
-
-// renewNow confirms s with one keepalive before a grant, bounded by a
-// sixth of the TTL (and the lease's validity) so that the acquisition
-// does not wait long on it; on failure the older confirmation stands.
-func (d *Driver) renewNow(s *session) {
-	sent := time.Now()
-	_ = d.renew(d.ctx, s, sent, earliest(s.validUntil(), sent.Add(max(s.ttl/6, 100*time.Millisecond))))
 }
 
 // loseSession ends s, reports every lock on it lost, and revokes the lease

@@ -151,18 +151,9 @@ func (w *waiter) waitFor(ctx context.Context, qv queueView) (queueView, error) {
 		}
 		subs = append(subs, sub)
 	}
-	var from int64 // the oldest revision after which every watch reports all
-	for _, sub := range subs {
-		select {
-		case <-sub.w.started:
-		case <-sub.w.done:
-			return queueView{}, w.watchEnded(ctx, sub.w)
-		case <-w.s.done:
-			return queueView{}, w.lostErr()
-		case <-ctx.Done():
-			return queueView{}, fmt.Errorf("etcdlock: wait for %q: %w", w.key, context.Cause(ctx))
-		}
-		from = max(from, sub.covers())
+	from, err := w.started(ctx, subs, "wait for") // the oldest revision after which every watch reports all
+	if err != nil {
+		return queueView{}, err
 	}
 	qv.ahead = slices.Clone(qv.ahead) // the caller's view stays as it was
 	// The watches report every deletion after from: if that is after qv
@@ -195,27 +186,8 @@ func (w *waiter) waitFor(ctx context.Context, qv queueView) (queueView, error) {
 		}
 		before := len(qv.ahead)
 		var last int64
-		for _, sub := range subs {
-			for _, ev := range sub.take() {
-				if ev.rev <= qv.rev {
-					// A deletion qv already reflects; or of an earlier key
-					// of the same name (names are reused, see takeSlot).
-					continue
-				}
-				if ev.key == w.ekey {
-					return queueView{}, fmt.Errorf("etcdlock: wait for %q: %w: our key %s was deleted while waiting", w.key, backend.ErrLost, w.ekey)
-				}
-				if slices.Contains(qv.ahead, ev.key) {
-					trace(w.d, "wdel", ev.rev)
-				}
-				qv.ahead = slices.DeleteFunc(qv.ahead, func(a string) bool { return a == ev.key })
-				last = max(last, ev.rev)
-			}
-		}
-		for _, sub := range subs {
-			if sub.ended() {
-				return queueView{}, w.watchEnded(ctx, sub.w)
-			}
+		if qv, last, err = w.dropDeleted(ctx, subs, qv); err != nil {
+			return queueView{}, err
 		}
 		if len(qv.ahead) == before {
 			continue // nothing we wait for was deleted
@@ -232,6 +204,56 @@ func (w *waiter) waitFor(ctx context.Context, qv queueView) (queueView, error) {
 			return w.predecessor(ctx, last)
 		}
 	}
+}
+
+// started waits until every watch of subs has started and returns the
+// newest revision after which one of them surely reports every deletion;
+// op names the wait in its errors.
+func (w *waiter) started(ctx context.Context, subs []*lockSub, op string) (int64, error) {
+	var covered int64
+	for _, sub := range subs {
+		select {
+		case <-sub.w.started:
+		case <-sub.w.done:
+			return 0, w.watchEnded(ctx, sub.w)
+		case <-w.s.done:
+			return 0, w.lostErr()
+		case <-ctx.Done():
+			return 0, fmt.Errorf("etcdlock: %s %q: %w", op, w.key, context.Cause(ctx))
+		}
+		covered = max(covered, sub.covers())
+	}
+	return covered, nil
+}
+
+// dropDeleted takes the deletions subs' watches reported off qv.ahead
+// and returns qv with the newest of their revisions (0 if none was new);
+// an error if our key was deleted or a watch ended.
+func (w *waiter) dropDeleted(ctx context.Context, subs []*lockSub, qv queueView) (queueView, int64, error) {
+	var last int64
+	for _, sub := range subs {
+		for _, ev := range sub.take() {
+			if ev.rev <= qv.rev {
+				// A deletion qv already reflects; or of an earlier key
+				// of the same name (names are reused, see takeSlot).
+				continue
+			}
+			if ev.key == w.ekey {
+				return queueView{}, 0, fmt.Errorf("etcdlock: wait for %q: %w: our key %s was deleted while waiting", w.key, backend.ErrLost, w.ekey)
+			}
+			if slices.Contains(qv.ahead, ev.key) {
+				trace(w.d, "wdel", ev.rev)
+			}
+			qv.ahead = slices.DeleteFunc(qv.ahead, func(a string) bool { return a == ev.key })
+			last = max(last, ev.rev)
+		}
+	}
+	for _, sub := range subs {
+		if sub.ended() {
+			return queueView{}, 0, w.watchEnded(ctx, sub.w)
+		}
+	}
+	return qv, last, nil
 }
 
 // youngest is the age of the youngest of subs' watches.

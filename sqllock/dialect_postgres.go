@@ -5,13 +5,10 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/distlock/distlock/backend"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 )
@@ -42,15 +39,6 @@ type pgDialect struct{}
 // lock_timeout PostgreSQL accepts (INT_MAX milliseconds), in whole seconds.
 const pgMaxTimeout = 2147483 * time.Second
 
-// pgSeqBits is the width of the sequence part of a PostgreSQL fencing
-// token: a token is epoch<<pgSeqBits | seq, the epoch a durable per-key
-// counter (the fence table's token column holds epoch<<pgSeqBits), seq the
-// grants within the epoch, counted in the UNLOGGED live table (see token).
-const (
-	pgSeqBits = 32
-	pgSeqMask = 1<<pgSeqBits - 1
-)
-
 func (pgDialect) name() string               { return "postgres" }
 func (pgDialect) maxTTL() time.Duration      { return pgMaxTimeout }
 func (pgDialect) maxLockWait() time.Duration { return pgMaxTimeout }
@@ -66,40 +54,8 @@ func (pgDialect) statements(table string) *statements {
 	vt := `"` + table + LiveSuffix + `"`
 	mt := `"` + table + ModeSuffix + `"`
 	return &statements{
-		table: table,
-		ddl: []string{
-			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
-				"  name bytea NOT NULL PRIMARY KEY\n"+
-				")", lt),
-			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
-				"  name       bytea NOT NULL PRIMARY KEY,\n"+
-				"  token      bigint NOT NULL,\n"+
-				"  owner      bytea NOT NULL,\n"+
-				"  holder_id  bigint NOT NULL,\n"+
-				"  granted_at timestamptz NOT NULL\n"+
-				")", ft),
-			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
-				"  name bytea NOT NULL,\n"+
-				"  slot integer NOT NULL,\n"+
-				"  PRIMARY KEY (name, slot)\n"+
-				")", `"`+table+SemSuffix+`"`),
-			// The live counters: UNLOGGED, so their writes make no WAL and
-			// a transaction that writes only them commits without waiting
-			// for a WAL flush; crash recovery empties the table (see token).
-			fmt.Sprintf("CREATE UNLOGGED TABLE IF NOT EXISTS %s (\n"+
-				"  name       bytea NOT NULL PRIMARY KEY,\n"+
-				"  token      bigint NOT NULL,\n"+
-				"  owner      bytea NOT NULL,\n"+
-				"  holder_id  bigint NOT NULL,\n"+
-				"  granted_at timestamptz NOT NULL\n"+
-				")", vt),
-			// The table's mode (see checkMode): one row, written by the
-			// first Driver on the table.
-			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
-				"  id   integer NOT NULL PRIMARY KEY CHECK (id = 1),\n"+
-				"  mode text NOT NULL\n"+
-				")", mt),
-		},
+		table:    table,
+		ddl:      pgTables(table),
 		modeRead: fmt.Sprintf("SELECT mode FROM %s WHERE id = 1", mt),
 		modeSet:  fmt.Sprintf("INSERT INTO %s (id, mode) VALUES (1, ?) ON CONFLICT (id) DO NOTHING; SELECT mode FROM %s WHERE id = 1", mt, mt),
 		// Whether the lock table exists, and whether it has rows (row mode
@@ -115,42 +71,58 @@ func (pgDialect) statements(table string) *statements {
 		rollback:       "ROLLBACK",
 		commit:         "ROLLBACK", // ends the lock transaction, which wrote nothing: no WAL flush
 		// bind writes an integer as its digits: '?s' becomes '5s'.
-		setIdle: "SET LOCAL idle_in_transaction_session_timeout = '?s'",
-		reset:   "ROLLBACK", // SET LOCAL only: the session keeps no setting of ours
-		exists:  fmt.Sprintf("SELECT 1 FROM %s WHERE name = ?", lt),
-		ensure:  fmt.Sprintf("INSERT INTO %s (name) VALUES (?) ON CONFLICT DO NOTHING", lt),
-		// The token statement (see token): the live counter's increment,
-		// or, when the key has no live counter or it is at the end of its
-		// epoch, a new durable epoch and the live counter set to its first
-		// token, in the same transaction. txid_status, volatile, is
-		// evaluated on the row the increment or the upsert returns, so
-		// after the live row is locked. The one statement with parameters:
-		// its text is the same for every key.
-		//
-		// s makes the commit of a new epoch wait for its WAL flush even when
-		// the session's synchronous_commit is off (set for the server, the
-		// database or the role): an asynchronous commit returns before the
-		// flush, and a crash then could lose the epoch after its tokens
-		// were handed out, and mint it again. It is read only where an
-		// epoch is written (e); the steady state writes no WAL, which makes
-		// its commit wait for none whatever the setting.
-		fence: fmt.Sprintf("WITH s AS (SELECT set_config('synchronous_commit', 'on', true)), "+
-			"u AS (UPDATE %[2]s AS l SET token = l.token + 1, owner = $2::bytea, holder_id = $3::bigint, granted_at = now() "+
-			"WHERE l.name = $1::bytea AND l.token & %[3]d <> %[3]d RETURNING l.token), "+
-			"e AS (INSERT INTO %[1]s AS f (name, token, owner, holder_id, granted_at) "+
-			"SELECT $1::bytea, %[4]d, $2::bytea, $3::bigint, now() FROM s WHERE NOT EXISTS (SELECT FROM u) "+
-			"ON CONFLICT (name) DO UPDATE SET token = ((f.token >> %[5]d) + 1) << %[5]d, owner = EXCLUDED.owner, holder_id = EXCLUDED.holder_id, granted_at = EXCLUDED.granted_at "+
-			"RETURNING f.token), "+
-			"n AS (INSERT INTO %[2]s AS l (name, token, owner, holder_id, granted_at) "+
-			"SELECT $1::bytea, e.token | 1, $2::bytea, $3::bigint, now() FROM e "+
-			"ON CONFLICT (name) DO UPDATE SET token = GREATEST(l.token + 1, EXCLUDED.token), owner = EXCLUDED.owner, holder_id = EXCLUDED.holder_id, granted_at = EXCLUDED.granted_at "+
-			"RETURNING l.token) "+
-			"SELECT token, txid_status($4::bigint) FROM u UNION ALL SELECT token, txid_status($4::bigint) FROM n",
-			ft, vt, uint64(pgSeqMask), uint64(1)<<pgSeqBits, pgSeqBits),
+		setIdle:   "SET LOCAL idle_in_transaction_session_timeout = '?s'",
+		reset:     "ROLLBACK", // SET LOCAL only: the session keeps no setting of ours
+		exists:    fmt.Sprintf("SELECT 1 FROM %s WHERE name = ?", lt),
+		ensure:    fmt.Sprintf("INSERT INTO %s (name) VALUES (?) ON CONFLICT DO NOTHING", lt),
+		fence:     pgFence(ft, vt),
 		fenceRow:  fmt.Sprintf("SELECT token, owner, holder_id FROM %s WHERE name = ?; SELECT 1 FROM %s WHERE name = ?", vt, ft),
 		probe:     fmt.Sprintf("BEGIN; SELECT count(*) FROM %s WHERE name = ?; SELECT 1 FROM %s WHERE name = ? FOR UPDATE SKIP LOCKED; ROLLBACK", lt, lt),
 		killQuery: "SELECT pg_cancel_backend(?)",
 		killConn:  "SELECT pg_terminate_backend(?)",
+	}
+}
+
+// pgTables is the DDL of table's tables: the lock table, the durable
+// fencing epochs, the semaphores' permit slots, the live counters and the
+// mode record.
+func pgTables(table string) []string {
+	lt := `"` + table + `"`
+	ft := `"` + table + FenceSuffix + `"`
+	vt := `"` + table + LiveSuffix + `"`
+	mt := `"` + table + ModeSuffix + `"`
+	return []string{
+		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
+			"  name bytea NOT NULL PRIMARY KEY\n"+
+			")", lt),
+		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
+			"  name       bytea NOT NULL PRIMARY KEY,\n"+
+			"  token      bigint NOT NULL,\n"+
+			"  owner      bytea NOT NULL,\n"+
+			"  holder_id  bigint NOT NULL,\n"+
+			"  granted_at timestamptz NOT NULL\n"+
+			")", ft),
+		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
+			"  name bytea NOT NULL,\n"+
+			"  slot integer NOT NULL,\n"+
+			"  PRIMARY KEY (name, slot)\n"+
+			")", `"`+table+SemSuffix+`"`),
+		// The live counters: UNLOGGED, so their writes make no WAL and
+		// a transaction that writes only them commits without waiting
+		// for a WAL flush; crash recovery empties the table (see token).
+		fmt.Sprintf("CREATE UNLOGGED TABLE IF NOT EXISTS %s (\n"+
+			"  name       bytea NOT NULL PRIMARY KEY,\n"+
+			"  token      bigint NOT NULL,\n"+
+			"  owner      bytea NOT NULL,\n"+
+			"  holder_id  bigint NOT NULL,\n"+
+			"  granted_at timestamptz NOT NULL\n"+
+			")", vt),
+		// The table's mode (see checkMode): one row, written by the
+		// first Driver on the table.
+		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
+			"  id   integer NOT NULL PRIMARY KEY CHECK (id = 1),\n"+
+			"  mode text NOT NULL\n"+
+			")", mt),
 	}
 }
 
@@ -217,209 +189,6 @@ func (pgDialect) connID(_ context.Context, lc *lockConn) (uint64, error) {
 	return uint64(pid), err
 }
 
-// lockOnce opens a transaction, sets its idle timeout (and for a blocking
-// wait its lock-wait bounds) and runs the locking read, in one round trip.
-func (pgDialect) lockOnce(ctx context.Context, lc *lockConn, key, _ string, nowait bool) (lockResult, error) {
-	q := lc.d.q.lockIntoNowait
-	if !nowait {
-		q = lc.d.q.lockInto
-	}
-	return pgLockOnce(ctx, lc, bindPG(q, key), nowait, func(row [][]byte) (bool, uint64, error) {
-		if len(row) != 1 {
-			return false, 0, fmt.Errorf("sqllock: the locking read returned %d columns", len(row))
-		}
-		xid, err := strconv.ParseUint(string(row[0]), 10, 64)
-		return true, xid, err
-	})
-}
-
-// pgLockOnce sends BEGIN, the transaction's settings and the locking
-// statement lock as one batch, and reads the lock's outcome from the
-// statement's row with parse (no row: the lock row is missing).
-func pgLockOnce(ctx context.Context, lc *lockConn, lock string, nowait bool, parse func(row [][]byte) (found bool, xid uint64, err error)) (lockResult, error) {
-	lr, res, err := pgLockBatch(ctx, lc, "BEGIN", lock, nowait)
-	if err != nil {
-		return lr, err
-	}
-	last := res[len(res)-1]
-	if len(last.Rows) != 1 {
-		return lr, nil // no row
-	}
-	lr.found, lr.xid, err = parse(last.Rows[0])
-	return lr, err
-}
-
-// pgLockBatch sends begin (BEGIN, with its options), the transaction's
-// settings and stmts (the locking statement and what follows it) as one
-// batch on lc, and returns every statement's result.
-func pgLockBatch(ctx context.Context, lc *lockConn, begin, stmts string, nowait bool) (lockResult, []*pgconn.Result, error) {
-	var lr lockResult
-	if lc.id == 0 {
-		if err := lc.loadID(ctx); err != nil {
-			return lr, nil, err
-		}
-	}
-	lr.id = lc.id
-	lc.begun = true
-	var b strings.Builder
-	b.WriteString(begin)
-	b.WriteString("; ")
-	b.WriteString(lc.pgTxSettings())
-	if !nowait {
-		// The wait is bounded by the caller's ctx, not a server default.
-		b.WriteString("; SET LOCAL statement_timeout = 0")
-		if lc.beginLWT {
-			fmt.Fprintf(&b, "; SET LOCAL lock_timeout = '%ds'", lc.d.lwt)
-		}
-	}
-	b.WriteString("; ")
-	b.WriteString(stmts)
-	res, err := pgExec(ctx, lc.c, b.String())
-	lc.setUp() // no session state: a connection that answered is in a known one
-	return lr, res, err
-}
-
-// pgTxSettings is the lock transaction's settings, sent right after its
-// BEGIN: the idle timeout (the TTL), and on PostgreSQL 17 and later
-// transaction_timeout off. A DBA's transaction_timeout (for the server,
-// database or role) would end the lock's session, and the lock, before its
-// TTL while its holder's validity runs, as MariaDB's
-// idle_transaction_timeout would (see noIdleTx); changed inside the
-// transaction it stops the timer BEGIN started. Both are LOCAL: the
-// ROLLBACK that ends the lock restores the session's values.
-func (lc *lockConn) pgTxSettings() string {
-	s := fmt.Sprintf("SET LOCAL idle_in_transaction_session_timeout = '%ds'", lc.beginTTL)
-	if lc.pgHasTxTimeout() {
-		s += "; " + pgNoTxTimeout
-	}
-	return s
-}
-
-// pgNoTxTimeout turns PostgreSQL 17's transaction_timeout off for the
-// transaction.
-const pgNoTxTimeout = "SET LOCAL transaction_timeout = 0"
-
-// pgHasTxTimeout reports whether lc's server has transaction_timeout
-// (PostgreSQL 17 and later), from the server_version it reported at the
-// connection's start-up (no round trip); learnt once per connection.
-func (lc *lockConn) pgHasTxTimeout() bool {
-	if lc.txTimeout == 0 {
-		lc.txTimeout = 2
-		if lc.d.assumeTxTimeout {
-			lc.txTimeout = 1
-		}
-		_ = lc.c.Raw(func(dc any) error {
-			if sc, ok := driverConn(dc).(*stdlib.Conn); ok && pgVersionHasTxTimeout(sc.Conn().PgConn().ParameterStatus("server_version")) {
-				lc.txTimeout = 1
-			}
-			return nil
-		})
-	}
-	return lc.txTimeout == 1
-}
-
-// pgVersionHasTxTimeout reports whether a server_version ("15.18 (Debian
-// 15.18-0+deb12u1)", "17.2", "17beta1", "18devel") is 17 or later.
-func pgVersionHasTxTimeout(v string) bool {
-	n := 0
-	for _, r := range v {
-		if r < '0' || r > '9' {
-			break
-		}
-		n = n*10 + int(r-'0')
-		if n >= 17 {
-			return true
-		}
-	}
-	return false
-}
-
-// errLostBeforeToken: the lock's transaction ended before its fencing
-// token was committed; the token is burnt (never handed out), which is
-// harmless.
-var errLostBeforeToken = errors.New("sqllock: the lock's session ended before its fencing token was issued")
-
-// token returns the grant's fencing token, from one statement on another
-// connection (autocommit) that also checks, after it has locked the key's
-// live counter row, that the lock's transaction is still in progress. A
-// next holder can lock the key only after that transaction ends, and its
-// own statement waits for this one's commit, so tokens follow the order of
-// the holds.
-//
-// A token is epoch<<pgSeqBits | seq. In steady state the statement only
-// increments the key's row in the UNLOGGED live table: no WAL, so its
-// commit does not wait for a WAL flush. When the key has no live row (first
-// use; or crash recovery, which empties unlogged tables; or the row was
-// deleted) or its seq is at the end of the epoch, the same statement bumps
-// the key's durable epoch in the fence table and sets the live row to the
-// new epoch's first token, in one transaction: it wrote WAL, so its commit
-// is flushed before the token is returned. Every token handed out belongs
-// to an epoch committed before it, so a new epoch is above all of them.
-// docs/sql.md ("PostgreSQL's fencing tokens") has the whole argument.
-//
-// It runs between the grant and the caller's critical section, so under
-// contention it is on every hand-off's path: unlike the driver's other
-// statements it goes with parameters through pgx's query execution, in the
-// connection's own mode. With pgx's default (QueryExecModeCacheStatement)
-// it is parsed and planned once per connection and then sent as Bind and
-// Execute, one round trip, not parsed and planned again on every
-// acquisition; its text does not depend on the key, so one cached
-// statement serves all keys. A pool configured for the simple protocol
-// (PgBouncer in transaction mode) gets it as one simple query.
-func (pgDialect) token(ctx context.Context, lc *lockConn, key, owner string, lr lockResult) (uint64, error) {
-	return pgToken(ctx, lc, lc.d.q.fence, key, owner, lr)
-}
-
-// tokenAttempts bounds how often the token statement starts again after
-// a serialization failure (see pgToken).
-const tokenAttempts = 10
-
-// pgToken runs the token statement q with the parameters key, owner, the
-// session's id and its transaction's id, on another connection, and
-// returns the token it committed if the statement saw the lock's
-// transaction in progress. A serialization failure (a session default of
-// repeatable read or serializable, and the counter row updated by another
-// transaction meanwhile) rolled the statement back whole: it is sent
-// again, up to tokenAttempts times.
-func pgToken(ctx context.Context, lc *lockConn, q, key, owner string, lr lockResult) (uint64, error) {
-	c, err := lc.d.conn(ctx)
-	if err != nil {
-		return 0, err
-	}
-	var tok int64
-	var status string
-	err = c.Raw(func(dc any) error {
-		sc, ok := driverConn(dc).(*stdlib.Conn)
-		if !ok {
-			return fmt.Errorf("sqllock: postgres: %T is not a connection of github.com/jackc/pgx/v5/stdlib", dc)
-		}
-		for attempt := 1; ; attempt++ {
-			err := sc.Conn().QueryRow(ctx, q, []byte(key), []byte(owner), int64(lc.id), int64(lr.xid)).Scan(&tok, &status)
-			if pgCode(err) != pgSerialization || attempt == tokenAttempts || ctx.Err() != nil {
-				return err
-			}
-			// The session's default isolation is repeatable read or
-			// serializable, and another transaction updated the counter
-			// row since the statement's snapshot: it was rolled back whole
-			// (nothing counted), and starts again with a new snapshot.
-		}
-	})
-	if err != nil && lc.d.connGone(err) {
-		_ = c.Raw(func(any) error { return driver.ErrBadConn })
-	}
-	_ = c.Close()
-	if err != nil {
-		return 0, err
-	}
-	if status != "in progress" {
-		return 0, errLostBeforeToken
-	}
-	if tok <= 0 {
-		return 0, fmt.Errorf("sqllock: fencing counter returned %d", tok)
-	}
-	return uint64(tok), nil
-}
-
 // cancel interrupts the statement of backend id with pg_cancel_backend
 // (false, with a warning, for a process that no longer exists).
 func (pgDialect) cancel(ctx context.Context, d *Driver, id uint64) error {
@@ -466,38 +235,6 @@ func (pgDialect) probe(ctx context.Context, d *Driver, key string) (bool, error)
 	return string(res[1].Rows[0][0]) == "1" && len(res[2].Rows) == 0, nil
 }
 
-// lastGrant reads the key's live counter and, in the same round trip,
-// whether it has a durable epoch (to tell "never locked" from "not known":
-// crash recovery empties the live table).
-func (pgDialect) lastGrant(ctx context.Context, d *Driver, key string) (lastGrant, error) {
-	var g lastGrant
-	res, err := pgExecDB(ctx, d, bindPG(d.q.fenceRow, key, key))
-	if err != nil {
-		return g, err
-	}
-	if len(res) != 2 {
-		return g, fmt.Errorf("sqllock: reading the last grant returned %d results", len(res))
-	}
-	if len(res[0].Rows) == 0 {
-		g.exists = len(res[1].Rows) != 0
-		return g, nil // never locked, or the live counter is gone: not known
-	}
-	row := res[0].Rows[0]
-	g.exists, g.known = true, true
-	g.owner = append([]byte(nil), row[1]...)
-	// bytea in text format: \x followed by hex digits.
-	if o := string(row[1]); strings.HasPrefix(o, `\x`) {
-		if b, err := hex.DecodeString(o[2:]); err == nil {
-			g.owner = b
-		}
-	}
-	if len(row) > 2 {
-		g.holder, _ = strconv.ParseUint(string(row[2]), 10, 64)
-	}
-	g.token, err = strconv.ParseUint(string(row[0]), 10, 64)
-	return g, err
-}
-
 // terminate ends session id (pg_terminate_backend): false if there is
 // no such session.
 func (pgDialect) terminate(ctx context.Context, d *Driver, id uint64) (bool, error) {
@@ -509,131 +246,3 @@ func (pgDialect) terminate(ctx context.Context, d *Driver, id uint64) (bool, err
 }
 
 // SQLSTATEs the driver reacts to.
-const (
-	pgUndefinedTable   = "42P01"
-	pgLockNotAvailable = "55P03" // NOWAIT conflict, lock_timeout
-	pgDeadlock         = "40P01"
-	pgSerialization    = "40001" // serialization_failure: a session default of repeatable read or serializable
-	pgUniqueViolation  = "23505" // two CREATE TABLE IF NOT EXISTS at once
-	pgDuplicateTable   = "42P07"
-)
-
-func pgCode(err error) string {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code
-	}
-	return ""
-}
-
-// serverError: errAdvisoryBusy is the server's answer too (an advisory
-// lock's try returned false).
-func (pgDialect) serverError(err error) bool {
-	return pgCode(err) != "" || errors.Is(err, errAdvisoryBusy)
-}
-
-func (pgDialect) conflict(err error) bool {
-	c := pgCode(err)
-	return c == pgLockNotAvailable || c == pgDeadlock || errors.Is(err, errAdvisoryBusy)
-}
-
-func (pgDialect) retryWait(err error) bool {
-	c := pgCode(err)
-	return c == pgLockNotAvailable || c == pgDeadlock
-}
-
-func (pgDialect) createRace(err error) bool {
-	c := pgCode(err)
-	return c == pgDeadlock || c == pgSerialization
-}
-
-// connGone: anything but an error the server sent about the statement, and
-// the server's own errors that end the session (FATAL: terminated,
-// idle-in-transaction timeout, shutdown; class 08, connection exceptions).
-func (pgDialect) connGone(err error) bool {
-	if errors.Is(err, errAdvisoryBusy) {
-		return false
-	}
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) {
-		return true
-	}
-	return pe.Severity == "FATAL" || pe.Severity == "PANIC" || strings.HasPrefix(pe.Code, "08") ||
-		pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" || pe.Code == "25P03"
-}
-
-// pgCreateRace reports an error of CREATE TABLE IF NOT EXISTS run by two
-// sessions at once (the loser sees the catalog's unique index).
-func pgCreateRace(err error) bool {
-	c := pgCode(err)
-	return c == pgUniqueViolation || c == pgDuplicateTable
-}
-
-// mode is the table's mode that checkMode records: "row", or "advisory"
-// (pgAdvisory).
-func (pgDialect) mode() string { return "row" }
-
-// checkMode makes sure every Driver on the table locks the same way. Row
-// mode locks a row of the lock table, advisory mode an advisory lock: a
-// client of each would both hold one key. The first Driver records its
-// mode in the mode table (table+ModeSuffix); one of the other mode is
-// refused with ErrInvalidConfig. An advisory-mode Driver that would record
-// first while the lock table has rows refuses too: row-mode clients of a
-// version that records no mode may be running on it.
-func checkMode(ctx context.Context, d *Driver, mode string) error {
-	read := func(q string) (string, bool, error) {
-		res, err := pgExecDB(ctx, d, q)
-		if err != nil {
-			return "", false, err
-		}
-		last := res[len(res)-1]
-		if len(last.Rows) == 0 {
-			return "", false, nil
-		}
-		return string(last.Rows[0][0]), true, nil
-	}
-	mt := d.q.table + ModeSuffix
-	got, ok, err := read(d.q.modeRead)
-	if pgCode(err) == pgUndefinedTable {
-		return fmt.Errorf("sqllock: %w: the mode table %q is missing (tables created by hand from an earlier PostgresDDL): create it, see PostgresDDL and docs/sql.md", backend.ErrInvalidConfig, mt)
-	}
-	if err == nil && !ok {
-		if mode != "row" {
-			if err = d.refuseRowRows(ctx, mt, mode); err != nil {
-				return err
-			}
-		}
-		got, ok, err = read(strings.Replace(d.q.modeSet, "?", "'"+mode+"'", 1)) // row or advisory: ours, not input
-	}
-	if err != nil {
-		return fmt.Errorf("sqllock: the table's mode (%s): %w", mt, d.classify(err))
-	}
-	if !ok {
-		return fmt.Errorf("sqllock: the table's mode (%s): no row after recording it", mt)
-	}
-	if got != mode {
-		return fmt.Errorf("sqllock: %w: table %q is used in %s mode (recorded in %q) and this Driver is in %s mode: "+
-			"the two lock different things, so a client of each would both hold a key; use one mode per table (docs/sql.md)",
-			backend.ErrInvalidConfig, d.q.table, got, mt, mode)
-	}
-	return nil
-}
-
-// refuseRowRows refuses to record advisory mode on a table whose lock
-// table has rows: row-mode clients were there, and may still run.
-func (d *Driver) refuseRowRows(ctx context.Context, mt, mode string) error {
-	rows := pgDialect{}.statements(d.q.table)
-	for _, q := range []string{rows.lockTable, rows.lockRows} {
-		res, err := pgExecDB(ctx, d, q)
-		if err != nil {
-			return fmt.Errorf("sqllock: the table's mode (%s): %w", mt, d.classify(err))
-		}
-		if len(res) == 0 || len(res[0].Rows) == 0 || string(res[0].Rows[0][0]) != "t" {
-			return nil
-		}
-	}
-	return fmt.Errorf("sqllock: %w: table %q records no mode and its lock table has rows, so clients in row mode "+
-		"(of a version that records no mode) may be running on it; this Driver is in %s mode, and a client of each "+
-		"would both hold a key: stop the row-mode clients, then record the mode (INSERT INTO %q VALUES (1, '%s')), see docs/sql.md",
-		backend.ErrInvalidConfig, d.q.table, mode, mt, mode)
-}

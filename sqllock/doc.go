@@ -8,11 +8,11 @@
 // server's idle timeout, the lock handle) is written once; the SQL text,
 // literals, error codes, the cancel statement, session settings and the
 // fencing counter are each dialect's (dialect_mysql.go,
-// dialect_postgres.go). [New] picks the dialect from the *sql.DB's
-// driver: github.com/jackc/pgx/v5/stdlib is PostgreSQL,
-// github.com/go-sql-driver/mysql MySQL; for a driver it does not know (one
-// wrapped by instrumentation such as otelsql) it asks the server (SELECT
-// version()), and [Options].Dialect names it outright.
+// dialect_postgres.go and the _postgres.go files beside it). [New] picks
+// the dialect from the *sql.DB's driver: github.com/jackc/pgx/v5/stdlib
+// is PostgreSQL, github.com/go-sql-driver/mysql MySQL; for a driver it
+// does not know (one wrapped by instrumentation such as otelsql) it asks
+// the server (SELECT version()), and [Options].Dialect names it outright.
 //
 // # PostgreSQL
 //

@@ -103,39 +103,12 @@ func newDriver(ctx context.Context, db *sql.DB, dia dialect, opts *Options) (*Dr
 	if o.Table == "" {
 		o.Table = DefaultTable
 	}
-	if err := checkTable(o.Table); err != nil {
-		return nil, fmt.Errorf("sqllock: %w", err)
+	if err := checkOptions(ctx, db, dia, o); err != nil {
+		return nil, err
 	}
-	if o.Dialect != "" {
-		named, err := dialectFor(ctx, db, o.Dialect)
-		if err != nil {
-			return nil, err
-		}
-		if named.name() != dia.name() {
-			return nil, fmt.Errorf("sqllock: %w: Dialect %q, but the connections are %s's", backend.ErrInvalidConfig, o.Dialect, dia.name())
-		}
-	}
-	if o.LockWaitTimeout < 0 {
-		return nil, fmt.Errorf("sqllock: %w: negative LockWaitTimeout %v", backend.ErrInvalidConfig, o.LockWaitTimeout)
-	}
-	if o.Advisory {
-		if _, ok := dia.(pgDialect); !ok {
-			return nil, fmt.Errorf("sqllock: %w: Advisory is PostgreSQL's (pg_advisory_xact_lock); this *sql.DB is %s's", backend.ErrInvalidConfig, dia.name())
-		}
-		dia = pgAdvisory{}
-	}
-	if o.Session {
-		if o.Advisory {
-			return nil, fmt.Errorf("sqllock: %w: Advisory and Session are two modes: choose one", backend.ErrInvalidConfig)
-		}
-		switch dia.(type) {
-		case pgDialect:
-			dia = pgSession{}
-		case mysqlDialect:
-			dia = mysqlSession{}
-		default:
-			return nil, fmt.Errorf("sqllock: %w: no session mode for %s", backend.ErrInvalidConfig, dia.name())
-		}
+	dia, err := modeDialect(dia, o)
+	if err != nil {
+		return nil, err
 	}
 	if o.LockWaitTimeout > dia.maxLockWait() {
 		// The server would cut it down to its maximum with only a warning.
@@ -155,27 +128,8 @@ func newDriver(ctx context.Context, db *sql.DB, dia dialect, opts *Options) (*Dr
 			return nil, err
 		}
 	}
-	switch dia.(type) {
-	case mysqlDialect:
-		// With NoCreateTable, New sends nothing in row mode (a DBA's
-		// tables, a server not reached yet): a session-mode table is then
-		// refused by its own clients only, see docs/sql.md.
-		if o.NoCreateTable {
-			break
-		}
-		if err := checkModeMySQL(ctx, d, "row"); err != nil {
-			return nil, err
-		}
-	case mysqlSession:
-		if err := checkModeMySQL(ctx, d, "session"); err != nil {
-			return nil, err
-		}
-	default:
-		if m, ok := dia.(interface{ mode() string }); ok {
-			if err := checkMode(ctx, d, m.mode()); err != nil {
-				return nil, err
-			}
-		}
+	if err := d.checkTableMode(ctx, o); err != nil {
+		return nil, err
 	}
 	if o.Session {
 		sm, err := newSessionMode(ctx, d, o)
@@ -189,6 +143,80 @@ func newDriver(ctx context.Context, db *sql.DB, dia dialect, opts *Options) (*Dr
 		return nil, err
 	}
 	return d, nil
+}
+
+// checkOptions refuses a table name, a Dialect and a LockWaitTimeout that
+// o cannot have with connections of dia.
+func checkOptions(ctx context.Context, db *sql.DB, dia dialect, o Options) error {
+	if err := checkTable(o.Table); err != nil {
+		return fmt.Errorf("sqllock: %w", err)
+	}
+	if o.Dialect != "" {
+		named, err := dialectFor(ctx, db, o.Dialect)
+		if err != nil {
+			return err
+		}
+		if named.name() != dia.name() {
+			return fmt.Errorf("sqllock: %w: Dialect %q, but the connections are %s's", backend.ErrInvalidConfig, o.Dialect, dia.name())
+		}
+	}
+	if o.LockWaitTimeout < 0 {
+		return fmt.Errorf("sqllock: %w: negative LockWaitTimeout %v", backend.ErrInvalidConfig, o.LockWaitTimeout)
+	}
+	return nil
+}
+
+// modeDialect is the dialect of o's mode (Advisory, Session) on a
+// database of dia.
+func modeDialect(dia dialect, o Options) (dialect, error) {
+	if o.Advisory {
+		if _, ok := dia.(pgDialect); !ok {
+			return nil, fmt.Errorf("sqllock: %w: Advisory is PostgreSQL's (pg_advisory_xact_lock); this *sql.DB is %s's", backend.ErrInvalidConfig, dia.name())
+		}
+		dia = pgAdvisory{}
+	}
+	if o.Session {
+		if o.Advisory {
+			return nil, fmt.Errorf("sqllock: %w: Advisory and Session are two modes: choose one", backend.ErrInvalidConfig)
+		}
+		switch dia.(type) {
+		case pgDialect:
+			dia = pgSession{}
+		case mysqlDialect:
+			dia = mysqlSession{}
+		default:
+			return nil, fmt.Errorf("sqllock: %w: no session mode for %s", backend.ErrInvalidConfig, dia.name())
+		}
+	}
+	return dia, nil
+}
+
+// checkTableMode makes sure the table is used in d's mode only, recording
+// the mode where the table records none yet (checkModeMySQL, checkMode).
+func (d *Driver) checkTableMode(ctx context.Context, o Options) error {
+	switch d.dia.(type) {
+	case mysqlDialect:
+		// With NoCreateTable, New sends nothing in row mode (a DBA's
+		// tables, a server not reached yet): a session-mode table is then
+		// refused by its own clients only, see docs/sql.md.
+		if o.NoCreateTable {
+			break
+		}
+		if err := checkModeMySQL(ctx, d, "row"); err != nil {
+			return err
+		}
+	case mysqlSession:
+		if err := checkModeMySQL(ctx, d, "session"); err != nil {
+			return err
+		}
+	default:
+		if m, ok := d.dia.(interface{ mode() string }); ok {
+			if err := checkMode(ctx, d, m.mode()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // seconds rounds d up to whole seconds, at least 1: the unit of the

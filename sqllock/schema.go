@@ -146,40 +146,8 @@ func newStatements(table string) *statements {
 	ft := "`" + table + FenceSuffix + "`"
 	vt := "`" + table + LiveSuffix + "`"
 	return &statements{
-		table: table,
-		ddl: []string{
-			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
-				"  name VARBINARY(%d) NOT NULL,\n"+
-				"  PRIMARY KEY (name)\n"+
-				") ENGINE=InnoDB", lt, maxKeyLen),
-			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
-				"  name       VARBINARY(%d) NOT NULL,\n"+
-				"  token      BIGINT UNSIGNED NOT NULL,\n"+
-				"  owner      VARBINARY(128) NOT NULL,\n"+
-				"  holder_id  BIGINT UNSIGNED NOT NULL,\n"+
-				"  granted_at DATETIME(6) NOT NULL,\n"+
-				"  PRIMARY KEY (name)\n"+
-				") ENGINE=InnoDB", ft, maxKeyLen),
-			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
-				"  name       VARBINARY(%d) NOT NULL,\n"+
-				"  token      BIGINT UNSIGNED NOT NULL,\n"+
-				"  owner      VARBINARY(128) NOT NULL,\n"+
-				"  holder_id  BIGINT UNSIGNED NOT NULL,\n"+
-				"  granted_at DATETIME(6) NOT NULL,\n"+
-				"  PRIMARY KEY (name)\n"+
-				") ENGINE=MEMORY", vt, maxKeyLen),
-			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
-				"  name VARBINARY(%d) NOT NULL,\n"+
-				"  slot INT NOT NULL,\n"+
-				"  PRIMARY KEY (name, slot)\n"+
-				") ENGINE=InnoDB", "`"+table+SemSuffix+"`", maxKeyLen),
-			// The table's mode (row or session, see checkModeMySQL): one
-			// row, written by the first Driver on the table.
-			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
-				"  id   INT NOT NULL PRIMARY KEY,\n"+
-				"  mode VARCHAR(16) NOT NULL\n"+
-				") ENGINE=InnoDB", "`"+table+ModeSuffix+"`"),
-		},
+		table:    table,
+		ddl:      mysqlTables(table),
 		modeRead: "SELECT mode FROM `" + table + ModeSuffix + "` WHERE id = 1",
 		modeSet:  "INSERT IGNORE INTO `" + table + ModeSuffix + "` (id, mode) VALUES (1, ?)",
 		// MariaDB's idle transaction timeouts (10.3+, in a MariaDB-only
@@ -196,31 +164,8 @@ func newStatements(table string) *statements {
 			"WHERE name = ? AND token & %d < %d", vt, seqMask, seqMask),
 		liveSet: fmt.Sprintf("INSERT INTO %s (name, token, owner, holder_id, granted_at) VALUES (?, LAST_INSERT_ID(?), ?, CONNECTION_ID(), NOW(6)) "+
 			"ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token + 1, ?)), owner = ?, holder_id = CONNECTION_ID(), granted_at = NOW(6)", vt),
-		lockNext: fmt.Sprintf("CALL `%s%s`(?, ?)", table, ProcSuffix),
-		// One result row (found, token): found 0 when the key has no lock
-		// row; token 0 when it has no live counter or the counter is at
-		// the end of its epoch (the caller then starts a new one). Each
-		// statement of a procedure opens and locks its tables when it
-		// runs, so the MEMORY table is not locked while the SELECT waits
-		// for the row lock (a stored function would lock it for the whole
-		// call). SQL SECURITY INVOKER: the caller's own privileges on the
-		// tables apply. The NOT FOUND handler catches only "no row"
-		// (SQLSTATE 02); lock-wait timeouts, deadlocks and KILL QUERY end
-		// the CALL with their usual errors.
-		procDDL: fmt.Sprintf("CREATE PROCEDURE IF NOT EXISTS `%[1]s%[2]s`(IN k VARBINARY(%[3]d), IN o VARBINARY(128))\n"+
-			"MODIFIES SQL DATA SQL SECURITY INVOKER\n"+
-			"BEGIN\n"+
-			"  DECLARE f INT DEFAULT 0;\n"+
-			"  DECLARE n INT DEFAULT 0;\n"+
-			"  DECLARE CONTINUE HANDLER FOR NOT FOUND SET f = 0;\n"+
-			"  SELECT 1 INTO f FROM `%[1]s` WHERE name = k FOR UPDATE;\n"+
-			"  IF f = 1 THEN\n"+
-			"    UPDATE `%[1]s%[4]s` SET token = LAST_INSERT_ID(token + 1), owner = o, holder_id = CONNECTION_ID(), granted_at = NOW(6)\n"+
-			"      WHERE name = k AND token & %[5]d < %[5]d;\n"+
-			"    SET n = ROW_COUNT();\n"+
-			"  END IF;\n"+
-			"  SELECT f, IF(n = 1, LAST_INSERT_ID(), 0);\n"+
-			"END", table, ProcSuffix, maxKeyLen, LiveSuffix, seqMask),
+		lockNext:       fmt.Sprintf("CALL `%s%s`(?, ?)", table, ProcSuffix),
+		procDDL:        mysqlProc(table),
 		lockInto:       fmt.Sprintf("SELECT 1 INTO @distlock_found FROM %s WHERE name = ? FOR UPDATE", lt),
 		lockIntoNowait: fmt.Sprintf("SELECT 1 INTO @distlock_found FROM %s WHERE name = ? FOR UPDATE NOWAIT", lt),
 		rollback:       "ROLLBACK",
@@ -239,6 +184,76 @@ func newStatements(table string) *statements {
 		killQuery: "KILL QUERY %d", // an id the server gave us, formatted as an integer
 		killConn:  "KILL CONNECTION %d",
 	}
+}
+
+// mysqlTables is the DDL of table's tables: the lock table, the durable
+// fencing epochs, the MEMORY table of live counters, the semaphores'
+// permit slots and the mode record.
+func mysqlTables(table string) []string {
+	lt := "`" + table + "`"
+	ft := "`" + table + FenceSuffix + "`"
+	vt := "`" + table + LiveSuffix + "`"
+	return []string{
+		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
+			"  name VARBINARY(%d) NOT NULL,\n"+
+			"  PRIMARY KEY (name)\n"+
+			") ENGINE=InnoDB", lt, maxKeyLen),
+		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
+			"  name       VARBINARY(%d) NOT NULL,\n"+
+			"  token      BIGINT UNSIGNED NOT NULL,\n"+
+			"  owner      VARBINARY(128) NOT NULL,\n"+
+			"  holder_id  BIGINT UNSIGNED NOT NULL,\n"+
+			"  granted_at DATETIME(6) NOT NULL,\n"+
+			"  PRIMARY KEY (name)\n"+
+			") ENGINE=InnoDB", ft, maxKeyLen),
+		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
+			"  name       VARBINARY(%d) NOT NULL,\n"+
+			"  token      BIGINT UNSIGNED NOT NULL,\n"+
+			"  owner      VARBINARY(128) NOT NULL,\n"+
+			"  holder_id  BIGINT UNSIGNED NOT NULL,\n"+
+			"  granted_at DATETIME(6) NOT NULL,\n"+
+			"  PRIMARY KEY (name)\n"+
+			") ENGINE=MEMORY", vt, maxKeyLen),
+		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
+			"  name VARBINARY(%d) NOT NULL,\n"+
+			"  slot INT NOT NULL,\n"+
+			"  PRIMARY KEY (name, slot)\n"+
+			") ENGINE=InnoDB", "`"+table+SemSuffix+"`", maxKeyLen),
+		// The table's mode (row or session, see checkModeMySQL): one
+		// row, written by the first Driver on the table.
+		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
+			"  id   INT NOT NULL PRIMARY KEY,\n"+
+			"  mode VARCHAR(16) NOT NULL\n"+
+			") ENGINE=InnoDB", "`"+table+ModeSuffix+"`"),
+	}
+}
+
+// mysqlProc is the DDL of the procedure table+[ProcSuffix] (see
+// mysqlDialect.lockOnce), which returns one result row (found, token):
+// found 0 when the key has no lock row; token 0 when it has no live
+// counter or the counter is at the end of its epoch (the caller then
+// starts a new one). Each statement of a procedure opens and locks its
+// tables when it runs, so the MEMORY table is not locked while the SELECT
+// waits for the row lock (a stored function would lock it for the whole
+// call). SQL SECURITY INVOKER: the caller's own privileges on the tables
+// apply. The NOT FOUND handler catches only "no row" (SQLSTATE 02);
+// lock-wait timeouts, deadlocks and KILL QUERY end the CALL with their
+// usual errors.
+func mysqlProc(table string) string {
+	return fmt.Sprintf("CREATE PROCEDURE IF NOT EXISTS `%[1]s%[2]s`(IN k VARBINARY(%[3]d), IN o VARBINARY(128))\n"+
+		"MODIFIES SQL DATA SQL SECURITY INVOKER\n"+
+		"BEGIN\n"+
+		"  DECLARE f INT DEFAULT 0;\n"+
+		"  DECLARE n INT DEFAULT 0;\n"+
+		"  DECLARE CONTINUE HANDLER FOR NOT FOUND SET f = 0;\n"+
+		"  SELECT 1 INTO f FROM `%[1]s` WHERE name = k FOR UPDATE;\n"+
+		"  IF f = 1 THEN\n"+
+		"    UPDATE `%[1]s%[4]s` SET token = LAST_INSERT_ID(token + 1), owner = o, holder_id = CONNECTION_ID(), granted_at = NOW(6)\n"+
+		"      WHERE name = k AND token & %[5]d < %[5]d;\n"+
+		"    SET n = ROW_COUNT();\n"+
+		"  END IF;\n"+
+		"  SELECT f, IF(n = 1, LAST_INSERT_ID(), 0);\n"+
+		"END", table, ProcSuffix, maxKeyLen, LiveSuffix, seqMask)
 }
 
 // noIdleTx turns MariaDB's idle transaction timeouts off for a lock

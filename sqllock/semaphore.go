@@ -148,41 +148,12 @@ func (d *Driver) tryPermits(ctx context.Context, req backend.Request) (backend.G
 		return backend.Grant{}, fmt.Errorf("sqllock: %s %q: %w", op, req.Key, d.classify(err))
 	}
 	ck := semCounter(req.Key)
-	var sr semResult
-	var sent time.Time // when the attempt that took the permits was sent
-	for attempt := 0; ; attempt++ {
-		sent = time.Now()
-		sr, err = sd.semOnce(ctx, lc, req.Key, ck, req.Owner, req.Limit, req.Permits)
-		if err != nil {
-			return fail(err)
-		}
-		if sr.got == req.Permits {
-			break
-		}
-		if _, err := lc.c.ExecContext(ctx, d.q.rollback); err != nil {
-			return fail(err)
-		}
-		if sr.below >= req.Limit || attempt == 2 {
-			return d.semRefused(ctx, lc, req.Key)
-		}
-		// Create the missing slots this grant needs (slots exist as a
-		// prefix: those from below on do not exist yet).
-		to := min(req.Limit, sr.below+req.Permits-sr.got)
-		if err := d.semEnsure(ctx, sd, req.Key, sr.below, to); err != nil {
-			return fail(err)
-		}
+	sr, sent, ok, err := d.takePermits(ctx, sd, lc, req, ck)
+	if err != nil {
+		return fail(err)
 	}
-	if sr.total > req.Limit {
-		held, err := sd.semHeld(ctx, d, req.Key)
-		if err != nil {
-			return fail(err)
-		}
-		if held > req.Limit {
-			if _, err := lc.c.ExecContext(ctx, d.q.rollback); err != nil {
-				return fail(err)
-			}
-			return d.semRefused(ctx, lc, req.Key)
-		}
+	if !ok {
+		return d.semRefused(ctx, lc, req.Key)
 	}
 	lc.id = sr.lr.id
 	d.ids.put(lc.raw, lc.id)
@@ -195,6 +166,49 @@ func (d *Driver) tryPermits(ctx context.Context, req backend.Request) (backend.G
 	// mutex's grant (see acquireWith): the attempts before it were
 	// rolled back and held nothing.
 	return d.grant(lc, req, ttl, token, sent)
+}
+
+// takePermits takes req.Permits free slots of the semaphore req.Key (its
+// live counter ck) in lc's transaction, all or none, creating the missing
+// slots the grant needs, and returns the attempt's result and when the
+// attempt that took the permits was sent; ok is false when the semaphore
+// has no room for them (lc's transaction is then rolled back).
+func (d *Driver) takePermits(ctx context.Context, sd semDialect, lc *lockConn, req backend.Request, ck string) (sr semResult, sent time.Time, ok bool, err error) {
+	for attempt := 0; ; attempt++ {
+		sent = time.Now()
+		sr, err = sd.semOnce(ctx, lc, req.Key, ck, req.Owner, req.Limit, req.Permits)
+		if err != nil {
+			return sr, sent, false, err
+		}
+		if sr.got == req.Permits {
+			break
+		}
+		if _, err := lc.c.ExecContext(ctx, d.q.rollback); err != nil {
+			return sr, sent, false, err
+		}
+		if sr.below >= req.Limit || attempt == 2 {
+			return sr, sent, false, nil
+		}
+		// Create the missing slots this grant needs (slots exist as a
+		// prefix: those from below on do not exist yet).
+		to := min(req.Limit, sr.below+req.Permits-sr.got)
+		if err := d.semEnsure(ctx, sd, req.Key, sr.below, to); err != nil {
+			return sr, sent, false, err
+		}
+	}
+	if sr.total > req.Limit {
+		held, err := sd.semHeld(ctx, d, req.Key)
+		if err != nil {
+			return sr, sent, false, err
+		}
+		if held > req.Limit {
+			if _, err := lc.c.ExecContext(ctx, d.q.rollback); err != nil {
+				return sr, sent, false, err
+			}
+			return sr, sent, false, nil
+		}
+	}
+	return sr, sent, true, nil
 }
 
 // semRefused returns lc, whose transaction has been rolled back, and
