@@ -76,11 +76,9 @@ func (o *Options) normalize() (Options, error) {
 	if o != nil {
 		out = *o
 	}
-	if out.Prefix == "" {
-		out.Prefix = DefaultPrefix
-	}
-	if err := redisproto.CheckPrefix(out.Prefix); err != nil {
-		return out, fmt.Errorf("redislock: %w: %v", backend.ErrInvalidConfig, err)
+	var err error
+	if out.Prefix, err = redisproto.OptionPrefix("redislock", out.Prefix); err != nil {
+		return out, err
 	}
 	if out.WaitReplicas < 0 {
 		return out, fmt.Errorf("redislock: %w: WaitReplicas %d is negative", backend.ErrInvalidConfig, out.WaitReplicas)
