@@ -233,12 +233,7 @@ func newGhostEnv(t *testing.T) *ghostEnv {
 	t.Helper()
 	e := &ghostEnv{c: startCluster(t, 1), key: uniqueKey(t)}
 	e.a, e.gate, e.partition = gatedDriver(t, e.c, ghostSession)
-	var err error
-	e.b, _, err = e.c.newDriver(ctxFor(t, 30*time.Second), 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.b.Close() })
+	e.b, _ = e.c.driverT(t, ctxFor(t, 30*time.Second), 10*time.Second)
 	return e
 }
 
