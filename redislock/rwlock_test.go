@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/sandbox"
 )
@@ -67,18 +65,7 @@ func TestRWNotWithWaitReplicas(t *testing.T) {
 func TestRWLostReplyRetried(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
 	ctx := testCtx(t, time.Minute)
-	c, drop := retryingClient(t, g.Node(0))
-	for _, s := range []*redis.Script{rwAcquireScript, rwReleaseScript, rwRefreshScript} {
-		if err := s.Load(ctx, c).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	d, err := New(c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := distlock.New(d, distlock.WithDefaultTTL(10*time.Second))
-	defer l.Close()
+	l, drop := retryingLocker(t, g.Node(0), nil, rwAcquireScript, rwReleaseScript, rwRefreshScript)
 	other := singleLocker(t, g.Node(0), 10*time.Second)
 	m, _ := l.RWMutex("rw-lost")
 	om, _ := other.RWMutex("rw-lost")
