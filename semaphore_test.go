@@ -169,12 +169,7 @@ func TestSemaphoreFullError(t *testing.T) {
 // one label stay two holders (permits are never re-entered).
 func TestSemaphoreOwnerLabel(t *testing.T) {
 	ctx := t.Context()
-	d, err := memlock.NewStore().NewDriver(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := distlock.New(d)
-	defer l.Close()
+	l := newLocker(t, memlock.NewStore(), "")
 	s, err := l.Semaphore("labelled", 3)
 	if err != nil {
 		t.Fatal(err)
