@@ -216,12 +216,7 @@ func TestCloseReportsExpiryOfLeasesNotYetReleased(t *testing.T) {
 		}
 		time.Sleep(time.Until(last) + 20*time.Millisecond)
 
-		other, err := store.NewDriver(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l2 := distlock.New(other)
-		defer l2.Close()
+		l2 := newLocker(t, store, "")
 		for _, le := range leases {
 			if le.Err() != nil {
 				continue

@@ -15,12 +15,7 @@ import (
 func newMemLocker(t *testing.T) (*distlock.Locker, *memlock.Store) {
 	t.Helper()
 	s := memlock.NewStore()
-	d, err := s.NewDriver(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := distlock.New(d, distlock.WithDefaultTTL(time.Minute))
-	t.Cleanup(func() { _ = l.Close() })
+	l := newLocker(t, s, "", distlock.WithDefaultTTL(time.Minute))
 	return l, s
 }
 
