@@ -148,9 +148,7 @@ func TestVirtualExpiryAtDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		s := memlock.NewStore()
-		da, _ := s.NewDriver(nil)
-		a := distlock.New(da, distlock.WithClockDrift(0.1, 5*time.Millisecond))
-		defer a.Close()
+		a := newLocker(t, s, "", distlock.WithClockDrift(0.1, 5*time.Millisecond))
 		b := newLocker(t, s, "")
 		const ttl = time.Second
 		t0 := time.Now()
