@@ -215,20 +215,24 @@ func proxiedNodeClient(p *sandbox.Proxy) *redis.Client {
 	})
 }
 
+// dial connects to the proxy of the node at addr (made now if there is
+// none yet): a cluster client's Dialer, given the node address it wants.
+func (ps *paths) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	p, err := ps.forAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, p.Addr())
+}
+
 // proxiedClusterClient is clusterClient whose every connection goes
 // through ps: go-redis passes the dialer the node address it wants (from
 // the seeds or the cluster's slot map), which picks that node's proxy.
 func proxiedClusterClient(g *sandbox.Group, ps *paths) *redis.ClusterClient {
 	return redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs: g.Addrs(),
-		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			p, err := ps.forAddr(addr)
-			if err != nil {
-				return nil, err
-			}
-			var d net.Dialer
-			return d.DialContext(ctx, network, p.Addr())
-		},
+		Addrs:       g.Addrs(),
+		Dialer:      ps.dial,
 		DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
 		MaxRedirects: 3,
 	})
@@ -266,20 +270,7 @@ func (h *Harness) newProxiedClients(ps *paths) ([]redis.UniversalClient, error) 
 	if h.mode == "cluster" {
 		return []redis.UniversalClient{proxiedClusterClient(h.g, ps)}, nil
 	}
-	nodes := h.g.Nodes()
-	if h.mode != "redlock" {
-		nodes = nodes[:1]
-	}
-	var cs []redis.UniversalClient
-	for _, n := range nodes {
-		p, err := ps.add(n.Addr)
-		if err != nil {
-			redisproto.CloseAll(cs)
-			return nil, err
-		}
-		cs = append(cs, proxiedNodeClient(p))
-	}
-	return cs, nil
+	return h.perNode(ps, func(p *sandbox.Proxy) redis.UniversalClient { return proxiedNodeClient(p) })
 }
 
 // newUserClients returns the clients of one driver built as a service
@@ -291,18 +282,17 @@ func (h *Harness) newProxiedClients(ps *paths) ([]redis.UniversalClient, error) 
 // cluster through that node's proxy (it sets no timeout).
 func (h *Harness) newUserClients(ps *paths) ([]redis.UniversalClient, error) {
 	if h.mode == "cluster" {
-		return []redis.UniversalClient{redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs: h.g.Addrs(),
-			Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-				p, err := ps.forAddr(addr)
-				if err != nil {
-					return nil, err
-				}
-				var d net.Dialer
-				return d.DialContext(ctx, network, p.Addr())
-			},
-		})}, nil
+		return []redis.UniversalClient{redis.NewClusterClient(&redis.ClusterOptions{Addrs: h.g.Addrs(), Dialer: ps.dial})}, nil
 	}
+	return h.perNode(ps, func(p *sandbox.Proxy) redis.UniversalClient {
+		return redis.NewClient(&redis.Options{Addr: p.Addr()})
+	})
+}
+
+// perNode returns client's clients of the nodes a single or Redlock
+// driver uses (Redlock: every node; single: the first), each reached
+// through a proxy of ps.
+func (h *Harness) perNode(ps *paths, client func(*sandbox.Proxy) redis.UniversalClient) ([]redis.UniversalClient, error) {
 	nodes := h.g.Nodes()
 	if h.mode != "redlock" {
 		nodes = nodes[:1]
@@ -314,7 +304,7 @@ func (h *Harness) newUserClients(ps *paths) ([]redis.UniversalClient, error) {
 			redisproto.CloseAll(cs)
 			return nil, err
 		}
-		cs = append(cs, redis.NewClient(&redis.Options{Addr: p.Addr()}))
+		cs = append(cs, client(p))
 	}
 	return cs, nil
 }
@@ -363,20 +353,20 @@ func (h *Harness) pathsOf(d backend.Driver) (*paths, error) {
 
 // Partition black-holes every proxy of d, and those it makes later.
 func (h *Harness) Partition(_ context.Context, d backend.Driver) error {
-	ps, err := h.pathsOf(d)
-	if err != nil {
-		return err
-	}
-	ps.partition(true)
-	return nil
+	return h.partition(d, true)
 }
 
+// Heal ends Partition.
 func (h *Harness) Heal(_ context.Context, d backend.Driver) error {
+	return h.partition(d, false)
+}
+
+func (h *Harness) partition(d backend.Driver, on bool) error {
 	ps, err := h.pathsOf(d)
 	if err != nil {
 		return err
 	}
-	ps.partition(false)
+	ps.partition(on)
 	return nil
 }
 
