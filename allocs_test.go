@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -18,12 +17,7 @@ const pairAllocBudget = 14
 // uncontended acquisition: a count, not a time, so it holds under any
 // load.
 func TestPairAllocations(t *testing.T) {
-	d, err := memlock.NewStore().NewDriver(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := distlock.New(d)
-	defer l.Close()
+	l := newLocker(t, memlock.NewStore(), "")
 	ctx := context.Background()
 	n := testing.AllocsPerRun(200, func() {
 		le, err := l.Acquire(ctx, "allocs")

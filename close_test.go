@@ -12,6 +12,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/shim"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -19,7 +20,7 @@ import (
 // through conns connections, each release holding one for delay. It
 // counts the releases in flight at once, and those that finished.
 type narrowDriver struct {
-	backend.Driver
+	shim.Notifier
 	conns    chan struct{}
 	delay    time.Duration
 	down     atomic.Bool // releases get no answer until their ctx ends
@@ -35,14 +36,7 @@ func newNarrow(t *testing.T, conns int, delay time.Duration) *narrowDriver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &narrowDriver{Driver: inner, conns: make(chan struct{}, conns), delay: delay}
-}
-
-func (d *narrowDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d *narrowDriver) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
+	return &narrowDriver{Notifier: shim.Notifier{Driver: inner}, conns: make(chan struct{}, conns), delay: delay}
 }
 
 func (d *narrowDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
@@ -163,7 +157,7 @@ func TestCloseReportsFailureBesideGoneLock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := &narrowDriver{Driver: md, conns: make(chan struct{}, 1), failKey: "close/1"}
+		d := &narrowDriver{Notifier: shim.Notifier{Driver: md}, conns: make(chan struct{}, 1), failKey: "close/1"}
 		l := distlock.New(d)
 		holdMany(t, l, 2)
 		inner.Delete("close/0") // its release answers ErrNotHeld
@@ -191,7 +185,7 @@ func TestCloseReportsExpiryOfLeasesNotYetReleased(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := &narrowDriver{Driver: inner, conns: make(chan struct{}, 1)}
+		d := &narrowDriver{Notifier: shim.Notifier{Driver: inner}, conns: make(chan struct{}, 1)}
 		l := distlock.New(d, distlock.WithReleaseTimeout(10*time.Second))
 		ctx := context.Background()
 		leases := make([]*distlock.Lease, n)
@@ -216,12 +210,7 @@ func TestCloseReportsExpiryOfLeasesNotYetReleased(t *testing.T) {
 		}
 		time.Sleep(time.Until(last) + 20*time.Millisecond)
 
-		other, err := store.NewDriver(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l2 := distlock.New(other)
-		defer l2.Close()
+		l2 := newLocker(t, store, "")
 		for _, le := range leases {
 			if le.Err() != nil {
 				continue

@@ -15,12 +15,7 @@ import (
 // printable bytes. It used to be sent to the store unchecked, whatever
 // its length or bytes.
 func TestContextOwnerChecked(t *testing.T) {
-	d, err := memlock.NewStore().NewDriver(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := distlock.New(d)
-	defer l.Close()
+	l := newLocker(t, memlock.NewStore(), "")
 	for _, owner := range []string{strings.Repeat("o", 129), "two words", "line\nbreak", "\x00"} {
 		ctx := distlock.ContextWithOwner(context.Background(), owner)
 		if le, err := l.TryAcquire(ctx, "k"); !errors.Is(err, distlock.ErrInvalidConfig) {

@@ -43,9 +43,7 @@ func TestDefaultTTLBelowMinimum(t *testing.T) {
 // WithTTL(0) is the Locker's default TTL, as documented: the lease's TTL
 // is WithDefaultTTL's.
 func TestWithTTLZeroIsDefault(t *testing.T) {
-	d, _ := memlock.NewStore().NewDriver(nil)
-	l := distlock.New(d, distlock.WithDefaultTTL(7*time.Second))
-	defer l.Close()
+	l := newLocker(t, memlock.NewStore(), "", distlock.WithDefaultTTL(7*time.Second))
 	start := time.Now()
 	le, err := l.TryAcquire(context.Background(), "k", distlock.WithTTL(0), distlock.WithoutAutoRenew())
 	if err != nil {

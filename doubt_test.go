@@ -11,6 +11,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/shim"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -148,17 +149,10 @@ func TestPushedDoubtWithoutAutoRenew(t *testing.T) {
 // hookDriver wraps memlock to hand the test the Request hooks and to hold
 // refreshes at a gate.
 type hookDriver struct {
-	backend.Driver
+	shim.Notifier
 	req       atomic.Pointer[backend.Request]
 	gate      chan struct{} // refreshes wait for it (nil: none)
 	refreshed chan struct{} // receives when a refresh reaches the gate
-}
-
-func (d *hookDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d *hookDriver) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
 }
 
 func (d *hookDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
@@ -195,7 +189,7 @@ func (l *gatedLock) Refresh(ctx context.Context, ttl time.Duration) error {
 func TestRefreshBeforeDoubtDoesNotRestore(t *testing.T) {
 	ctx := context.Background()
 	inner, _ := memlock.NewStore().NewDriver(nil)
-	d := &hookDriver{Driver: inner, gate: make(chan struct{}), refreshed: make(chan struct{}, 1)}
+	d := &hookDriver{Notifier: shim.Notifier{Driver: inner}, gate: make(chan struct{}), refreshed: make(chan struct{}, 1)}
 	l := distlock.New(d)
 	defer l.Close()
 	le, err := l.Acquire(ctx, "k", distlock.WithTTL(2*time.Second), distlock.WithoutAutoRenew())
@@ -228,7 +222,7 @@ func TestPushedDeadlineWhileRenewing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		inner, _ := memlock.NewStore().NewDriver(nil)
-		d := &hookDriver{Driver: inner, gate: make(chan struct{}), refreshed: make(chan struct{}, 1)}
+		d := &hookDriver{Notifier: shim.Notifier{Driver: inner}, gate: make(chan struct{}), refreshed: make(chan struct{}, 1)}
 		l := distlock.New(d)
 		defer l.Close()
 		le, err := l.Acquire(ctx, "k", distlock.WithTTL(3*time.Second))

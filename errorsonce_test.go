@@ -38,9 +38,7 @@ func readsOnce(t *testing.T, what string, err, want error, key string, maxKey in
 func TestErrorsReadOnce(t *testing.T) {
 	ctx := context.Background()
 	store := memlock.NewStore()
-	d, _ := store.NewDriver(nil)
-	l := distlock.New(d)
-	defer l.Close()
+	l := newLocker(t, store, "")
 
 	le, err := l.TryAcquire(ctx, "rel/twice")
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/shim"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -78,7 +79,7 @@ func TestForceRelease(t *testing.T) {
 		t.Errorf("Inspect's record = %+v", st.Forced)
 	}
 
-	hidden := distlock.New(noInspect{d2})
+	hidden := distlock.New(noInspect{shim.Notifier{Driver: d2}})
 	defer hidden.Close()
 	if _, err := hidden.ForceRelease(ctx, "job", "ops", ""); !errors.Is(err, distlock.ErrUnsupported) {
 		t.Errorf("ForceRelease over a driver without Inspector = %v, want ErrUnsupported", err)

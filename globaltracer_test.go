@@ -8,7 +8,6 @@ import (
 
 	"go.opentelemetry.io/otel"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -27,12 +26,7 @@ func TestGlobalTracerSetLater(t *testing.T) {
 		}
 		return
 	}
-	d, err := memlock.NewStore().NewDriver(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := distlock.New(d)
-	defer l.Close()
+	l := newLocker(t, memlock.NewStore(), "")
 	ctx := context.Background()
 	pair := func() {
 		t.Helper()

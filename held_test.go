@@ -19,12 +19,7 @@ import (
 func TestHeldEnds(t *testing.T) {
 	ctx := t.Context()
 	store := memlock.NewStore()
-	d, err := store.NewDriver(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := distlock.New(d)
-	defer l.Close()
+	l := newLocker(t, store, "")
 	election, err := l.Election("held-election")
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/shim"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -18,17 +19,10 @@ import (
 // session confirmation older than the TTL (etcdlock keeps its older
 // confirmation when it cannot renew the session before granting).
 type lateDriver struct {
-	backend.Driver
+	shim.Notifier
 	late  atomic.Int64 // grants still to hand over late
 	stale bool         // late by an old ValidFrom rather than by a slow reply
 	slow  time.Duration
-}
-
-func (d *lateDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d *lateDriver) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
 }
 
 func (d *lateDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
@@ -68,7 +62,7 @@ func TestLateGrantIsNoLease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d := &lateDriver{Driver: inner, stale: tc.stale, slow: 2 * tc.ttl}
+			d := &lateDriver{Notifier: shim.Notifier{Driver: inner}, stale: tc.stale, slow: 2 * tc.ttl}
 			d.late.Store(1)
 			l := distlock.New(d)
 			defer l.Close()
@@ -134,7 +128,7 @@ func TestLateMultiGrantIsNoLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := lateMultiDriver{&lateDriver{Driver: inner, stale: true}}
+	d := lateMultiDriver{&lateDriver{Notifier: shim.Notifier{Driver: inner}, stale: true}}
 	d.late.Store(1)
 	l := distlock.New(d)
 	defer l.Close()
@@ -172,15 +166,8 @@ func TestLateMultiGrantIsNoLease(t *testing.T) {
 // waiter is granted: the grant's own validity has not run out, the
 // session's has.
 type doubtGrantDriver struct {
-	backend.Driver
+	shim.Notifier
 	doubts atomic.Int64
-}
-
-func (d *doubtGrantDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d *doubtGrantDriver) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
 }
 
 func (d *doubtGrantDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
@@ -208,7 +195,7 @@ func TestGrantInDoubtPastItsValidityIsNoLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &doubtGrantDriver{Driver: inner}
+	d := &doubtGrantDriver{Notifier: shim.Notifier{Driver: inner}}
 	l := distlock.New(d)
 	defer l.Close()
 

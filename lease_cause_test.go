@@ -13,12 +13,7 @@ import (
 // names the key and matches ErrReleased, as does Err, and a second Release
 // says it was already released.
 func TestReleasedCause(t *testing.T) {
-	d, err := memlock.NewStore().NewDriver(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := distlock.New(d)
-	defer l.Close()
+	l := newLocker(t, memlock.NewStore(), "")
 	ctx := context.Background()
 	le, err := l.Acquire(ctx, "cause-key")
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/shim"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -153,15 +154,8 @@ func TestDriverReportedLoss(t *testing.T) {
 }
 
 type lossDriver struct {
-	backend.Driver
+	shim.Notifier
 	onLost atomic.Value
-}
-
-func (d *lossDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d *lossDriver) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
 }
 
 func (d *lossDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
@@ -174,7 +168,7 @@ func TestRenewalsAreBatched(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		inner, _ := memlock.NewStore().NewDriver(nil)
-		d := &batchDriver{Driver: inner}
+		d := &batchDriver{Notifier: shim.Notifier{Driver: inner}}
 		l := distlock.New(d)
 		defer l.Close()
 		before := runtime.NumGoroutine()
@@ -209,15 +203,8 @@ func TestRenewalsAreBatched(t *testing.T) {
 }
 
 type batchDriver struct {
-	backend.Driver
+	shim.Notifier
 	calls, locks atomic.Int64
-}
-
-func (d *batchDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d *batchDriver) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
 }
 
 // Capabilities declares BatchRefresh (and no multi-lock step).
@@ -306,7 +293,7 @@ func TestShortFirstLife(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		inner, _ := memlock.NewStore().NewDriver(nil)
-		d := &shortLifeDriver{Driver: inner, life: 600 * time.Millisecond}
+		d := &shortLifeDriver{Notifier: shim.Notifier{Driver: inner}, life: 600 * time.Millisecond}
 		l := distlock.New(d)
 		defer l.Close()
 		const ttl = 5 * time.Second
@@ -340,17 +327,10 @@ func TestShortFirstLife(t *testing.T) {
 }
 
 type shortLifeDriver struct {
-	backend.Driver
+	shim.Notifier
 	life     time.Duration
 	renewals atomic.Int64
 	asked    atomic.Int64
-}
-
-func (d *shortLifeDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d *shortLifeDriver) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
 }
 
 func (d *shortLifeDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {

@@ -15,9 +15,7 @@ import (
 func TestLogKeepsOwnerWhole(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
-		d, _ := memlock.NewStore().NewDriver(nil)
-		l := distlock.New(d, distlock.WithLogger(slog.New(rec)))
-		defer l.Close()
+		l := newLocker(t, memlock.NewStore(), "", distlock.WithLogger(slog.New(rec)))
 		const owner = "replica-a:8080.0123456789abcdef"
 		le, err := l.TryAcquire(context.Background(), "k", distlock.WithOwner(owner))
 		if err != nil {

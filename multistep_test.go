@@ -11,6 +11,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/shim"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -143,21 +144,14 @@ func TestMultiLockOneStep(t *testing.T) {
 
 // hideMulti forwards a driver without its TryAcquireMulti (as a fault
 // injector or metrics shim would).
-type hideMulti struct{ backend.Driver }
-
-func (d hideMulti) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d hideMulti) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
-}
+type hideMulti struct{ shim.Notifier }
 
 // TestMultiAtomicNeedsTheMethod: a driver that forwards capabilities
 // declaring MultiAtomic without implementing TryAcquireMulti is a driver
 // without the step: the Locker is built, says MultiAtomic false, and takes
 // keys one by one.
 func TestMultiAtomicNeedsTheMethod(t *testing.T) {
-	d := hideMulti{must(memlock.NewStore().NewDriver(nil))}
+	d := hideMulti{shim.Notifier{Driver: must(memlock.NewStore().NewDriver(nil))}}
 	if !d.Capabilities().MultiAtomic {
 		t.Fatal("memlock declares no MultiAtomic")
 	}

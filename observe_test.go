@@ -14,6 +14,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/shim"
 	"github.com/distlock/distlock/memlock"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -396,7 +397,7 @@ func TestUnansweredRenewalEvent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		inner, _ := memlock.NewStore().NewDriver(nil)
-		d := &hookDriver{Driver: inner, gate: make(chan struct{}), refreshed: make(chan struct{}, 1)}
+		d := &hookDriver{Notifier: shim.Notifier{Driver: inner}, gate: make(chan struct{}), refreshed: make(chan struct{}, 1)}
 		var log eventLog
 		l := distlock.New(d, distlock.WithEvents(log.add))
 		defer l.Close()

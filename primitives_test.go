@@ -11,19 +11,13 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/shim"
 	"github.com/distlock/distlock/memlock"
 )
 
 // noInspect hides memlock's Inspector: a wrapper that forwards the
 // Driver and its Notifier only.
-type noInspect struct{ backend.Driver }
-
-func (d noInspect) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d noInspect) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
-}
+type noInspect struct{ shim.Notifier }
 
 // undeclaredInspect is memlock's driver declaring, as Redlock does, that
 // it frees a mutex (Capabilities.ForceRelease) but cannot read a lock's
@@ -80,7 +74,7 @@ func TestUndeclaredInspect(t *testing.T) {
 
 func TestElectionWithoutInspector(t *testing.T) {
 	d, _ := memlock.NewStore().NewDriver(nil)
-	l := distlock.New(noInspect{d})
+	l := distlock.New(noInspect{shim.Notifier{Driver: d}})
 	defer l.Close()
 	el, err := l.Election("e")
 	if err != nil {

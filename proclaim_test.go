@@ -10,6 +10,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/shim"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -220,7 +221,7 @@ func TestProclaimRefused(t *testing.T) {
 	if ld.Value() != "alpha" {
 		t.Errorf("a refused Proclaim changed the value to %q", ld.Value())
 	}
-	p := distlock.New(noInspect{must(memlock.NewStore().NewDriver(nil))})
+	p := distlock.New(noInspect{shim.Notifier{Driver: must(memlock.NewStore().NewDriver(nil))}})
 	defer p.Close()
 	lp := must(must(p.Election("e")).Campaign(ctx, "alpha"))
 	if err := lp.Proclaim(ctx, "beta"); !errors.Is(err, distlock.ErrUnsupported) {

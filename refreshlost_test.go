@@ -9,22 +9,16 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/shim"
 	"github.com/distlock/distlock/memlock"
 )
 
 // slowReplyDriver's Refreshes take effect in the store at once, and their
 // reply reaches the client only when the test opens gate.
 type slowReplyDriver struct {
-	backend.Driver
+	shim.Notifier
 	refreshed chan struct{} // a Refresh took effect
 	gate      chan struct{}
-}
-
-func (d *slowReplyDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d *slowReplyDriver) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
 }
 
 func (d *slowReplyDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
@@ -63,7 +57,7 @@ func TestRefreshAnsweredAfterLoss(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := &slowReplyDriver{Driver: inner, refreshed: make(chan struct{}, 1), gate: make(chan struct{})}
+		d := &slowReplyDriver{Notifier: shim.Notifier{Driver: inner}, refreshed: make(chan struct{}, 1), gate: make(chan struct{})}
 		l := distlock.New(d)
 		defer l.Close()
 		le, err := l.TryAcquire(ctx, "k", distlock.WithTTL(100*time.Millisecond), distlock.WithoutAutoRenew())

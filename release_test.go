@@ -10,23 +10,17 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/shim"
 	"github.com/distlock/distlock/memlock"
 )
 
 // countingDriver counts the Release calls of each Grant and keeps each
 // request's OnLost.
 type countingDriver struct {
-	backend.Driver
+	shim.Notifier
 	mu       sync.Mutex
 	releases map[*countedLock][]error
 	onLost   func(error)
-}
-
-func (d *countingDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d *countingDriver) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
 }
 
 func (d *countingDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
@@ -72,7 +66,7 @@ func newCounting(t *testing.T) (*countingDriver, *memlock.Store, *distlock.Locke
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &countingDriver{Driver: inner, releases: map[*countedLock][]error{}}
+	d := &countingDriver{Notifier: shim.Notifier{Driver: inner}, releases: map[*countedLock][]error{}}
 	l := distlock.New(d)
 	t.Cleanup(func() { _ = l.Close() })
 	return d, s, l

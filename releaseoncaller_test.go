@@ -9,21 +9,15 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/shim"
 	"github.com/distlock/distlock/memlock"
 )
 
 // stackDriver's locks record, at each Release, whether the caller's
 // goroutine made the call (its stack holds the test's release function).
 type stackDriver struct {
-	backend.Driver
+	shim.Notifier
 	onCaller chan bool
-}
-
-func (d *stackDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d *stackDriver) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
 }
 
 func (d *stackDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
@@ -82,7 +76,7 @@ func TestReleaseOnCaller(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d := &stackDriver{Driver: inner, onCaller: make(chan bool, 1)}
+			d := &stackDriver{Notifier: shim.Notifier{Driver: inner}, onCaller: make(chan bool, 1)}
 			var drv backend.Driver = d
 			if tc.bounded {
 				drv = boundedStackDriver{d}

@@ -9,18 +9,14 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/shim"
 	"github.com/distlock/distlock/memlock"
 )
 
 func newMemLocker(t *testing.T) (*distlock.Locker, *memlock.Store) {
 	t.Helper()
 	s := memlock.NewStore()
-	d, err := s.NewDriver(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := distlock.New(d, distlock.WithDefaultTTL(time.Minute))
-	t.Cleanup(func() { _ = l.Close() })
+	l := newLocker(t, s, "", distlock.WithDefaultTTL(time.Minute))
 	return l, s
 }
 
@@ -62,14 +58,7 @@ func TestSemaphoreInvalidInputs(t *testing.T) {
 
 // noSemaphore is memlock declaring no semaphore, as a store without one
 // does.
-type noSemaphore struct{ backend.Driver }
-
-func (d noSemaphore) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d noSemaphore) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
-}
+type noSemaphore struct{ shim.Notifier }
 
 func (d noSemaphore) Capabilities() backend.Capabilities {
 	c := d.Driver.Capabilities()
@@ -79,7 +68,7 @@ func (d noSemaphore) Capabilities() backend.Capabilities {
 
 func TestSemaphoreUnsupported(t *testing.T) {
 	d, _ := memlock.NewStore().NewDriver(nil)
-	l := distlock.New(noSemaphore{d})
+	l := distlock.New(noSemaphore{shim.Notifier{Driver: d}})
 	defer l.Close()
 	if _, err := l.Semaphore("s", 2); !errors.Is(err, distlock.ErrUnsupported) || !strings.Contains(err.Error(), "the mem backend offers no semaphore") {
 		t.Errorf("Semaphore on a driver that declares none: %v, want ErrUnsupported naming the backend", err)
@@ -90,7 +79,7 @@ func TestSemaphoreUnsupported(t *testing.T) {
 // its capabilities name for permits is refused.
 func TestSemaphoreCapabilitiesChecked(t *testing.T) {
 	d, _ := memlock.NewStore().NewDriver(nil)
-	nd := noSemaphore{d} // a Notifier without Wait
+	nd := noSemaphore{shim.Notifier{Driver: d}} // a Notifier without Wait
 	c := d.Capabilities()
 	c.Semaphore = backend.WaitQueue
 	if err := c.Check(nd); err == nil || !strings.Contains(err.Error(), "semaphore=queue but the driver has no Wait method") {
@@ -169,12 +158,7 @@ func TestSemaphoreFullError(t *testing.T) {
 // one label stay two holders (permits are never re-entered).
 func TestSemaphoreOwnerLabel(t *testing.T) {
 	ctx := t.Context()
-	d, err := memlock.NewStore().NewDriver(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := distlock.New(d)
-	defer l.Close()
+	l := newLocker(t, memlock.NewStore(), "")
 	s, err := l.Semaphore("labelled", 3)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/shim"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -23,17 +24,10 @@ import (
 // clockDriver wraps memlock and records when each Refresh was called; with
 // gate set, a Refresh hangs until the gate closes or its ctx ends.
 type clockDriver struct {
-	backend.Driver
+	shim.Notifier
 	mu        sync.Mutex
 	refreshes []time.Time
 	gate      chan struct{}
-}
-
-func (d *clockDriver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d *clockDriver) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
 }
 
 func (d *clockDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
@@ -94,7 +88,7 @@ func TestVirtualRenewalEveryThirdOfTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		inner, _ := memlock.NewStore().NewDriver(nil)
-		d := &clockDriver{Driver: inner}
+		d := &clockDriver{Notifier: shim.Notifier{Driver: inner}}
 		l := distlock.New(d)
 		defer l.Close()
 		const ttl = 3 * time.Second
@@ -148,9 +142,7 @@ func TestVirtualExpiryAtDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		s := memlock.NewStore()
-		da, _ := s.NewDriver(nil)
-		a := distlock.New(da, distlock.WithClockDrift(0.1, 5*time.Millisecond))
-		defer a.Close()
+		a := newLocker(t, s, "", distlock.WithClockDrift(0.1, 5*time.Millisecond))
 		b := newLocker(t, s, "")
 		const ttl = time.Second
 		t0 := time.Now()
@@ -204,7 +196,7 @@ func TestVirtualUnansweredRenewal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		inner, _ := memlock.NewStore().NewDriver(nil)
-		d := &clockDriver{Driver: inner, gate: make(chan struct{})}
+		d := &clockDriver{Notifier: shim.Notifier{Driver: inner}, gate: make(chan struct{})}
 		defer close(d.gate)
 		l := distlock.New(d)
 		defer l.Close()
@@ -250,7 +242,7 @@ func TestVirtualDoubtThenRecovered(t *testing.T) {
 		ctx := context.Background()
 		s := memlock.NewStore()
 		inner, _ := s.NewDriver(nil)
-		d := &clockDriver{Driver: inner}
+		d := &clockDriver{Notifier: shim.Notifier{Driver: inner}}
 		l := distlock.New(d)
 		defer l.Close()
 		const ttl = 3 * time.Second

@@ -131,19 +131,7 @@ func TestPasswordNeverEchoed(t *testing.T) {
 		{"u:hunter2@h:6379", "hunter2"},
 		{"re dis://u:hunter2@h", "hunter2"},
 	} {
-		u, err := ParseURL(tc.raw)
-		var out string
-		if err != nil {
-			out = err.Error()
-		} else {
-			out = u.Redacted()
-		}
-		if strings.Contains(out, tc.secret) {
-			t.Errorf("ParseURL(%q): %q shows the secret %q", tc.raw, out, tc.secret)
-		}
-		if r := RedactURL(tc.raw); strings.Contains(r, tc.secret) {
-			t.Errorf("RedactURL(%q) = %q shows the secret %q", tc.raw, r, tc.secret)
-		}
+		hidesSecret(t, tc.raw, tc.secret)
 	}
 	// Harmless parameters and an encoded password still work.
 	u, err := ParseURL("etcds://u:a%2Fb%3Fc%23d%40e@h:2379/locks?ttl=5s&tls_key=/k.pem&tls_ca=/ca.pem")
@@ -156,6 +144,26 @@ func TestPasswordNeverEchoed(t *testing.T) {
 	if r := u.Redacted(); r != "etcds://u:xxxxx@h:2379/locks?tls_ca=%2Fca.pem&tls_key=%2Fk.pem&ttl=5s" {
 		t.Errorf("Redacted = %q", r)
 	}
+}
+
+// hidesSecret fails t where ParseURL's error or Redacted form of raw, or
+// RedactURL's, shows secret; it returns ParseURL's error.
+func hidesSecret(t *testing.T, raw, secret string) error {
+	t.Helper()
+	u, err := ParseURL(raw)
+	var out string
+	if err != nil {
+		out = err.Error()
+	} else {
+		out = u.Redacted()
+	}
+	if strings.Contains(out, secret) {
+		t.Errorf("ParseURL(%q): %q shows the secret %q", raw, out, secret)
+	}
+	if r := RedactURL(raw); strings.Contains(r, secret) {
+		t.Errorf("RedactURL(%q) = %q shows the secret %q", raw, r, secret)
+	}
+	return err
 }
 
 // A bad value read twice (the portable layer and the driver both read
@@ -209,21 +217,8 @@ func TestNotAURLNeverEchoed(t *testing.T) {
 		{"redis://h1,password=x:PgSecretPw/0", "PgSecretPw"},
 		{"redis://h1 password=PgSecretPw/0", "PgSecretPw"},
 	} {
-		u, err := ParseURL(tc.raw)
-		var out string
-		if err != nil {
-			out = err.Error()
-			if !errors.Is(err, ErrInvalidConfig) {
-				t.Errorf("ParseURL(%q) = %v, want ErrInvalidConfig", tc.raw, err)
-			}
-		} else {
-			out = u.Redacted()
-		}
-		if strings.Contains(out, tc.secret) {
-			t.Errorf("ParseURL(%q): %q shows the secret %q", tc.raw, out, tc.secret)
-		}
-		if r := RedactURL(tc.raw); strings.Contains(r, tc.secret) {
-			t.Errorf("RedactURL(%q) = %q shows the secret %q", tc.raw, r, tc.secret)
+		if err := hidesSecret(t, tc.raw, tc.secret); err != nil && !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("ParseURL(%q) = %v, want ErrInvalidConfig", tc.raw, err)
 		}
 	}
 	// The error still says what is wrong.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/shim"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -13,7 +14,7 @@ import (
 // TryAcquireMulti that has one classic bug, for brokenDrivers. It keeps
 // the store's declared MultiAtomic, so the portable layer uses it.
 type brokenMultiStep struct {
-	backend.Driver
+	shim.Notifier
 	bug multiBug
 }
 
@@ -27,15 +28,8 @@ const (
 
 func wrapMulti(bug multiBug) func(*memlock.Store, backend.Driver) backend.Driver {
 	return func(_ *memlock.Store, d backend.Driver) backend.Driver {
-		return &brokenMultiStep{Driver: d, bug: bug}
+		return &brokenMultiStep{Notifier: shim.Notifier{Driver: d}, bug: bug}
 	}
-}
-
-func (d *brokenMultiStep) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d *brokenMultiStep) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
 }
 
 // stepLatency is the round trip between the steps of a multi-lock taken

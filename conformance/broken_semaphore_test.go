@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/shim"
 	"github.com/distlock/distlock/memlock"
 )
 
 // brokenSemaphore wraps a memlock driver (under the lossy wrapper) with
 // one classic semaphore bug, for brokenDrivers.
 type brokenSemaphore struct {
-	backend.Driver
+	shim.Notifier
 	mem *memlock.Driver
 	bug semaphoreBug
 }
@@ -38,15 +39,8 @@ const (
 
 func wrapSemaphore(bug semaphoreBug) func(*memlock.Store, backend.Driver) backend.Driver {
 	return func(_ *memlock.Store, d backend.Driver) backend.Driver {
-		return &brokenSemaphore{Driver: d, mem: d.(*lossy).mem(), bug: bug}
+		return &brokenSemaphore{Notifier: shim.Notifier{Driver: d}, mem: d.(*lossy).mem(), bug: bug}
 	}
-}
-
-func (d *brokenSemaphore) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d *brokenSemaphore) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
 }
 
 func (d *brokenSemaphore) Capabilities() backend.Capabilities {

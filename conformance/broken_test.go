@@ -16,6 +16,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/internal/shim"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -24,33 +25,39 @@ import (
 // fail, and in the cases named.
 var brokenDrivers = []brokenDriver{
 	{
-		name:     "release-without-owner-check",
-		wrap:     func(s *memlock.Store, d backend.Driver) backend.Driver { return &noOwnerCheck{Driver: d, s: s} },
+		name: "release-without-owner-check",
+		wrap: func(s *memlock.Store, d backend.Driver) backend.Driver {
+			return &noOwnerCheck{Notifier: shim.Notifier{Driver: d}, s: s}
+		},
 		mustFail: []string{"OwnerCheckedRelease", "DoubleRelease"},
 	},
 	{
 		name:     "repeated-tokens",
-		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return &constToken{Driver: d} },
+		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return &constToken{shim.Notifier{Driver: d}} },
 		mustFail: []string{"FencingTokens", "ElectionOneLeader", "ElectionSuccession"},
 	},
 	{
 		name:     "overlapping-holds",
-		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return &grantAlways{Driver: d} },
+		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return &grantAlways{shim.Notifier{Driver: d}} },
 		mustFail: []string{"MutualExclusion", "TryAcquireOneWinner", "ElectionOneLeader", "ElectionRules"},
 	},
 	{
-		name:     "refresh-without-owner-check",
-		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return &refreshAlways{Driver: d} },
+		name: "refresh-without-owner-check",
+		wrap: func(_ *memlock.Store, d backend.Driver) backend.Driver {
+			return &refreshAlways{shim.Notifier{Driver: d}}
+		},
 		mustFail: []string{"OwnerCheckedRefresh", "LossDetected", "LostRefreshReply"},
 	},
 	{
-		name:     "refresh-trusted-while-unreachable",
-		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return &trustUnreachable{Driver: d} },
+		name: "refresh-trusted-while-unreachable",
+		wrap: func(_ *memlock.Store, d backend.Driver) backend.Driver {
+			return &trustUnreachable{shim.Notifier{Driver: d}}
+		},
 		mustFail: []string{"PartitionedHolder"},
 	},
 	{
 		name:     "doubt-taken-for-loss",
-		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return &doubtIsLoss{Driver: d} },
+		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return &doubtIsLoss{shim.Notifier{Driver: d}} },
 		mustFail: []string{"PartitionHealed"},
 	},
 	{
@@ -59,13 +66,17 @@ var brokenDrivers = []brokenDriver{
 		mustFail: []string{"Inspect", "List", "BatchRefresh", "Notify", "Wait", "ElectionSuccession"},
 	},
 	{
-		name:     "gone-lock-stays-registered",
-		wrap:     func(_ *memlock.Store, d backend.Driver) backend.Driver { return &goneSkipsRelease{Driver: d} },
+		name: "gone-lock-stays-registered",
+		wrap: func(_ *memlock.Store, d backend.Driver) backend.Driver {
+			return &goneSkipsRelease{shim.Notifier{Driver: d}}
+		},
 		mustFail: []string{"GoneLockReleased"},
 	},
 	{
-		name:     "release-after-gone-frees-by-name",
-		wrap:     func(s *memlock.Store, d backend.Driver) backend.Driver { return &goneFreesByName{Driver: d, s: s} },
+		name: "release-after-gone-frees-by-name",
+		wrap: func(s *memlock.Store, d backend.Driver) backend.Driver {
+			return &goneFreesByName{Notifier: shim.Notifier{Driver: d}, s: s}
+		},
 		mustFail: []string{"GoneLockReleased"},
 	},
 	{
@@ -101,7 +112,7 @@ var brokenDrivers = []brokenDriver{
 	{name: "multi-lock-one-step-is-several", wrap: wrapMulti(multiStepByStep), mustFail: []string{"MultiLockOneStep"}},
 	{name: "multi-lock-one-step-keeps-part", wrap: wrapMulti(multiKeepsPart), mustFail: []string{"MultiLockNothingPartial", "MultiAcquire"}},
 	{name: "multi-lock-one-step-checks-one-key", wrap: wrapMulti(multiFirstKeyOnly), mustFail: []string{"MultiLockNoDeadlock", "MultiAcquire"}},
-	{name: "kind-ignored", wrap: func(_ *memlock.Store, d backend.Driver) backend.Driver { return &kindBlind{Driver: d} }, mustFail: []string{"UndeclaredKinds"}},
+	{name: "kind-ignored", wrap: func(_ *memlock.Store, d backend.Driver) backend.Driver { return &kindBlind{shim.Notifier{Driver: d}} }, mustFail: []string{"UndeclaredKinds"}},
 	{name: "semaphore-ignores-limit", wrap: wrapSemaphore(semIgnoresLimit), mustFail: []string{"SemaphoreLimit", "SemaphoreTryFull", "SemaphoreLimitChange"}},
 	{name: "semaphore-repeats-tokens", wrap: wrapSemaphore(semRepeatsTokens), mustFail: []string{"SemaphoreTokens"}},
 	{name: "semaphore-permits-never-expire", wrap: wrapSemaphore(semNeverExpires), mustFail: []string{"SemaphoreCrashedHolder"}},
@@ -214,7 +225,7 @@ func (h *brokenHarness) NewDriver(context.Context) (backend.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	ld := &lossy{Driver: d, s: h.s, retry: h.retry}
+	ld := &lossy{Notifier: shim.Notifier{Driver: d}, s: h.s, retry: h.retry}
 	out := h.wrap(h.s, ld)
 	h.mu.Lock()
 	h.lossy[out] = ld
@@ -253,7 +264,7 @@ func (h *brokenHarness) Dropped(d backend.Driver) int { return int(h.lossyOf(d).
 // safe: an acquisition is taken twice, and the retried release deletes
 // the lock by name a moment later.
 type lossy struct {
-	backend.Driver
+	shim.Notifier
 	s       *memlock.Store
 	retry   bool
 	armed   atomic.Bool
@@ -261,13 +272,6 @@ type lossy struct {
 }
 
 func (d *lossy) mem() *memlock.Driver { return d.Driver.(*memlock.Driver) }
-func (d *lossy) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d *lossy) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
-}
-
 func (d *lossy) take() bool {
 	if d.armed.CompareAndSwap(true, false) {
 		d.dropped.Add(1)
@@ -337,14 +341,8 @@ func (l *lossyLock) Refresh(ctx context.Context, ttl time.Duration) error {
 
 // trustUnreachable reports a refresh that could not reach the store as a
 // success.
-type trustUnreachable struct{ backend.Driver }
+type trustUnreachable struct{ shim.Notifier }
 
-func (d *trustUnreachable) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d *trustUnreachable) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
-}
 func (d *trustUnreachable) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
 	if err == nil {
@@ -364,14 +362,8 @@ func (l trustingLock) Refresh(ctx context.Context, ttl time.Duration) error {
 
 // doubtIsLoss reports the lock gone once a refresh could not reach the
 // store, even after contact returns.
-type doubtIsLoss struct{ backend.Driver }
+type doubtIsLoss struct{ shim.Notifier }
 
-func (d *doubtIsLoss) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d *doubtIsLoss) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
-}
 func (d *doubtIsLoss) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
 	if err == nil {
@@ -408,14 +400,8 @@ func (h *brokenHarness) Close() error                               { return nil
 // said ErrNotHeld): its Release of such a lock answers ErrNotHeld without
 // telling the driver, which therefore keeps the lock among those it pushes
 // doubt to.
-type goneSkipsRelease struct{ backend.Driver }
+type goneSkipsRelease struct{ shim.Notifier }
 
-func (d *goneSkipsRelease) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d *goneSkipsRelease) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
-}
 func (d *goneSkipsRelease) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
 	if err == nil {
@@ -428,16 +414,10 @@ func (d *goneSkipsRelease) TryAcquire(ctx context.Context, req backend.Request) 
 // cleanup that cannot hurt: it deletes the key by name, whoever holds it
 // now, and reports success.
 type goneFreesByName struct {
-	backend.Driver
+	shim.Notifier
 	s *memlock.Store
 }
 
-func (d *goneFreesByName) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d *goneFreesByName) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
-}
 func (d *goneFreesByName) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
 	if err == nil {
@@ -471,16 +451,10 @@ func (l *goneLock) Release(ctx context.Context) error {
 
 // noOwnerCheck releases by deleting the key, whoever holds it.
 type noOwnerCheck struct {
-	backend.Driver
+	shim.Notifier
 	s *memlock.Store
 }
 
-func (d *noOwnerCheck) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d *noOwnerCheck) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
-}
 func (d *noOwnerCheck) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
 	if err == nil {
@@ -498,14 +472,8 @@ type deleteLock struct {
 func (l *deleteLock) Release(context.Context) error { l.s.Delete(l.key); return nil }
 
 // constToken hands out the same fencing token every time.
-type constToken struct{ backend.Driver }
+type constToken struct{ shim.Notifier }
 
-func (d *constToken) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d *constToken) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
-}
 func (d *constToken) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
 	g.Token = 1
@@ -513,14 +481,8 @@ func (d *constToken) TryAcquire(ctx context.Context, req backend.Request) (backe
 }
 
 // grantAlways grants even when another owner holds the key.
-type grantAlways struct{ backend.Driver }
+type grantAlways struct{ shim.Notifier }
 
-func (d *grantAlways) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d *grantAlways) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
-}
 func (d *grantAlways) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
 	if err != nil && strings.Contains(err.Error(), "held by another owner") {
@@ -535,14 +497,8 @@ func (nopLock) Refresh(context.Context, time.Duration) error { return nil }
 func (nopLock) Release(context.Context) error                { return nil }
 
 // refreshAlways reports success for every refresh, held or not.
-type refreshAlways struct{ backend.Driver }
+type refreshAlways struct{ shim.Notifier }
 
-func (d *refreshAlways) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d *refreshAlways) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
-}
 func (d *refreshAlways) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	g, err := d.Driver.TryAcquire(ctx, req)
 	if err == nil {
@@ -558,18 +514,12 @@ func (refreshOK) Refresh(context.Context, time.Duration) error { return nil }
 // kindBlind declares neither semaphores nor read-write locks and takes
 // every request as the mutex's, the kind unread (a driver written before
 // Request.Kind).
-type kindBlind struct{ backend.Driver }
+type kindBlind struct{ shim.Notifier }
 
 func (d *kindBlind) Capabilities() backend.Capabilities {
 	c := d.Driver.Capabilities()
 	c.Semaphore, c.RW = "", ""
 	return c
-}
-func (d *kindBlind) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return d.Driver.(backend.Notifier).Subscribe(ctx, key, kind)
-}
-func (d *kindBlind) Withdraw(ctx context.Context, req backend.Request) error {
-	return d.Driver.(backend.Notifier).Withdraw(ctx, req)
 }
 func (d *kindBlind) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	req.Kind = backend.Exclusive

@@ -10,7 +10,6 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/distlock/distlock"
@@ -70,23 +69,12 @@ func TestCanceledPutLeavesNoKey(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	lt := &lateTxn{lateBy: 150 * time.Millisecond}
-	c, err := clientv3.New(clientv3.Config{
-		Endpoints: cl.g.Addrs(), DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(lt.intercept)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	other, err := cl.client(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	d, err := etcdlock.New(c, &etcdlock.Options{Prefix: "ghost/"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := cl.driverVia(t, &etcdlock.Options{Prefix: "ghost/"}, grpc.WithChainUnaryInterceptor(lt.intercept))
 	l := distlock.New(d)
 	defer l.Close()
 	sem, err := l.Semaphore("sem", 1)
@@ -141,23 +129,12 @@ func TestLatePutLeavesNoKey(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	lt := &lateTxn{lateBy: 2500 * time.Millisecond} // past the driver's 2 s
-	c, err := clientv3.New(clientv3.Config{
-		Endpoints: cl.g.Addrs(), DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(lt.intercept)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	other, err := cl.client(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	d, err := etcdlock.New(c, &etcdlock.Options{Prefix: "late/"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := cl.driverVia(t, &etcdlock.Options{Prefix: "late/"}, grpc.WithChainUnaryInterceptor(lt.intercept))
 	l := distlock.New(d)
 	defer l.Close()
 	sem, err := l.Semaphore("sem", 1)

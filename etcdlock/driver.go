@@ -37,6 +37,8 @@ type Options struct {
 // implements backend.Driver, backend.Waiter, backend.Inspector and
 // backend.Batcher (RefreshAll in lock.go, TryAcquireMulti in multi.go).
 type Driver struct {
+	routes // the entry points (kinds.go)
+
 	c      *clientv3.Client
 	own    bool // c was opened by the driver, which closes it
 	prefix string
@@ -111,13 +113,15 @@ func newDriver(c *clientv3.Client, own bool, o Options) (*Driver, error) {
 		return nil, fmt.Errorf("etcdlock: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Driver{
+	d := &Driver{
 		c: c, own: own, prefix: prefix, ttl: ttl,
 		ctx: ctx, cancel: cancel,
 		grantSem: make(chan struct{}, 1),
 		near:     DefaultNear,
 		held:     map[heldKey]*lock{},
-	}, nil
+	}
+	d.routes = byKind.Waiting(d)
+	return d, nil
 }
 
 // leaseTTL checks and rounds a requested TTL up to whole seconds.

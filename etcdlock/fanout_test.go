@@ -8,7 +8,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/sandbox"
@@ -30,20 +29,7 @@ func TestReleaseEventFanout(t *testing.T) {
 	const n = 8
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var ds []*Driver
-	for range n {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cli.Close() })
-		d, err := New(cli, &Options{Prefix: "fanout", TTL: 10 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
-		ds = append(ds, d)
-	}
+	ds := ownDrivers(t, []string{addr}, n, "fanout")
 	req := backend.Request{Key: "k", Owner: "o", TTL: 10 * time.Second}
 	queued := func() int64 {
 		t.Helper()

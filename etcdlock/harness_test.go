@@ -13,6 +13,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/etcdlock"
@@ -57,6 +58,25 @@ type harness struct {
 	clients []*clientv3.Client
 	proxies map[backend.Driver][]*sandbox.Proxy
 	paused  bool
+}
+
+// driverVia returns a driver with opts on a client of c of its own,
+// dialled with dial; the client is closed when t ends, the driver is the
+// caller's.
+func (c *cluster) driverVia(t *testing.T, opts *etcdlock.Options, dial ...grpc.DialOption) *etcdlock.Driver {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: c.g.Addrs(), DialTimeout: 10 * time.Second, Logger: zap.NewNop(), DialOptions: dial,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	d, err := etcdlock.New(cli, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 func newHarness(c *cluster, prefix string) *harness {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/distlock/distlock/backend"
@@ -75,18 +74,7 @@ func (s *delayedStream) RecvMsg(m any) error {
 // renewed nothing for that long and lost the session.
 func testSlowKeepalive(t *testing.T, c *cluster, blockDoubt time.Duration) {
 	slow := &slowKeepalive{delay: testTTL * 4 / 10}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: c.g.Addrs(), DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainStreamInterceptor(slow.intercept)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	d, err := etcdlock.New(cli, &etcdlock.Options{Prefix: faultPrefix, TTL: testTTL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := c.driverVia(t, &etcdlock.Options{Prefix: faultPrefix, TTL: testTTL}, grpc.WithChainStreamInterceptor(slow.intercept))
 	defer d.Close()
 	key := fmt.Sprintf("slowka-%d", time.Now().UnixNano())
 	lost := make(chan error, 1)
@@ -176,18 +164,7 @@ func testCheckKeysInParallel(t *testing.T, c *cluster) {
 	const n, txns = 300, 3
 	g := &txnGate{want: txns}
 	g.cond = sync.NewCond(&g.mu)
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: c.g.Addrs(), DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(g.intercept)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	d, err := etcdlock.New(cli, &etcdlock.Options{Prefix: faultPrefix, TTL: testTTL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := c.driverVia(t, &etcdlock.Options{Prefix: faultPrefix, TTL: testTTL}, grpc.WithChainUnaryInterceptor(g.intercept))
 	defer d.Close()
 	ctx := ctxT(t, time.Minute)
 	locks := make([]backend.Lock, n)

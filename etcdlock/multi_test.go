@@ -9,7 +9,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/distlock/distlock"
@@ -37,18 +36,7 @@ func TestRoundTripsMultiLock(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			rc := &rpcCounter{}
-			c, err := clientv3.New(clientv3.Config{
-				Endpoints: cl.g.Addrs(), DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
-				DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(rc.intercept)},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			d, err := etcdlock.New(c, &etcdlock.Options{Prefix: "rt-multi/"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			d := cl.driverVia(t, &etcdlock.Options{Prefix: "rt-multi/"}, grpc.WithChainUnaryInterceptor(rc.intercept))
 			var bd backend.Driver = d
 			if tc.want > 1 {
 				bd = oneByOne{d, d}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/sandbox"
@@ -24,20 +23,7 @@ func TestReusedNameOldDeletion(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Etcd})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var ds []*Driver
-	for range 2 {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: g.Addrs(), DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cli.Close() })
-		d, err := New(cli, &Options{Prefix: "reused", TTL: 10 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
-		ds = append(ds, d)
-	}
+	ds := ownDrivers(t, g.Addrs(), 2, "reused")
 	a, b := ds[0], ds[1]
 	req := backend.Request{Key: "k", Owner: "o", TTL: 10 * time.Second}
 	type result struct {

@@ -12,7 +12,6 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -123,19 +122,7 @@ func newRWFaultEnv(t *testing.T) *rwFaultEnv {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Etcd})
 	f := &rwFaults{}
 	newDriver := func(opts ...grpc.DialOption) *Driver {
-		cli, err := clientv3.New(clientv3.Config{
-			Endpoints: g.Addrs(), DialTimeout: 10 * time.Second, Logger: zap.NewNop(), DialOptions: opts,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cli.Close() })
-		d, err := New(cli, &Options{Prefix: "rwfault", TTL: 10 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
-		return d
+		return ownDrivers(t, g.Addrs(), 1, "rwfault", opts...)[0]
 	}
 	return &rwFaultEnv{
 		holder: newDriver(),

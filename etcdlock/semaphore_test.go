@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/distlock/distlock"
@@ -47,18 +45,7 @@ func TestSemaphoreRoundTrips(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	rc := &rpcCounter{}
-	c, err := clientv3.New(clientv3.Config{
-		Endpoints: cl.g.Addrs(), DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(rc.intercept)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	d, err := etcdlock.New(c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := cl.driverVia(t, nil, grpc.WithChainUnaryInterceptor(rc.intercept))
 	l := distlock.New(d)
 	defer l.Close()
 	s, err := l.Semaphore("roundtrips-sem", 2)

@@ -12,8 +12,6 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/distlock/distlock/backend"
@@ -109,6 +107,61 @@ func (c *wireCounter) redelivered() (dups, deliveries int) {
 	return dups, deliveries
 }
 
+// dial returns the dial options that wire a client into c.
+func (c *wireCounter) dial() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(c.unary), grpc.WithChainStreamInterceptor(c.stream)}
+}
+
+// fanoutCounts is what countFanout counted on the wire.
+type fanoutCounts struct {
+	acq        float64        // acquisitions counted
+	elapsed    time.Duration  // their time
+	calls      map[string]int // unary calls by method
+	watches    int            // watches created
+	dups       int            // deletions that reached a driver more than once
+	deliveries int            // deletion events the drivers received
+	events     float64        // watch events etcd sent (its own count)
+}
+
+// countFanout has every driver of ds, all at once, call one warm times
+// (sessions granted, watches created), then rounds times counted on the
+// wire (wc, and etcd's metrics at addr); the first error fails t.
+func countFanout(t *testing.T, addr string, wc *wireCounter, ds []*Driver, warm, rounds int, one func(i, j int, d *Driver) error) fanoutCounts {
+	t.Helper()
+	run := func(k int) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, len(ds))
+		for i, d := range ds {
+			wg.Go(func() {
+				for j := range k {
+					if err := one(i, j, d); err != nil {
+						errs <- fmt.Errorf("driver %d: %w", i, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	const metric = "etcd_debugging_mvcc_events_total"
+	run(warm)
+	wc.reset()
+	before := metrics(t, addr)[metric]
+	start := time.Now()
+	run(rounds)
+	c := fanoutCounts{acq: float64(len(ds) * rounds), elapsed: time.Since(start)}
+	time.Sleep(200 * time.Millisecond) // the last events on their way out
+	c.events = metrics(t, addr)[metric] - before
+	c.dups, c.deliveries = wc.redelivered()
+	c.calls, c.watches = wc.reset()
+	return c
+}
+
 // TestSemaphoreReleaseFanout: a release of permits costs the waiters it
 // does not admit no request and no new watch, and is sent to each driver
 // at most once. Eight drivers, each with its own client, take one permit
@@ -130,77 +183,32 @@ func TestSemaphoreReleaseFanout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	wc := &wireCounter{calls: map[string]int{}}
-	var ds []*Driver
-	for range n {
-		cli, err := clientv3.New(clientv3.Config{
-			Endpoints: []string{addr}, DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
-			DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(wc.unary), grpc.WithChainStreamInterceptor(wc.stream)},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cli.Close() })
-		d, err := New(cli, &Options{Prefix: "semfanout", TTL: 10 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
-		ds = append(ds, d)
-	}
+	ds := ownDrivers(t, []string{addr}, n, "semfanout", wc.dial()...)
 	req := backend.Request{Kind: backend.Permits, Key: "s", TTL: 10 * time.Second, Limit: limit, Permits: 1}
-	// run has every driver take and release a permit k times, all at once.
-	run := func(k int) {
-		t.Helper()
-		var wg sync.WaitGroup
-		errs := make(chan error, n)
-		for i, d := range ds {
-			wg.Go(func() {
-				for j := range k {
-					r := req
-					r.Owner = fmt.Sprintf("d%d.%d", i, j)
-					gr, err := d.waitPermits(ctx, r)
-					if err == nil {
-						err = gr.Lock.Release(ctx)
-					}
-					if err != nil {
-						errs <- fmt.Errorf("driver %d: %w", i, err)
-						return
-					}
-				}
-			})
+	// Every driver takes and releases a permit, 5 times to warm up.
+	c := countFanout(t, addr, wc, ds, 5, rounds, func(i, j int, d *Driver) error {
+		r := req
+		r.Owner = fmt.Sprintf("d%d.%d", i, j)
+		gr, err := d.waitPermits(ctx, r)
+		if err == nil {
+			err = gr.Lock.Release(ctx)
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
+		return err
+	})
+	if c.calls["Txn"] != n*rounds || c.calls["DeleteRange"] != n*rounds {
+		t.Errorf("%d puts and %d deletes for %g acquisitions, want one each", c.calls["Txn"], c.calls["DeleteRange"], c.acq)
 	}
-	const metric = "etcd_debugging_mvcc_events_total"
-	run(5) // sessions granted, watches created
-	wc.reset()
-	before := metrics(t, addr)[metric]
-	start := time.Now()
-	run(rounds)
-	elapsed := time.Since(start)
-	time.Sleep(200 * time.Millisecond) // the last events on their way out
-	events := metrics(t, addr)[metric] - before
-	dups, deliveries := wc.redelivered()
-	calls, watches := wc.reset()
-	acq := float64(n * rounds)
-	if calls["Txn"] != n*rounds || calls["DeleteRange"] != n*rounds {
-		t.Errorf("%d puts and %d deletes for %g acquisitions, want one each", calls["Txn"], calls["DeleteRange"], acq)
-	}
-	reads := float64(calls["Range"]) / acq
-	creates := float64(watches) / acq
+	reads := float64(c.calls["Range"]) / c.acq
+	creates := float64(c.watches) / c.acq
 	t.Logf("%g acquisitions in %v: %v; %.2f reads, %.2f watches created, %.2f deletion events received and %.2f watch events sent (etcd) per acquisition",
-		acq, elapsed.Round(time.Millisecond), calls, reads, creates, float64(deliveries)/acq, events/acq)
+		c.acq, c.elapsed.Round(time.Millisecond), c.calls, reads, creates, float64(c.deliveries)/c.acq, c.events/c.acq)
 	if reads > 0.5 {
 		t.Errorf("%.2f reads per acquisition by the waiters, want at most 0.5", reads)
 	}
 	if creates > 0.5 {
 		t.Errorf("%.2f watches created per acquisition, want at most 0.5", creates)
 	}
-	if dups > 0 {
-		t.Errorf("%d deletions reached a driver more than once, want each at most once per driver", dups)
+	if c.dups > 0 {
+		t.Errorf("%d deletions reached a driver more than once, want each at most once per driver", c.dups)
 	}
 }

@@ -22,6 +22,8 @@ type Options struct {
 // backend.Waiter, backend.Notifier, backend.Inspector, backend.Batcher for
 // TryAcquireMulti, and backend.Announcer). Use it with distlock.New.
 type Driver struct {
+	routes // the entry points (kinds.go)
+
 	s    *Store
 	wait backend.WaitKind
 
@@ -50,7 +52,9 @@ func (s *Store) NewDriver(opts *Options) (*Driver, error) {
 	default:
 		return nil, fmt.Errorf("memlock: %w: unknown wait kind %q (want poll, notify or queue)", backend.ErrInvalidConfig, o.Wait)
 	}
-	return &Driver{s: s, wait: o.Wait, subs: map[*subscription]struct{}{}, queued: map[*waiter]struct{}{}}, nil
+	d := &Driver{s: s, wait: o.Wait, subs: map[*subscription]struct{}{}, queued: map[*waiter]struct{}{}}
+	d.routes = byKind.Notifying(d)
+	return d, nil
 }
 
 // Capabilities implements backend.Driver.

@@ -1,8 +1,6 @@
 package memlock
 
 import (
-	"context"
-
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/kinds"
 )
@@ -28,19 +26,8 @@ var byKind = kinds.Table[*Driver]{
 	InspectPermits:   (*Driver).inspectPermits,
 }
 
-// TryAcquire implements backend.Driver for every kind: the mutex, the sides of a
-// read-write lock (rwlock.go) and a semaphore's permits (semaphore.go). A kind its Capabilities
-// do not declare (in this mode) is refused.
-func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
-	return byKind.TryAcquire(d, ctx, req)
-}
-
-// Subscribe implements backend.Notifier for every kind.
-func (d *Driver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return byKind.Subscribe(d, ctx, key, kind)
-}
-
-// Inspect implements backend.Inspector for every kind.
-func (d *Driver) Inspect(ctx context.Context, key string, kind backend.Kind) (backend.Info, error) {
-	return byKind.Inspect(d, ctx, key, kind)
-}
+// routes gives Driver its entry points through byKind: TryAcquire (a kind
+// its Capabilities do not declare, in this mode, is refused), Subscribe
+// and Inspect, for every kind: the mutex, the sides of a read-write lock
+// (rwlock.go) and a semaphore's permits (semaphore.go).
+type routes = kinds.Notifying[*Driver]

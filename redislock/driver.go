@@ -76,11 +76,9 @@ func (o *Options) normalize() (Options, error) {
 	if o != nil {
 		out = *o
 	}
-	if out.Prefix == "" {
-		out.Prefix = DefaultPrefix
-	}
-	if err := redisproto.CheckPrefix(out.Prefix); err != nil {
-		return out, fmt.Errorf("redislock: %w: %v", backend.ErrInvalidConfig, err)
+	var err error
+	if out.Prefix, err = redisproto.OptionPrefix("redislock", out.Prefix); err != nil {
+		return out, err
 	}
 	if out.WaitReplicas < 0 {
 		return out, fmt.Errorf("redislock: %w: WaitReplicas %d is negative", backend.ErrInvalidConfig, out.WaitReplicas)
@@ -113,6 +111,8 @@ func (o *Options) normalize() (Options, error) {
 // (RefreshAll everywhere; TryAcquireMulti declared on a single server
 // without WaitReplicas: multi.go). It is safe for concurrent use.
 type Driver struct {
+	routes // the entry points (kinds.go)
+
 	c      redis.UniversalClient
 	owned  bool // the driver opened c and closes it
 	opts   Options
@@ -178,6 +178,7 @@ func New(c redis.UniversalClient, opts *Options) (*Driver, error) {
 		return nil, fmt.Errorf("redislock: %w: WaitReplicas (wait_replicas) is not supported with a Redis Cluster client", backend.ErrInvalidConfig)
 	}
 	d := &Driver{c: c, opts: o, notify: redisproto.NewNotifier(c), inbox: o.Prefix + ":inbox:" + redisproto.NewID(), bounds: redisproto.BoundsOf(c)}
+	d.routes = byKind.WaitingNotifying(d)
 	lg := o.Logger
 	if lg == nil {
 		lg = slog.Default()

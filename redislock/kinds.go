@@ -1,20 +1,13 @@
 package redislock
 
-import (
-	"context"
-
-	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/internal/kinds"
-)
+import "github.com/distlock/distlock/internal/kinds"
 
 // byKind routes each entry point to the method of the request's kind
 // (internal/kinds).
 var byKind = kinds.Table[*Driver]{
-	Name:     "redislock",
-	TryMutex: (*Driver).tryMutex,
-	TryRW: func(d *Driver, ctx context.Context, req backend.Request) (backend.Grant, error) {
-		return d.tryRW(ctx, req, req.Kind, req.Waiting)
-	},
+	Name:             "redislock",
+	TryMutex:         (*Driver).tryMutex,
+	TryRW:            kinds.TrySide((*Driver).tryRW),
 	TryPermits:       (*Driver).tryPermits,
 	WaitMutex:        (*Driver).waitMutex,
 	SubscribeMutex:   (*Driver).subscribeMutex,
@@ -25,26 +18,8 @@ var byKind = kinds.Table[*Driver]{
 	InspectPermits:   (*Driver).inspectPermits,
 }
 
-// TryAcquire implements backend.Driver for the mutex, the sides of a read-write
-// lock and a semaphore's permits. A kind its Capabilities
-// do not declare (in this mode) is refused.
-func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
-	return byKind.TryAcquire(d, ctx, req)
-}
-
-// Wait implements backend.Waiter for the mutex.
-func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, error) {
-	return byKind.Wait(d, ctx, req)
-}
-
-// Subscribe implements backend.Notifier for the mutex, the sides of a read-write
-// lock and a semaphore's permits.
-func (d *Driver) Subscribe(ctx context.Context, key string, kind backend.Kind) (<-chan struct{}, func(), error) {
-	return byKind.Subscribe(d, ctx, key, kind)
-}
-
-// Inspect implements backend.Inspector for the mutex, the sides of a read-write
-// lock and a semaphore's permits.
-func (d *Driver) Inspect(ctx context.Context, key string, kind backend.Kind) (backend.Info, error) {
-	return byKind.Inspect(d, ctx, key, kind)
-}
+// routes gives Driver its entry points through byKind: TryAcquire (a kind
+// its Capabilities do not declare, in this mode, is refused), Subscribe
+// and Inspect for the mutex, the sides of a read-write lock and a
+// semaphore's permits, and Wait for the mutex.
+type routes = kinds.WaitingNotifying[*Driver]

@@ -58,6 +58,27 @@ func retryingClient(t *testing.T, n sandbox.Node) (*redis.Client, replyDropper) 
 	return c, replyDropper{p}
 }
 
+// retryingLocker returns a Locker (default TTL 10 s, closed when t ends)
+// over a driver with opts on a retryingClient of n, on which scripts are
+// loaded too, and the client's dropper.
+func retryingLocker(t *testing.T, n sandbox.Node, opts *Options, scripts ...*redis.Script) (*distlock.Locker, replyDropper) {
+	t.Helper()
+	c, drop := retryingClient(t, n)
+	ctx := testCtx(t, 10*time.Second)
+	for _, s := range scripts {
+		if err := s.Load(ctx, c).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := New(c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := distlock.New(d, distlock.WithDefaultTTL(10*time.Second))
+	t.Cleanup(func() { l.Close() })
+	return l, drop
+}
+
 // TestLostReplyRetried: a lost reply retried by the client has the effect
 // of one delivery. A retried acquisition must not count a second hold (the
 // lock would stay held by nobody after Release), a retried release must not
@@ -260,18 +281,7 @@ func TestReleasedMemory(t *testing.T) {
 func TestLostReplyRetriedPermits(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
 	ctx := testCtx(t, time.Minute)
-	c, drop := retryingClient(t, g.Node(0))
-	for _, s := range []*redis.Script{semAcquireScript, semReleaseScript, semRefreshScript} {
-		if err := s.Load(ctx, c).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	d, err := New(c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := distlock.New(d, distlock.WithDefaultTTL(10*time.Second))
-	t.Cleanup(func() { l.Close() })
+	l, drop := retryingLocker(t, g.Node(0), nil, semAcquireScript, semReleaseScript, semRefreshScript)
 	s, err := l.Semaphore("lost-permits", 2)
 	if err != nil {
 		t.Fatal(err)
@@ -327,18 +337,7 @@ func TestLostReplyRetriedPermits(t *testing.T) {
 func TestLostReplyRetriedReadRelease(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
 	ctx := testCtx(t, time.Minute)
-	c, drop := retryingClient(t, g.Node(0))
-	for _, s := range []*redis.Script{rwAcquireScript, rwReleaseScript, rwRefreshScript} {
-		if err := s.Load(ctx, c).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	d, err := New(c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := distlock.New(d, distlock.WithDefaultTTL(10*time.Second))
-	t.Cleanup(func() { l.Close() })
+	l, drop := retryingLocker(t, g.Node(0), nil, rwAcquireScript, rwReleaseScript, rwRefreshScript)
 	other := singleLocker(t, g.Node(0), 10*time.Second)
 	const key = "lost-read-release"
 	ma, err := l.RWMutex(key)

@@ -183,14 +183,7 @@ func BenchmarkTryAcquireAll(b *testing.B) {
 func TestServerCommandsMultiLock(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
-	c := nodeClient(g.Node(0))
-	defer c.Close()
-	d, err := New(c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := distlock.New(d, distlock.WithDefaultTTL(time.Minute))
-	defer l.Close()
+	l, _, c := countedLocker(t, g.Node(0), nil)
 	keys := []string{"server-multi-a", "server-multi-b", "server-multi-c"}
 	for round := range 2 { // the first loads the script
 		if err := c.ConfigResetStat(ctx).Err(); err != nil {

@@ -42,25 +42,10 @@ func TestRoundTripsPerPair(t *testing.T) {
 		g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
 		for _, mode := range []WaitMode{WaitQueue, WaitNotify} {
 			t.Run(mode.String(), func(t *testing.T) {
-				c := nodeClient(g.Node(0))
-				defer c.Close()
-				h := &countingHook{}
-				c.AddHook(h)
-				d, err := New(c, &Options{Wait: mode})
-				if err != nil {
-					t.Fatal(err)
-				}
-				l := distlock.New(d, distlock.WithDefaultTTL(time.Minute))
-				defer l.Close()
+				l, h, _ := countedLocker(t, g.Node(0), &Options{Wait: mode})
 				key := "roundtrips-" + mode.String()
-				pair(t, l, key) // warm-up: scripts loaded, subscriptions made
-				h.reset()
-				for range pairs {
-					pair(t, l, key)
-				}
-				if got := h.calls(); !slices.Equal(got, []string{"evalsha", "evalsha"}) || h.n != 2*pairs {
-					t.Errorf("%d pairs sent %d commands (one pair: %v), want 2 EVALSHA per pair", pairs, h.n, got)
-				}
+				// The warm-up also makes the subscriptions.
+				h.twoScriptsEach(t, "", pairs, func(int) { pair(t, l, key) })
 			})
 		}
 	})
@@ -101,6 +86,42 @@ func TestRoundTripsPerPair(t *testing.T) {
 			t.Errorf("%d pairs took %d parallel rounds (%d commands reached the barrier without the other nodes'), want 2 per pair", pairs, rounds, late)
 		}
 	})
+}
+
+// countedLocker returns a Locker (default TTL one minute) over a driver
+// with opts on a client of n of its own, whose commands h counts; both are
+// closed when t ends.
+func countedLocker(t *testing.T, n sandbox.Node, opts *Options) (l *distlock.Locker, h *countingHook, c *redis.Client) {
+	t.Helper()
+	c = nodeClient(n)
+	t.Cleanup(func() { c.Close() })
+	h = &countingHook{}
+	c.AddHook(h)
+	d, err := New(c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l = distlock.New(d, distlock.WithDefaultTTL(time.Minute))
+	t.Cleanup(func() { l.Close() })
+	return l, h, c
+}
+
+// twoScriptsEach runs pair once (loading the scripts), then pairs times
+// counted by h (pair(i), i from 0), and reports (with what, if not empty)
+// a pair that did not cost one EVALSHA to acquire and one to release.
+func (h *countingHook) twoScriptsEach(t *testing.T, what string, pairs int, pair func(i int)) {
+	t.Helper()
+	pair(0) // warm-up: scripts loaded
+	h.reset()
+	for i := range pairs {
+		pair(i)
+	}
+	if what != "" {
+		what += ": "
+	}
+	if got := h.calls(); !slices.Equal(got, []string{"evalsha", "evalsha"}) || h.n != 2*pairs {
+		t.Errorf("%s%d pairs sent %d commands (one pair: %v), want 2 EVALSHA per pair", what, pairs, h.n, got)
+	}
 }
 
 // countingHook counts a client's commands (a pipeline counts each of its

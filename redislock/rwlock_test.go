@@ -2,11 +2,8 @@ package redislock
 
 import (
 	"errors"
-	"slices"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/sandbox"
@@ -20,16 +17,7 @@ func TestRWRoundTrips(t *testing.T) {
 	const pairs = 5
 	ctx := testCtx(t, time.Minute)
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
-	c := nodeClient(g.Node(0))
-	defer c.Close()
-	h := &countingHook{}
-	c.AddHook(h)
-	d, err := New(c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := distlock.New(d, distlock.WithDefaultTTL(time.Minute))
-	defer l.Close()
+	l, h, _ := countedLocker(t, g.Node(0), nil)
 	m, err := l.RWMutex("rw-roundtrips")
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +29,7 @@ func TestRWRoundTrips(t *testing.T) {
 		{"read", func() (*distlock.Lease, error) { return m.RLock(ctx) }},
 		{"write", func() (*distlock.Lease, error) { return m.Lock(ctx) }},
 	} {
-		pair := func() {
+		h.twoScriptsEach(t, side.name, pairs, func(int) {
 			le, err := side.lock()
 			if err != nil {
 				t.Fatal(err)
@@ -49,15 +37,7 @@ func TestRWRoundTrips(t *testing.T) {
 			if err := le.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
-		}
-		pair() // warm-up: scripts loaded
-		h.reset()
-		for range pairs {
-			pair()
-		}
-		if got := h.calls(); !slices.Equal(got, []string{"evalsha", "evalsha"}) || h.n != 2*pairs {
-			t.Errorf("%s: %d pairs sent %d commands (one pair: %v), want 2 EVALSHA per pair", side.name, pairs, h.n, got)
-		}
+		})
 	}
 }
 
@@ -85,18 +65,7 @@ func TestRWNotWithWaitReplicas(t *testing.T) {
 func TestRWLostReplyRetried(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
 	ctx := testCtx(t, time.Minute)
-	c, drop := retryingClient(t, g.Node(0))
-	for _, s := range []*redis.Script{rwAcquireScript, rwReleaseScript, rwRefreshScript} {
-		if err := s.Load(ctx, c).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	d, err := New(c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := distlock.New(d, distlock.WithDefaultTTL(10*time.Second))
-	defer l.Close()
+	l, drop := retryingLocker(t, g.Node(0), nil, rwAcquireScript, rwReleaseScript, rwRefreshScript)
 	other := singleLocker(t, g.Node(0), 10*time.Second)
 	m, _ := l.RWMutex("rw-lost")
 	om, _ := other.RWMutex("rw-lost")

@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/sandbox"
 )
 
@@ -29,14 +28,7 @@ func TestServerCommandsPerPair(t *testing.T) {
 	const pairs = 20
 	ctx := testCtx(t, time.Minute)
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
-	c := nodeClient(g.Node(0))
-	defer c.Close()
-	d, err := New(c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := distlock.New(d, distlock.WithDefaultTTL(time.Minute))
-	defer l.Close()
+	l, _, c := countedLocker(t, g.Node(0), nil)
 	pair := func() {
 		t.Helper()
 		le, err := l.Acquire(ctx, "server-commands")

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"testing"
 	"time"
 
 	"github.com/distlock/distlock/backend"
@@ -38,3 +39,17 @@ var (
 	mustHold          = redistest.MustHold
 	restart           = redistest.Restart
 )
+
+// nodeDriver returns a driver with the default options over clients of
+// its own of g's nodes, which it returns too; the driver is closed when t
+// ends.
+func nodeDriver(t *testing.T, g *sandbox.Group) (*Driver, []redis.UniversalClient) {
+	t.Helper()
+	clients := nodeClients(t, g)
+	r, err := New(clients, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r, clients
+}

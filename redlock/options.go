@@ -46,11 +46,9 @@ func (o *Options) normalize() (Options, error) {
 	if o != nil {
 		out = *o
 	}
-	if out.Prefix == "" {
-		out.Prefix = DefaultPrefix
-	}
-	if err := redisproto.CheckPrefix(out.Prefix); err != nil {
-		return out, fmt.Errorf("redlock: %w: %v", backend.ErrInvalidConfig, err)
+	var err error
+	if out.Prefix, err = redisproto.OptionPrefix("redlock", out.Prefix); err != nil {
+		return out, err
 	}
 	switch out.Wait {
 	case WaitDefault:

@@ -25,13 +25,9 @@ func TestRedlockFairOrder(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	const key, waiters = "fair-order", 5
 	locker := func() *distlock.Locker {
-		clients := nodeClients(t, g)
-		r, err := New(clients, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, _ := nodeDriver(t, g)
 		l := distlock.New(r, distlock.WithDefaultTTL(10*time.Second))
-		t.Cleanup(func() { _ = l.Close(); _ = r.Close() })
+		t.Cleanup(func() { _ = l.Close() })
 		return l
 	}
 	first := nodeClient(g.Node(0))
@@ -107,13 +103,9 @@ func TestRedlockQueueFirstNodeDown(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	const key = "first-down"
 	locker := func() *distlock.Locker {
-		clients := nodeClients(t, g)
-		r, err := New(clients, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, _ := nodeDriver(t, g)
 		l := distlock.New(r, distlock.WithDefaultTTL(10*time.Second))
-		t.Cleanup(func() { _ = l.Close(); _ = r.Close() })
+		t.Cleanup(func() { _ = l.Close() })
 		return l
 	}
 	a, b, c := locker(), locker(), locker()
@@ -164,12 +156,7 @@ func TestRedlockQueueFirstNodeDown(t *testing.T) {
 func TestRedlockQueueStaleFirstNode(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
 	ctx := testCtx(t, time.Minute)
-	clients := nodeClients(t, g)
-	r, err := New(clients, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
+	r, clients := nodeDriver(t, g)
 	const key = "stale-first"
 	ks := redisproto.KeysFor(DefaultPrefix, key)
 	a, err := r.TryAcquire(ctx, backend.Request{Key: key, Owner: "owner-a", TTL: time.Minute})

@@ -48,12 +48,7 @@ func TestRedlockSlowNodeNotAwaited(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
 	ctx := testCtx(t, time.Minute)
 	h := &gateHook{}
-	clients := nodeClients(t, g)
-	r, err := New(clients, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
+	r, clients := nodeDriver(t, g)
 	clients[2].AddHook(h)
 	ks := r.keys("slow")
 	// heldOn2 polls node 2 (at most 3 s) until its lock exists as want.

@@ -96,12 +96,7 @@ func TestRedlockLateFailedCallReleases(t *testing.T) {
 	if err := loadScripts(ctx, g); err != nil { // EVALSHA from the start: what the hooks match
 		t.Fatal(err)
 	}
-	clients := nodeClients(t, g)
-	r, err := New(clients, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
+	r, clients := nodeDriver(t, g)
 	const key = "late-fail"
 	ks := redisproto.KeysFor(DefaultPrefix, key)
 	actx, cancel := context.WithCancel(ctx)

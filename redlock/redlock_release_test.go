@@ -24,12 +24,7 @@ import (
 func TestRedlockReleaseMinority(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis, Nodes: 3})
 	ctx := testCtx(t, time.Minute)
-	clients := nodeClients(t, g)
-	r, err := New(clients, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
+	r, clients := nodeDriver(t, g)
 	const key, ttl = "release-minority", 30 * time.Second
 	lockKey := redisproto.KeysFor(DefaultPrefix, key).Lock
 	req := func(owner string) backend.Request { return backend.Request{Key: key, Owner: owner, TTL: ttl} }

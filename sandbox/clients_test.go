@@ -82,6 +82,17 @@ func etcdClient(t *testing.T, addrs []string) *clientv3.Client {
 	return c
 }
 
+// restart kills n and starts it again.
+func restart(t *testing.T, ctx context.Context, n sandbox.Node) {
+	t.Helper()
+	if err := n.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // testCtx is a context bounded well below the test binary's timeout.
 func testCtx(t *testing.T, d time.Duration) context.Context {
 	t.Helper()

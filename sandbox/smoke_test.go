@@ -117,12 +117,7 @@ func TestPostgresSmoke(t *testing.T) {
 		t.Fatalf("SELECT owner after restart = %q, %v", owner, err)
 	}
 	// And a kill (crash recovery from the WAL).
-	if err := g.Node(0).Kill(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Node(0).Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	restart(t, ctx, g.Node(0))
 	c = pgConn(t, ctx, g.URL())
 	if err := c.QueryRow(ctx, "SELECT owner FROM locks WHERE name = 'a'").Scan(&owner); err != nil || owner != "me" {
 		t.Fatalf("SELECT owner after a kill = %q, %v", owner, err)

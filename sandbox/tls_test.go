@@ -55,12 +55,7 @@ func TestRedisTLS(t *testing.T) {
 		t.Errorf("URL = %q, want %q", g.URL(), want)
 	}
 	// A restarted node serves TLS again.
-	if err := g.Node(0).Kill(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Node(0).Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	restart(t, ctx, g.Node(0))
 	if err := tlsRedis(t, g, g.Node(0).Addr()).Ping(ctx).Err(); err != nil {
 		t.Fatalf("PING over TLS after a restart: %v", err)
 	}
@@ -171,12 +166,7 @@ func TestZooKeeperTLS(t *testing.T) {
 	if g.URL() != want {
 		t.Errorf("URL = %q, want %q", g.URL(), want)
 	}
-	if err := g.Node(0).Kill(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Node(0).Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	restart(t, ctx, g.Node(0))
 	if out, err := zkFourLetter(g.Node(0).Addr(), "srvr", g.ClientTLS()); err != nil || !strings.Contains(out, "Mode: ") {
 		t.Fatalf("srvr over TLS after a restart = %q, %v", out, err)
 	}
@@ -267,12 +257,7 @@ func TestPostgresTLS(t *testing.T) {
 	refusedAt("a client certificate of another CA (TLS 1.2)", otherCert, tls.VersionTLS12, "unknown certificate authority")
 	refused("a server checked against another CA", sandbox.PostgresTLSURL(g.Node(0).Addr(), other.CA), "certificate")
 
-	if err := g.Node(0).Kill(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Node(0).Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	restart(t, ctx, g.Node(0))
 	if ssl, _ := pgSSL(t, g.URL()); !ssl {
 		t.Error("no TLS after a restart")
 	}

@@ -21,6 +21,8 @@ import (
 // mutex and read-write locks, and [backend.Inspector] for the mutex; it is
 // safe for concurrent use.
 type Driver struct {
+	routes // the entry points (kinds.go)
+
 	db      *sql.DB
 	ownDB   bool   // opened from a URL: Close closes it
 	onClose func() // run by Close (a URL's TLS configuration to deregister), or nil
@@ -116,6 +118,7 @@ func newDriver(ctx context.Context, db *sql.DB, dia dialect, opts *Options) (*Dr
 			backend.ErrInvalidConfig, o.LockWaitTimeout, dia.maxLockWait())
 	}
 	d := &Driver{db: db, dia: dia, q: dia.statements(o.Table), server: o.Server}
+	d.routes = byKind.Waiting(d)
 	if o.LockWaitTimeout > 0 {
 		d.lwt = seconds(o.LockWaitTimeout)
 	}
@@ -136,7 +139,7 @@ func newDriver(ctx context.Context, db *sql.DB, dia dialect, opts *Options) (*Dr
 		if err != nil {
 			return nil, err
 		}
-		d.sess = sm
+		d.sess, d.routes = sm, sessionKinds.Waiting(d)
 		return d, nil
 	}
 	if err := d.setUpProc(ctx, o); err != nil {

@@ -58,6 +58,8 @@ type Options struct {
 // locks share the session: they live while it lives. It is safe for
 // concurrent use.
 type Driver struct {
+	routes // the entry points (kinds.go)
+
 	conn    *zk.Conn
 	owned   bool // Close closes conn
 	base    string
@@ -179,6 +181,7 @@ func newDriver(conn *zk.Conn, o Options, owned bool, s *session) (*Driver, error
 		acl = zk.WorldACL(zk.PermAll)
 	}
 	d := &Driver{conn: conn, owned: owned, base: base, acl: acl, timeout: s.timeout, sess: s, watchRounds: owned || o.WatchRenewals, closing: make(chan struct{})}
+	d.routes = byKind.Waiting(d)
 	d.closeCtx, d.endCtx = context.WithCancel(context.Background())
 	d.orphans.init()
 	d.held = &backend.HeldSet[*lockNode]{}

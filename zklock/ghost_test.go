@@ -217,16 +217,57 @@ func ephemeralMarker(t *testing.T, d *Driver, key string) string {
 	return marker
 }
 
-func TestCreateInNextSessionReaped(t *testing.T) {
-	c := startCluster(t, 1)
-	key := uniqueKey(t)
-	const session = time.Second
-	a, gate, partition := gatedDriver(t, c, session)
-	b, _, err := c.newDriver(ctxFor(t, 30*time.Second), 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
+// ghostEnv is one server, A a gatedDriver of it with a session of
+// ghostSession, and B a driver of its own.
+type ghostEnv struct {
+	c         *cluster
+	key       string // unique to the test
+	a, b      *Driver
+	gate      *writeGate // A's
+	partition func(on bool)
+}
+
+const ghostSession = time.Second
+
+func newGhostEnv(t *testing.T) *ghostEnv {
+	t.Helper()
+	e := &ghostEnv{c: startCluster(t, 1), key: uniqueKey(t)}
+	e.a, e.gate, e.partition = gatedDriver(t, e.c, ghostSession)
+	e.b, _ = e.c.driverT(t, ctxFor(t, 30*time.Second), 10*time.Second)
+	return e
+}
+
+// req is a request of e's key by owner.
+func (e *ghostEnv) req(owner string) backend.Request {
+	return backend.Request{Key: e.key, Owner: owner, TTL: 10 * time.Second}
+}
+
+// queueAfterLineRead runs attempt, an attempt of A's on the read-write
+// lock of e's key, in a goroutine: once A has sent its read of the line,
+// the reply is held until A's send loop is held, so that what attempt
+// sends after the reply waits in go-zookeeper's queue.
+func (e *ghostEnv) queueAfterLineRead(t *testing.T, attempt func()) {
+	t.Helper()
+	parent := []byte(e.a.rwParent(e.key))
+	e.gate.mu.Lock()
+	e.gate.holdReadAfter = func(p []byte) bool {
+		return len(p) >= 12 && int32(binary.BigEndian.Uint32(p[8:12])) == 12 && bytes.Contains(p, parent)
 	}
-	t.Cleanup(func() { _ = b.Close() })
+	e.gate.mu.Unlock()
+	go attempt()
+	select {
+	case <-e.gate.readHeld:
+	case <-time.After(10 * time.Second):
+		t.Fatal("A's read of the line was not held")
+	}
+	holdSendLoop(t, e.a, e.gate)
+	close(e.gate.readRelease)
+	time.Sleep(200 * time.Millisecond) // queued (each test checks it was sent later)
+}
+
+func TestCreateInNextSessionReaped(t *testing.T) {
+	e := newGhostEnv(t)
+	c, key, a, b, gate, partition, session := e.c, e.key, e.a, e.b, e.gate, e.partition, ghostSession
 
 	// B holds the lock, so that its container exists throughout and A's
 	// create needs no other request.
@@ -293,18 +334,8 @@ func TestCreateInNextSessionReaped(t *testing.T) {
 // unconditional Set then put A's older token back, and every reader until
 // the next writer got a token below a write already granted.
 func TestRWFenceNotLowered(t *testing.T) {
-	c := startCluster(t, 1)
-	key := uniqueKey(t)
-	const session = time.Second
-	a, gate, partition := gatedDriver(t, c, session)
-	b, _, err := c.newDriver(ctxFor(t, 30*time.Second), 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
-	req := func(owner string) backend.Request {
-		return backend.Request{Key: key, Owner: owner, TTL: 10 * time.Second}
-	}
+	e := newGhostEnv(t)
+	c, key, a, b, gate, partition, req := e.c, e.key, e.a, e.b, e.gate, e.partition, e.req
 	// A first write makes the fence node, so that A's record is one Set.
 	g, err := b.tryRW(ctxFor(t, 10*time.Second), req("b0"), backend.Write, false)
 	if err != nil {
@@ -316,32 +347,17 @@ func TestRWFenceNotLowered(t *testing.T) {
 	marker := ephemeralMarker(t, a, key)
 	first := a.conn.SessionID()
 
-	// A's write attempt: once it has sent the read of the line, hold the
-	// reply until A's send loop is held, so that the record of A's token
-	// made after the reply waits in go-zookeeper's queue.
-	parent := []byte(a.rwParent(key))
-	gate.mu.Lock()
-	gate.holdReadAfter = func(p []byte) bool {
-		return len(p) >= 12 && int32(binary.BigEndian.Uint32(p[8:12])) == 12 && bytes.Contains(p, parent)
-	}
-	gate.mu.Unlock()
+	// A's write attempt: the record of A's token, made after the reply to
+	// its read of the line, waits in go-zookeeper's queue.
 	tried := make(chan error, 1)
-	go func() {
+	e.queueAfterLineRead(t, func() {
 		g, err := a.tryRW(ctxFor(t, 30*time.Second), req("a"), backend.Write, false)
 		if err == nil {
 			t.Logf("A's write grant, token %d", g.Token)
 			_ = g.Lock.Release(ctxFor(t, 10*time.Second))
 		}
 		tried <- err
-	}()
-	select {
-	case <-gate.readHeld:
-	case <-time.After(10 * time.Second):
-		t.Fatal("A's read of the line was not held")
-	}
-	holdSendLoop(t, a, gate)
-	close(gate.readRelease)
-	time.Sleep(200 * time.Millisecond) // the Set is queued (checked below: it was sent later)
+	})
 
 	expireSession(t, c, gate, partition, marker)
 	// A's session expired (its node with it): B takes the write side
@@ -378,47 +394,22 @@ func TestRWFenceNotLowered(t *testing.T) {
 // (its node with it) and a writer was granted, is not granted: its node
 // is gone.
 func TestRWReadGrantAfterExpiry(t *testing.T) {
-	c := startCluster(t, 1)
-	key := uniqueKey(t)
-	const session = time.Second
-	a, gate, partition := gatedDriver(t, c, session)
-	b, _, err := c.newDriver(ctxFor(t, 30*time.Second), 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
-	req := func(owner string) backend.Request {
-		return backend.Request{Key: key, Owner: owner, TTL: 10 * time.Second}
-	}
+	e := newGhostEnv(t)
+	c, key, a, b, gate, partition, req := e.c, e.key, e.a, e.b, e.gate, e.partition, e.req
 	marker := ephemeralMarker(t, a, key)
 	first := a.conn.SessionID()
 
-	// A's read attempt: once it has sent the read of the line, hold the
-	// reply until A's send loop is held, so that its read of the fence
-	// node waits in go-zookeeper's queue.
-	parent := []byte(a.rwParent(key))
-	gate.mu.Lock()
-	gate.holdReadAfter = func(p []byte) bool {
-		return len(p) >= 12 && int32(binary.BigEndian.Uint32(p[8:12])) == 12 && bytes.Contains(p, parent)
-	}
-	gate.mu.Unlock()
+	// A's read attempt: its read of the fence node, made after the reply
+	// to its read of the line, waits in go-zookeeper's queue.
 	type result struct {
 		g   backend.Grant
 		err error
 	}
 	tried := make(chan result, 1)
-	go func() {
+	e.queueAfterLineRead(t, func() {
 		g, err := a.tryRW(ctxFor(t, 30*time.Second), req("a"), backend.Read, false)
 		tried <- result{g, err}
-	}()
-	select {
-	case <-gate.readHeld:
-	case <-time.After(10 * time.Second):
-		t.Fatal("A's read of the line was not held")
-	}
-	holdSendLoop(t, a, gate)
-	close(gate.readRelease)
-	time.Sleep(200 * time.Millisecond) // the read is queued (checked below: it was sent later)
+	})
 
 	expireSession(t, c, gate, partition, marker)
 	gw, err := b.tryRW(ctxFor(t, 10*time.Second), req("b"), backend.Write, false)

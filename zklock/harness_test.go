@@ -293,6 +293,18 @@ func (c *cluster) newDriver(ctx context.Context, session time.Duration) (*Driver
 	return c.newDriverAt(ctx, session, c.g.Addrs())
 }
 
+// driverT is newDriver for a test: a driver it cannot make fails t, and
+// the driver is closed when t ends.
+func (c *cluster) driverT(t *testing.T, ctx context.Context, session time.Duration) (*Driver, *netPath) {
+	t.Helper()
+	d, np, err := c.newDriver(ctx, session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	return d, np
+}
+
 // newDriverAt is newDriver connecting only to hosts.
 func (c *cluster) newDriverAt(ctx context.Context, session time.Duration, hosts []string) (*Driver, *netPath, error) {
 	np, err := c.newPath(hosts)

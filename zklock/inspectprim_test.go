@@ -18,11 +18,7 @@ import (
 func TestInspectQueues(t *testing.T) {
 	c := startCluster(t, 1)
 	ctx := ctxFor(t, time.Minute)
-	d, _, err := c.newDriver(ctx, 10*time.Second) // pings every ~3 s: few in the counts
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
+	d, _ := c.driverT(t, ctx, 10*time.Second) // pings every ~3 s: few in the counts
 	addr := c.g.Addrs()[0]
 	var wg sync.WaitGroup
 	wctx, stop := context.WithCancel(ctx)

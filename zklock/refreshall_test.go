@@ -2,6 +2,7 @@ package zklock
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"net"
 	"runtime"
@@ -22,21 +23,9 @@ import (
 func TestRefreshAll(t *testing.T) {
 	c := startCluster(t, 1)
 	ctx := ctxFor(t, time.Minute)
-	d, _, err := c.newDriver(ctx, 10*time.Second) // pings every ~3 s: few in the counts
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
+	d, _ := c.driverT(t, ctx, 10*time.Second) // pings every ~3 s: few in the counts
 	const n = 50
-	locks := make([]backend.Lock, n)
-	ttls := make([]time.Duration, n)
-	for i := range locks {
-		g, err := d.TryAcquire(ctx, backend.Request{Key: uniqueKey(t) + "-" + strconv.Itoa(i), Owner: "o", TTL: 10 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		locks[i], ttls[i] = g.Lock, 10*time.Second
-	}
+	locks, ttls := heldLocks(t, ctx, d, n, "-")
 	addr := c.g.Addrs()[0]
 
 	before := packetsReceived(t, addr)
@@ -84,6 +73,22 @@ func TestRefreshAll(t *testing.T) {
 
 type foreignLock struct{ backend.Lock }
 
+// heldLocks takes n mutexes on d (keys uniqueKey(t)+infix+i, TTL 10 s) and
+// returns them with their TTLs, as RefreshAll takes them.
+func heldLocks(t *testing.T, ctx context.Context, d *Driver, n int, infix string) ([]backend.Lock, []time.Duration) {
+	t.Helper()
+	locks := make([]backend.Lock, n)
+	ttls := make([]time.Duration, n)
+	for i := range locks {
+		g, err := d.TryAcquire(ctx, backend.Request{Key: uniqueKey(t) + infix + strconv.Itoa(i), Owner: "o", TTL: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks[i], ttls[i] = g.Lock, 10*time.Second
+	}
+	return locks, ttls
+}
+
 // packetsReceived asks the server (mntr) how many packets it has received.
 func packetsReceived(t *testing.T, addr string) int {
 	t.Helper()
@@ -122,21 +127,9 @@ var _ backend.Batcher = (*Driver)(nil)
 func TestRefreshAllPerSession(t *testing.T) {
 	c := startCluster(t, 1)
 	ctx := ctxFor(t, time.Minute)
-	d, np, err := c.newDriver(ctx, 10*time.Second) // pings every ~3 s: few in the counts
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
+	d, np := c.driverT(t, ctx, 10*time.Second) // pings every ~3 s: few in the counts
 	const n = 200
-	locks := make([]backend.Lock, n)
-	ttls := make([]time.Duration, n)
-	for i := range locks {
-		g, err := d.TryAcquire(ctx, backend.Request{Key: uniqueKey(t) + "-" + strconv.Itoa(i), Owner: "o", TTL: 10 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		locks[i], ttls[i] = g.Lock, 10*time.Second
-	}
+	locks, ttls := heldLocks(t, ctx, d, n, "-")
 	addr := c.g.Addrs()[0]
 	round := func(what string) (int, []error) {
 		t.Helper()
@@ -167,13 +160,8 @@ func TestRefreshAllPerSession(t *testing.T) {
 
 	// Leases granted since: read (and watched) on their own, once.
 	const more = 20
-	for i := range more {
-		g, err := d.TryAcquire(ctx, backend.Request{Key: uniqueKey(t) + "-more-" + strconv.Itoa(i), Owner: "o", TTL: 10 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		locks, ttls = append(locks, g.Lock), append(ttls, 10*time.Second)
-	}
+	newer, newTTLs := heldLocks(t, ctx, d, more, "-more-")
+	locks, ttls = append(locks, newer...), append(ttls, newTTLs...)
 	mixed, errs := round("new leases")
 	allOK("new leases", errs, -1)
 	if mixed > 2+more+3 {
@@ -248,15 +236,7 @@ func TestRefreshAllPerSessionUserConn(t *testing.T) {
 		}
 		defer d.Close()
 		const n = 50
-		locks := make([]backend.Lock, n)
-		ttls := make([]time.Duration, n)
-		for i := range locks {
-			g, err := d.TryAcquire(ctx, backend.Request{Key: uniqueKey(t) + "-" + strconv.Itoa(i), Owner: "o", TTL: 10 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			locks[i], ttls[i] = g.Lock, 10*time.Second
-		}
+		locks, ttls := heldLocks(t, ctx, d, n, "-")
 		addr := c.g.Addrs()[0]
 		round := func() int {
 			t.Helper()

@@ -14,11 +14,7 @@ import (
 func TestRWRequests(t *testing.T) {
 	c := startCluster(t, 1)
 	ctx := ctxFor(t, time.Minute)
-	d, _, err := c.newDriver(ctx, 10*time.Second) // pings every ~3 s: few in the counts
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
+	d, _ := c.driverT(t, ctx, 10*time.Second) // pings every ~3 s: few in the counts
 	key := uniqueKey(t)
 	addr := c.g.Addrs()[0]
 	const n = 20

@@ -79,11 +79,7 @@ func TestSemaphoreHolding(t *testing.T) {
 func TestSemaphoreRoundTrips(t *testing.T) {
 	c := startCluster(t, 1)
 	ctx := ctxFor(t, time.Minute)
-	d, _, err := c.newDriver(ctx, 10*time.Second) // pings every ~3 s: few in the counts
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
+	d, _ := c.driverT(t, ctx, 10*time.Second) // pings every ~3 s: few in the counts
 	key := uniqueKey(t)
 	warm, err := d.tryPermits(ctx, semReq(key, 1, 2)) // creates the container
 	if err != nil {
@@ -128,11 +124,7 @@ func TestSemaphoreRoundTrips(t *testing.T) {
 func TestSemaphoreNoHerd(t *testing.T) {
 	c := startCluster(t, 1)
 	ctx := ctxFor(t, time.Minute)
-	d, _, err := c.newDriver(ctx, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
+	d, _ := c.driverT(t, ctx, 10*time.Second)
 	key := uniqueKey(t)
 	holder, err := d.tryPermits(ctx, semReq(key, 1, 1))
 	if err != nil {
@@ -194,11 +186,7 @@ func TestSemaphoreNoHerd(t *testing.T) {
 func TestSemaphoreCancelLeavesNothing(t *testing.T) {
 	c := startCluster(t, 1)
 	ctx := ctxFor(t, time.Minute)
-	d, _, err := c.newDriver(ctx, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
+	d, _ := c.driverT(t, ctx, 10*time.Second)
 	key := uniqueKey(t)
 	holder, err := d.tryPermits(ctx, semReq(key, 1, 1))
 	if err != nil {

@@ -370,6 +370,15 @@ func clients(addrs []string, hook func(int) redis.Hook) []*redis.Client {
 	return cs
 }
 
+// universal returns cs as the []redis.UniversalClient redlock.New takes.
+func universal(cs []*redis.Client) []redis.UniversalClient {
+	us := make([]redis.UniversalClient, len(cs))
+	for i, c := range cs {
+		us[i] = c
+	}
+	return us
+}
+
 func closeAll(cs []*redis.Client) {
 	for _, c := range cs {
 		_ = c.Close()
@@ -417,11 +426,7 @@ func dlSingle(opts *dlredis.Options) func([]string, func(int) redis.Hook) measur
 // dlRedlock: distlock over redlock.New on one client per node.
 func dlRedlock(addrs []string, hook func(int) redis.Hook) measure.Contender {
 	cs := clients(addrs, hook)
-	us := make([]redis.UniversalClient, len(cs))
-	for i, c := range cs {
-		us[i] = c
-	}
-	d, err := dlredlock.New(us, nil)
+	d, err := dlredlock.New(universal(cs), nil)
 	if err != nil {
 		panic(err)
 	}

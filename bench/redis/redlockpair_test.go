@@ -28,11 +28,7 @@ func BenchmarkRedlockPair(b *testing.B) {
 	b.Run("driver", func(b *testing.B) {
 		cs := clients(addrs, nil)
 		defer closeAll(cs)
-		us := make([]redis.UniversalClient, len(cs))
-		for i, c := range cs {
-			us[i] = c
-		}
-		d, err := dlredlock.New(us, nil)
+		d, err := dlredlock.New(universal(cs), nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -158,19 +158,8 @@ func elect(ctx context.Context, o electOpts, args []string) error {
 		extra, env = []*os.File{child}, append(env, proclaimFDEnv+"=3")
 	}
 	code, terminated := supervise(ld.Lease(), o.grace, args, env, extra)
-	cause := ld.Err()
-	if cause == nil {
-		cause = fmt.Errorf("the leadership of %q was not renewed in time", o.name)
-	}
-	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer rcancel()
-	if err := ld.Resign(rctx); err != nil && !terminated {
-		fmt.Fprintln(os.Stderr, "distlock: resign:", err)
-	}
-	if terminated {
-		return exitWith(ExitLost, reword("elect: ", cause, "; the command was terminated"))
-	}
-	return exitWith(code, nil)
+	return afterCommand("elect", "resign", code, terminated, ld.Err(),
+		fmt.Errorf("the leadership of %q was not renewed in time", o.name), ld.Resign)
 }
 
 // proclaimFDEnv names, in CMD's environment, the fd on which it proclaims

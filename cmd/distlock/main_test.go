@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +33,22 @@ func TestMain(m *testing.M) {
 		goleak.VerifyTestMain(exitRecorder{m, &code})
 	}()
 	os.Exit(code)
+}
+
+// startPiped starts c with its stderr on the test's and returns its
+// stdout; c is killed and waited for when t ends.
+func startPiped(t *testing.T, c *exec.Cmd) io.Reader {
+	t.Helper()
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Stderr = os.Stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	return out
 }
 
 type exitRecorder struct {

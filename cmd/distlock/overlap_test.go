@@ -29,15 +29,7 @@ func TestRunKillsCommandBeforeValidityEnds(t *testing.T) {
 	beat := filepath.Join(t.TempDir(), "beat")
 	holder := exec.Command(binary, "run", "--url", g.URL(), "--key", "overlap", "--ttl", ttl.String(), "--grace", "10s", "--",
 		"sh", "-c", `trap '' TERM; echo ready; while :; do date +%s%N > "$0.tmp" && mv "$0.tmp" "$0"; sleep 0.02; done`, beat)
-	stdout, err := holder.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	holder.Stderr = os.Stderr
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
+	stdout := startPiped(t, holder)
 	if l, _ := bufio.NewReader(stdout).ReadString('\n'); l != "ready\n" {
 		t.Fatalf("holder said %q", l)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -26,15 +25,7 @@ func TestRunAgainstRedis(t *testing.T) {
 	// A holder process, waiting on its stdin so the test decides when it ends.
 	holder := exec.Command(binary, "run", "--url", url, "--key", "job", "--ttl", "1s", "--grace", "2s", "--",
 		"sh", "-c", `echo "ready $DISTLOCK_TOKEN"; trap 'echo got-term; exit 3' TERM; while :; do sleep 0.05; done`)
-	out, err := holder.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	holder.Stderr = os.Stderr
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
+	out := startPiped(t, holder)
 	lines := make(chan string, 16) // the holder's stdout, read before Wait closes it
 	go func() {
 		defer close(lines)
@@ -192,15 +183,7 @@ func TestElectAgainstRedis(t *testing.T) {
 	}
 
 	second := exec.Command(binary, "elect", "--url", url, "--name", "sched", "--value", "second", "--", "sh", "-c", `echo "term $DISTLOCK_TERM"`)
-	out2, err := second.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	second.Stderr = os.Stderr
-	if err := second.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = second.Process.Kill(); _ = second.Wait() })
+	out2 := startPiped(t, second)
 	time.Sleep(300 * time.Millisecond) // the second campaigns, queued behind the first
 	start := time.Now()
 	_ = stdin.Close() // the first's command exits 4; distlock resigns
@@ -330,15 +313,7 @@ func startCLI(t *testing.T, args ...string) (*exec.Cmd, io.WriteCloser, string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := c.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Stderr = os.Stderr
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	out := startPiped(t, c)
 	line, err := bufio.NewReader(out).ReadString('\n')
 	return c, in, line, err
 }

@@ -122,17 +122,27 @@ func runLocked(ctx context.Context, o runOpts, args []string) error {
 		return err
 	}
 	code, terminated := supervise(lease, o.grace, args, env, nil)
-	cause := lease.Err()
+	return afterCommand("run", "release", code, terminated, lease.Err(),
+		fmt.Errorf("the lease on %q was not renewed in time", o.key), lease.Release)
+}
+
+// afterCommand ends run and elect once CMD has run (supervise: its exit
+// code, and whether it was terminated): it gives the lease back with end
+// (Release, Resign: giveBack names it), within 10 s, reporting a failure
+// unless CMD was terminated, and returns CMD's exit, or, when CMD was
+// terminated, ExitLost with cause (what ended the lease, or notRenewed if
+// it says nothing).
+func afterCommand(name, giveBack string, code int, terminated bool, cause, notRenewed error, end func(context.Context) error) error {
 	if cause == nil {
-		cause = fmt.Errorf("the lease on %q was not renewed in time", o.key)
+		cause = notRenewed
 	}
 	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer rcancel()
-	if err := lease.Release(rctx); err != nil && !terminated {
-		fmt.Fprintln(os.Stderr, "distlock: release:", err)
+	if err := end(rctx); err != nil && !terminated {
+		fmt.Fprintln(os.Stderr, "distlock: "+giveBack+":", err)
 	}
 	if terminated {
-		return exitWith(ExitLost, reword("run: ", cause, "; the command was terminated"))
+		return exitWith(ExitLost, reword(name+": ", cause, "; the command was terminated"))
 	}
 	return exitWith(code, nil)
 }

@@ -8,13 +8,12 @@
 // for, with backend.UnsupportedKind.
 //
 // A driver fills one Table with method expressions (no allocation per
-// call) and forwards its entry points to it:
+// call) and embeds the table's Routes (routes.go), whose methods are its
+// entry points:
 //
 //	var byKind = kinds.Table[*Driver]{Name: "etcdlock", TryMutex: (*Driver).tryMutex, ...}
 //
-//	func (d *Driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
-//		return byKind.TryAcquire(d, ctx, req)
-//	}
+//	d.routes = byKind.Waiting(d) // TryAcquire, Wait, Inspect
 package kinds
 
 import (
@@ -33,9 +32,13 @@ type Subscriber[D any] func(d D, ctx context.Context, key string) (<-chan struct
 // InspectFunc is a driver's method that reports key's state.
 type InspectFunc[D any] func(d D, ctx context.Context, key string) (backend.Info, error)
 
+// Driver is what a Table needs of a driver: its Capabilities, which say
+// the kinds it declares in its current mode.
+type Driver interface{ Capabilities() backend.Capabilities }
+
 // Table holds a driver's methods by family of kinds; a nil one is a
 // family the driver does not serve in that operation.
-type Table[D interface{ Capabilities() backend.Capabilities }] struct {
+type Table[D Driver] struct {
 	// Name is the driver's name in errors ("etcdlock").
 	Name string
 
@@ -95,4 +98,21 @@ func (t *Table[D]) Inspect(d D, ctx context.Context, key string, kind backend.Ki
 		return f(d, ctx, key)
 	}
 	return backend.Info{}, backend.UnsupportedKind(t.Name, "inspect", kind)
+}
+
+// TrySide adapts a driver's read-write try that takes the side (Read or
+// Write: req.Kind) and the writer-waiting mark (req.Waiting) as arguments
+// of their own to a Table's TryRW.
+func TrySide[D any](f func(d D, ctx context.Context, req backend.Request, side backend.Kind, waiting bool) (backend.Grant, error)) Acquirer[D] {
+	return func(d D, ctx context.Context, req backend.Request) (backend.Grant, error) {
+		return f(d, ctx, req, req.Kind, req.Waiting)
+	}
+}
+
+// WaitSide adapts a driver's read-write wait that takes the side (req.Kind)
+// as an argument of its own to a Table's WaitRW.
+func WaitSide[D any](f func(d D, ctx context.Context, req backend.Request, side backend.Kind) (backend.Grant, error)) Acquirer[D] {
+	return func(d D, ctx context.Context, req backend.Request) (backend.Grant, error) {
+		return f(d, ctx, req, req.Kind)
+	}
 }

@@ -93,4 +93,56 @@ func TestTableAllocatesNothing(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _, _ = table.TryAcquire(f, ctx, req) }); n != 0 {
 		t.Errorf("TryAcquire through the table: %v allocations, want 0", n)
 	}
+	r := table.Waiting(f)
+	if n := testing.AllocsPerRun(100, func() { _, _ = r.TryAcquire(ctx, req) }); n != 0 {
+		t.Errorf("TryAcquire through Routes: %v allocations, want 0", n)
+	}
+}
+
+// Each Routes forwards its entry points to its table with its driver, and
+// has only the entry points of its name: a driver that embeds Notifying
+// has no Wait (is no backend.Waiter), one that embeds Waiting no Subscribe.
+func TestRoutesForward(t *testing.T) {
+	ctx := context.Background()
+	f := &fake{caps: backend.Capabilities{Wait: backend.WaitQueue, RW: backend.WaitPoll, Semaphore: backend.WaitPoll}}
+	check := func(what, got, want string, err error) {
+		t.Helper()
+		if err != nil || got != want {
+			t.Errorf("%s: %v (called %q), want %q", what, err, got, want)
+		}
+		f.called = ""
+	}
+	w, n, wn := table.Waiting(f), table.Notifying(f), table.WaitingNotifying(f)
+	_, err := w.TryAcquire(ctx, backend.Request{Kind: backend.Permits})
+	check("Waiting.TryAcquire", f.called, "tryPermits", err)
+	_, err = w.Wait(ctx, backend.Request{})
+	check("Waiting.Wait", f.called, "waitMutex", err)
+	_, err = n.Inspect(ctx, "k", backend.Exclusive)
+	check("Notifying.Inspect", f.called, "inspectMutex", err)
+	_, err = wn.Wait(ctx, backend.Request{})
+	check("WaitingNotifying.Wait", f.called, "waitMutex", err)
+	if _, _, err := n.Subscribe(ctx, "k", backend.Exclusive); !errors.Is(err, backend.ErrUnsupported) {
+		t.Errorf("Notifying.Subscribe with no method: %v, want ErrUnsupported", err)
+	}
+	if _, _, err := wn.Subscribe(ctx, "k", backend.Read); !errors.Is(err, backend.ErrUnsupported) {
+		t.Errorf("WaitingNotifying.Subscribe with no method: %v, want ErrUnsupported", err)
+	}
+	type waits interface {
+		Wait(context.Context, backend.Request) (backend.Grant, error)
+	}
+	type subscribes interface {
+		Subscribe(context.Context, string, backend.Kind) (<-chan struct{}, func(), error)
+	}
+	if _, ok := any(n).(waits); ok {
+		t.Error("Notifying has a Wait")
+	}
+	if _, ok := any(w).(subscribes); ok {
+		t.Error("Waiting has a Subscribe")
+	}
+	if _, ok := any(wn).(interface {
+		waits
+		subscribes
+	}); !ok {
+		t.Error("WaitingNotifying has not both Wait and Subscribe")
+	}
 }

@@ -48,3 +48,17 @@ func (m WaitMode) String() string {
 	}
 	return fmt.Sprintf("WaitMode(%d)", uint8(m))
 }
+
+// OptionPrefix is an Options.Prefix as a driver uses it: DefaultPrefix if
+// prefix is empty, else prefix once CheckPrefix finds nothing wrong with
+// it; if it does, an error of the driver named driver matching
+// backend.ErrInvalidConfig.
+func OptionPrefix(driver, prefix string) (string, error) {
+	if prefix == "" {
+		return DefaultPrefix, nil
+	}
+	if err := CheckPrefix(prefix); err != nil {
+		return prefix, fmt.Errorf("%s: %w: %v", driver, backend.ErrInvalidConfig, err)
+	}
+	return prefix, nil
+}

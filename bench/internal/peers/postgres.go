@@ -54,115 +54,42 @@ func postgresStore(u *backend.URL, rawURL string) (*Store, error) {
 		}
 		return pgxpool.NewWithConfig(ctx, c)
 	}
-	return &Store{
-		Peers: []Peer{
-			peer("pg_advisory_lock", "SELECT pg_advisory_lock(hashtextextended(key, 0)) on a connection pinned while held, "+
-				"SELECT pg_advisory_unlock(...) to release; a pgxpool.Pool with pgx's defaults (statements prepared and cached per connection)",
-				func(ctx context.Context, _ time.Duration, cut *cutter) (client, error) {
-					pool, err := open(ctx, cut)
-					if err != nil {
-						return nil, err
-					}
-					return &pgAdvisoryClient{pool: pool}, nil
-				}).from("github.com/jackc/pgx/v5", "1 (pinned while held)"),
-			peer("FOR UPDATE", "BEGIN; SELECT name FROM "+pgForUpdateTable+" WHERE name = key FOR UPDATE; ... COMMIT (the key's row created beforehand); "+
-				"a pgxpool.Pool with pgx's defaults",
-				func(ctx context.Context, _ time.Duration, cut *cutter) (client, error) {
-					pool, err := open(ctx, cut)
-					if err != nil {
-						return nil, err
-					}
-					return newPgForUpdate(ctx, pool)
-				}).from("github.com/jackc/pgx/v5", "1 (its open transaction's)"),
-			peer("distlock session", "sqllock.NewPool with Options.Session (session-level advisory locks on 2 shared sessions, idle_session_timeout = TTL) "+
-				"over a pgxpool.Pool with pgx's defaults, one Locker per pool; lease TTL = the run's TTL",
-				func(ctx context.Context, ttl time.Duration, cut *cutter) (client, error) {
-					pool, err := open(ctx, cut)
-					if err != nil {
-						return nil, err
-					}
-					d, err := sqllock.NewPool(ctx, pool, &sqllock.Options{Session: true, Table: sessionTable})
-					if err != nil {
-						pool.Close()
-						return nil, err
-					}
-					return newSessionClient(d, ttl, pool.Close), nil
-				}).from("github.com/distlock/distlock", sessionConns),
-		},
-		Fenced: []Peer{
-			fencedPeer("FOR UPDATE + counter", "BEGIN; SELECT ... FOR UPDATE as the FOR UPDATE peer, then, held, "+
-				"INSERT INTO "+fenceTable+" ... ON CONFLICT DO UPDATE SET token = token + 1 RETURNING token in autocommit on another connection (the token, durable before use); COMMIT releases",
-				func(ctx context.Context, _ time.Duration, cut *cutter) (client, error) {
-					pool, err := open(ctx, cut)
-					if err != nil {
-						return nil, err
-					}
-					fu, err := newPgForUpdate(ctx, pool)
-					if err != nil {
-						return nil, err
-					}
-					bump, err := pgFence(ctx, pool)
-					if err != nil {
-						fu.Close()
-						return nil, err
-					}
-					return &fencedClient{client: fu, bump: bump}, nil
-				}),
-			fencedPeer("pg_advisory_lock + counter", "pg_advisory_lock as the pg_advisory_lock peer, then, held, the same counter in autocommit on another connection; pg_advisory_unlock releases",
-				func(ctx context.Context, _ time.Duration, cut *cutter) (client, error) {
-					pool, err := open(ctx, cut)
-					if err != nil {
-						return nil, err
-					}
-					bump, err := pgFence(ctx, pool)
-					if err != nil {
-						pool.Close()
-						return nil, err
-					}
-					return &fencedClient{client: &pgAdvisoryClient{pool: pool}, bump: bump}, nil
-				}),
-		},
-		Conns: "1 (pinned while held)",
-		Distlock: distlockPeer("sqllock.NewPool over a pgxpool.Pool with pgx's defaults, one Locker per pool; lease TTL = the run's TTL",
-			func(ctx context.Context, _ time.Duration) (backend.Driver, func(), error) {
-				pool, err := open(ctx, nil)
-				if err != nil {
-					return nil, nil, err
-				}
-				d, err := sqllock.NewPool(ctx, pool, nil)
-				if err != nil {
-					pool.Close()
-					return nil, nil, err
-				}
-				return d, pool.Close, nil
-			}),
-		Floor: floor("SELECT 1", func() (func(context.Context) error, func(), error) {
-			pool, err := open(context.Background(), nil)
+	return sqlKit[*pgxpool.Pool]{
+		open:  open,
+		close: (*pgxpool.Pool).Close,
+		lock:  func(pool *pgxpool.Pool) client { return &pgAdvisoryClient{pool: pool} },
+		forUpdate: func(ctx context.Context, pool *pgxpool.Pool) (client, error) {
+			fu, err := newPgForUpdate(ctx, pool)
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
-			return func(ctx context.Context) error {
-				var n int
-				return pool.QueryRow(ctx, "SELECT 1").Scan(&n)
-			}, pool.Close, nil
-		}),
-		Info: func(ctx context.Context) (Info, error) {
-			pool, err := open(ctx, nil)
-			if err != nil {
-				return Info{}, err
-			}
-			defer pool.Close()
-			return pgInfo(ctx, pool)
+			return fu, nil
 		},
-		Counters: func(ctx context.Context) (float64, float64, error) {
-			pool, err := open(ctx, nil)
-			if err != nil {
-				return 0, 0, err
-			}
-			defer pool.Close()
-			return pgCounters(ctx, pool)
+		fence: pgFence,
+		driver: func(ctx context.Context, pool *pgxpool.Pool, o *sqllock.Options) (backend.Driver, error) {
+			return sqllock.NewPool(ctx, pool, o)
 		},
-	}, nil
+		selectOne: func(ctx context.Context, pool *pgxpool.Pool) error {
+			var n int
+			return pool.QueryRow(ctx, "SELECT 1").Scan(&n)
+		},
+		info:     pgInfo,
+		counters: pgCounters,
+	}.store(sqlAbout{
+		module: "github.com/jackc/pgx/v5",
+		lock:   "pg_advisory_lock",
+		lockAbout: "SELECT pg_advisory_lock(hashtextextended(key, 0)) on a connection pinned while held, " +
+			"SELECT pg_advisory_unlock(...) to release; a pgxpool.Pool with pgx's defaults (statements prepared and cached per connection)",
+		forUpdate: "BEGIN; SELECT name FROM " + pgForUpdateTable + " WHERE name = key FOR UPDATE; ... COMMIT (the key's row created beforehand); " +
+			"a pgxpool.Pool with pgx's defaults",
+		session: "sqllock.NewPool with Options.Session (session-level advisory locks on 2 shared sessions, idle_session_timeout = TTL) " +
+			"over a pgxpool.Pool with pgx's defaults, one Locker per pool; lease TTL = the run's TTL",
+		fencedForUpdate: "BEGIN; SELECT ... FOR UPDATE as the FOR UPDATE peer, then, held, " +
+			"INSERT INTO " + fenceTable + " ... ON CONFLICT DO UPDATE SET token = token + 1 RETURNING token in autocommit on another connection (the token, durable before use); COMMIT releases",
+		fencedLock: "pg_advisory_lock as the pg_advisory_lock peer, then, held, the same counter in autocommit on another connection; pg_advisory_unlock releases",
+		conns:      "1 (pinned while held)",
+		distlock:   "sqllock.NewPool over a pgxpool.Pool with pgx's defaults, one Locker per pool; lease TTL = the run's TTL",
+	}), nil
 }
 
 func pgInfo(ctx context.Context, pool *pgxpool.Pool) (Info, error) {
@@ -180,14 +107,8 @@ func pgInfo(ctx context.Context, pool *pgxpool.Pool) (Info, error) {
 		return info, err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var name, value string
-		if err := rows.Scan(&name, &value); err != nil {
-			return info, err
-		}
-		info.Settings = append(info.Settings, name+" "+value)
-	}
-	return info, rows.Err()
+	info.Settings, err = settingsOf(rows)
+	return info, err
 }
 
 // pgCounters reads the server's statistics: requests are the

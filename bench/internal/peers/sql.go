@@ -34,115 +34,42 @@ func sqlStore(u *backend.URL) (*Store, error) {
 		}
 		return sql.OpenDB(conn), nil
 	}
-	return &Store{
-		Peers: []Peer{
-			peer("GET_LOCK", "SELECT GET_LOCK(key, 3600) on a connection pinned while held, DO RELEASE_LOCK(key) to release; "+
-				"go-sql-driver's defaults (a statement with an argument is prepared: one more round trip)",
-				func(_ context.Context, _ time.Duration, cut *cutter) (client, error) {
-					db, err := open(cut)
-					if err != nil {
-						return nil, err
-					}
-					return &getLockClient{db: db}, nil
-				}).from("github.com/go-sql-driver/mysql", "1 (pinned while held)"),
-			peer("FOR UPDATE", "BEGIN; SELECT name FROM "+forUpdateTable+" WHERE name = key FOR UPDATE; ... COMMIT (the key's row created beforehand); "+
-				"go-sql-driver's defaults (a statement with an argument is prepared: one more round trip)",
-				func(ctx context.Context, _ time.Duration, cut *cutter) (client, error) {
-					db, err := open(cut)
-					if err != nil {
-						return nil, err
-					}
-					return newForUpdate(ctx, db)
-				}).from("github.com/go-sql-driver/mysql", "1 (its open transaction's)"),
-			peer("distlock session", "sqllock.New with Options.Session (GET_LOCK on 2 shared sessions, wait_timeout = TTL) "+
-				"over a *sql.DB of go-sql-driver with its defaults, one Locker per pool; lease TTL = the run's TTL",
-				func(ctx context.Context, ttl time.Duration, cut *cutter) (client, error) {
-					db, err := open(cut)
-					if err != nil {
-						return nil, err
-					}
-					d, err := sqllock.New(ctx, db, &sqllock.Options{Session: true, Table: sessionTable})
-					if err != nil {
-						_ = db.Close()
-						return nil, err
-					}
-					return newSessionClient(d, ttl, func() { _ = db.Close() }), nil
-				}).from("github.com/distlock/distlock", sessionConns),
-		},
-		Fenced: []Peer{
-			fencedPeer("FOR UPDATE + counter", "BEGIN; SELECT ... FOR UPDATE as the FOR UPDATE peer, then, held, "+
-				"INSERT INTO "+fenceTable+" ... ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1) in autocommit on another connection (the token, durable before use); COMMIT releases",
-				func(ctx context.Context, _ time.Duration, cut *cutter) (client, error) {
-					db, err := open(cut)
-					if err != nil {
-						return nil, err
-					}
-					fu, err := newForUpdate(ctx, db)
-					if err != nil {
-						return nil, err
-					}
-					bump, err := mysqlFence(ctx, db)
-					if err != nil {
-						fu.Close()
-						return nil, err
-					}
-					return &fencedClient{client: fu, bump: bump}, nil
-				}),
-			fencedPeer("GET_LOCK + counter", "SELECT GET_LOCK(key, 3600) as the GET_LOCK peer, then, held, the same counter in autocommit on another connection; DO RELEASE_LOCK releases",
-				func(ctx context.Context, _ time.Duration, cut *cutter) (client, error) {
-					db, err := open(cut)
-					if err != nil {
-						return nil, err
-					}
-					bump, err := mysqlFence(ctx, db)
-					if err != nil {
-						_ = db.Close()
-						return nil, err
-					}
-					return &fencedClient{client: &getLockClient{db: db}, bump: bump}, nil
-				}),
-		},
-		Conns: "1 (pinned while held: the lock row's open transaction)",
-		Distlock: distlockPeer("sqllock.New over a *sql.DB of go-sql-driver with its defaults (no multiStatements, no interpolateParams), one Locker per pool; lease TTL = the run's TTL",
-			func(ctx context.Context, _ time.Duration) (backend.Driver, func(), error) {
-				db, err := open(nil)
-				if err != nil {
-					return nil, nil, err
-				}
-				d, err := sqllock.New(ctx, db, nil)
-				if err != nil {
-					_ = db.Close()
-					return nil, nil, err
-				}
-				return d, func() { _ = db.Close() }, nil
-			}),
-		Floor: floor("SELECT 1", func() (func(context.Context) error, func(), error) {
-			db, err := open(nil)
+	return sqlKit[*sql.DB]{
+		open:  func(_ context.Context, cut *cutter) (*sql.DB, error) { return open(cut) },
+		close: func(db *sql.DB) { _ = db.Close() },
+		lock:  func(db *sql.DB) client { return &getLockClient{db: db} },
+		forUpdate: func(ctx context.Context, db *sql.DB) (client, error) {
+			fu, err := newForUpdate(ctx, db)
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
-			return func(ctx context.Context) error {
-				var n int
-				return db.QueryRowContext(ctx, "SELECT 1").Scan(&n)
-			}, func() { _ = db.Close() }, nil
-		}),
-		Info: func(ctx context.Context) (Info, error) {
-			db, err := open(nil)
-			if err != nil {
-				return Info{}, err
-			}
-			defer db.Close()
-			return sqlInfo(ctx, db)
+			return fu, nil
 		},
-		Counters: func(ctx context.Context) (float64, float64, error) {
-			db, err := open(nil)
-			if err != nil {
-				return 0, 0, err
-			}
-			defer db.Close()
-			return sqlCounters(ctx, db)
+		fence: mysqlFence,
+		driver: func(ctx context.Context, db *sql.DB, o *sqllock.Options) (backend.Driver, error) {
+			return sqllock.New(ctx, db, o)
 		},
-	}, nil
+		selectOne: func(ctx context.Context, db *sql.DB) error {
+			var n int
+			return db.QueryRowContext(ctx, "SELECT 1").Scan(&n)
+		},
+		info:     sqlInfo,
+		counters: sqlCounters,
+	}.store(sqlAbout{
+		module: "github.com/go-sql-driver/mysql",
+		lock:   "GET_LOCK",
+		lockAbout: "SELECT GET_LOCK(key, 3600) on a connection pinned while held, DO RELEASE_LOCK(key) to release; " +
+			"go-sql-driver's defaults (a statement with an argument is prepared: one more round trip)",
+		forUpdate: "BEGIN; SELECT name FROM " + forUpdateTable + " WHERE name = key FOR UPDATE; ... COMMIT (the key's row created beforehand); " +
+			"go-sql-driver's defaults (a statement with an argument is prepared: one more round trip)",
+		session: "sqllock.New with Options.Session (GET_LOCK on 2 shared sessions, wait_timeout = TTL) " +
+			"over a *sql.DB of go-sql-driver with its defaults, one Locker per pool; lease TTL = the run's TTL",
+		fencedForUpdate: "BEGIN; SELECT ... FOR UPDATE as the FOR UPDATE peer, then, held, " +
+			"INSERT INTO " + fenceTable + " ... ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1) in autocommit on another connection (the token, durable before use); COMMIT releases",
+		fencedLock: "SELECT GET_LOCK(key, 3600) as the GET_LOCK peer, then, held, the same counter in autocommit on another connection; DO RELEASE_LOCK releases",
+		conns:      "1 (pinned while held: the lock row's open transaction)",
+		distlock:   "sqllock.New over a *sql.DB of go-sql-driver with its defaults (no multiStatements, no interpolateParams), one Locker per pool; lease TTL = the run's TTL",
+	}), nil
 }
 
 func sqlInfo(ctx context.Context, db *sql.DB) (Info, error) {
@@ -157,14 +84,8 @@ func sqlInfo(ctx context.Context, db *sql.DB) (Info, error) {
 		return info, err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var name, value string
-		if err := rows.Scan(&name, &value); err != nil {
-			return info, err
-		}
-		info.Settings = append(info.Settings, name+" "+value)
-	}
-	return info, rows.Err()
+	info.Settings, err = settingsOf(rows)
+	return info, err
 }
 
 // sqlCounters reads the global status: Questions counts the statements
