@@ -68,15 +68,8 @@ func proxiedNodeClient(p *sandbox.Proxy) *redis.Client {
 // the seeds or the cluster's slot map), which picks that node's proxy.
 func proxiedClusterClient(g *sandbox.Group, ps *paths) *redis.ClusterClient {
 	return redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs: g.Addrs(),
-		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			p, err := ps.forAddr(addr)
-			if err != nil {
-				return nil, err
-			}
-			var d net.Dialer
-			return d.DialContext(ctx, network, p.Addr())
-		},
+		Addrs:       g.Addrs(),
+		Dialer:      ps.dial,
 		DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
 		MaxRedirects: 3,
 	})
@@ -114,20 +107,7 @@ func (h *Harness) newProxiedClients(ps *paths) ([]redis.UniversalClient, error) 
 	if h.mode == "cluster" {
 		return []redis.UniversalClient{proxiedClusterClient(h.g, ps)}, nil
 	}
-	nodes := h.g.Nodes()
-	if h.mode != "redlock" {
-		nodes = nodes[:1]
-	}
-	var cs []redis.UniversalClient
-	for _, n := range nodes {
-		p, err := ps.add(n.Addr)
-		if err != nil {
-			redisproto.CloseAll(cs)
-			return nil, err
-		}
-		cs = append(cs, proxiedNodeClient(p))
-	}
-	return cs, nil
+	return h.perNode(ps, func(p *sandbox.Proxy) redis.UniversalClient { return proxiedNodeClient(p) })
 }
 
 // newUserClients returns the clients of one driver built as a service
@@ -139,18 +119,17 @@ func (h *Harness) newProxiedClients(ps *paths) ([]redis.UniversalClient, error) 
 // cluster through that node's proxy (it sets no timeout).
 func (h *Harness) newUserClients(ps *paths) ([]redis.UniversalClient, error) {
 	if h.mode == "cluster" {
-		return []redis.UniversalClient{redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs: h.g.Addrs(),
-			Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-				p, err := ps.forAddr(addr)
-				if err != nil {
-					return nil, err
-				}
-				var d net.Dialer
-				return d.DialContext(ctx, network, p.Addr())
-			},
-		})}, nil
+		return []redis.UniversalClient{redis.NewClusterClient(&redis.ClusterOptions{Addrs: h.g.Addrs(), Dialer: ps.dial})}, nil
 	}
+	return h.perNode(ps, func(p *sandbox.Proxy) redis.UniversalClient {
+		return redis.NewClient(&redis.Options{Addr: p.Addr()})
+	})
+}
+
+// perNode returns client's clients of the nodes a single or Redlock
+// driver uses (Redlock: every node; single: the first), each reached
+// through a proxy of ps.
+func (h *Harness) perNode(ps *paths, client func(*sandbox.Proxy) redis.UniversalClient) ([]redis.UniversalClient, error) {
 	nodes := h.g.Nodes()
 	if h.mode != "redlock" {
 		nodes = nodes[:1]
@@ -162,7 +141,18 @@ func (h *Harness) newUserClients(ps *paths) ([]redis.UniversalClient, error) {
 			redisproto.CloseAll(cs)
 			return nil, err
 		}
-		cs = append(cs, redis.NewClient(&redis.Options{Addr: p.Addr()}))
+		cs = append(cs, client(p))
 	}
 	return cs, nil
+}
+
+// dial connects to the proxy of the node at addr (made now if there is
+// none yet): a cluster client's Dialer, given the node address it wants.
+func (ps *paths) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	p, err := ps.forAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, p.Addr())
 }

@@ -112,20 +112,20 @@ func (h *Harness) pathsOf(d backend.Driver) (*paths, error) {
 
 // Partition black-holes every proxy of d, and those it makes later.
 func (h *Harness) Partition(_ context.Context, d backend.Driver) error {
-	ps, err := h.pathsOf(d)
-	if err != nil {
-		return err
-	}
-	ps.partition(true)
-	return nil
+	return h.partition(d, true)
 }
 
+// Heal ends Partition.
 func (h *Harness) Heal(_ context.Context, d backend.Driver) error {
+	return h.partition(d, false)
+}
+
+func (h *Harness) partition(d backend.Driver, on bool) error {
 	ps, err := h.pathsOf(d)
 	if err != nil {
 		return err
 	}
-	ps.partition(false)
+	ps.partition(on)
 	return nil
 }
 
