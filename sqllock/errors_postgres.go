@@ -17,6 +17,7 @@ const (
 	pgSerialization    = "40001" // serialization_failure: a session default of repeatable read or serializable
 	pgUniqueViolation  = "23505" // two CREATE TABLE IF NOT EXISTS at once
 	pgDuplicateTable   = "42P07"
+	pgDuplicateObject  = "42710" // the same race, seen at the table's row type
 )
 
 func pgCode(err error) string {
@@ -64,8 +65,10 @@ func (pgDialect) connGone(err error) bool {
 }
 
 // pgCreateRace reports an error of CREATE TABLE IF NOT EXISTS run by two
-// sessions at once (the loser sees the catalog's unique index).
+// sessions at once: the loser sees the catalog's unique index, or, when
+// the winner committed between its check for the table and its creation
+// of the table's row type, "type ... already exists" (TestConcurrentNew).
 func pgCreateRace(err error) bool {
 	c := pgCode(err)
-	return c == pgUniqueViolation || c == pgDuplicateTable
+	return c == pgUniqueViolation || c == pgDuplicateTable || c == pgDuplicateObject
 }
