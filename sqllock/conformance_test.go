@@ -44,7 +44,7 @@ func TestConformance(t *testing.T) {
 		s := d.server(t)
 		conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
 			return conformanceHarness(d, s, conformanceTTL), nil
-		})
+		}, conformance.Parallel(3))
 	})
 }
 
