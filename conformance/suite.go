@@ -111,8 +111,9 @@ type runConfig struct {
 // Parallel runs up to n cases at once, each with its own key prefix and
 // harness (the cases that stop or pause the store run alone, after the
 // others). The Maker is then called from several goroutines at once, and
-// the store must take the load: meant for stores as cheap as memlock's,
-// whose cases mostly wait for TTLs. n < 2 runs the cases one by one.
+// the store must take the load; the cases mostly wait for TTLs, so the
+// project's drivers run 3 or 4 at a time against one server. n < 2 runs
+// the cases one by one.
 func Parallel(n int) Option { return func(c *runConfig) { c.parallel = n } }
 
 // VirtualTime runs each case in a testing/synctest bubble: time is virtual
