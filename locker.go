@@ -166,7 +166,9 @@ func (l *Locker) Acquire(ctx context.Context, key string, opts ...Option) (*Leas
 // returns an error matching ErrNotAcquired at once and leaves nothing
 // behind in the store. If the store does not answer before ctx's deadline,
 // the error matches both ErrUnavailable and context.DeadlineExceeded; if
-// its grant arrives after the lease's validity would have run out (a reply
+// ctx is canceled while the attempt is in flight, the error wraps ctx's
+// cause and not ErrUnavailable (the caller ended it), whatever the store
+// client made of the cancel; if its grant arrives after the lease's validity would have run out (a reply
 // slower than the TTL), the lock is given back and the error matches
 // ErrUnavailable. Acquire tries again in that case.
 // Reentry works as for Acquire.

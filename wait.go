@@ -115,8 +115,15 @@ func (l *Locker) grantEnd(h *hold, g backend.Grant, life time.Duration) time.Tim
 // unanswered marks a single attempt that ended with its ctx's deadline,
 // before the store gave any answer, as ErrUnavailable too: the store did
 // not answer in the time the caller allowed. The deadline stays matchable;
-// a ctx the caller canceled is not unavailability.
+// a ctx the caller canceled is not unavailability: an attempt that failed
+// as unavailable once its ctx was canceled (a client that does not end a
+// read at a cancel returns its read timeout, another the cancel in its own
+// error kind) ends with the ctx's cause, the store's error kept as text
+// (conformance ErrorTable, part canceled-in-flight).
 func unanswered(ctx context.Context, err error) error {
+	if err != nil && errors.Is(err, ErrUnavailable) && !permanent(err) && errors.Is(ctx.Err(), context.Canceled) {
+		return fmt.Errorf("%w (the attempt was in flight: %v)", context.Cause(ctx), err)
+	}
 	if err == nil || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrInvalidConfig) {
 		return err
 	}

@@ -61,4 +61,5 @@ func testErrorTable(t *testing.T, e *env) {
 		}
 	}
 	release(t, held)
+	e.part(t, "canceled-in-flight", func(t *testing.T) { testCanceledInFlight(t, e) })
 }
