@@ -98,7 +98,8 @@ type Capabilities struct {
 	// of its own) or Redlock: docs/primitives.md.
 	MultiAtomic bool `json:"multi_atomic,omitempty"`
 	// BatchRefresh reports whether the store refreshes many locks in one
-	// round trip (Batcher.RefreshAll): Redis, Redlock, ZooKeeper and etcd.
+	// round trip (Batcher.RefreshAll): Redis, Redlock, ZooKeeper, etcd and
+	// SQL in session mode (one statement per session).
 	// A driver without Batcher offers none whatever this says (see
 	// Offers).
 	BatchRefresh bool `json:"batch_refresh,omitempty"`
