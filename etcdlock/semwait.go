@@ -79,22 +79,14 @@ func keepsOut(near []semEntry, mine semEntry) bool {
 func (w *semWaiter) waitFor(ctx context.Context, q semQueue) (semQueue, error) {
 	from := followFrom(q)
 	ready := make(chan struct{}, 1)
-	subs := make([]*lockSub, 0, 1+len(q.ahead)-from)
-	defer func() {
-		for _, sub := range subs {
-			sub.close()
-		}
-	}()
 	names := []string{w.ekey}
 	for _, e := range q.ahead[from:] {
 		names = append(names, e.name)
 	}
-	for _, name := range names {
-		sub, err := w.d.subscribe(name, q.rev, ready, true) // kept: see subscribe
-		if err != nil {
-			return semQueue{}, w.d.wrap(ctx, "wait for permits of", w.key, err)
-		}
-		subs = append(subs, sub)
+	subs, err := w.d.subscribeAll(ctx, "wait for permits of", w.key, names, q.rev, ready, func(string) bool { return true }) // kept: see subscribe
+	defer closeSubs(subs)
+	if err != nil {
+		return semQueue{}, err
 	}
 	if covered, err := w.started(ctx, subs, "wait for permits of"); err != nil || covered > q.rev {
 		if err != nil {

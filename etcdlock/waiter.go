@@ -138,18 +138,10 @@ func readQueue(rev int64, newest *clientv3.GetResponse) queueView {
 // before it holds the lock, so it is out of the hand-off's way.
 func (w *waiter) waitFor(ctx context.Context, qv queueView) (queueView, error) {
 	ready := make(chan struct{}, 1)
-	subs := make([]*lockSub, 0, 1+len(qv.ahead))
-	defer func() {
-		for _, sub := range subs {
-			sub.close()
-		}
-	}()
-	for _, k := range append([]string{w.ekey}, qv.ahead...) {
-		sub, err := w.d.subscribe(k, qv.rev, ready, k == w.ekey)
-		if err != nil {
-			return queueView{}, w.d.wrap(ctx, "wait for", w.key, err)
-		}
-		subs = append(subs, sub)
+	subs, err := w.d.subscribeAll(ctx, "wait for", w.key, append([]string{w.ekey}, qv.ahead...), qv.rev, ready, func(k string) bool { return k == w.ekey })
+	defer closeSubs(subs)
+	if err != nil {
+		return queueView{}, err
 	}
 	from, err := w.started(ctx, subs, "wait for") // the oldest revision after which every watch reports all
 	if err != nil {
