@@ -2,7 +2,6 @@ package sqllock
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -59,33 +58,12 @@ func openPostgres(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := stdlib.OpenDB(*cfg)
-	// Each held lock pins a connection; keep enough idle ones that a busy
-	// Locker does not dial for every acquisition.
-	db.SetMaxIdleConns(64)
-	db.SetConnMaxIdleTime(5 * time.Minute)
-	fail := func(err error) (backend.Driver, error) {
-		_ = db.Close()
+	opts.Server = net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	// pgx's refusal names the user, server and database (refused): no at.
+	d, err := openOwned(ctx, stdlib.OpenDB(*cfg), pgDialect{}, u.Hosts[0], opts, nil, "sslrootcert")
+	if err != nil {
 		return nil, err
 	}
-	if opts.NoCreateTable { // else New's CREATE TABLE dials
-		if err := db.PingContext(ctx); err != nil {
-			if re := refused(err); re != nil {
-				return fail(fmt.Errorf("sqllock: connect: %w", re))
-			}
-			return fail(fmt.Errorf("sqllock: connect to %s: %w", u.Hosts[0], classifyWith(pgDialect{}, err)))
-		}
-	}
-	opts.Server = net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
-	d, err := newDriver(ctx, db, pgDialect{}, &opts)
-	if err != nil {
-		var verr *tls.CertificateVerificationError
-		if errors.As(err, &verr) {
-			err = fmt.Errorf("%w (the server's certificate was not accepted: check sslrootcert, and that the URL's host is a name or address the certificate lists)", err)
-		}
-		return fail(err)
-	}
-	d.ownDB = true
 	return d, nil
 }
 
