@@ -162,23 +162,23 @@ func openOwned(ctx context.Context, db *sql.DB, dia dialect, addr string, opts O
 	return d, nil
 }
 
-// configFromURL turns mysql://user:pass@host:port/dbname?... into a driver
-// configuration. Its errors never contain the password.
-func configFromURL(u *backend.URL) (*mysql.Config, Options, error) {
+// urlOptions reads the parameters that begin both SQL URLs' Options:
+// table, create_table and lock_wait_timeout.
+func urlOptions(q *backend.Params, dia dialect) Options {
 	var opts Options
-	q := u.Query
 	opts.Table = q.String("table", DefaultTable)
 	opts.NoCreateTable = !q.Bool("create_table", true)
-	opts.LockWaitTimeout = lockWaitParam(q, mysqlDialect{})
-	opts.Session = q.Enum("mode", "row", "row", "session") == "session"
-	// Read in every mode, used in session mode.
-	opts.Sessions = q.Int("sessions", 0, 1, 64)
-	opts.Waiters = q.Int("waiters", 0, 1, 1024)
-	dial := q.Duration("dial_timeout", 10*time.Second)
-	tlsMode := q.String("tls", "false")
-	tlsCA := q.String("tls_ca", "")
-	if err := checkTable(opts.Table); err != nil {
-		q.FailValue("table", opts.Table, "want letters, digits or underscores (at most 58), not starting with a digit")
+	opts.LockWaitTimeout = lockWaitParam(q, dia)
+	return opts
+}
+
+// urlDatabase checks what both SQL URLs name (the table, exactly one
+// host, a /DBNAME path) and returns the database's name; u.Query records
+// what is wrong.
+func urlDatabase(u *backend.URL, table string) string {
+	q := u.Query
+	if err := checkTable(table); err != nil {
+		q.FailValue("table", table, "want letters, digits or underscores (at most 58), not starting with a digit")
 	}
 	if len(u.Hosts) != 1 {
 		q.Fail("want exactly one host, got %d", len(u.Hosts))
@@ -187,6 +187,22 @@ func configFromURL(u *backend.URL) (*mysql.Config, Options, error) {
 	if dbname == "" || strings.Contains(dbname, "/") {
 		q.Fail("path %q: want /DBNAME", u.Path)
 	}
+	return dbname
+}
+
+// configFromURL turns mysql://user:pass@host:port/dbname?... into a driver
+// configuration. Its errors never contain the password.
+func configFromURL(u *backend.URL) (*mysql.Config, Options, error) {
+	q := u.Query
+	opts := urlOptions(q, mysqlDialect{})
+	opts.Session = q.Enum("mode", "row", "row", "session") == "session"
+	// Read in every mode, used in session mode.
+	opts.Sessions = q.Int("sessions", 0, 1, 64)
+	opts.Waiters = q.Int("waiters", 0, 1, 1024)
+	dial := q.Duration("dial_timeout", 10*time.Second)
+	tlsMode := q.String("tls", "false")
+	tlsCA := q.String("tls_ca", "")
+	dbname := urlDatabase(u, opts.Table)
 	cfg := mysql.NewConfig()
 	cfg.Net = "tcp"
 	if len(u.Hosts) == 1 {

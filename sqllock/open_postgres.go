@@ -70,11 +70,8 @@ func openPostgres(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 // pgConfigFromURL turns postgres://user:pass@host:port/dbname?... into a
 // pgx configuration. Its errors never contain the password.
 func pgConfigFromURL(u *backend.URL) (*pgx.ConnConfig, Options, error) {
-	var opts Options
 	q := u.Query
-	opts.Table = q.String("table", DefaultTable)
-	opts.NoCreateTable = !q.Bool("create_table", true)
-	opts.LockWaitTimeout = lockWaitParam(q, pgDialect{})
+	opts := urlOptions(q, pgDialect{})
 	dial := q.Duration("dial_timeout", 10*time.Second)
 	switch q.Enum("mode", "row", "row", "advisory", "session") {
 	case "advisory":
@@ -101,16 +98,7 @@ func pgConfigFromURL(u *backend.URL) (*pgx.ConnConfig, Options, error) {
 	if (pass.Get("sslcert") == "") != (pass.Get("sslkey") == "") {
 		q.Fail("parameters sslcert and sslkey go together (a client certificate and its key)")
 	}
-	if err := checkTable(opts.Table); err != nil {
-		q.FailValue("table", opts.Table, "want letters, digits or underscores (at most 58), not starting with a digit")
-	}
-	if len(u.Hosts) != 1 {
-		q.Fail("want exactly one host, got %d", len(u.Hosts))
-	}
-	dbname := strings.TrimPrefix(u.Path, "/")
-	if dbname == "" || strings.Contains(dbname, "/") {
-		q.Fail("path %q: want /DBNAME", u.Path)
-	}
+	dbname := urlDatabase(u, opts.Table)
 	if err := q.Err(); err != nil {
 		return nil, opts, fmt.Errorf("sqllock: %w", err)
 	}
