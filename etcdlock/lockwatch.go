@@ -102,26 +102,6 @@ const (
 	pruneAfter = 2
 )
 
-// subscribe returns a subscription to the deletions of the etcd key ekey
-// after revision after, from the driver's shared watch of that key
-// (created if needed), signalled on ready. Once the watch has started,
-// sub.covers says after which revision the subscription surely reports
-// every deletion: a revision above after means deletions in between may be
-// missing, and the caller reads the queue at that revision or later.
-//
-// keep tells that ekey's watch is kept for lockWatchLinger after its last
-// wait whatever happens: the watch of the waiting acquisition's own key,
-// of every key a waiter for permits follows (semwait.go: it follows
-// nearly every key of the queue, so it will most likely follow a key again
-// at its next wait; pruning those watches made 0.4 new watches and 0.4
-// reads per acquisition in TestSemaphoreReleaseFanout, keeping them none),
-// and of the key a read-write lock's waiter depends on (rwlock.go: its
-// drivers wait behind each other's keys again and again).
-// The watch of another key a mutex's waiter followed is closed earlier,
-// once it has reported pruneAfter deletions that no wait followed (the
-// queue's order changed, and no wait of this driver follows that key any
-// more), so that it does not cost a watch event per release of that key
-// for lockWatchLinger.
 // subscribeAll subscribes (see subscribe) to the deletions after rev of
 // every name, signalling ready; kept says which subscriptions are kept.
 // The caller closes subs (closeSubs), also after an error, which wraps
@@ -145,6 +125,26 @@ func closeSubs(subs []*lockSub) {
 	}
 }
 
+// subscribe returns a subscription to the deletions of the etcd key ekey
+// after revision after, from the driver's shared watch of that key
+// (created if needed), signalled on ready. Once the watch has started,
+// sub.covers says after which revision the subscription surely reports
+// every deletion: a revision above after means deletions in between may be
+// missing, and the caller reads the queue at that revision or later.
+//
+// keep tells that ekey's watch is kept for lockWatchLinger after its last
+// wait whatever happens: the watch of the waiting acquisition's own key,
+// of every key a waiter for permits follows (semwait.go: it follows
+// nearly every key of the queue, so it will most likely follow a key again
+// at its next wait; pruning those watches made 0.4 new watches and 0.4
+// reads per acquisition in TestSemaphoreReleaseFanout, keeping them none),
+// and of the key a read-write lock's waiter depends on (rwlock.go: its
+// drivers wait behind each other's keys again and again).
+// The watch of another key a mutex's waiter followed is closed earlier,
+// once it has reported pruneAfter deletions that no wait followed (the
+// queue's order changed, and no wait of this driver follows that key any
+// more), so that it does not cost a watch event per release of that key
+// for lockWatchLinger.
 func (d *Driver) subscribe(ekey string, after int64, ready chan struct{}, keep bool) (*lockSub, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -99,9 +99,9 @@ func (w *semWaiter) waitFor(ctx context.Context, q semQueue) (semQueue, error) {
 	poll := time.NewTimer(recheckDelay(youngest(subs)))
 	defer poll.Stop()
 	for {
-		select {
-		case <-ready:
-		case <-poll.C:
+		if signalled, err := w.await(ctx, "wait for permits of", ready, poll); err != nil {
+			return semQueue{}, err
+		} else if !signalled {
 			// A young watch's events may come late: read the queue.
 			cur, err := w.read(ctx, q.rev)
 			if err != nil || cur.holds || len(cur.ahead) < older+len(near) {
@@ -109,10 +109,6 @@ func (w *semWaiter) waitFor(ctx context.Context, q semQueue) (semQueue, error) {
 			}
 			poll.Reset(recheckDelay(youngest(subs)))
 			continue
-		case <-w.s.done:
-			return semQueue{}, w.lostErr()
-		case <-ctx.Done():
-			return semQueue{}, fmt.Errorf("etcdlock: wait for permits of %q: %w", w.key, context.Cause(ctx))
 		}
 		before := len(near)
 		var last int64
