@@ -205,12 +205,7 @@ func (d *Driver) semCleanup(ctx context.Context, ks semKeys, owner string) error
 // subscribePermits is Subscribe for a semaphore on the driver's
 // shared pub/sub connection.
 func (d *Driver) subscribePermits(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	out := make(chan struct{}, 1)
-	cancel, err := d.notify.Subscribe(ctx, d.semKeys(key).channel, out, redisproto.Filter{})
-	if err != nil {
-		return nil, nil, fmt.Errorf("redislock: subscribe to permits of %q: %w: %w", key, backend.ErrUnavailable, err)
-	}
-	return out, cancel, nil
+	return d.subscribeChannel(ctx, d.semKeys(key).channel, fmt.Sprintf("subscribe to permits of %q", key))
 }
 
 // permitLock is one grant of a semaphore's permits.
