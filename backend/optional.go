@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
@@ -105,6 +106,24 @@ type Batcher interface {
 	// When the outcome is unknown, the cleanup rules of
 	// Driver.TryAcquire apply to every key.
 	TryAcquireMulti(ctx context.Context, reqs []Request) ([]Grant, error)
+}
+
+// OwnLocks is the check of a Batcher's RefreshAll that each lock came
+// from this driver: own[i] is locks[i] as the driver's lock type T where
+// it is one and mine says it is this driver's; for any other lock, errs[i]
+// is an error of the driver named driver matching ErrInvalidConfig (a
+// driver that refreshes locks of another of its types as well sets their
+// errors after this).
+func OwnLocks[T Lock](driver string, locks []Lock, errs []error, mine func(T) bool) (own []T) {
+	own = make([]T, len(locks))
+	for i, bl := range locks {
+		if l, ok := bl.(T); ok && mine(l) {
+			own[i] = l
+			continue
+		}
+		errs[i] = fmt.Errorf("%s: refresh: %w: lock %T is not from this driver", driver, ErrInvalidConfig, bl)
+	}
+	return own
 }
 
 // Announcer is implemented by drivers whose store keeps a value beside a

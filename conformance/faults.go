@@ -12,22 +12,25 @@ import (
 // Cases about network faults, run when the harness implements Partitioner
 // or ReplyDropper.
 
+// harnessCan returns e's harness as the optional harness interface T, or
+// skips the case, saying why.
+func harnessCan[T any](t *testing.T, e *env, why string) T {
+	t.Helper()
+	h, ok := e.h.(T)
+	if !ok {
+		t.Skip(why)
+	}
+	return h
+}
+
 func partitioner(t *testing.T, e *env) Partitioner {
 	t.Helper()
-	p, ok := e.h.(Partitioner)
-	if !ok {
-		t.Skip("the harness cannot partition a driver (no conformance.Partitioner)")
-	}
-	return p
+	return harnessCan[Partitioner](t, e, "the harness cannot partition a driver (no conformance.Partitioner)")
 }
 
 func replyDropper(t *testing.T, e *env) ReplyDropper {
 	t.Helper()
-	r, ok := e.h.(ReplyDropper)
-	if !ok {
-		t.Skip("the harness cannot drop a reply (no conformance.ReplyDropper)")
-	}
-	return r
+	return harnessCan[ReplyDropper](t, e, "the harness cannot drop a reply (no conformance.ReplyDropper)")
 }
 
 // partition cuts d off and heals it when the case ends (or earlier, by

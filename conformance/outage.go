@@ -10,10 +10,7 @@ import (
 )
 
 func serverControl(t *testing.T, e *env) ServerControl {
-	sc, ok := e.h.(ServerControl)
-	if !ok {
-		t.Skip("the harness cannot stop the server (it does not implement ServerControl)")
-	}
+	sc := harnessCan[ServerControl](t, e, "the harness cannot stop the server (it does not implement ServerControl)")
 	// Whatever happens, the server is running again for the next case.
 	t.Cleanup(func() {
 		if err := sc.StartServer(ctxFor(t, 2*time.Minute)); err != nil {

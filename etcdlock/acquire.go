@@ -48,6 +48,31 @@ func (d *Driver) putAbandoned(ctx context.Context, s *session, k ekey, put bool)
 	return d.failed(s, k, true, err)
 }
 
+// putTxn sends an attempt's one transaction, which puts k: if every cmp
+// holds and k's name is not buried (see tombName), it runs ops, k's put
+// among them. It returns putAbandoned's error for an attempt whose ctx
+// ended before it was sent, or before its answer of a put that landed;
+// and for a transaction that failed, its error, with k cleaned up (the
+// put's fate is unknown). A refused transaction (Succeeded false) put
+// nothing: what that means is the caller's to say.
+func (d *Driver) putTxn(ctx context.Context, s *session, k ekey, cmps []clientv3.Cmp, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	if err := d.putAbandoned(ctx, s, k, false); err != nil {
+		return nil, err
+	}
+	pctx, cancel := putCtx(ctx) // see putCtx: the put's fate must be known
+	resp, err := d.c.Txn(pctx).If(append(cmps, d.unburied(k))...).Then(ops...).Commit()
+	cancel()
+	if err != nil {
+		return nil, d.failed(s, k, false, d.acquireErr(ctx, s, k.key, err))
+	}
+	if resp.Succeeded {
+		if err := d.putAbandoned(ctx, s, k, true); err != nil {
+			return nil, err
+		}
+	}
+	return resp, nil
+}
+
 // tryMutex takes req.Key if its range is empty (no holder, no waiter),
 // putting our key in the same transaction: one round trip once the lease
 // exists. A busy lock leaves nothing behind.
@@ -58,24 +83,14 @@ func (d *Driver) tryMutex(ctx context.Context, req backend.Request) (backend.Gra
 	}
 	rng := lockRange(d.prefix, req.Key)
 	k := d.nextKey(req.Key, s)
-	if err := d.putAbandoned(ctx, s, k, false); err != nil {
-		return backend.Grant{}, err
-	}
-	pctx, cancel := putCtx(ctx)
-	resp, err := d.c.Txn(pctx).
-		If(clientv3.Compare(clientv3.CreateRevision(rng), "=", 0).WithPrefix(), d.unburied(k)).
-		Then(clientv3.OpPut(k.name, req.Owner, clientv3.WithLease(s.id))).
-		Commit()
-	cancel()
+	resp, err := d.putTxn(ctx, s, k, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(rng), "=", 0).WithPrefix()},
+		clientv3.OpPut(k.name, req.Owner, clientv3.WithLease(s.id)))
 	if err != nil {
-		return backend.Grant{}, d.failed(s, k, false, d.acquireErr(ctx, s, req.Key, err))
+		return backend.Grant{}, err
 	}
 	if !resp.Succeeded {
 		s.freeSlot(req.Key, k.slot) // nothing was put
 		return backend.Grant{}, backend.NotAcquired(req.Key, 0)
-	}
-	if err := d.putAbandoned(ctx, s, k, true); err != nil {
-		return backend.Grant{}, err
 	}
 	return d.grant(s, req, k, resp.Header.Revision)
 }
@@ -93,26 +108,16 @@ func (d *Driver) waitMutex(ctx context.Context, req backend.Request) (backend.Gr
 	ekey := k.name
 	// Our put has the highest revision in the range: the newest near+1
 	// keys are ours and the near keys just ahead of it.
-	if err := d.putAbandoned(ctx, s, k, false); err != nil {
-		return backend.Grant{}, err
-	}
-	pctx, cancel := putCtx(ctx)
-	resp, err := d.c.Txn(pctx).
-		If(clientv3.Compare(clientv3.CreateRevision(ekey), "=", 0), d.unburied(k)).
-		Then(clientv3.OpPut(ekey, req.Owner, clientv3.WithLease(s.id)),
-			clientv3.OpGet(rng, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(d.near)+1))).
-		Commit()
-	cancel()
+	resp, err := d.putTxn(ctx, s, k, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ekey), "=", 0)},
+		clientv3.OpPut(ekey, req.Owner, clientv3.WithLease(s.id)),
+		clientv3.OpGet(rng, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(d.near)+1)))
 	if err != nil {
-		return backend.Grant{}, d.failed(s, k, false, d.acquireErr(ctx, s, req.Key, err))
+		return backend.Grant{}, err
 	}
 	if !resp.Succeeded {
 		// Not ours (its slot stays in use): the next attempt takes another name.
 		return backend.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w: key %s exists already", req.Key, backend.ErrUnavailable, ekey)
-	}
-	if err := d.putAbandoned(ctx, s, k, true); err != nil {
-		return backend.Grant{}, err
 	}
 	rev := resp.Header.Revision
 	w := &waiter{d: d, s: s, key: req.Key, rng: rng, ekey: ekey, rev: rev}
@@ -206,9 +211,7 @@ func (d *Driver) orphan(s *session, k ekey, put bool) {
 	if d.closed {
 		return
 	}
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
+	d.wg.Go(func() {
 		var bo backoff.Backoff
 		for {
 			ctx, cancel := context.WithTimeout(d.ctx, cleanupTimeout)
@@ -228,7 +231,7 @@ func (d *Driver) orphan(s *session, k ekey, put bool) {
 				return
 			}
 		}
-	}()
+	})
 }
 
 // acquireErr gives a failed put its kind. A put refused because the lease

@@ -24,11 +24,7 @@ func (d *Driver) startIdleWatch() {
 		return
 	}
 	d.idleWatching = true
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		d.keepIdleWatch()
-	}()
+	d.wg.Go(d.keepIdleWatch)
 }
 
 // keepIdleWatch keeps the idle watch open until the driver closes, opening it

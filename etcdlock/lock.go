@@ -104,16 +104,12 @@ const maxTxnOps = 100
 // of up to 100 reads, up to checkParallel of them at once.
 func (d *Driver) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
 	errs := make([]error, len(locks))
-	ls := make([]*lock, len(locks))
+	ls := backend.OwnLocks("etcdlock", locks, errs, func(l *lock) bool { return l.d == d })
 	sessions := map[*session]error{}
-	for i, bl := range locks {
-		l, ok := bl.(*lock)
-		if !ok || l.d != d {
-			errs[i] = fmt.Errorf("etcdlock: refresh: %w: lock %T is not from this driver", backend.ErrInvalidConfig, bl)
-			continue
+	for _, l := range ls {
+		if l != nil {
+			sessions[l.s] = nil
 		}
-		ls[i] = l
-		sessions[l.s] = nil
 	}
 	sent := time.Now()
 	list := make([]*session, 0, len(sessions))

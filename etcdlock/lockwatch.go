@@ -102,6 +102,29 @@ const (
 	pruneAfter = 2
 )
 
+// subscribeAll subscribes (see subscribe) to the deletions after rev of
+// every name, signalling ready; kept says which subscriptions are kept.
+// The caller closes subs (closeSubs), also after an error, which wraps
+// the failed subscription's as a wait (op, e.g. "wait for") of key.
+func (d *Driver) subscribeAll(ctx context.Context, op, key string, names []string, rev int64, ready chan struct{}, kept func(name string) bool) (subs []*lockSub, err error) {
+	subs = make([]*lockSub, 0, len(names))
+	for _, name := range names {
+		sub, err := d.subscribe(name, rev, ready, kept(name))
+		if err != nil {
+			return subs, d.wrap(ctx, op, key, err)
+		}
+		subs = append(subs, sub)
+	}
+	return subs, nil
+}
+
+// closeSubs closes every subscription of subs.
+func closeSubs(subs []*lockSub) {
+	for _, sub := range subs {
+		sub.close()
+	}
+}
+
 // subscribe returns a subscription to the deletions of the etcd key ekey
 // after revision after, from the driver's shared watch of that key
 // (created if needed), signalled on ready. Once the watch has started,
@@ -245,9 +268,7 @@ func (d *Driver) startLockWatch(ekey string) *lockWatch {
 		started: make(chan struct{}), done: make(chan struct{}),
 		subs: map[*lockSub]struct{}{},
 	}
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
+	d.wg.Go(func() {
 		defer cancel()
 		err := lw.run(ctx)
 		d.mu.Lock()
@@ -265,7 +286,7 @@ func (d *Driver) startLockWatch(ekey string) *lockWatch {
 			sub.signal()
 		}
 		lw.mu.Unlock()
-	}()
+	})
 	return lw
 }
 

@@ -63,17 +63,27 @@ func (d *Driver) blockerOp(key string, mode backend.Kind, rev int64) clientv3.Op
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1))
 }
 
+// rwSession checks mode (a side: Read or Write) and returns the session
+// an acquisition of key's side puts its key on.
+func (d *Driver) rwSession(ctx context.Context, key string, mode backend.Kind) (*session, error) {
+	if mode != backend.Read && mode != backend.Write {
+		return nil, fmt.Errorf("etcdlock: acquire %q: %w: rw mode %v", key, backend.ErrInvalidConfig, mode)
+	}
+	s, err := d.session(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("etcdlock: acquire %q: %w", key, err)
+	}
+	return s, nil
+}
+
 // tryRW is TryAcquire for a side of a read-write lock: one transaction that puts our
 // key only if nothing keeps it out (any key for a writer, a writer's key
 // for a reader). A writer's transaction also puts the fence key; a
 // reader's reads it. A refused attempt leaves nothing.
 func (d *Driver) tryRW(ctx context.Context, req backend.Request, mode backend.Kind, _ bool) (backend.Grant, error) {
-	if mode != backend.Read && mode != backend.Write {
-		return backend.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w: rw mode %v", req.Key, backend.ErrInvalidConfig, mode)
-	}
-	s, err := d.session(ctx)
+	s, err := d.rwSession(ctx, req.Key, mode)
 	if err != nil {
-		return backend.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, err)
+		return backend.Grant{}, err
 	}
 	k := d.nextRWKey(req.Key, s, mode)
 	fence := rwFence(d.prefix, req.Key)
@@ -84,24 +94,14 @@ func (d *Driver) tryRW(ctx context.Context, req backend.Request, mode backend.Ki
 	} else {
 		third = clientv3.OpPut(fence, "")
 	}
-	if err := d.putAbandoned(ctx, s, k, false); err != nil {
-		return backend.Grant{}, err
-	}
-	pctx, cancel := putCtx(ctx) // see putCtx: the put's fate must be known
-	resp, err := d.c.Txn(pctx).
-		If(clientv3.Compare(clientv3.CreateRevision(busy), "=", 0).WithPrefix(), d.unburied(k)).
-		Then(clientv3.OpPut(k.name, req.Owner, clientv3.WithLease(s.id)), third).
-		Commit()
-	cancel()
+	resp, err := d.putTxn(ctx, s, k, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(busy), "=", 0).WithPrefix()},
+		clientv3.OpPut(k.name, req.Owner, clientv3.WithLease(s.id)), third)
 	if err != nil {
-		return backend.Grant{}, d.failed(s, k, false, d.acquireErr(ctx, s, req.Key, err))
+		return backend.Grant{}, err
 	}
 	if !resp.Succeeded {
 		s.freeSlot(req.Key, k.slot) // nothing was put
 		return backend.Grant{}, backend.NotAcquired(req.Key, 0)
-	}
-	if err := d.putAbandoned(ctx, s, k, true); err != nil {
-		return backend.Grant{}, err
 	}
 	rev := resp.Header.Revision
 	token := uint64(rev)
@@ -126,12 +126,9 @@ func modRev(kvs []*mvccpb.KeyValue) uint64 {
 // key and are retried (rwWaiter.wait); when the wait ends otherwise (ctx,
 // lost lease, closed driver), our key is deleted.
 func (d *Driver) waitRW(ctx context.Context, req backend.Request, mode backend.Kind) (backend.Grant, error) {
-	if mode != backend.Read && mode != backend.Write {
-		return backend.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w: rw mode %v", req.Key, backend.ErrInvalidConfig, mode)
-	}
-	s, err := d.session(ctx)
+	s, err := d.rwSession(ctx, req.Key, mode)
 	if err != nil {
-		return backend.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, err)
+		return backend.Grant{}, err
 	}
 	k := d.nextRWKey(req.Key, s, mode)
 	rng, fence := rwRange(d.prefix, req.Key), rwFence(d.prefix, req.Key)
@@ -140,31 +137,20 @@ func (d *Driver) waitRW(ctx context.Context, req backend.Request, mode backend.K
 	if mode == backend.Read {
 		busy, free, newest = rng+"w", clientv3.OpGet(fence), 1 // a reader: the newest writer
 	}
-	if err := d.putAbandoned(ctx, s, k, false); err != nil {
-		return backend.Grant{}, err
-	}
-	pctx, cancel := putCtx(ctx) // see putCtx: the put's fate must be known
 	// The outer transaction puts nothing unless k is unburied (see
 	// tombName); the inner one grants or queues.
-	outer, err := d.c.Txn(pctx).
-		If(d.unburied(k)).
-		Then(clientv3.OpTxn(
-			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(busy), "=", 0).WithPrefix()},
-			[]clientv3.Op{put, free},
-			[]clientv3.Op{put, clientv3.OpGet(busy, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(newest))})).
-		Commit()
-	cancel()
+	outer, err := d.putTxn(ctx, s, k, nil, clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(busy), "=", 0).WithPrefix()},
+		[]clientv3.Op{put, free},
+		[]clientv3.Op{put, clientv3.OpGet(busy, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(newest))}))
 	if err != nil {
-		return backend.Grant{}, d.failed(s, k, false, d.acquireErr(ctx, s, req.Key, err))
+		return backend.Grant{}, err
 	}
 	if !outer.Succeeded {
 		// Buried: a put of this name had an unknown fate. Not ours (its
 		// slot stays in use): the next attempt takes another name.
 		return backend.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w: key %s was buried", req.Key, backend.ErrUnavailable, k.name)
-	}
-	if err := d.putAbandoned(ctx, s, k, true); err != nil {
-		return backend.Grant{}, err
 	}
 	rev := outer.Header.Revision
 	resp := outer.Responses[0].GetResponseTxn()

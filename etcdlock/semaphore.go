@@ -116,24 +116,14 @@ func (d *Driver) putPermitKey(ctx context.Context, req backend.Request) (*sessio
 		return nil, ekey{}, semQueue{}, 0, fmt.Errorf("etcdlock: acquire permits of %q: %w", req.Key, err)
 	}
 	k := d.nextSemKey(req.Key, s)
-	if err := d.putAbandoned(ctx, s, k, false); err != nil {
-		return nil, ekey{}, semQueue{}, 0, err
-	}
-	pctx, cancel := putCtx(ctx) // see putCtx: the put's fate must be known
-	resp, err := d.c.Txn(pctx).
-		If(clientv3.Compare(clientv3.CreateRevision(k.name), "=", 0), d.unburied(k)).
-		Then(clientv3.OpPut(k.name, strconv.Itoa(req.Permits)+" "+strconv.Itoa(req.Limit)+" "+req.Owner, clientv3.WithLease(s.id)),
-			clientv3.OpGet(semRange(d.prefix, req.Key), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))).
-		Commit()
-	cancel()
+	resp, err := d.putTxn(ctx, s, k, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k.name), "=", 0)},
+		clientv3.OpPut(k.name, strconv.Itoa(req.Permits)+" "+strconv.Itoa(req.Limit)+" "+req.Owner, clientv3.WithLease(s.id)),
+		clientv3.OpGet(semRange(d.prefix, req.Key), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)))
 	if err != nil {
-		return nil, ekey{}, semQueue{}, 0, d.failed(s, k, false, d.acquireErr(ctx, s, req.Key, err))
+		return nil, ekey{}, semQueue{}, 0, err
 	}
 	if !resp.Succeeded {
 		return nil, ekey{}, semQueue{}, 0, fmt.Errorf("etcdlock: acquire permits of %q: %w: key %s exists already", req.Key, backend.ErrUnavailable, k.name)
-	}
-	if err := d.putAbandoned(ctx, s, k, true); err != nil {
-		return nil, ekey{}, semQueue{}, 0, err
 	}
 	rev := resp.Header.Revision
 	return s, k, readSemQueue(rev, rev, resp.Responses[1].GetResponseRange().Kvs), rev, nil

@@ -79,22 +79,14 @@ func keepsOut(near []semEntry, mine semEntry) bool {
 func (w *semWaiter) waitFor(ctx context.Context, q semQueue) (semQueue, error) {
 	from := followFrom(q)
 	ready := make(chan struct{}, 1)
-	subs := make([]*lockSub, 0, 1+len(q.ahead)-from)
-	defer func() {
-		for _, sub := range subs {
-			sub.close()
-		}
-	}()
 	names := []string{w.ekey}
 	for _, e := range q.ahead[from:] {
 		names = append(names, e.name)
 	}
-	for _, name := range names {
-		sub, err := w.d.subscribe(name, q.rev, ready, true) // kept: see subscribe
-		if err != nil {
-			return semQueue{}, w.d.wrap(ctx, "wait for permits of", w.key, err)
-		}
-		subs = append(subs, sub)
+	subs, err := w.d.subscribeAll(ctx, "wait for permits of", w.key, names, q.rev, ready, func(string) bool { return true }) // kept: see subscribe
+	defer closeSubs(subs)
+	if err != nil {
+		return semQueue{}, err
 	}
 	if covered, err := w.started(ctx, subs, "wait for permits of"); err != nil || covered > q.rev {
 		if err != nil {
@@ -107,9 +99,9 @@ func (w *semWaiter) waitFor(ctx context.Context, q semQueue) (semQueue, error) {
 	poll := time.NewTimer(recheckDelay(youngest(subs)))
 	defer poll.Stop()
 	for {
-		select {
-		case <-ready:
-		case <-poll.C:
+		if signalled, err := w.await(ctx, "wait for permits of", ready, poll); err != nil {
+			return semQueue{}, err
+		} else if !signalled {
 			// A young watch's events may come late: read the queue.
 			cur, err := w.read(ctx, q.rev)
 			if err != nil || cur.holds || len(cur.ahead) < older+len(near) {
@@ -117,10 +109,6 @@ func (w *semWaiter) waitFor(ctx context.Context, q semQueue) (semQueue, error) {
 			}
 			poll.Reset(recheckDelay(youngest(subs)))
 			continue
-		case <-w.s.done:
-			return semQueue{}, w.lostErr()
-		case <-ctx.Done():
-			return semQueue{}, fmt.Errorf("etcdlock: wait for permits of %q: %w", w.key, context.Cause(ctx))
 		}
 		before := len(near)
 		var last int64

@@ -172,16 +172,9 @@ func (d *Driver) session(ctx context.Context) (*session, error) {
 		return nil, fmt.Errorf("etcdlock: grant lease: %w", backend.ErrClosed)
 	}
 	d.sess = s
-	d.wg.Add(2)
+	d.wg.Go(func() { d.keepAlive(s) })
+	d.wg.Go(func() { d.pushDoubts(s) })
 	d.mu.Unlock()
-	go func() {
-		defer d.wg.Done()
-		d.keepAlive(s)
-	}()
-	go func() {
-		defer d.wg.Done()
-		d.pushDoubts(s)
-	}()
 	return s, nil
 }
 
@@ -216,14 +209,9 @@ func (d *Driver) loseSession(s *session, cause error) {
 func (d *Driver) revokeAsync(id clientv3.LeaseID) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
-		return
+	if !d.closed {
+		d.wg.Go(func() { d.revoke(id) })
 	}
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		d.revoke(id)
-	}()
 }
 
 // revoke revokes a lease, best effort, within a second.

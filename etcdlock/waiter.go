@@ -138,18 +138,10 @@ func readQueue(rev int64, newest *clientv3.GetResponse) queueView {
 // before it holds the lock, so it is out of the hand-off's way.
 func (w *waiter) waitFor(ctx context.Context, qv queueView) (queueView, error) {
 	ready := make(chan struct{}, 1)
-	subs := make([]*lockSub, 0, 1+len(qv.ahead))
-	defer func() {
-		for _, sub := range subs {
-			sub.close()
-		}
-	}()
-	for _, k := range append([]string{w.ekey}, qv.ahead...) {
-		sub, err := w.d.subscribe(k, qv.rev, ready, k == w.ekey)
-		if err != nil {
-			return queueView{}, w.d.wrap(ctx, "wait for", w.key, err)
-		}
-		subs = append(subs, sub)
+	subs, err := w.d.subscribeAll(ctx, "wait for", w.key, append([]string{w.ekey}, qv.ahead...), qv.rev, ready, func(k string) bool { return k == w.ekey })
+	defer closeSubs(subs)
+	if err != nil {
+		return queueView{}, err
 	}
 	from, err := w.started(ctx, subs, "wait for") // the oldest revision after which every watch reports all
 	if err != nil {
@@ -166,9 +158,9 @@ func (w *waiter) waitFor(ctx context.Context, qv queueView) (queueView, error) {
 	poll := time.NewTimer(recheckDelay(youngest(subs)))
 	defer poll.Stop()
 	for {
-		select {
-		case <-ready:
-		case <-poll.C:
+		if signalled, err := w.await(ctx, "wait for", ready, poll); err != nil {
+			return queueView{}, err
+		} else if !signalled {
 			// A watch's events may come late while etcd has not synced it
 			// (its first 100 ms) or has set it aside: read the queue.
 			trace(w.d, "recheck", w.rev)
@@ -179,10 +171,6 @@ func (w *waiter) waitFor(ctx context.Context, qv queueView) (queueView, error) {
 			qv = cur
 			poll.Reset(recheckDelay(youngest(subs)))
 			continue
-		case <-w.s.done:
-			return queueView{}, w.lostErr()
-		case <-ctx.Done():
-			return queueView{}, fmt.Errorf("etcdlock: wait for %q: %w", w.key, context.Cause(ctx))
 		}
 		before := len(qv.ahead)
 		var last int64
@@ -203,6 +191,22 @@ func (w *waiter) waitFor(ctx context.Context, qv queueView) (queueView, error) {
 		default:
 			return w.predecessor(ctx, last)
 		}
+	}
+}
+
+// await waits for a subscription's signal on ready (signalled) or the
+// poll timer (not signalled: the caller reads the queue), unless the wait
+// ends first: the session lost, or ctx done (op names the wait).
+func (w *waiter) await(ctx context.Context, op string, ready <-chan struct{}, poll *time.Timer) (signalled bool, err error) {
+	select {
+	case <-ready:
+		return true, nil
+	case <-poll.C:
+		return false, nil
+	case <-w.s.done:
+		return false, w.lostErr()
+	case <-ctx.Done():
+		return false, fmt.Errorf("etcdlock: %s %q: %w", op, w.key, context.Cause(ctx))
 	}
 }
 

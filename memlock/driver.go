@@ -179,15 +179,9 @@ func (d *Driver) tryMutex(ctx context.Context, req backend.Request) (backend.Gra
 	if !ok {
 		left := e.expires.Sub(now)
 		d.s.mu.Unlock()
-		if drop {
-			return backend.Grant{}, lostReply("acquire", g)
-		}
-		return backend.Grant{}, backend.NotAcquired(req.Key, left)
+		return answerGrant(drop, "acquire", g, backend.NotAcquired(req.Key, left))
 	}
 	d.grantLocked(&g, req.Key, req.Owner, req.Hooks())
 	d.s.mu.Unlock()
-	if drop {
-		return backend.Grant{}, lostReply("acquire", g) // releases: not under d.s.mu
-	}
-	return g, nil
+	return answerGrant(drop, "acquire", g, nil) // releases: not under d.s.mu
 }

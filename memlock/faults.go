@@ -113,6 +113,28 @@ func (d *Driver) claimDrop() bool {
 	return true
 }
 
+// answer is err, the answer of a call without a grant, unless the call
+// lost its reply (drop: claimDrop, before the call ran).
+func answer(drop bool, op string, err error) error {
+	if drop {
+		return lostReply(op, backend.Grant{})
+	}
+	return err
+}
+
+// answerGrant is the answer of a call that grants (g, or err), unless
+// the call lost its reply (drop: claimDrop, before the call ran): then
+// what g holds is given back (lostReply). d.s.mu is not held.
+func answerGrant(drop bool, op string, g backend.Grant, err error) (backend.Grant, error) {
+	if drop {
+		return backend.Grant{}, lostReply(op, g)
+	}
+	if err != nil {
+		return backend.Grant{}, err
+	}
+	return g, nil
+}
+
 // lostReply is the error of a call whose reply was lost; a lock it
 // granted is given back (owner-checked), as a driver's cleanup would.
 func lostReply(op string, g backend.Grant) error {

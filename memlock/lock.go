@@ -35,28 +35,22 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	defer l.d.s.mu.Unlock()
 	drop := l.d.claimDrop()
-	now := time.Now()
+	return answer(drop, "refresh", l.refresh(time.Now(), ttl))
+}
+
+// refresh extends the lock to live at least ttl from now. d.s.mu is held.
+func (l *lock) refresh(now time.Time, ttl time.Duration) error {
 	if l.permits > 0 {
-		err := l.refreshPermit(now, ttl)
-		if drop {
-			return lostReply("refresh", backend.Grant{})
-		}
-		return err
+		return l.refreshPermit(now, ttl)
 	}
 	e := l.mine(now)
 	if e == nil {
-		if drop {
-			return lostReply("refresh", backend.Grant{})
-		}
 		return fmt.Errorf("memlock: refresh %q: %w", l.key, backend.ErrNotHeld)
 	}
 	if exp := now.Add(ttl); exp.After(e.expires) {
 		e.expires = exp
 	}
 	l.d.s.armTimer(e)
-	if drop {
-		return lostReply("refresh", backend.Grant{})
-	}
 	return nil
 }
 
@@ -68,27 +62,21 @@ func (l *lock) Release(ctx context.Context) error {
 	}
 	defer l.d.s.mu.Unlock()
 	drop := l.d.claimDrop()
-	now := time.Now()
+	return answer(drop, "release", l.release(time.Now()))
+}
+
+// release gives back this hold. d.s.mu is held.
+func (l *lock) release(now time.Time) error {
 	if l.permits > 0 {
-		err := l.releasePermit(now)
-		if drop {
-			return lostReply("release", backend.Grant{})
-		}
-		return err
+		return l.releasePermit(now)
 	}
 	e := l.mine(now)
 	if e == nil {
-		if drop {
-			return lostReply("release", backend.Grant{})
-		}
 		return fmt.Errorf("memlock: release %q: %w", l.key, backend.ErrNotHeld)
 	}
 	e.holds--
 	if e.holds == 0 {
 		l.d.s.freeLocked(e, now)
-	}
-	if drop {
-		return lostReply("release", backend.Grant{})
 	}
 	return nil
 }

@@ -114,10 +114,7 @@ func (d *Driver) tryPermits(ctx context.Context, req backend.Request) (backend.G
 	if _, dup := e.permits[req.Owner]; dup || used+req.Permits > req.Limit {
 		d.s.semGC(e)
 		d.s.mu.Unlock()
-		if drop {
-			return backend.Grant{}, lostReply("acquire permits", backend.Grant{})
-		}
-		return backend.Grant{}, backend.NotAcquired(req.Key, first)
+		return answerGrant(drop, "acquire permits", backend.Grant{}, backend.NotAcquired(req.Key, first))
 	}
 	d.s.seq++
 	e.permits[req.Owner] = &permit{n: req.Permits, expires: now.Add(req.TTL), token: d.s.seq}
@@ -125,10 +122,7 @@ func (d *Driver) tryPermits(ctx context.Context, req backend.Request) (backend.G
 	_ = d.held.Track(l, req.Hooks())
 	g := backend.Grant{Lock: l, Token: l.token, TTL: req.TTL, ValidFrom: now}
 	d.s.mu.Unlock()
-	if drop {
-		return backend.Grant{}, lostReply("acquire permits", g)
-	}
-	return g, nil
+	return answerGrant(drop, "acquire permits", g, nil)
 }
 
 // subscribePermits is Subscribe for a semaphore.

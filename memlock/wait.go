@@ -37,10 +37,7 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 		if g, ok := d.s.take(e, req.Owner, req.TTL, now); ok {
 			d.grantLocked(&g, req.Key, req.Owner, req.Hooks())
 			d.s.mu.Unlock()
-			if drop {
-				return backend.Grant{}, lostReply("wait", g)
-			}
-			return g, nil
+			return answerGrant(drop, "wait", g, nil)
 		}
 	}
 	w := &waiter{d: d, e: e, owner: req.Owner, ttl: req.TTL, hooks: req.Hooks(), granted: make(chan backend.Grant, 1), gone: make(chan error, 1)}
@@ -54,10 +51,7 @@ func (d *Driver) Wait(ctx context.Context, req backend.Request) (backend.Grant, 
 	select {
 	case g := <-w.granted:
 		d.forget(w)
-		if drop {
-			return backend.Grant{}, lostReply("wait", g)
-		}
-		return g, nil
+		return answerGrant(drop, "wait", g, nil)
 	case err := <-w.gone:
 		select {
 		case g := <-w.granted: // granted just before the driver went away

@@ -386,14 +386,3 @@ type waitFailedError struct{ err error }
 
 func (e *waitFailedError) Error() string { return "WAIT after the acquire script: " + e.err.Error() }
 func (e *waitFailedError) Unwrap() error { return e.err }
-
-// subscribeMutex implements backend.Notifier over the driver's one shared
-// pub/sub connection.
-func (d *Driver) subscribeMutex(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	out := make(chan struct{}, 1)
-	cancel, err := d.notify.Subscribe(ctx, d.keys(key).Channel, out, redisproto.Filter{})
-	if err != nil {
-		return nil, nil, fmt.Errorf("redislock: subscribe %q: %w: %w", key, backend.ErrUnavailable, err)
-	}
-	return out, cancel, nil
-}

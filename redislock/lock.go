@@ -90,29 +90,8 @@ func (d *Driver) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []ti
 
 func (d *Driver) refreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
 	errs := make([]error, len(locks))
-	mine := make([]*lock, len(locks))
-	var permits []*permitLock // semaphore.go
-	for i, bl := range locks {
-		if p, ok := bl.(*permitLock); ok && p.d == d {
-			if permits == nil {
-				permits = make([]*permitLock, len(locks))
-			}
-			permits[i] = p
-			continue
-		}
-		l, ok := bl.(*lock)
-		if !ok || l.d != d {
-			errs[i] = fmt.Errorf("redislock: refresh: %w: lock %T is not from this driver", backend.ErrInvalidConfig, bl)
-			continue
-		}
-		mine[i] = l
-	}
-	cmds, err := redisproto.PipelineScript(ctx, d.c, redisproto.RefreshScript, len(locks), func(i int) ([]string, []any, bool) {
-		if mine[i] == nil {
-			return nil, nil, false
-		}
-		return []string{mine[i].ks.Lock}, []any{mine[i].owner, redisproto.Millis(ttls[i]), mine[i].hold}, true
-	})
+	mine := backend.OwnLocks("redislock", locks, errs, func(l *lock) bool { return l.d == d })
+	cmds, err := redisproto.PipelineRefresh(ctx, d.c, mine, ttls, func(l *lock) (redisproto.Keyset, string, string) { return l.ks, l.owner, l.hold })
 	for i, l := range mine {
 		if l == nil {
 			continue
@@ -125,8 +104,6 @@ func (d *Driver) refreshAll(ctx context.Context, locks []backend.Lock, ttls []ti
 		d.suspect(cerr)
 		errs[i] = refreshResult(l.key, n, cerr)
 	}
-	if permits != nil {
-		d.refreshPermits(ctx, permits, ttls, errs)
-	}
+	d.refreshPermits(ctx, locks, ttls, errs) // semaphore.go: the permit locks
 	return errs
 }

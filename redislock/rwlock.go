@@ -123,12 +123,7 @@ func (d *Driver) Withdraw(ctx context.Context, req backend.Request) error {
 // subscribeRW is Subscribe for a read-write lock over the driver's one shared
 // pub/sub connection.
 func (d *Driver) subscribeRW(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	out := make(chan struct{}, 1)
-	cancel, err := d.notify.Subscribe(ctx, d.rwKeys(key).channel, out, redisproto.Filter{})
-	if err != nil {
-		return nil, nil, fmt.Errorf("redislock: subscribe %q (rw): %w: %w", key, backend.ErrUnavailable, err)
-	}
-	return out, cancel, nil
+	return d.subscribeChannel(ctx, d.rwKeys(key).channel, fmt.Sprintf("subscribe %q (rw)", key))
 }
 
 // rwLock is one hold of a side of a read-write lock.

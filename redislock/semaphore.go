@@ -205,12 +205,7 @@ func (d *Driver) semCleanup(ctx context.Context, ks semKeys, owner string) error
 // subscribePermits is Subscribe for a semaphore on the driver's
 // shared pub/sub connection.
 func (d *Driver) subscribePermits(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	out := make(chan struct{}, 1)
-	cancel, err := d.notify.Subscribe(ctx, d.semKeys(key).channel, out, redisproto.Filter{})
-	if err != nil {
-		return nil, nil, fmt.Errorf("redislock: subscribe to permits of %q: %w: %w", key, backend.ErrUnavailable, err)
-	}
-	return out, cancel, nil
+	return d.subscribeChannel(ctx, d.semKeys(key).channel, fmt.Sprintf("subscribe to permits of %q", key))
 }
 
 // permitLock is one grant of a semaphore's permits.
@@ -272,9 +267,22 @@ func (l *permitLock) Release(ctx context.Context) error {
 	return nil
 }
 
-// refreshPermits refreshes the permit grants among locks (the others are
-// nil) in one pipeline, for RefreshAll.
-func (d *Driver) refreshPermits(ctx context.Context, locks []*permitLock, ttls []time.Duration, errs []error) {
+// refreshPermits refreshes d's permit locks among all in one pipeline,
+// for RefreshAll: it sets the error of each, over the ErrInvalidConfig
+// that backend.OwnLocks gave it (it is not a *lock).
+func (d *Driver) refreshPermits(ctx context.Context, all []backend.Lock, ttls []time.Duration, errs []error) {
+	var locks []*permitLock
+	for i, bl := range all {
+		if p, ok := bl.(*permitLock); ok && p.d == d {
+			if locks == nil {
+				locks = make([]*permitLock, len(all))
+			}
+			locks[i] = p
+		}
+	}
+	if locks == nil {
+		return
+	}
 	cmds, err := redisproto.PipelineScript(ctx, d.c, semRefreshScript, len(locks), func(i int) ([]string, []any, bool) {
 		if locks[i] == nil {
 			return nil, nil, false

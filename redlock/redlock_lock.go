@@ -120,22 +120,9 @@ func (r *Driver) TryAcquireMulti(context.Context, []backend.Request) ([]backend.
 // nodes at once.
 func (r *Driver) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []time.Duration) []error {
 	out := make([]error, len(locks))
-	mine := make([]*rlock, len(locks))
-	for i, bl := range locks {
-		l, ok := bl.(*rlock)
-		if !ok || l.r != r {
-			out[i] = fmt.Errorf("redlock: refresh: %w: lock %T is not from this driver", backend.ErrInvalidConfig, bl)
-			continue
-		}
-		mine[i] = l
-	}
+	mine := backend.OwnLocks("redlock", locks, out, func(l *rlock) bool { return l.r == r })
 	cmds, perr := eachNode(r, ctx, nodeTimeout(minTTL(ttls), 1), func(ctx context.Context, _ int, nd *node) ([]*redis.Cmd, error) {
-		return redisproto.PipelineScript(ctx, nd.c, redisproto.RefreshScript, len(locks), func(i int) ([]string, []any, bool) {
-			if mine[i] == nil {
-				return nil, nil, false
-			}
-			return []string{mine[i].ks.Lock}, []any{mine[i].owner, redisproto.Millis(ttls[i]), mine[i].hold}, true
-		})
+		return redisproto.PipelineRefresh(ctx, nd.c, mine, ttls, func(l *rlock) (redisproto.Keyset, string, string) { return l.ks, l.owner, l.hold })
 	})
 	for i, l := range mine {
 		if l == nil {

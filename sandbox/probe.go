@@ -95,16 +95,9 @@ func probeServing(ctx context.Context, kind Kind, addr string, tc *tls.Config) e
 // redisCommand sends one inline command and returns the first reply line
 // ("+PONG", "-LOADING ..."). Only for simple commands with simple replies.
 func redisCommand(ctx context.Context, addr, cmd string, tc *tls.Config) (string, error) {
-	conn, err := dial(ctx, addr)
+	conn, err := dialTLS(ctx, addr, tc, "redis")
 	if err != nil {
 		return "", err
-	}
-	if tc != nil {
-		tconn := tls.Client(conn, serverName(tc, addr))
-		if err := tconn.HandshakeContext(ctx); err != nil {
-			return "", errors.Join(fmt.Errorf("redis tls handshake: %w", err), conn.Close())
-		}
-		conn = tconn
 	}
 	defer conn.Close()
 	if _, err := io.WriteString(conn, cmd+"\r\n"); err != nil {
@@ -239,16 +232,9 @@ func mysqlGreeting(ctx context.Context, addr string) error {
 // answer; tc is the client TLS configuration of a TLS server (Netty answers
 // four-letter words on its secure port too), else nil.
 func zkFourLetter(ctx context.Context, addr, cmd string, tc *tls.Config) (string, error) {
-	conn, err := dial(ctx, addr)
+	conn, err := dialTLS(ctx, addr, tc, "zookeeper")
 	if err != nil {
 		return "", err
-	}
-	if tc != nil {
-		tconn := tls.Client(conn, serverName(tc, addr))
-		if err := tconn.HandshakeContext(ctx); err != nil {
-			return "", errors.Join(fmt.Errorf("zookeeper tls handshake: %w", err), conn.Close())
-		}
-		conn = tconn
 	}
 	defer conn.Close()
 	if _, err := io.WriteString(conn, cmd); err != nil {
@@ -301,6 +287,21 @@ func dial(ctx context.Context, addr string) (net.Conn, error) {
 		}
 	}
 	return conn, nil
+}
+
+// dialTLS is dial, then over TLS when tc is set (verifying the host of
+// addr; a failed handshake is the error of server's, e.g. "redis", tls
+// handshake).
+func dialTLS(ctx context.Context, addr string, tc *tls.Config, server string) (net.Conn, error) {
+	conn, err := dial(ctx, addr)
+	if err != nil || tc == nil {
+		return conn, err
+	}
+	tconn := tls.Client(conn, serverName(tc, addr))
+	if err := tconn.HandshakeContext(ctx); err != nil {
+		return nil, errors.Join(fmt.Errorf("%s tls handshake: %w", server, err), conn.Close())
+	}
+	return tconn, nil
 }
 
 // serverName returns a copy of tc that verifies the host of addr.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -143,11 +145,18 @@ func (p *Proxy) Latency(d time.Duration) {
 func (p *Proxy) Reset() {
 	p.mu.Lock()
 	p.resets++
-	links := make([]*link, 0, len(p.links))
-	for l := range p.links {
-		links = append(links, l)
-	}
+	links := p.currentLinks()
 	p.mu.Unlock()
+	abortAll(links)
+}
+
+// currentLinks returns the connections open now; p.mu is held.
+func (p *Proxy) currentLinks() []*link {
+	return slices.Collect(maps.Keys(p.links))
+}
+
+// abortAll resets every connection of links (see link.abort).
+func abortAll(links []*link) {
 	for _, l := range links {
 		l.abort()
 	}
@@ -226,14 +235,9 @@ func (p *Proxy) Close() error {
 	close(p.done)
 	p.cancel()
 	_ = p.ln.Close()
-	links := make([]*link, 0, len(p.links))
-	for l := range p.links {
-		links = append(links, l)
-	}
+	links := p.currentLinks()
 	p.mu.Unlock()
-	for _, l := range links {
-		l.abort()
-	}
+	abortAll(links)
 	p.wg.Wait()
 	return nil
 }

@@ -30,19 +30,11 @@ func (e respError) Error() string { return string(e) }
 // dialRedis connects to the Redis server at addr, over TLS when tc is set
 // (verifying the host of addr), bounded by ctx's deadline.
 func dialRedis(ctx context.Context, addr string, tc *tls.Config) (*respConn, error) {
-	conn, err := dial(ctx, addr)
+	conn, err := dialTLS(ctx, addr, tc, "redis")
 	if err != nil {
 		return nil, err
 	}
-	rw := io.ReadWriteCloser(conn)
-	if tc != nil {
-		tconn := tls.Client(conn, serverName(tc, addr))
-		if err := tconn.HandshakeContext(ctx); err != nil {
-			return nil, errors.Join(fmt.Errorf("redis tls handshake: %w", err), conn.Close())
-		}
-		rw = tconn
-	}
-	return &respConn{rw: rw, r: bufio.NewReader(rw), addr: addr}, nil
+	return &respConn{rw: conn, r: bufio.NewReader(conn), addr: addr}, nil
 }
 
 // redisDo runs one command on a fresh connection to addr and returns its

@@ -96,18 +96,22 @@ func writeTLSMaterial(dir string, hosts []string) (*tlsMaterial, error) {
 	if err != nil {
 		return nil, err
 	}
-	server := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "distlock sandbox server"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		// Redis uses the server certificate as its client certificate for
-		// replication and the cluster bus too.
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		DNSNames:    []string{"localhost"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	// leaf is the template of a certificate the CA signs, valid as long.
+	leaf := func(serial int64, name string, usage ...x509.ExtKeyUsage) *x509.Certificate {
+		return &x509.Certificate{
+			SerialNumber: big.NewInt(serial),
+			Subject:      pkix.Name{CommonName: name},
+			NotBefore:    caTmpl.NotBefore,
+			NotAfter:     caTmpl.NotAfter,
+			KeyUsage:     x509.KeyUsageDigitalSignature,
+			ExtKeyUsage:  usage,
+		}
 	}
+	// Redis uses the server certificate as its client certificate for
+	// replication and the cluster bus too.
+	server := leaf(2, "distlock sandbox server", x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+	server.DNSNames = []string{"localhost"}
+	server.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			server.IPAddresses = append(server.IPAddresses, ip)
@@ -115,14 +119,7 @@ func writeTLSMaterial(dir string, hosts []string) (*tlsMaterial, error) {
 			server.DNSNames = append(server.DNSNames, h)
 		}
 	}
-	client := &x509.Certificate{
-		SerialNumber: big.NewInt(3),
-		Subject:      pkix.Name{CommonName: "distlock sandbox client"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
+	client := leaf(3, "distlock sandbox client", x509.ExtKeyUsageClientAuth)
 	if err := writePEM(filepath.Join(dir, tlsCAFile), "CERTIFICATE", caDER); err != nil {
 		return nil, err
 	}

@@ -106,10 +106,30 @@ func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 		dropTLS()
 		return nil, fmt.Errorf("sqllock: %w: %v", backend.ErrInvalidConfig, err)
 	}
-	db := sql.OpenDB(conn)
-	fail := func(err error) (backend.Driver, error) {
-		_ = db.Close()
+	opts.Server = cfg.Addr
+	// MySQL's error names neither the server nor the database.
+	at := func(re *refusedError) *refusedError { return re.at(cfg.User, cfg.Addr, cfg.DBName) }
+	d, err := openOwned(ctx, sql.OpenDB(conn), mysqlDialect{}, cfg.Addr, opts, at, "tls_ca")
+	if err != nil {
 		dropTLS()
+		return nil, err
+	}
+	if strings.HasPrefix(cfg.TLSConfig, tlsPrefix) {
+		d.onClose = dropTLS
+	}
+	return d, nil
+}
+
+// openOwned is what both URL openers do with the *sql.DB they made: it
+// keeps a pool for held locks, pings the server where New does not dial
+// (create_table=false; an error names addr), and makes the Driver over db, its own. Where the
+// server's refusal of a login does not name the user, server and
+// database, at (nil where it does) names them; caParam is the URL
+// parameter of the CA, for the hint about a certificate that was not
+// accepted. On an error it closes db.
+func openOwned(ctx context.Context, db *sql.DB, dia dialect, addr string, opts Options, at func(*refusedError) *refusedError, caParam string) (*Driver, error) {
+	fail := func(err error) (*Driver, error) {
+		_ = db.Close()
 		return nil, err
 	}
 	// Each held lock pins a connection; keep enough idle ones that a busy
@@ -119,48 +139,46 @@ func open(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 	if opts.NoCreateTable { // else New's CREATE TABLE dials
 		if err := db.PingContext(ctx); err != nil {
 			if re := refused(err); re != nil {
-				return fail(fmt.Errorf("sqllock: connect: %w", re.at(cfg.User, cfg.Addr, cfg.DBName)))
+				if at != nil {
+					re = at(re)
+				}
+				return fail(fmt.Errorf("sqllock: connect: %w", re))
 			}
-			return fail(fmt.Errorf("sqllock: connect to %s: %w", cfg.Addr, classifyWith(mysqlDialect{}, err)))
+			return fail(fmt.Errorf("sqllock: connect to %s: %w", addr, classifyWith(dia, err)))
 		}
 	}
-	opts.Server = cfg.Addr
-	d, err := newDriver(ctx, db, mysqlDialect{}, &opts)
-	if re := refused(err); re != nil {
-		// MySQL's error names neither the server nor the database.
-		return fail(fmt.Errorf("sqllock: connect: %w", re.at(cfg.User, cfg.Addr, cfg.DBName)))
+	d, err := newDriver(ctx, db, dia, &opts)
+	if re := refused(err); re != nil && at != nil { // newDriver's names no more
+		return fail(fmt.Errorf("sqllock: connect: %w", at(re)))
 	}
 	if err != nil {
 		var verr *tls.CertificateVerificationError
 		if errors.As(err, &verr) {
-			err = fmt.Errorf("%w (the server's certificate was not accepted: check tls_ca, and that the URL's host is a name or address the certificate lists)", err)
+			err = fmt.Errorf("%w (the server's certificate was not accepted: check %s, and that the URL's host is a name or address the certificate lists)", err, caParam)
 		}
 		return fail(err)
 	}
 	d.ownDB = true
-	if strings.HasPrefix(cfg.TLSConfig, tlsPrefix) {
-		d.onClose = dropTLS
-	}
 	return d, nil
 }
 
-// configFromURL turns mysql://user:pass@host:port/dbname?... into a driver
-// configuration. Its errors never contain the password.
-func configFromURL(u *backend.URL) (*mysql.Config, Options, error) {
+// urlOptions reads the parameters that begin both SQL URLs' Options:
+// table, create_table and lock_wait_timeout.
+func urlOptions(q *backend.Params, dia dialect) Options {
 	var opts Options
-	q := u.Query
 	opts.Table = q.String("table", DefaultTable)
 	opts.NoCreateTable = !q.Bool("create_table", true)
-	opts.LockWaitTimeout = lockWaitParam(q, mysqlDialect{})
-	opts.Session = q.Enum("mode", "row", "row", "session") == "session"
-	// Read in every mode, used in session mode.
-	opts.Sessions = q.Int("sessions", 0, 1, 64)
-	opts.Waiters = q.Int("waiters", 0, 1, 1024)
-	dial := q.Duration("dial_timeout", 10*time.Second)
-	tlsMode := q.String("tls", "false")
-	tlsCA := q.String("tls_ca", "")
-	if err := checkTable(opts.Table); err != nil {
-		q.FailValue("table", opts.Table, "want letters, digits or underscores (at most 58), not starting with a digit")
+	opts.LockWaitTimeout = lockWaitParam(q, dia)
+	return opts
+}
+
+// urlDatabase checks what both SQL URLs name (the table, exactly one
+// host, a /DBNAME path) and returns the database's name; u.Query records
+// what is wrong.
+func urlDatabase(u *backend.URL, table string) string {
+	q := u.Query
+	if err := checkTable(table); err != nil {
+		q.FailValue("table", table, "want letters, digits or underscores (at most 58), not starting with a digit")
 	}
 	if len(u.Hosts) != 1 {
 		q.Fail("want exactly one host, got %d", len(u.Hosts))
@@ -169,6 +187,22 @@ func configFromURL(u *backend.URL) (*mysql.Config, Options, error) {
 	if dbname == "" || strings.Contains(dbname, "/") {
 		q.Fail("path %q: want /DBNAME", u.Path)
 	}
+	return dbname
+}
+
+// configFromURL turns mysql://user:pass@host:port/dbname?... into a driver
+// configuration. Its errors never contain the password.
+func configFromURL(u *backend.URL) (*mysql.Config, Options, error) {
+	q := u.Query
+	opts := urlOptions(q, mysqlDialect{})
+	opts.Session = q.Enum("mode", "row", "row", "session") == "session"
+	// Read in every mode, used in session mode.
+	opts.Sessions = q.Int("sessions", 0, 1, 64)
+	opts.Waiters = q.Int("waiters", 0, 1, 1024)
+	dial := q.Duration("dial_timeout", 10*time.Second)
+	tlsMode := q.String("tls", "false")
+	tlsCA := q.String("tls_ca", "")
+	dbname := urlDatabase(u, opts.Table)
 	cfg := mysql.NewConfig()
 	cfg.Net = "tcp"
 	if len(u.Hosts) == 1 {

@@ -2,7 +2,6 @@ package sqllock
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -59,44 +58,20 @@ func openPostgres(ctx context.Context, u *backend.URL) (backend.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := stdlib.OpenDB(*cfg)
-	// Each held lock pins a connection; keep enough idle ones that a busy
-	// Locker does not dial for every acquisition.
-	db.SetMaxIdleConns(64)
-	db.SetConnMaxIdleTime(5 * time.Minute)
-	fail := func(err error) (backend.Driver, error) {
-		_ = db.Close()
+	opts.Server = net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	// pgx's refusal names the user, server and database (refused): no at.
+	d, err := openOwned(ctx, stdlib.OpenDB(*cfg), pgDialect{}, u.Hosts[0], opts, nil, "sslrootcert")
+	if err != nil {
 		return nil, err
 	}
-	if opts.NoCreateTable { // else New's CREATE TABLE dials
-		if err := db.PingContext(ctx); err != nil {
-			if re := refused(err); re != nil {
-				return fail(fmt.Errorf("sqllock: connect: %w", re))
-			}
-			return fail(fmt.Errorf("sqllock: connect to %s: %w", u.Hosts[0], classifyWith(pgDialect{}, err)))
-		}
-	}
-	opts.Server = net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
-	d, err := newDriver(ctx, db, pgDialect{}, &opts)
-	if err != nil {
-		var verr *tls.CertificateVerificationError
-		if errors.As(err, &verr) {
-			err = fmt.Errorf("%w (the server's certificate was not accepted: check sslrootcert, and that the URL's host is a name or address the certificate lists)", err)
-		}
-		return fail(err)
-	}
-	d.ownDB = true
 	return d, nil
 }
 
 // pgConfigFromURL turns postgres://user:pass@host:port/dbname?... into a
 // pgx configuration. Its errors never contain the password.
 func pgConfigFromURL(u *backend.URL) (*pgx.ConnConfig, Options, error) {
-	var opts Options
 	q := u.Query
-	opts.Table = q.String("table", DefaultTable)
-	opts.NoCreateTable = !q.Bool("create_table", true)
-	opts.LockWaitTimeout = lockWaitParam(q, pgDialect{})
+	opts := urlOptions(q, pgDialect{})
 	dial := q.Duration("dial_timeout", 10*time.Second)
 	switch q.Enum("mode", "row", "row", "advisory", "session") {
 	case "advisory":
@@ -123,16 +98,7 @@ func pgConfigFromURL(u *backend.URL) (*pgx.ConnConfig, Options, error) {
 	if (pass.Get("sslcert") == "") != (pass.Get("sslkey") == "") {
 		q.Fail("parameters sslcert and sslkey go together (a client certificate and its key)")
 	}
-	if err := checkTable(opts.Table); err != nil {
-		q.FailValue("table", opts.Table, "want letters, digits or underscores (at most 58), not starting with a digit")
-	}
-	if len(u.Hosts) != 1 {
-		q.Fail("want exactly one host, got %d", len(u.Hosts))
-	}
-	dbname := strings.TrimPrefix(u.Path, "/")
-	if dbname == "" || strings.Contains(dbname, "/") {
-		q.Fail("path %q: want /DBNAME", u.Path)
-	}
+	dbname := urlDatabase(u, opts.Table)
 	if err := q.Err(); err != nil {
 		return nil, opts, fmt.Errorf("sqllock: %w", err)
 	}

@@ -193,27 +193,24 @@ func mysqlTables(table string) []string {
 	lt := "`" + table + "`"
 	ft := "`" + table + FenceSuffix + "`"
 	vt := "`" + table + LiveSuffix + "`"
+	// The fencing epochs and the live counters have the same columns.
+	grants := func(t, engine string) string {
+		return fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
+			"  name       VARBINARY(%d) NOT NULL,\n"+
+			"  token      BIGINT UNSIGNED NOT NULL,\n"+
+			"  owner      VARBINARY(128) NOT NULL,\n"+
+			"  holder_id  BIGINT UNSIGNED NOT NULL,\n"+
+			"  granted_at DATETIME(6) NOT NULL,\n"+
+			"  PRIMARY KEY (name)\n"+
+			") ENGINE=%s", t, maxKeyLen, engine)
+	}
 	return []string{
 		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
 			"  name VARBINARY(%d) NOT NULL,\n"+
 			"  PRIMARY KEY (name)\n"+
 			") ENGINE=InnoDB", lt, maxKeyLen),
-		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
-			"  name       VARBINARY(%d) NOT NULL,\n"+
-			"  token      BIGINT UNSIGNED NOT NULL,\n"+
-			"  owner      VARBINARY(128) NOT NULL,\n"+
-			"  holder_id  BIGINT UNSIGNED NOT NULL,\n"+
-			"  granted_at DATETIME(6) NOT NULL,\n"+
-			"  PRIMARY KEY (name)\n"+
-			") ENGINE=InnoDB", ft, maxKeyLen),
-		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
-			"  name       VARBINARY(%d) NOT NULL,\n"+
-			"  token      BIGINT UNSIGNED NOT NULL,\n"+
-			"  owner      VARBINARY(128) NOT NULL,\n"+
-			"  holder_id  BIGINT UNSIGNED NOT NULL,\n"+
-			"  granted_at DATETIME(6) NOT NULL,\n"+
-			"  PRIMARY KEY (name)\n"+
-			") ENGINE=MEMORY", vt, maxKeyLen),
+		grants(ft, "InnoDB"),
+		grants(vt, "MEMORY"),
 		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
 			"  name VARBINARY(%d) NOT NULL,\n"+
 			"  slot INT NOT NULL,\n"+

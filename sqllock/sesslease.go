@@ -96,10 +96,8 @@ func (d *Driver) RefreshAll(ctx context.Context, locks []backend.Lock, ttls []ti
 		ttl   time.Duration
 	}
 	groups := map[*session]*group{}
-	for i, bl := range locks {
-		l, ok := bl.(*sessLock)
-		if !ok || l.s.m != d.sess {
-			errs[i] = fmt.Errorf("sqllock: refresh: %w: %T is not a lock of this driver", backend.ErrInvalidConfig, bl)
+	for i, l := range backend.OwnLocks("sqllock", locks, errs, func(l *sessLock) bool { return l.s.m == d.sess }) {
+		if l == nil {
 			continue
 		}
 		g := groups[l.s]

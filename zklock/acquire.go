@@ -121,16 +121,24 @@ func (n *lockNode) awaitGone(ctx context.Context, pred string) error {
 
 // readQueue reads the key's queue again.
 func (n *lockNode) readQueue(ctx context.Context) ([]entry, time.Time, error) {
+	children, sent, err := n.siblings(ctx, "acquire")
+	return queueOf(children), sent, err
+}
+
+// siblings reads the children of n's parent (n's queue), by a request
+// sent at sent; op names the operation in its errors (a parent gone is
+// one: n is gone with it).
+func (n *lockNode) siblings(ctx context.Context, op string) ([]string, time.Time, error) {
 	var children []string
 	var zerr error
 	sent := time.Now()
 	if err := n.d.do(ctx, func() { children, _, zerr = n.d.conn.Children(n.parent) }); err != nil {
-		return nil, sent, failure("acquire", n.key, err)
+		return nil, sent, failure(op, n.key, err)
 	}
 	if zerr != nil {
-		return nil, sent, failure("acquire", n.key, zerr)
+		return nil, sent, failure(op, n.key, zerr)
 	}
-	return queueOf(children), sent, nil
+	return children, sent, nil
 }
 
 // leave ends a wait that failed with err. If the server was only

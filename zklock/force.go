@@ -24,19 +24,16 @@ func (d *Driver) ForceRelease(ctx context.Context, key string, f backend.Forced)
 	info := backend.Info{Key: key, Waiters: -1}
 	parent := d.base + "/" + encodeKey(key)
 	for {
-		var children []string
-		var zerr error
-		if err := d.do(ctx, func() { children, _, zerr = d.conn.Children(parent) }); err != nil {
-			return info, failure("force release", key, err)
-		}
-		if zerr != nil && !errors.Is(zerr, zk.ErrNoNode) {
-			return info, failure("force release", key, zerr)
+		children, err := d.childrenOf(ctx, "force release", key, parent)
+		if err != nil {
+			return info, err
 		}
 		q := queueOf(children)
 		if len(q) == 0 {
 			return info, fmt.Errorf("zklock: force release %q: %w: the lock is free", key, backend.ErrNotHeld)
 		}
 		node := parent + "/" + q[0].name
+		var zerr error
 		var data []byte
 		var stat *zk.Stat
 		if err := d.do(ctx, func() { data, stat, zerr = d.conn.Get(node) }); err != nil {

@@ -32,22 +32,15 @@ func (d *Driver) inspectQueue(ctx context.Context, key string) (backend.Info, er
 	info := backend.Info{Key: key}
 	parent := d.base + "/" + encodeKey(key)
 	for attempt := 0; attempt < 3; attempt++ {
-		var children []string
-		var zerr error
-		if err := d.do(ctx, func() { children, _, zerr = d.conn.Children(parent) }); err != nil {
-			return info, failure("inspect", key, err)
+		children, err := d.childrenOf(ctx, "inspect", key, parent)
+		if err != nil {
+			return info, err
 		}
-		if errors.Is(zerr, zk.ErrNoNode) {
-			return info, nil
-		}
-		if zerr != nil {
-			return info, failure("inspect", key, zerr)
-		}
-
-		q := queueOf(children)
+		q := queueOf(children) // none where the parent is gone
 		if len(q) == 0 {
 			return info, nil
 		}
+		var zerr error
 		var data []byte
 		var stat *zk.Stat
 		if err := d.do(ctx, func() { data, stat, zerr = d.conn.Get(parent + "/" + q[0].name) }); err != nil {

@@ -25,11 +25,11 @@ import (
 func (d *Driver) inspectPermits(ctx context.Context, key string) (backend.Info, error) {
 	const op = "inspect semaphore"
 	parent := d.semParent(key)
-	for attempt := 0; ; attempt++ {
-		info := backend.Info{Key: key}
+	return lookAgain(func() (info backend.Info, gone bool, err error) {
+		info = backend.Info{Key: key}
 		children, err := d.childrenOf(ctx, op, key, parent)
 		if err != nil {
-			return info, err
+			return info, false, err
 		}
 		q := semQueueOf(children)
 		n := holding(q)
@@ -40,26 +40,16 @@ func (d *Driver) inspectPermits(ctx context.Context, key string) (backend.Info, 
 		}
 		res, err := d.getAll(ctx, paths)
 		if err != nil {
-			return info, failure(op, key, err)
+			return info, false, failure(op, key, err)
 		}
-		gone := false
-		for i, r := range res {
-			switch {
-			case errors.Is(r.err, zk.ErrNoNode):
-				gone = true
-				continue
-			case r.err != nil:
-				return info, failure(op, key, r.err)
-			}
+		gone, err = found(op, key, res, func(i int, r getResult) {
 			info.Permits += q[i].permits
 			info.Holders = append(info.Holders, backend.Holder{Owner: string(r.data), Permits: q[i].permits,
 				Token: uint64(r.stat.Czxid), TTL: d.timeout()})
-		}
-		if !gone || attempt == 2 {
-			info.Held = info.Permits > 0
-			return info, nil // in queue order, which is czxid (token) order
-		}
-	}
+		})
+		info.Held = info.Permits > 0
+		return info, gone, err // in queue order, which is czxid (token) order
+	})
 }
 
 // inspectRW is Inspect for a read-write lock with two round trips: one read
@@ -73,11 +63,11 @@ func (d *Driver) inspectPermits(ctx context.Context, key string) (backend.Info, 
 func (d *Driver) inspectRW(ctx context.Context, key string) (backend.Info, error) {
 	const op = "inspect rw lock"
 	parent := d.rwParent(key)
-	for attempt := 0; ; attempt++ {
-		info := backend.Info{Key: key}
+	return lookAgain(func() (info backend.Info, gone bool, err error) {
+		info = backend.Info{Key: key}
 		children, err := d.childrenOf(ctx, op, key, parent)
 		if err != nil {
-			return info, err
+			return info, false, err
 		}
 		q := queueOf(children)
 		var paths []string
@@ -99,24 +89,16 @@ func (d *Driver) inspectRW(ctx context.Context, key string) (backend.Info, error
 		}
 		res, err := d.getAll(ctx, paths)
 		if err != nil {
-			return info, failure(op, key, err)
+			return info, false, failure(op, key, err)
 		}
 		var fence uint64
 		if !writer && holders > 0 {
 			f := res[holders]
 			if fence, err = parseFence(d.rwFence(key), f.data, f.err); err != nil {
-				return info, failure(op, key, err)
+				return info, false, failure(op, key, err)
 			}
 		}
-		gone := false
-		for _, r := range res[:holders] {
-			switch {
-			case errors.Is(r.err, zk.ErrNoNode):
-				gone = true
-				continue
-			case r.err != nil:
-				return info, failure(op, key, r.err)
-			}
+		gone, err = found(op, key, res[:holders], func(_ int, r getResult) {
 			h := backend.Holder{Owner: string(r.data), Token: fence, TTL: d.timeout()}
 			switch {
 			case writer:
@@ -125,12 +107,39 @@ func (d *Driver) inspectRW(ctx context.Context, key string) (backend.Info, error
 			case !slices.ContainsFunc(info.Holders, func(o backend.Holder) bool { return o.Owner == h.Owner }):
 				info.Held, info.Holders = true, append(info.Holders, h) // one per owner
 			}
-		}
-		if !gone || attempt == 2 {
-			slices.SortFunc(info.Holders, func(a, b backend.Holder) int { return cmp.Compare(a.Owner, b.Owner) })
-			return info, nil
+		})
+		slices.SortFunc(info.Holders, func(a, b backend.Holder) int { return cmp.Compare(a.Owner, b.Owner) })
+		return info, gone, err
+	})
+}
+
+// lookAgain is the retry of inspectPermits and inspectRW: it calls look
+// again while look reports a holder gone between its two reads, three
+// times at most; then the holders still there are reported.
+func lookAgain(look func() (info backend.Info, gone bool, err error)) (backend.Info, error) {
+	for attempt := 0; ; attempt++ {
+		info, gone, err := look()
+		if err != nil || !gone || attempt == 2 {
+			return info, err
 		}
 	}
+}
+
+// found calls each for every read of res that found its node, and reports
+// whether a node was gone (zk.ErrNoNode: its holder left after the
+// children were read). A read that failed otherwise is op's error.
+func found(op, key string, res []getResult, each func(i int, r getResult)) (gone bool, err error) {
+	for i, r := range res {
+		switch {
+		case errors.Is(r.err, zk.ErrNoNode):
+			gone = true
+		case r.err != nil:
+			return gone, failure(op, key, r.err)
+		default:
+			each(i, r)
+		}
+	}
+	return gone, nil
 }
 
 // childrenOf reads parent's children: none when parent does not exist.

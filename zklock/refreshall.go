@@ -67,15 +67,12 @@ func (d *Driver) RefreshAll(ctx context.Context, locks []backend.Lock, _ []time.
 	errs := make([]error, len(locks))
 	var todo []*lockNode
 	var at []int
-	for i, l := range locks {
-		n, ok := l.(*lockNode)
-		switch {
-		case !ok || n.d != d:
-			errs[i] = fmt.Errorf("zklock: refresh: %w: %T is not a lock of this driver", backend.ErrInvalidConfig, l)
-		default:
-			if errs[i] = n.refreshable(); errs[i] == nil {
-				todo, at = append(todo, n), append(at, i)
-			}
+	for i, n := range backend.OwnLocks("zklock", locks, errs, func(n *lockNode) bool { return n.d == d }) {
+		if n == nil {
+			continue
+		}
+		if errs[i] = n.refreshable(); errs[i] == nil {
+			todo, at = append(todo, n), append(at, i)
 		}
 	}
 	if len(todo) == 0 {

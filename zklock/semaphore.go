@@ -161,16 +161,8 @@ func (d *Driver) enqueuePermits(ctx context.Context, req backend.Request) (*lock
 
 // readSemQueue reads the semaphore's queue, by a request sent at sent.
 func (n *lockNode) readSemQueue(ctx context.Context) ([]semEntry, time.Time, error) {
-	var children []string
-	var zerr error
-	sent := time.Now()
-	if err := n.d.do(ctx, func() { children, _, zerr = n.d.conn.Children(n.parent) }); err != nil {
-		return nil, sent, failure("acquire permits of", n.key, err)
-	}
-	if zerr != nil {
-		return nil, sent, failure("acquire permits of", n.key, zerr)
-	}
-	return semQueueOf(children), sent, nil
+	children, sent, err := n.siblings(ctx, "acquire permits of")
+	return semQueueOf(children), sent, err
 }
 
 // tryPermits is TryAcquire for a semaphore's permits: it queues and, unless

@@ -96,6 +96,21 @@ func ReleaseArgs(owner, hold, mode string) []any {
 	return []any{hold, mode}
 }
 
+// PipelineRefresh runs RefreshScript in one pipeline for every lock of
+// locks that is not the zero L (a nil pointer), to live ttls[i]; of gives
+// a lock's keys, owner and hold. cmds[i] is nil where nothing ran; err is
+// as PipelineScript's.
+func PipelineRefresh[L comparable](ctx context.Context, c redis.UniversalClient, locks []L, ttls []time.Duration, of func(L) (ks Keyset, owner, hold string)) ([]*redis.Cmd, error) {
+	var none L
+	return PipelineScript(ctx, c, RefreshScript, len(locks), func(i int) ([]string, []any, bool) {
+		if locks[i] == none {
+			return nil, nil, false
+		}
+		ks, owner, hold := of(locks[i])
+		return []string{ks.Lock}, []any{owner, Millis(ttls[i]), hold}, true
+	})
+}
+
 // PipelineScript runs script n times in one pipeline, with the keys and
 // args that call(i) gives (skipping i when it returns false). If Redis lost
 // its script cache, it loads the script and runs the pipeline once more.

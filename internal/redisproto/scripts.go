@@ -58,7 +58,16 @@ if owner == false then
   return token
 end
 if owner == ARGV[1] then
-  if redis.call('HSETNX', KEYS[1], hold, 1) == 1 then
+` + reenterLua + `  local counter = tonumber(redis.call('GET', KEYS[2]) or '0')
+  return {1, tonumber(redis.call('HGET', KEYS[1], 't')), pttl, counter}
+end
+return {0, 0, redis.call('PTTL', KEYS[1]), 0}
+`
+
+// reenterLua is the two acquire scripts' re-entry of a lock that the
+// caller's owner holds (KEYS[1]): the hold counts once, and the lock lives
+// at least ttl (milliseconds) from now; pttl is its time left after.
+const reenterLua = `  if redis.call('HSETNX', KEYS[1], hold, 1) == 1 then
     redis.call('HINCRBY', KEYS[1], 'n', 1)
   end
   local pttl = redis.call('PTTL', KEYS[1])
@@ -66,10 +75,6 @@ if owner == ARGV[1] then
     redis.call('PEXPIRE', KEYS[1], ttl)
     pttl = ttl
   end
-  local counter = tonumber(redis.call('GET', KEYS[2]) or '0')
-  return {1, tonumber(redis.call('HGET', KEYS[1], 't')), pttl, counter}
-end
-return {0, 0, redis.call('PTTL', KEYS[1]), 0}
 `
 
 // A queue entry is live while its deadline is in the future, and no more
@@ -222,15 +227,7 @@ local function leave()
   end
 end
 if owner == me then
-  if redis.call('HSETNX', KEYS[1], hold, 1) == 1 then
-    redis.call('HINCRBY', KEYS[1], 'n', 1)
-  end
-  local pttl = redis.call('PTTL', KEYS[1])
-  if pttl < ttl then
-    redis.call('PEXPIRE', KEYS[1], ttl)
-    pttl = ttl
-  end
-  leave()
+` + reenterLua + `  leave()
   local counter = 0
   if ARGV[5] == 'c' then
     counter = tonumber(redis.call('GET', KEYS[2]) or '0')
