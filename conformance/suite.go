@@ -89,6 +89,7 @@ var cases = []testCase{
 	{"StallEndsAtDeadline", "a holder whose store stops answering for longer than the TTL (its path stalled both ways, or the server paused) sees every lease, of every primitive, end no later than its own Deadline() and before another client is granted the lock, with the harness's client and with a user-made one whose calls may ignore ctx", testStallEndsAtDeadline},
 	{"PartitionedHolder", "a holder cut off by a partition reports the lease in doubt within three quarters of its TTL (its renewal is due by TTL/3 and unanswered after TTL/6 more) and lost before the store grants the lock to anyone else", testPartitionedHolder},
 	{"PartitionHealed", "a partition shorter than the validity is survived: the lease is held again after the heal", testPartitionHealed},
+	{"PartitionedHolderReacquires", "a holder cut off past its TTL that takes keys again at once after the heal holds them exclusively or is told they are lost, and its Release frees them for others within 3×TTL, never for its new session's life", testPartitionedHolderReacquires},
 	{"LostAcquireReply", "an acquisition whose reply is lost leaves no ghost: the caller holds the lock, or it is free within 2×TTL", testLostAcquireReply},
 	{"LostReleaseReply", "a release whose reply is lost frees the lock once: never the next holder's, never another process's hold of the same owner", testLostReleaseReply},
 	{"LostRefreshReply", "a stale holder's refresh whose reply is lost neither extends nor shortens the new holder's lock", testLostRefreshReply},
