@@ -62,10 +62,15 @@ func waitNotHeld(le *distlock.Lease, d time.Duration) bool {
 // testPartitionedHolder: a holder cut off from the store by a partition
 // stops reporting the lease held within a third of its TTL plus one retry,
 // reports it lost, and does so before the store grants it to anyone else.
+// The holder runs over the harness's client and over a user-made one.
 func testPartitionedHolder(t *testing.T, e *env) {
 	p := partitioner(t, e)
+	e.holderParts(t, func(t *testing.T, e *env, a *client) { runPartitionedHolder(t, e, p, a) })
+}
+
+func runPartitionedHolder(t *testing.T, e *env, p Partitioner, a *client) {
 	key := e.key("partitioned")
-	a, b := e.locker(t), e.locker(t)
+	b := e.locker(t)
 	le := mustAcquire(t, a, key)
 	cut := time.Now()
 	partition(t, p, a.d)
@@ -95,11 +100,16 @@ func testPartitionedHolder(t *testing.T, e *env) {
 
 // testPartitionHealed: a partition shorter than the lease's validity is
 // survived: after the heal the lease is held again (and exclusive) without
-// the holder doing anything.
+// the holder doing anything. The holder runs over the harness's client and
+// over a user-made one.
 func testPartitionHealed(t *testing.T, e *env) {
 	p := partitioner(t, e)
+	e.holderParts(t, func(t *testing.T, e *env, a *client) { runPartitionHealed(t, e, p, a) })
+}
+
+func runPartitionHealed(t *testing.T, e *env, p Partitioner, a *client) {
 	key := e.key("healed")
-	a, b := e.locker(t), e.locker(t)
+	b := e.locker(t)
 	le := mustAcquire(t, a, key)
 	_, _, failedBefore := a.probe.state()
 	cut := time.Now()
@@ -143,11 +153,17 @@ func testPartitionHealed(t *testing.T, e *env) {
 // (before returning, or as soon as the store answers again where the loss
 // also cost the connection), so the lock is free within 2×TTL of the
 // caller's answer (the rule's bound: a driver may have to reconnect
-// first), never held by a ghost for a session's life.
+// first), never held by a ghost for a session's life. The caller runs over the
+// harness's client and over a user-made one (whose library may retry the
+// request itself).
 func testLostAcquireReply(t *testing.T, e *env) {
 	r := replyDropper(t, e)
+	e.holderParts(t, func(t *testing.T, e *env, a *client) { runLostAcquireReply(t, e, r, a) })
+}
+
+func runLostAcquireReply(t *testing.T, e *env, r ReplyDropper, a *client) {
 	key := e.key("lost-acquire")
-	a, b := e.locker(t), e.locker(t)
+	b := e.locker(t)
 	for i := range 3 {
 		before := r.Dropped(a.d)
 		if err := r.DropNextReply(ctxFor(t, 10*time.Second), a.d); err != nil {
@@ -180,10 +196,16 @@ func testLostAcquireReply(t *testing.T, e *env) {
 
 // testLostReleaseReply: the reply to a release is lost after the store ran
 // it. The lock is freed, once: a holder that took it next keeps it, and so
-// does another process's hold of the same owner.
+// does another process's hold of the same owner. The releasing process
+// runs over the harness's client and over a user-made one (whose library
+// may retry the request itself).
 func testLostReleaseReply(t *testing.T, e *env) {
 	r := replyDropper(t, e)
-	a, b, c := e.locker(t), e.locker(t), e.locker(t)
+	e.holderParts(t, func(t *testing.T, e *env, a *client) { runLostReleaseReply(t, e, r, a) })
+}
+
+func runLostReleaseReply(t *testing.T, e *env, r ReplyDropper, a *client) {
+	b, c := e.locker(t), e.locker(t)
 	key := e.key("lost-release")
 	le := mustAcquire(t, a, key)
 	if err := r.DropNextReply(ctxFor(t, 10*time.Second), a.d); err != nil {

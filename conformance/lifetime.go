@@ -12,8 +12,14 @@ import (
 )
 
 func testCrashedHolder(t *testing.T, e *env) {
+	e.holderParts(t, func(t *testing.T, e *env, a *client) { runCrashedHolder(t, e, a) })
+}
+
+// runCrashedHolder is CrashedHolder with a (over the harness's client or a
+// user-made one) the holder that dies.
+func runCrashedHolder(t *testing.T, e *env, a *client) {
 	key := e.key("crash")
-	a, b := e.locker(t), e.locker(t)
+	b := e.locker(t)
 	le := mustAcquire(t, a, key)
 	if err := e.h.Kill(ctxFor(t, 10*time.Second), a.d); err != nil {
 		t.Fatalf("harness Kill: %v", err)

@@ -162,12 +162,11 @@ func stallMultiLock(t *testing.T, e *env, a, b *client, tag string) *stallHold {
 	return mh
 }
 
-// runStall holds every primitive on a Locker over d, stalls the store for
-// that driver, and checks that each lease ends by its own deadline and
-// before a rival (on a client the stall does not reach, where the harness
-// can partition one driver) is granted its lock.
-func runStall(t *testing.T, e *env, d backend.Driver) {
-	a := e.lockerOver(t, d)
+// runStall holds every primitive on a, stalls the store for a's driver,
+// and checks that each lease ends by its own deadline and before a rival
+// (on a client the stall does not reach, where the harness can partition
+// one driver) is granted its lock.
+func runStall(t *testing.T, e *env, a *client) {
 	b := e.locker(t)
 	hs := stallHolds(t, e, a, b, "stall")
 
@@ -280,23 +279,7 @@ func testStallEndsAtDeadline(t *testing.T, e *env) {
 	if _, ok := e.h.(Partitioner); !ok {
 		serverControl(t, e) // skips without either hook
 	}
-	e.part(t, "harness-client", func(t *testing.T) {
-		e := e.sub("h")
-		runStall(t, e, e.driver(t))
-	})
-	e.part(t, "user-client", func(t *testing.T) {
-		uc, ok := e.h.(UserClients)
-		if !ok {
-			t.Skip("the harness makes no driver over a user-made client (no conformance.UserClients)")
-		}
-		e := e.sub("u")
-		d, err := uc.NewUserDriver(ctxFor(t, 30*time.Second))
-		if err != nil {
-			t.Fatalf("NewUserDriver: %v", err)
-		}
-		t.Cleanup(func() { _ = d.Close() })
-		runStall(t, e, d)
-	})
+	e.holderParts(t, func(t *testing.T, e *env, a *client) { runStall(t, e, a) })
 }
 
 // sub returns e with a key prefix of its own, for a subtest.
@@ -306,12 +289,13 @@ func (e *env) sub(tag string) *env {
 	return &s
 }
 
-// lockerOver makes a Locker over d (which the case closes), as e.locker
-// does over a new driver.
+// lockerOver makes a Locker over d (which the case closes), reporting to
+// a probe of its own, as e.locker does over a new driver.
 func (e *env) lockerOver(t *testing.T, d backend.Driver, opts ...distlock.LockerOption) *client {
 	t.Helper()
-	opts = append([]distlock.LockerOption{distlock.WithDefaultTTL(e.ttl)}, opts...)
+	p := newProbe()
+	opts = append(append([]distlock.LockerOption{distlock.WithDefaultTTL(e.ttl)}, p.options()...), opts...)
 	l := distlock.New(d, opts...)
 	t.Cleanup(func() { _ = l.Close() })
-	return &client{Locker: l, d: d}
+	return &client{Locker: l, d: d, probe: p}
 }

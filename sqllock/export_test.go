@@ -41,3 +41,17 @@ func SessionWaiting(ctx context.Context, d *Driver, key string) (int, error) {
 
 // SetAfterGrantHook sets afterGrantHook (nil: none).
 func SetAfterGrantHook(f func()) { afterGrantHook = f }
+
+// SessionPIDs returns the server's ids of d's open shared sessions
+// (session mode).
+func SessionPIDs(d *Driver) []uint64 {
+	d.sess.mu.Lock()
+	defer d.sess.mu.Unlock()
+	var ids []uint64
+	for _, s := range d.sess.sessions {
+		if s != nil {
+			ids = append(ids, s.pid)
+		}
+	}
+	return ids
+}

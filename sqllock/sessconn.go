@@ -48,7 +48,7 @@ func (m *sessionMode) session(ctx context.Context, i int, ttl int) (*session, er
 	m.mu.Lock()
 	s := m.sessions[i]
 	m.mu.Unlock()
-	if s != nil {
+	if s != nil && !s.idleEnd() {
 		return s, nil
 	}
 	c, err := m.d.conn(ctx)
@@ -79,6 +79,43 @@ func (m *sessionMode) session(ctx context.Context, i int, ttl int) (*session, er
 	m.sessions[i] = ns
 	go ns.loop()
 	return ns, nil
+}
+
+// errIdleSession ends a shared session that held nothing for half its
+// idle timeout (idleEnd).
+var errIdleSession = errors.New("the session held nothing for half its idle timeout: closed before the server ends it")
+
+// idleEnd ends s, and reports true, if it holds nothing, has no statement
+// out and has been idle for half its idle timeout or more: the server may
+// have ended it (idle_session_timeout, wait_timeout), and a statement on it
+// would fail ("terminating connection due to idle-session timeout",
+// "invalid connection") on a healthy server, as a try after a quiet spell
+// did (TestSessionIdleSharedSessionReplaced). A waiter session kept idle
+// is closed so too (takeIdle).
+func (s *session) idleEnd() bool {
+	select {
+	case s.sem <- struct{}{}:
+	default:
+		return false // a statement is out
+	}
+	defer func() { <-s.sem }()
+	if s.gone != nil || s.held.Len() > 0 || time.Since(s.confirmed) < time.Duration(s.ttl)*time.Second/2 {
+		return s.gone != nil
+	}
+	s.m.mu.Lock()
+	claimed := false
+	for _, l := range s.m.local { // a try claimed a key on s and has not run yet
+		if l.s == s {
+			claimed = true
+			break
+		}
+	}
+	s.m.mu.Unlock()
+	if claimed {
+		return false
+	}
+	s.end(errIdleSession)
+	return true
 }
 
 // end marks s gone (err): its connection is closed, its locks lost.

@@ -14,8 +14,18 @@ import (
 // its shared session.
 
 // tryMutex takes key on its session if no lease of this Driver holds it
-// and the server grants it.
+// and the server grants it. A try whose session was closed for idleness
+// under it (by a concurrent call's idleEnd) is made again on a new one.
 func (m *sessionMode) tryMutex(ctx context.Context, req backend.Request) (backend.Grant, error) {
+	g, err := m.tryMutexOnce(ctx, req)
+	if errors.Is(err, errIdleSession) {
+		return m.tryMutexOnce(ctx, req)
+	}
+	return g, err
+}
+
+// tryMutexOnce is one try of tryMutex.
+func (m *sessionMode) tryMutexOnce(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	ttl := req.TTL
 	if err := m.checkTTL(req.Key, ttl); err != nil {
 		return backend.Grant{}, err
