@@ -68,6 +68,29 @@ func TestSessionManyLeases(t *testing.T) {
 	}
 }
 
+// untilSessionWaiting polls, through a, until a connection (b's) waits
+// in the server's queue for key. A value on got (b's wait returned while
+// a held the key) fails t; a nil got is never read.
+func untilSessionWaiting[R any](ctx context.Context, t *testing.T, a *sqllock.Driver, key string, got <-chan R) {
+	t.Helper()
+	for {
+		n, err := sqllock.SessionWaiting(ctx, a, key)
+		if err != nil {
+			t.Fatalf("waiters: %v", err)
+		}
+		if n > 0 {
+			return
+		}
+		select {
+		case r := <-got:
+			t.Fatalf("b's wait returned while a held the key: %+v", r)
+		case <-ctx.Done():
+			t.Fatal("b never waited in the server's queue")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
 // TestSessionHandoffFIFO: in session mode a waiter that the server's
 // queue reaches keeps the key (the lease moves onto its waiter
 // connection), so the holder that released it cannot take it back with a
@@ -97,22 +120,7 @@ func TestSessionHandoffFIFO(t *testing.T) {
 				g, err := b.Wait(ctx, backend.Request{Key: key, Owner: "owner-fifo-b-0123456789", TTL: 5 * time.Second})
 				got <- res{g, err}
 			}()
-			for { // until b waits in the server's queue
-				n, err := sqllock.SessionWaiting(ctx, a, key)
-				if err != nil {
-					t.Fatalf("waiters: %v", err)
-				}
-				if n > 0 {
-					break
-				}
-				select {
-				case r := <-got:
-					t.Fatalf("b's wait returned while a held the key: %+v", r)
-				case <-ctx.Done():
-					t.Fatal("b never waited in the server's queue")
-				case <-time.After(5 * time.Millisecond):
-				}
-			}
+			untilSessionWaiting(ctx, t, a, key, got)
 			if err := ga.Lock.Release(ctx); err != nil {
 				t.Fatalf("a's release: %v", err)
 			}
@@ -199,20 +207,7 @@ func TestSessionWaiterPausedAfterGrant(t *testing.T) {
 				}
 				got <- err
 			}()
-			for { // until b waits in the server's queue
-				n, err := sqllock.SessionWaiting(ctx, a, key)
-				if err != nil {
-					t.Fatalf("waiters: %v", err)
-				}
-				if n > 0 {
-					break
-				}
-				select {
-				case <-ctx.Done():
-					t.Fatal("b never waited in the server's queue")
-				case <-time.After(5 * time.Millisecond):
-				}
-			}
+			untilSessionWaiting[error](ctx, t, a, key, nil) // got is read below
 			if err := ga.Lock.Release(ctx); err != nil {
 				t.Fatalf("a's release: %v", err)
 			}
