@@ -47,11 +47,7 @@ func (d *cancelLosesDriver) TryAcquire(ctx context.Context, req backend.Request)
 		case <-time.After(10 * time.Second): // bounded: the test fails on its own
 		}
 	}
-	g, err := d.Driver.TryAcquire(ctx, req)
-	if err == nil {
-		g.Lock = &cancelLosesLock{Lock: g.Lock, d: d, onLost: req.OnLost}
-	}
-	return g, err
+	return tryAcquireThen(ctx, d.Driver, req, func(g *backend.Grant) { g.Lock = &cancelLosesLock{Lock: g.Lock, d: d, onLost: req.OnLost} })
 }
 
 type cancelLosesLock struct {

@@ -165,11 +165,7 @@ type hookDriver struct {
 
 func (d *hookDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	d.req.Store(&req)
-	g, err := d.Driver.TryAcquire(ctx, req)
-	if err == nil {
-		g.Lock = &gatedLock{Lock: g.Lock, d: d}
-	}
-	return g, err
+	return tryAcquireThen(ctx, d.Driver, req, func(g *backend.Grant) { g.Lock = &gatedLock{Lock: g.Lock, d: d} })
 }
 
 type gatedLock struct {

@@ -30,6 +30,17 @@ func newLocker(t *testing.T, s *memlock.Store, wait backend.WaitKind, opts ...di
 	return l
 }
 
+// tryAcquireThen is inner's TryAcquire of req, with granted applied to the
+// grant when there is one: the TryAcquire of the tests' wrapping drivers,
+// which wrap the grant's Lock.
+func tryAcquireThen(ctx context.Context, inner backend.Driver, req backend.Request, granted func(*backend.Grant)) (backend.Grant, error) {
+	g, err := inner.TryAcquire(ctx, req)
+	if err == nil {
+		granted(&g)
+	}
+	return g, err
+}
+
 func TestAcquireArgumentErrors(t *testing.T) {
 	ctx := context.Background()
 	l := newLocker(t, memlock.NewStore(), "")
@@ -334,12 +345,10 @@ type shortLifeDriver struct {
 }
 
 func (d *shortLifeDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
-	g, err := d.Driver.TryAcquire(ctx, req)
-	if err == nil {
+	return tryAcquireThen(ctx, d.Driver, req, func(g *backend.Grant) {
 		g.TTL = d.life
 		g.Lock = &countingLock{Lock: g.Lock, d: d}
-	}
-	return g, err
+	})
 }
 
 type countingLock struct {

@@ -31,11 +31,7 @@ type clockDriver struct {
 }
 
 func (d *clockDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
-	g, err := d.Driver.TryAcquire(ctx, req)
-	if err == nil {
-		g.Lock = &clockLock{Lock: g.Lock, d: d}
-	}
-	return g, err
+	return tryAcquireThen(ctx, d.Driver, req, func(g *backend.Grant) { g.Lock = &clockLock{Lock: g.Lock, d: d} })
 }
 
 func (d *clockDriver) calls() []time.Time {
