@@ -305,6 +305,17 @@ func (c *cluster) driverT(t *testing.T, ctx context.Context, session time.Durati
 	return d, np
 }
 
+// countedDriver starts a one-member cluster and returns it, a context
+// bounded by a minute, and a driver on it with a 10 s session (pings
+// every ~3 s: few in the tests' request counts) and its path.
+func countedDriver(t *testing.T) (*cluster, context.Context, *Driver, *netPath) {
+	t.Helper()
+	c := startCluster(t, 1)
+	ctx := ctxFor(t, time.Minute)
+	d, np := c.driverT(t, ctx, 10*time.Second)
+	return c, ctx, d, np
+}
+
 // newDriverAt is newDriver connecting only to hosts.
 func (c *cluster) newDriverAt(ctx context.Context, session time.Duration, hosts []string) (*Driver, *netPath, error) {
 	np, err := c.newPath(hosts)

@@ -14,17 +14,6 @@ func semReq(key string, permits, limit int) backend.Request {
 	return backend.Request{Kind: backend.Permits, Key: key, Owner: "o-" + newGUID()[:8], TTL: 10 * time.Second, Limit: limit, Permits: permits}
 }
 
-// semDriver starts a one-member cluster and returns it, a context bounded
-// by a minute, a driver on it with a 10 s session (pings every ~3 s: few
-// in the tests' request counts) and a fresh key.
-func semDriver(t *testing.T) (*cluster, context.Context, *Driver, string) {
-	t.Helper()
-	c := startCluster(t, 1)
-	ctx := ctxFor(t, time.Minute)
-	d, _ := c.driverT(t, ctx, 10*time.Second)
-	return c, ctx, d, uniqueKey(t)
-}
-
 // mustPermits is d's tryPermits of req, failing t if it is not granted.
 func mustPermits(ctx context.Context, t *testing.T, d *Driver, req backend.Request) backend.Grant {
 	t.Helper()
@@ -98,7 +87,8 @@ func TestSemaphoreHolding(t *testing.T) {
 // delete), and a try that finds the permits taken 3 (it deletes its node
 // again).
 func TestSemaphoreRoundTrips(t *testing.T) {
-	c, ctx, d, key := semDriver(t)
+	c, ctx, d, _ := countedDriver(t)
+	key := uniqueKey(t)
 	warm := mustPermits(ctx, t, d, semReq(key, 1, 2)) // creates the container
 	addr := c.g.Addrs()[0]
 	const rounds = 5
@@ -134,7 +124,8 @@ func TestSemaphoreRoundTrips(t *testing.T) {
 // so a release costs the release itself and one read by the waiter it
 // admits, however many others wait; and they are served in arrival order.
 func TestSemaphoreNoHerd(t *testing.T) {
-	c, ctx, d, key := semDriver(t)
+	c, ctx, d, _ := countedDriver(t)
+	key := uniqueKey(t)
 	holder := mustPermits(ctx, t, d, semReq(key, 1, 1))
 	const waiters = 6
 	granted := make(chan int, waiters)
@@ -190,7 +181,8 @@ func TestSemaphoreNoHerd(t *testing.T) {
 // TestSemaphoreCancelLeavesNothing: a waiter whose ctx ends deletes its
 // node, so the queue behind it moves on.
 func TestSemaphoreCancelLeavesNothing(t *testing.T) {
-	c, ctx, d, key := semDriver(t)
+	c, ctx, d, _ := countedDriver(t)
+	key := uniqueKey(t)
 	holder := mustPermits(ctx, t, d, semReq(key, 1, 1))
 	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	_, err := d.waitPermits(wctx, semReq(key, 1, 1))
