@@ -488,6 +488,19 @@ func driverPairs(ctx context.Context, b *testing.B, d backend.Driver, key string
 	}
 }
 
+// contenderPairs times x's Acquire and release of key, once per b.Loop.
+func contenderPairs(ctx context.Context, b *testing.B, x measure.Contender, key string) {
+	for b.Loop() {
+		rel, err := x.Acquire(ctx, key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := rel(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkPairLayers splits distlock's single-node pair: the driver
 // alone (TryAcquire + Release on redislock.Driver), the Locker's
 // TryAcquire, and its Acquire (what users and the harness call).
@@ -602,15 +615,7 @@ func BenchmarkPairLayers(b *testing.B) {
 		key := lockbench.UniqueKey("layers")
 		b.ReportAllocs()
 		defer scriptTime(b)()
-		for b.Loop() {
-			rel, err := x.Acquire(ctx, key)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := rel(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
+		contenderPairs(ctx, b, x, key)
 	})
 }
 

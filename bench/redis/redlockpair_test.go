@@ -44,15 +44,7 @@ func BenchmarkRedlockPair(b *testing.B) {
 			key := lockbench.UniqueKey("redlock-layers")
 			b.ReportAllocs()
 			defer serverTime(b, addrs)()
-			for b.Loop() {
-				rel, err := x.Acquire(ctx, key)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := rel(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
+			contenderPairs(ctx, b, x, key)
 		})
 	}
 }
