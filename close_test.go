@@ -40,11 +40,7 @@ func newNarrow(t *testing.T, conns int, delay time.Duration) *narrowDriver {
 }
 
 func (d *narrowDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
-	g, err := d.Driver.TryAcquire(ctx, req)
-	if err == nil {
-		g.Lock = &narrowLock{Lock: g.Lock, d: d, key: req.Key}
-	}
-	return g, err
+	return tryAcquireThen(ctx, d.Driver, req, func(g *backend.Grant) { g.Lock = &narrowLock{Lock: g.Lock, d: d, key: req.Key} })
 }
 
 type narrowLock struct {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/testctx"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -47,11 +48,7 @@ func (d *cancelLosesDriver) TryAcquire(ctx context.Context, req backend.Request)
 		case <-time.After(10 * time.Second): // bounded: the test fails on its own
 		}
 	}
-	g, err := d.Driver.TryAcquire(ctx, req)
-	if err == nil {
-		g.Lock = &cancelLosesLock{Lock: g.Lock, d: d, onLost: req.OnLost}
-	}
-	return g, err
+	return tryAcquireThen(ctx, d.Driver, req, func(g *backend.Grant) { g.Lock = &cancelLosesLock{Lock: g.Lock, d: d, onLost: req.OnLost} })
 }
 
 type cancelLosesLock struct {
@@ -92,6 +89,30 @@ func (l *cancelLosesLock) Release(ctx context.Context) error {
 	return l.Lock.Release(ctx)
 }
 
+// pollDriver is a driver of a new memlock store whose waits poll.
+func pollDriver(t *testing.T) backend.Driver {
+	t.Helper()
+	inner, err := memlock.NewStore().NewDriver(&memlock.Options{Wait: backend.WaitPoll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inner
+}
+
+// acquireK returns a new Locker over d (which the test closes), a
+// context of 30 s (canceled when t ends) and the Locker's lease of "k"
+// for a second, acquired with it.
+func acquireK(t *testing.T, d backend.Driver) (*distlock.Locker, context.Context, *distlock.Lease) {
+	t.Helper()
+	l := distlock.New(d)
+	ctx := testctx.For(t, 30*time.Second)
+	le, err := l.Acquire(ctx, "k", distlock.WithTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, ctx, le
+}
+
 // TestCloseDuringRenewal: a Locker closed while a lease's renewal is in
 // flight ends that lease as it ends every other, released by the close
 // (ErrReleased), even when canceling the renewal is what freed the lock
@@ -108,18 +129,9 @@ func TestCloseDuringRenewal(t *testing.T) {
 
 func testCloseDuringRenewal(t *testing.T, badConn bool) {
 	synctest.Test(t, func(t *testing.T) {
-		inner, err := memlock.NewStore().NewDriver(&memlock.Options{Wait: backend.WaitPoll})
-		if err != nil {
-			t.Fatal(err)
-		}
+		inner := pollDriver(t)
 		d := &cancelLosesDriver{Driver: inner, refreshing: make(chan struct{}, 1), badConn: badConn}
-		l := distlock.New(d)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		le, err := l.Acquire(ctx, "k", distlock.WithTTL(time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
+		l, ctx, le := acquireK(t, d)
 		select {
 		case <-d.refreshing:
 		case <-ctx.Done():
@@ -146,21 +158,12 @@ func testCloseDuringRenewal(t *testing.T, badConn bool) {
 // loss naming context.Canceled was ignored there, and this lease was lost.
 func TestCloseDuringRenewalLossInWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		inner, err := memlock.NewStore().NewDriver(&memlock.Options{Wait: backend.WaitPoll})
-		if err != nil {
-			t.Fatal(err)
-		}
+		inner := pollDriver(t)
 		d := &cancelLosesDriver{
 			Driver: inner, refreshing: make(chan struct{}, 1), badConn: true,
 			stallKey: "stall", stalled: make(chan struct{}), reported: make(chan struct{}),
 		}
-		l := distlock.New(d)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		le, err := l.Acquire(ctx, "k", distlock.WithTTL(time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
+		l, ctx, le := acquireK(t, d)
 		stallErr := make(chan error, 1)
 		go func() {
 			_, err := l.TryAcquire(ctx, "stall")

@@ -13,15 +13,6 @@ import (
 	"github.com/distlock/distlock/memlock"
 )
 
-// minTTLDriver is memlock with a minimum TTL of a second, as sqllock's.
-type minTTLDriver struct{ *memlock.Driver }
-
-func (d minTTLDriver) Capabilities() backend.Capabilities {
-	c := d.Driver.Capabilities()
-	c.MinTTL = time.Second
-	return c
-}
-
 // A default TTL the store cannot honour (WithDefaultTTL, or a URL's ttl)
 // is refused when the Locker is made, naming the TTL and the minimum,
 // instead of failing every acquisition (issue 32, item 7). New panics, as
@@ -31,7 +22,9 @@ func TestDefaultTTLBelowMinimum(t *testing.T) {
 	var got any
 	func() {
 		defer func() { got = recover() }()
-		l := distlock.New(minTTLDriver{inner}, distlock.WithDefaultTTL(500*time.Millisecond))
+		// memlock with a minimum TTL of a second, as sqllock's.
+		minTTL := capsDriver{inner, func(c *backend.Capabilities) { c.MinTTL = time.Second }}
+		l := distlock.New(minTTL, distlock.WithDefaultTTL(500*time.Millisecond))
 		l.Close()
 	}()
 	err, _ := got.(error)

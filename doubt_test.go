@@ -27,6 +27,24 @@ func waitState(le *distlock.Lease, want distlock.State, d time.Duration) bool {
 	return true
 }
 
+// grantedAt starts b's Acquire of key with ctx and returns a channel that
+// gets the time the lock was granted (then released at once), or is
+// closed when the Acquire failed (failing t).
+func grantedAt(ctx context.Context, t *testing.T, b *distlock.Locker, key string) <-chan time.Time {
+	granted := make(chan time.Time, 1)
+	go func() {
+		lb, err := b.Acquire(ctx, key)
+		if err != nil {
+			t.Errorf("b: %v", err)
+			close(granted)
+			return
+		}
+		granted <- time.Now()
+		_ = lb.Release(ctx)
+	}()
+	return granted
+}
+
 // A driver that reports lost contact (OnDoubt) puts the lease in doubt at
 // once, shortens its validity to what the driver vouches for, brings it
 // back to held when contact returns, and ends it with ErrLost at the
@@ -74,17 +92,7 @@ func TestPushedDoubt(t *testing.T) {
 		pushed = time.Now()
 		da.Partition(400 * time.Millisecond)
 		shortened := le.Deadline()
-		gotB := make(chan time.Time, 1)
-		go func() {
-			lb, err := b.Acquire(ctx, "k")
-			if err != nil {
-				t.Errorf("b: %v", err)
-				close(gotB)
-				return
-			}
-			gotB <- time.Now()
-			_ = lb.Release(ctx)
-		}()
+		gotB := grantedAt(ctx, t, b, "k")
 		select {
 		case <-le.Done():
 		case <-time.After(2 * time.Second):
@@ -157,11 +165,7 @@ type hookDriver struct {
 
 func (d *hookDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
 	d.req.Store(&req)
-	g, err := d.Driver.TryAcquire(ctx, req)
-	if err == nil {
-		g.Lock = &gatedLock{Lock: g.Lock, d: d}
-	}
-	return g, err
+	return tryAcquireThen(ctx, d.Driver, req, func(g *backend.Grant) { g.Lock = &gatedLock{Lock: g.Lock, d: d} })
 }
 
 type gatedLock struct {

@@ -57,12 +57,8 @@ func TestLateGrantIsNoLease(t *testing.T) {
 		{"stale ValidFrom", true, time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			store := memlock.NewStore()
-			inner, err := store.NewDriver(nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			d := &lateDriver{Notifier: shim.Notifier{Driver: inner}, stale: tc.stale, slow: 2 * tc.ttl}
+			store, inner := storeNotifier(t)
+			d := &lateDriver{Notifier: inner, stale: tc.stale, slow: 2 * tc.ttl}
 			d.late.Store(1)
 			l := distlock.New(d)
 			defer l.Close()
@@ -118,17 +114,25 @@ func (d lateMultiDriver) TryAcquireMulti(ctx context.Context, reqs []backend.Req
 	return gs, nil
 }
 
-// TestLateMultiGrantIsNoLease: the same for a multi-lock's one store
-// step: TryAcquireAll fails with ErrUnavailable and gives every key back;
-// AcquireAll tries again.
-func TestLateMultiGrantIsNoLease(t *testing.T) {
-	ctx := context.Background()
+// storeNotifier returns a new memlock store and a driver of it that is
+// only a backend.Driver and Notifier (shim.Notifier).
+func storeNotifier(t *testing.T) (*memlock.Store, shim.Notifier) {
+	t.Helper()
 	store := memlock.NewStore()
 	inner, err := store.NewDriver(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := lateMultiDriver{&lateDriver{Notifier: shim.Notifier{Driver: inner}, stale: true}}
+	return store, shim.Notifier{Driver: inner}
+}
+
+// TestLateMultiGrantIsNoLease: the same for a multi-lock's one store
+// step: TryAcquireAll fails with ErrUnavailable and gives every key back;
+// AcquireAll tries again.
+func TestLateMultiGrantIsNoLease(t *testing.T) {
+	ctx := context.Background()
+	store, inner := storeNotifier(t)
+	d := lateMultiDriver{&lateDriver{Notifier: inner, stale: true}}
 	d.late.Store(1)
 	l := distlock.New(d)
 	defer l.Close()
@@ -190,12 +194,8 @@ func (d *doubtGrantDriver) TryAcquire(ctx context.Context, req backend.Request) 
 // by the watchdog right after the user began to work under them).
 func TestGrantInDoubtPastItsValidityIsNoLease(t *testing.T) {
 	ctx := context.Background()
-	store := memlock.NewStore()
-	inner, err := store.NewDriver(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &doubtGrantDriver{Notifier: shim.Notifier{Driver: inner}}
+	_, inner := storeNotifier(t)
+	d := &doubtGrantDriver{Notifier: inner}
 	l := distlock.New(d)
 	defer l.Close()
 

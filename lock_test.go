@@ -30,6 +30,29 @@ func newLocker(t *testing.T, s *memlock.Store, wait backend.WaitKind, opts ...di
 	return l
 }
 
+// capsDriver is memlock's driver with its Capabilities changed by edit.
+type capsDriver struct {
+	*memlock.Driver
+	edit func(*backend.Capabilities)
+}
+
+func (d capsDriver) Capabilities() backend.Capabilities {
+	c := d.Driver.Capabilities()
+	d.edit(&c)
+	return c
+}
+
+// tryAcquireThen is inner's TryAcquire of req, with granted applied to the
+// grant when there is one: the TryAcquire of the tests' wrapping drivers,
+// which wrap the grant's Lock.
+func tryAcquireThen(ctx context.Context, inner backend.Driver, req backend.Request, granted func(*backend.Grant)) (backend.Grant, error) {
+	g, err := inner.TryAcquire(ctx, req)
+	if err == nil {
+		granted(&g)
+	}
+	return g, err
+}
+
 func TestAcquireArgumentErrors(t *testing.T) {
 	ctx := context.Background()
 	l := newLocker(t, memlock.NewStore(), "")
@@ -269,20 +292,12 @@ func TestCanceledAcquireLeavesNothing(t *testing.T) {
 
 func TestMaxTTL(t *testing.T) {
 	inner, _ := memlock.NewStore().NewDriver(nil)
-	l := distlock.New(maxTTLDriver{inner})
+	l := distlock.New(capsDriver{inner, func(c *backend.Capabilities) { c.MaxTTL = time.Hour }})
 	defer l.Close()
 	_, err := l.TryAcquire(context.Background(), "k", distlock.WithTTL(2*time.Hour))
 	if !errors.Is(err, distlock.ErrInvalidConfig) || !strings.Contains(err.Error(), "above the mem backend's maximum of 1h0m0s") {
 		t.Errorf("TryAcquire with a TTL above MaxTTL = %v", err)
 	}
-}
-
-type maxTTLDriver struct{ *memlock.Driver }
-
-func (d maxTTLDriver) Capabilities() backend.Capabilities {
-	c := d.Driver.Capabilities()
-	c.MaxTTL = time.Hour
-	return c
 }
 
 // A PerLockTTL store that applies a shorter first life (Grant.TTL < the
@@ -334,12 +349,10 @@ type shortLifeDriver struct {
 }
 
 func (d *shortLifeDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
-	g, err := d.Driver.TryAcquire(ctx, req)
-	if err == nil {
+	return tryAcquireThen(ctx, d.Driver, req, func(g *backend.Grant) {
 		g.TTL = d.life
 		g.Lock = &countingLock{Lock: g.Lock, d: d}
-	}
-	return g, err
+	})
 }
 
 type countingLock struct {

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/embedded"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
@@ -107,12 +108,12 @@ func hasAttrs(set attribute.Set, want []string) bool {
 
 func (m *fakeMeter) Int64Counter(name string, opts ...metric.Int64CounterOption) (metric.Int64Counter, error) {
 	m.unit(name, metric.NewInt64CounterConfig(opts...).Unit())
-	return fakeCounter{m: m, name: name}, nil
+	return fakeCounter{fakeAdd: fakeAdd{m: m, name: name}}, nil
 }
 
 func (m *fakeMeter) Int64UpDownCounter(name string, opts ...metric.Int64UpDownCounterOption) (metric.Int64UpDownCounter, error) {
 	m.unit(name, metric.NewInt64UpDownCounterConfig(opts...).Unit())
-	return fakeUpDown{m: m, name: name}, nil
+	return fakeUpDown{fakeAdd: fakeAdd{m: m, name: name}}, nil
 }
 
 func (m *fakeMeter) Float64Histogram(name string, opts ...metric.Float64HistogramOption) (metric.Float64Histogram, error) {
@@ -120,24 +121,27 @@ func (m *fakeMeter) Float64Histogram(name string, opts ...metric.Float64Histogra
 	return fakeHistogram{m: m, name: name}, nil
 }
 
-type fakeCounter struct {
-	metricnoop.Int64Counter
+// fakeAdd is the Add of both integer counters: it records into m, under
+// name. Enabled answers as the noop instruments' does.
+type fakeAdd struct {
 	m    *fakeMeter
 	name string
 }
 
-func (c fakeCounter) Add(_ context.Context, v int64, opts ...metric.AddOption) {
+func (c fakeAdd) Add(_ context.Context, v int64, opts ...metric.AddOption) {
 	c.m.record(c.name, float64(v), metric.NewAddConfig(opts).Attributes())
+}
+
+func (fakeAdd) Enabled(context.Context) bool { return false }
+
+type fakeCounter struct {
+	embedded.Int64Counter
+	fakeAdd
 }
 
 type fakeUpDown struct {
-	metricnoop.Int64UpDownCounter
-	m    *fakeMeter
-	name string
-}
-
-func (c fakeUpDown) Add(_ context.Context, v int64, opts ...metric.AddOption) {
-	c.m.record(c.name, float64(v), metric.NewAddConfig(opts).Attributes())
+	embedded.Int64UpDownCounter
+	fakeAdd
 }
 
 type fakeHistogram struct {

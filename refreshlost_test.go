@@ -22,11 +22,7 @@ type slowReplyDriver struct {
 }
 
 func (d *slowReplyDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
-	g, err := d.Driver.TryAcquire(ctx, req)
-	if err == nil {
-		g.Lock = &slowReplyLock{Lock: g.Lock, d: d}
-	}
-	return g, err
+	return tryAcquireThen(ctx, d.Driver, req, func(g *backend.Grant) { g.Lock = &slowReplyLock{Lock: g.Lock, d: d} })
 }
 
 type slowReplyLock struct {

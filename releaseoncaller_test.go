@@ -21,11 +21,7 @@ type stackDriver struct {
 }
 
 func (d *stackDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
-	g, err := d.Driver.TryAcquire(ctx, req)
-	if err == nil {
-		g.Lock = &stackLock{Lock: g.Lock, d: d}
-	}
-	return g, err
+	return tryAcquireThen(ctx, d.Driver, req, func(g *backend.Grant) { g.Lock = &stackLock{Lock: g.Lock, d: d} })
 }
 
 type stackLock struct {

@@ -17,7 +17,8 @@ import (
 
 func TestRWMutexUnsupported(t *testing.T) {
 	d, _ := memlock.NewStore().NewDriver(nil)
-	l := distlock.New(noRW{d})
+	// memlock declaring no read-write locks, as a store without them does.
+	l := distlock.New(capsDriver{d, func(c *backend.Capabilities) { c.RW = "" }})
 	defer l.Close()
 	_, err := l.RWMutex("k")
 	if !errors.Is(err, distlock.ErrUnsupported) || !strings.Contains(err.Error(), "mem backend") {
@@ -26,16 +27,6 @@ func TestRWMutexUnsupported(t *testing.T) {
 	if _, err := l.RWMutex(""); !errors.Is(err, distlock.ErrInvalidKey) {
 		t.Errorf("RWMutex(\"\"): %v, want ErrInvalidKey", err)
 	}
-}
-
-// noRW is memlock declaring no read-write locks, as a store without them
-// does.
-type noRW struct{ *memlock.Driver }
-
-func (d noRW) Capabilities() backend.Capabilities {
-	c := d.Driver.Capabilities()
-	c.RW = ""
-	return c
 }
 
 // batchOnlyMutex is memlock with a BatchRefresher that refuses every lock

@@ -230,6 +230,24 @@ func TestStallEndsEveryLeaseAtDeadline(t *testing.T) {
 	})
 }
 
+// stalledCallErr waits (20 TTLs at most) for the error on done of a call
+// (what) whose ctx ended while the store did not answer, fails t unless
+// it is ErrUnavailable and DeadlineExceeded, and returns it.
+func stalledCallErr(t *testing.T, done <-chan error, what string) error {
+	t.Helper()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(20 * stallTTL):
+		t.Fatal(what + " still not returned 20 TTLs after its ctx ended")
+	}
+	if !errors.Is(err, distlock.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("%s = %v, want ErrUnavailable and DeadlineExceeded", what, err)
+	}
+	t.Logf("%s: %v", what, err)
+	return err
+}
+
 // TestStalledReleaseReturnsAtCtx: a Release whose driver call hangs
 // returns when its ctx ends, the lease has ended already, and an Acquire
 // by the same owner waits for the release's late answer instead of racing
@@ -247,15 +265,7 @@ func TestStalledReleaseReturnsAtCtx(t *testing.T) {
 		defer cancel()
 		done := make(chan error, 1)
 		go func() { done <- le.Release(rctx) }()
-		select {
-		case err = <-done:
-		case <-time.After(20 * stallTTL):
-			t.Fatal("Release still not returned 20 TTLs after its ctx ended")
-		}
-		if !errors.Is(err, distlock.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("Release = %v, want ErrUnavailable and DeadlineExceeded", err)
-		}
-		t.Logf("Release: %v", err)
+		stalledCallErr(t, done, "Release")
 		select {
 		case <-le.Done():
 		default:
@@ -304,15 +314,10 @@ func TestStalledRefreshIsDoubt(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- le.Refresh(rctx, 0) }()
-	select {
-	case err = <-done:
-	case <-time.After(20 * stallTTL):
-		t.Fatal("Refresh still not returned 20 TTLs after its ctx ended")
-	}
-	if !errors.Is(err, distlock.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, distlock.ErrLost) {
+	err = stalledCallErr(t, done, "Refresh")
+	if errors.Is(err, distlock.ErrLost) {
 		t.Errorf("Refresh = %v, want ErrUnavailable and DeadlineExceeded, not ErrLost", err)
 	}
-	t.Logf("Refresh: %v", err)
 	if s := le.State(); s != distlock.StateInDoubt {
 		t.Errorf("State() = %v after an unanswered refresh, want in doubt", s)
 	}
@@ -349,15 +354,7 @@ func TestStalledReentryKeepsHold(t *testing.T) {
 			}
 			done <- err
 		}()
-		select {
-		case err = <-done:
-		case <-time.After(20 * stallTTL):
-			t.Fatal("the re-entry still not returned 20 TTLs after its ctx ended")
-		}
-		if !errors.Is(err, distlock.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("re-entry = %v, want ErrUnavailable and DeadlineExceeded", err)
-		}
-		t.Logf("re-entry: %v", err)
+		stalledCallErr(t, done, "re-entry")
 		if err := le.Err(); err != nil {
 			t.Errorf("the first lease after the cut extension: Err() = %v, want nil", err)
 		}

@@ -31,11 +31,7 @@ type clockDriver struct {
 }
 
 func (d *clockDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Grant, error) {
-	g, err := d.Driver.TryAcquire(ctx, req)
-	if err == nil {
-		g.Lock = &clockLock{Lock: g.Lock, d: d}
-	}
-	return g, err
+	return tryAcquireThen(ctx, d.Driver, req, func(g *backend.Grant) { g.Lock = &clockLock{Lock: g.Lock, d: d} })
 }
 
 func (d *clockDriver) calls() []time.Time {
@@ -80,6 +76,23 @@ func isDone(le *distlock.Lease) bool {
 	}
 }
 
+// clockLease acquires "k" for ttl on a Locker over s through a
+// clockDriver d (the Locker closed when t ends) and returns d, the lease
+// and the time just before the Acquire.
+func clockLease(t *testing.T, s *memlock.Store, ttl time.Duration) (*clockDriver, *distlock.Lease, time.Time) {
+	t.Helper()
+	inner, _ := s.NewDriver(nil)
+	d := &clockDriver{Notifier: shim.Notifier{Driver: inner}}
+	l := distlock.New(d)
+	t.Cleanup(func() { _ = l.Close() })
+	t0 := time.Now()
+	le, err := l.Acquire(context.Background(), "k", distlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, le, t0
+}
+
 // The watchdog renews an auto-renewed lease exactly every third of its TTL,
 // counted from the grant and then from each renewal's sending, and each
 // renewal moves the deadline to that sending + TTL − drift(TTL) (default
@@ -87,17 +100,9 @@ func isDone(le *distlock.Lease) bool {
 func TestVirtualRenewalEveryThirdOfTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		inner, _ := memlock.NewStore().NewDriver(nil)
-		d := &clockDriver{Notifier: shim.Notifier{Driver: inner}}
-		l := distlock.New(d)
-		defer l.Close()
 		const ttl = 3 * time.Second
 		const drift = 30*time.Millisecond + 2*time.Millisecond
-		t0 := time.Now()
-		le, err := l.Acquire(ctx, "k", distlock.WithTTL(ttl))
-		if err != nil {
-			t.Fatal(err)
-		}
+		d, le, t0 := clockLease(t, memlock.NewStore(), ttl)
 		if got, want := le.Deadline(), t0.Add(ttl-drift); !got.Equal(want) {
 			t.Fatalf("deadline at grant = t0%+v, want t0%+v (TTL − drift)", got.Sub(t0), want.Sub(t0))
 		}
@@ -154,17 +159,7 @@ func TestVirtualExpiryAtDeadline(t *testing.T) {
 		if dl := le.Deadline(); !dl.Equal(want) {
 			t.Fatalf("Deadline() = t0%+v, want t0%+v (TTL − 10%% − 5ms)", dl.Sub(t0), want.Sub(t0))
 		}
-		gotB := make(chan time.Time, 1)
-		go func() {
-			lb, err := b.Acquire(ctx, "k")
-			if err != nil {
-				t.Errorf("b: %v", err)
-				close(gotB)
-				return
-			}
-			gotB <- time.Now()
-			_ = lb.Release(ctx)
-		}()
+		gotB := grantedAt(ctx, t, b, "k")
 		sleepUntil(want.Add(-time.Nanosecond))
 		if isDone(le) || le.Err() != nil || le.State() != distlock.StateHeld {
 			t.Fatalf("1ns before its deadline: Done closed %v, Err() %v, State() %v; want still held", isDone(le), le.Err(), le.State())
@@ -241,17 +236,9 @@ func TestVirtualDoubtThenRecovered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		s := memlock.NewStore()
-		inner, _ := s.NewDriver(nil)
-		d := &clockDriver{Notifier: shim.Notifier{Driver: inner}}
-		l := distlock.New(d)
-		defer l.Close()
 		const ttl = 3 * time.Second
 		const drift = 30*time.Millisecond + 2*time.Millisecond
-		t0 := time.Now()
-		le, err := l.Acquire(ctx, "k", distlock.WithTTL(ttl))
-		if err != nil {
-			t.Fatal(err)
-		}
+		d, le, t0 := clockLease(t, s, ttl)
 		s.SetAvailable(false)
 		sleepUntil(t0.Add(ttl/3 - time.Nanosecond))
 		if st := le.State(); st != distlock.StateHeld {

@@ -57,6 +57,24 @@ func putsKey(tr *pb.TxnRequest) bool {
 	return false
 }
 
+// lateLocker starts a one-member cluster and returns a context of a
+// minute, another client of the cluster, and a Locker whose driver (with
+// prefix) sends its calls through lt; all closed when t ends.
+func lateLocker(t *testing.T, lt *lateTxn, prefix string) (context.Context, *clientv3.Client, *distlock.Locker) {
+	t.Helper()
+	cl := startCluster(t, 1)
+	ctx := ctxT(t, time.Minute)
+	other, err := cl.client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close() })
+	d := cl.driverVia(t, &etcdlock.Options{Prefix: prefix}, grpc.WithChainUnaryInterceptor(lt.intercept))
+	l := distlock.New(d)
+	t.Cleanup(func() { _ = l.Close() })
+	return ctx, other, l
+}
+
 // TestCanceledPutLeavesNoKey: an acquisition whose ctx ends while its put
 // is on the way to the server must not leave that key behind once the put
 // lands. The old code deleted the key at once when its put failed with the
@@ -65,18 +83,8 @@ func putsKey(tr *pb.TxnRequest) bool {
 // for the driver's whole life, so the lock or semaphore never came free
 // (conformance SemaphoreWaitCancel failed so on a 3-member cluster).
 func TestCanceledPutLeavesNoKey(t *testing.T) {
-	cl := startCluster(t, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	lt := &lateTxn{lateBy: 150 * time.Millisecond}
-	other, err := cl.client(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	d := cl.driverVia(t, &etcdlock.Options{Prefix: "ghost/"}, grpc.WithChainUnaryInterceptor(lt.intercept))
-	l := distlock.New(d)
-	defer l.Close()
+	ctx, other, l := lateLocker(t, lt, "ghost/")
 	sem, err := l.Semaphore("sem", 1)
 	if err != nil {
 		t.Fatal(err)
@@ -125,18 +133,8 @@ func TestCanceledPutLeavesNoKey(t *testing.T) {
 // ghost holder or waiter that no one could remove but the driver's Close.
 // Now the cleanup buries the name (a tombstone every put requires absent).
 func TestLatePutLeavesNoKey(t *testing.T) {
-	cl := startCluster(t, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	lt := &lateTxn{lateBy: 2500 * time.Millisecond} // past the driver's 2 s
-	other, err := cl.client(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	d := cl.driverVia(t, &etcdlock.Options{Prefix: "late/"}, grpc.WithChainUnaryInterceptor(lt.intercept))
-	l := distlock.New(d)
-	defer l.Close()
+	ctx, other, l := lateLocker(t, lt, "late/")
 	sem, err := l.Semaphore("sem", 1)
 	if err != nil {
 		t.Fatal(err)

@@ -144,20 +144,28 @@ func TestOpenSurvivesDeadConnection(t *testing.T) {
 	_ = le2.Release(ctx)
 }
 
+// userDriver starts a one-member cluster and returns a harness over it
+// with prefix (closed when t ends), a context bounded by a minute, and a
+// driver over a user's client (NewUserDriver).
+func userDriver(t *testing.T, prefix string) (*harness, context.Context, backend.Driver) {
+	t.Helper()
+	c := startCluster(t, 1)
+	h := newHarness(c, prefix)
+	t.Cleanup(func() { _ = h.Close() })
+	ctx := ctxT(t, time.Minute)
+	d, err := h.NewUserDriver(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, ctx, d
+}
+
 // TestUserClientClosedUnderLocker: the service closes its own client while
 // a Locker over it holds a lock. The driver's lease is not revoked, so it
 // expires on the server only after the lease's deadline: the holder's
 // lease ends before another client is granted the lock.
 func TestUserClientClosedUnderLocker(t *testing.T) {
-	c := startCluster(t, 1)
-	h := newHarness(c, "userclosed/")
-	t.Cleanup(func() { _ = h.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	d, err := h.NewUserDriver(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, ctx, d := userDriver(t, "userclosed/")
 	l := distlock.New(d)
 	defer l.Close()
 	le, err := l.Acquire(ctx, "k")
@@ -193,15 +201,7 @@ func TestUserClientClosedUnderLocker(t *testing.T) {
 // returns at once: every etcd call of the driver ends with its ctx, which
 // Close ends (the lease is not revoked while a lock is held on it).
 func TestUserClientCloseDuringStall(t *testing.T) {
-	c := startCluster(t, 1)
-	h := newHarness(c, "userstall/")
-	t.Cleanup(func() { _ = h.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	d, err := h.NewUserDriver(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, ctx, d := userDriver(t, "userstall/")
 	g, err := d.TryAcquire(ctx, backend.Request{Key: "k", Owner: "o", TTL: testTTL})
 	if err != nil {
 		t.Fatal(err)

@@ -65,6 +65,24 @@ func queued(t *testing.T, d *etcdlock.Driver, key string, n int64) {
 	}
 }
 
+// heldWithTwo returns a fresh key named after name, its lease la held
+// by a new Locker (whose driver is ad), and two more Lockers b and cl
+// (b's driver bd), their drivers set to near, to queue behind it.
+func heldWithTwo(t *testing.T, c *cluster, near int, name string) (key string, la *distlock.Lease, ad *etcdlock.Driver, b *distlock.Locker, bd *etcdlock.Driver, cl *distlock.Locker) {
+	t.Helper()
+	key = fmt.Sprintf("%s-%d", name, time.Now().UnixNano())
+	a, ad := locker(t, c.g.Addrs()...)
+	b, bd = locker(t, c.g.Addrs()...)
+	cl, cd := locker(t, c.g.Addrs()...)
+	etcdlock.SetNear(bd, near)
+	etcdlock.SetNear(cd, near)
+	la, err := a.Acquire(ctxT(t, 10*time.Second), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key, la, ad, b, bd, cl
+}
+
 // TestFaults runs the fault tests on one member; TestLeaderKilled needs
 // a cluster of its own.
 func TestFaults(t *testing.T) {
@@ -134,16 +152,7 @@ func testFIFO(t *testing.T, c *cluster, near int) {
 // key expires with its lease, and the waiter behind it must keep waiting
 // for the holder instead of taking the lock early.
 func testDeadWaiter(t *testing.T, c *cluster, near int) {
-	key := fmt.Sprintf("deadwaiter-%d", time.Now().UnixNano())
-	a, ad := locker(t, c.g.Addrs()...)
-	b, bd := locker(t, c.g.Addrs()...)
-	cl, cd := locker(t, c.g.Addrs()...)
-	etcdlock.SetNear(bd, near)
-	etcdlock.SetNear(cd, near)
-	la, err := a.Acquire(ctxT(t, 10*time.Second), key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, la, ad, b, bd, cl := heldWithTwo(t, c, near, "deadwaiter")
 	bErr := make(chan error, 1)
 	go func() {
 		_, err := b.Acquire(ctxT(t, 30*time.Second), key)
@@ -190,16 +199,7 @@ func testDeadWaiter(t *testing.T, c *cluster, near int) {
 // behind its back; that waiter must fail with ErrLost and never get the
 // lock, while the other waiter gets it as usual.
 func testWaiterKeyDeleted(t *testing.T, c *cluster, near int) {
-	key := fmt.Sprintf("keydeleted-%d", time.Now().UnixNano())
-	a, ad := locker(t, c.g.Addrs()...)
-	b, bd := locker(t, c.g.Addrs()...)
-	cl, cd := locker(t, c.g.Addrs()...)
-	etcdlock.SetNear(bd, near)
-	etcdlock.SetNear(cd, near)
-	la, err := a.Acquire(ctxT(t, 10*time.Second), key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, la, ad, b, _, cl := heldWithTwo(t, c, near, "keydeleted")
 	bGot := make(chan *distlock.Lease, 1)
 	go func() {
 		lb, err := b.Acquire(ctxT(t, 30*time.Second), key)

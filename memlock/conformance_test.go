@@ -26,12 +26,7 @@ func (h *harness) NewDriver(context.Context) (backend.Driver, error) {
 }
 func (h *harness) TTL() time.Duration { return 500 * time.Millisecond }
 func (h *harness) Kill(_ context.Context, d backend.Driver) error {
-	md, err := asMem(d)
-	if err != nil {
-		return err
-	}
-	md.Kill()
-	return nil
+	return onMem(d, func(md *memlock.Driver) { md.Kill() })
 }
 
 // userDriver is a driver over a "user-made client": one that ignores ctx.
@@ -61,31 +56,16 @@ func (h *harness) Partition(_ context.Context, d backend.Driver) error {
 		ud.Stall()
 		return nil
 	}
-	md, err := asMem(d)
-	if err != nil {
-		return err
-	}
-	md.Partition(0)
-	return nil
+	return onMem(d, func(md *memlock.Driver) { md.Partition(0) })
 }
 
 func (h *harness) Heal(_ context.Context, d backend.Driver) error {
-	md, err := asMem(d)
-	if err != nil {
-		return err
-	}
-	md.Heal()
-	return nil
+	return onMem(d, func(md *memlock.Driver) { md.Heal() })
 }
 
 // DropNextReply and Dropped are the driver's own (conformance.ReplyDropper).
 func (h *harness) DropNextReply(_ context.Context, d backend.Driver) error {
-	md, err := asMem(d)
-	if err != nil {
-		return err
-	}
-	md.DropNextReply()
-	return nil
+	return onMem(d, func(md *memlock.Driver) { md.DropNextReply() })
 }
 
 func (h *harness) Dropped(d backend.Driver) int {
@@ -94,6 +74,16 @@ func (h *harness) Dropped(d backend.Driver) int {
 		return 0
 	}
 	return md.Dropped()
+}
+
+// onMem runs f on d's memlock driver (asMem), or returns asMem's error.
+func onMem(d backend.Driver, f func(*memlock.Driver)) error {
+	md, err := asMem(d)
+	if err != nil {
+		return err
+	}
+	f(md)
+	return nil
 }
 
 func asMem(d backend.Driver) (*memlock.Driver, error) {

@@ -159,14 +159,23 @@ func lockSmoke(ctx context.Context, t *testing.T, rawURL string) {
 	}
 }
 
-// TestACLUser runs the lock smoke test as a Redis user restricted to the
-// documented minimal ACL, in the single, fair and Redlock modes.
-func TestACLUser(t *testing.T) {
+// aclServer starts a Redis server and returns it, a context bounded by a
+// minute, and an admin client of it (closed when t ends) that has made
+// the user "locker" with the documented minimal ACL.
+func aclServer(t *testing.T) (*sandbox.Group, context.Context, *redis.Client) {
+	t.Helper()
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
 	ctx := testCtx(t, time.Minute)
 	admin := nodeClient(g.Node(0))
-	defer admin.Close()
+	t.Cleanup(func() { _ = admin.Close() })
 	setACLUser(ctx, t, admin, "locker", aclLockUser...)
+	return g, ctx, admin
+}
+
+// TestACLUser runs the lock smoke test as a Redis user restricted to the
+// documented minimal ACL, in the single, fair and Redlock modes.
+func TestACLUser(t *testing.T) {
+	g, ctx, _ := aclServer(t)
 	base := withUser(t, g.URL(), "locker", aclPassword)
 	for name, params := range map[string]string{"single": "", "fair": "?wait=queue", "redlock": "?mode=redlock"} {
 		t.Run(name, func(t *testing.T) { lockSmoke(ctx, t, base+params) })
@@ -176,11 +185,7 @@ func TestACLUser(t *testing.T) {
 // TestACLErrors checks what a client is told when its credentials or its
 // ACL are wrong: a clear error that never shows the password.
 func TestACLErrors(t *testing.T) {
-	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
-	ctx := testCtx(t, time.Minute)
-	admin := nodeClient(g.Node(0))
-	defer admin.Close()
-	setACLUser(ctx, t, admin, "locker", aclLockUser...)
+	g, ctx, admin := aclServer(t)
 
 	// try opens rawURL and tries to take a lock; it returns the error of
 	// the first step that failed.
@@ -301,17 +306,11 @@ func TestACLErrors(t *testing.T) {
 		// at once. (Open refuses the password: New does not dial.)
 		c := redis.NewClient(&redis.Options{Addr: g.Node(0).Addr(), Username: "locker", Password: "wrong-" + aclPassword,
 			MaxRetries: -1, ContextTimeoutEnabled: true})
-		defer c.Close()
-		d, err := New(c, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l := distlock.New(d)
-		defer l.Close()
+		l := lockerOver(t, c)
 		actx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		_, err = l.Acquire(actx, "acl-acquire")
+		_, err := l.Acquire(actx, "acl-acquire")
 		took := time.Since(start)
 		check(t, err, "WRONGPASS")
 		t.Logf("Acquire returned after %v; ErrUnavailable=%v ErrInvalidConfig=%v",

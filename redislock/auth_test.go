@@ -138,14 +138,7 @@ func TestSemaphoreRefusedLoginReadsOnce(t *testing.T) {
 	g := sandbox.StartT(t, sandbox.Spec{Kind: sandbox.Redis})
 	ctx := testCtx(t, time.Minute)
 	requirePassword(ctx, t, g.Node(0), aclPassword)
-	c := redis.NewClient(&redis.Options{Addr: g.Node(0).Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
-	defer c.Close()
-	d, err := New(c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := distlock.New(d)
-	defer l.Close()
+	l := lockerOver(t, redis.NewClient(&redis.Options{Addr: g.Node(0).Addr(), MaxRetries: -1, ContextTimeoutEnabled: true}))
 	s, err := l.Semaphore("auth-sem", 2)
 	if err != nil {
 		t.Fatal(err)

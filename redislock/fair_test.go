@@ -43,6 +43,14 @@ func TestFairHandOffProtocol(t *testing.T) {
 	// Hand-offs go to the driver's inbox, "released" to the key's channel.
 	ps := c.Subscribe(ctx, d.inbox)
 	defer ps.Close()
+	// subscribe adds key's channel to ps, failing t (the subtest) if it
+	// cannot.
+	subscribe := func(t *testing.T, key string) {
+		t.Helper()
+		if err := ps.Subscribe(ctx, d.keys(key).Channel); err != nil {
+			t.Fatal(err)
+		}
+	}
 	hold := func(key, owner, id string) redisproto.AcquireResult {
 		t.Helper()
 		r, err := d.fairAttempt(ctx, d.keys(key), owner, ttl, false, 0, id, 0)
@@ -90,9 +98,7 @@ func TestFairHandOffProtocol(t *testing.T) {
 
 	t.Run("hand-off is recorded, then confirmed", func(t *testing.T) {
 		key := "handoff"
-		if err := ps.Subscribe(ctx, d.keys(key).Channel); err != nil {
-			t.Fatal(err)
-		}
+		subscribe(t, key)
 		h0 := hold(key, "holder", "h0")
 		enqueue(key, "waiter", "w1", 7, window)
 		if n := release(key, "holder", "h0"); n != 0 {
@@ -132,9 +138,7 @@ func TestFairHandOffProtocol(t *testing.T) {
 
 	t.Run("abandoned hand-off passes on", func(t *testing.T) {
 		key := "abandon"
-		if err := ps.Subscribe(ctx, d.keys(key).Channel); err != nil {
-			t.Fatal(err)
-		}
+		subscribe(t, key)
 		h0 := hold(key, "holder", "h0")
 		enqueue(key, "first", "wa", 0, window)
 		enqueue(key, "second", "wb", 3, window)
@@ -181,9 +185,7 @@ func TestFairHandOffProtocol(t *testing.T) {
 
 	t.Run("dead waiter is skipped", func(t *testing.T) {
 		key := "dead"
-		if err := ps.Subscribe(ctx, d.keys(key).Channel); err != nil {
-			t.Fatal(err)
-		}
+		subscribe(t, key)
 		hold(key, "holder", "h0")
 		enqueue(key, "dead", "wd", 0, 50*time.Millisecond) // stops heartbeating
 		enqueue(key, "live", "wl", 0, window)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testctx"
 	"github.com/distlock/distlock/sandbox"
@@ -25,12 +27,18 @@ var testCtx = testctx.For
 // singleLocker returns a Locker over node n with its own client.
 func singleLocker(t *testing.T, n sandbox.Node, ttl time.Duration) *distlock.Locker {
 	t.Helper()
-	c := nodeClient(n)
+	return lockerOver(t, nodeClient(n), distlock.WithDefaultTTL(ttl))
+}
+
+// lockerOver returns a Locker with opts over a driver (New, no options)
+// on c; the Locker, then c, are closed when t ends.
+func lockerOver(t *testing.T, c *redis.Client, opts ...distlock.LockerOption) *distlock.Locker {
+	t.Helper()
 	d, err := New(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := distlock.New(d, distlock.WithDefaultTTL(ttl))
+	l := distlock.New(d, opts...)
 	t.Cleanup(func() { _ = l.Close(); _ = c.Close() })
 	return l
 }

@@ -28,13 +28,20 @@ func tlsRedis(t *testing.T, g *sandbox.Group, addr string) *redis.Client {
 	return c
 }
 
-func TestRedisTLS(t *testing.T) {
-	g := start(t, sandbox.Spec{Kind: sandbox.Redis, TLS: true})
-	ctx := testCtx(t, time.Minute)
+// startTLS starts a TLS server of kind and returns it with its TLS files.
+func startTLS(t *testing.T, kind sandbox.Kind) (*sandbox.Group, sandbox.TLSFiles) {
+	t.Helper()
+	g := start(t, sandbox.Spec{Kind: kind, TLS: true})
 	files, ok := g.TLSFiles()
 	if !ok {
 		t.Fatal("no TLS files")
 	}
+	return g, files
+}
+
+func TestRedisTLS(t *testing.T) {
+	g, files := startTLS(t, sandbox.Redis)
+	ctx := testCtx(t, time.Minute)
 	for _, f := range []string{files.CA, files.ClientCert, files.ClientKey} {
 		if _, err := os.Stat(f); err != nil {
 			t.Error(err)
@@ -150,12 +157,8 @@ func zkFourLetter(addr, cmd string, tc *tls.Config) (string, error) {
 // TLS, its URL is zks:// with the CA, and it serves TLS again after a
 // restart.
 func TestZooKeeperTLS(t *testing.T) {
-	g := start(t, sandbox.Spec{Kind: sandbox.ZooKeeper, TLS: true})
+	g, files := startTLS(t, sandbox.ZooKeeper)
 	ctx := testCtx(t, 2*time.Minute)
-	files, ok := g.TLSFiles()
-	if !ok {
-		t.Fatal("no TLS files")
-	}
 	if out, err := zkFourLetter(g.Node(0).Addr(), "srvr", g.ClientTLS()); err != nil || !strings.Contains(out, "Mode: ") {
 		t.Fatalf("srvr over TLS = %q, %v", out, err)
 	}
@@ -178,12 +181,8 @@ func TestZooKeeperTLS(t *testing.T) {
 // CA refused, a password is still required, and a restarted server serves
 // TLS again.
 func TestPostgresTLS(t *testing.T) {
-	g := start(t, sandbox.Spec{Kind: sandbox.Postgres, TLS: true})
+	g, files := startTLS(t, sandbox.Postgres)
 	ctx := testCtx(t, 2*time.Minute)
-	files, ok := g.TLSFiles()
-	if !ok {
-		t.Fatal("no TLS files")
-	}
 	if want := sandbox.PostgresTLSURL(g.Node(0).Addr(), files.CA); g.URL() != want {
 		t.Errorf("URL = %q, want %q", g.URL(), want)
 	}

@@ -163,6 +163,16 @@ func (h *harness) add(d backend.Driver, c *client) {
 	h.mu.Unlock()
 }
 
+// onProxy runs f on d's proxy, or returns client's error.
+func (h *harness) onProxy(d backend.Driver, f func(*proxy)) error {
+	c, err := h.client(d)
+	if err != nil {
+		return err
+	}
+	f(c.p)
+	return nil
+}
+
 func (h *harness) client(d backend.Driver) (*client, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -175,33 +185,18 @@ func (h *harness) client(d backend.Driver) (*client, error) {
 
 // Partition black-holes d's connections, current and new.
 func (h *harness) Partition(_ context.Context, d backend.Driver) error {
-	c, err := h.client(d)
-	if err != nil {
-		return err
-	}
-	blackhole(c.p)
-	return nil
+	return h.onProxy(d, blackhole)
 }
 
 func (h *harness) Heal(_ context.Context, d backend.Driver) error {
-	c, err := h.client(d)
-	if err != nil {
-		return err
-	}
-	c.p.Heal()
-	return nil
+	return h.onProxy(d, func(p *proxy) { p.Heal() })
 }
 
 // DropNextReply loses the reply to d's next command (isCommand), not to a
 // connection's handshake. The connection then closes, which ends whatever
 // it held.
 func (h *harness) DropNextReply(_ context.Context, d backend.Driver) error {
-	c, err := h.client(d)
-	if err != nil {
-		return err
-	}
-	c.p.DropReply(h.d.isCommand, nil)
-	return nil
+	return h.onProxy(d, func(p *proxy) { p.DropReply(h.d.isCommand, nil) })
 }
 
 func (h *harness) Dropped(d backend.Driver) int {

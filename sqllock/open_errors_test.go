@@ -12,50 +12,46 @@ import (
 	"github.com/distlock/distlock/sandbox"
 )
 
-// openErrRow is one SQL store of the bad-input tests: how to start its
-// server and write its URL.
+// openErrRow is one SQL store of the bad-input tests: its URL scheme,
+// how to start its server, and the sandbox's user of that server.
 type openErrRow struct {
-	name  string
-	start func(t *testing.T) string // the server's address
-	url   func(addr, user, password, db, query string) string
+	scheme         string
+	start          func(t *testing.T) string // the server's address
+	user, password string
 }
 
-func sqlURL(scheme, addr, user, password, db, query string) string {
-	u := url.URL{Scheme: scheme, User: url.UserPassword(user, password), Host: addr, Path: "/" + db, RawQuery: query}
+// url is the store's URL of db at addr, logged in as user.
+func (row openErrRow) url(addr, user, password, db, query string) string {
+	u := url.URL{Scheme: row.scheme, User: url.UserPassword(user, password), Host: addr, Path: "/" + db, RawQuery: query}
 	return u.String()
 }
 
 // openErrRows are the stores the bad-input tests run against.
 var openErrRows = []openErrRow{
-	{
-		name:  "postgres",
-		start: func(t *testing.T) string { return startPG(t).addr() },
-		url: func(addr, user, password, db, query string) string {
-			return sqlURL("postgres", addr, user, password, db, query)
-		},
-	},
-	{
-		name:  "mysql",
-		start: func(t *testing.T) string { return startServer(t).addr() },
-		url: func(addr, user, password, db, query string) string {
-			return sqlURL("mysql", addr, user, password, db, query)
-		},
-	},
+	{"postgres", func(t *testing.T) string { return startPG(t).addr() }, sandbox.PostgresUser, sandbox.PostgresPassword},
+	{"mysql", func(t *testing.T) string { return startServer(t).addr() }, "root", sandbox.RootPassword},
 }
 
-// rowUser is the sandbox's user of row's server.
-func rowUser(row openErrRow) string {
-	if row.name == "postgres" {
-		return sandbox.PostgresUser
+// forEachStore runs check as a subtest for each of openErrRows, with the
+// store's server started (at addr) and a context bounded by a minute.
+func forEachStore(t *testing.T, check func(t *testing.T, ctx context.Context, row openErrRow, addr string)) {
+	for _, row := range openErrRows {
+		t.Run(row.scheme, func(t *testing.T) {
+			addr := row.start(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			check(t, ctx, row, addr)
+		})
 	}
-	return "root"
 }
 
-func rowPassword(row openErrRow) string {
-	if row.name == "postgres" {
-		return sandbox.PostgresPassword
+// openErr is the error of Open of rawURL (a Locker it returns is closed).
+func openErr(ctx context.Context, rawURL string) error {
+	l, err := distlock.Open(ctx, rawURL)
+	if err == nil {
+		l.Close()
 	}
-	return sandbox.RootPassword
+	return err
 }
 
 // badPassword is a password no error may show.
@@ -93,49 +89,33 @@ func checkOneLine(t *testing.T, err error, want error, parts ...string) {
 // Redis), in one line naming the user, host and database, with no TLS
 // noise and never the password (issue 32, item 2).
 func TestOpenRefusedLoginSQL(t *testing.T) {
-	for _, row := range openErrRows {
-		t.Run(row.name, func(t *testing.T) {
-			addr := row.start(t)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			for _, tc := range []struct {
-				name, user, password, db string
-			}{
-				{"wrong password", rowUser(row), badPassword, sandbox.Database},
-				{"unknown user", "nobody_here", badPassword, sandbox.Database},
-				{"unknown database", rowUser(row), rowPassword(row), "no_such_db"},
-			} {
-				t.Run(tc.name, func(t *testing.T) {
-					for _, query := range []string{"", "create_table=false"} {
-						l, err := distlock.Open(ctx, row.url(addr, tc.user, tc.password, tc.db, query))
-						if err == nil {
-							l.Close()
-						}
-						checkOneLine(t, err, distlock.ErrInvalidConfig, `"`+tc.user+`"`, addr, `"`+tc.db+`"`)
-						if strings.Contains(err.Error(), "tls") || strings.Contains(err.Error(), "TLS") {
-							t.Errorf("the error speaks of TLS, which has nothing to do with it: %v", err)
-						}
+	forEachStore(t, func(t *testing.T, ctx context.Context, row openErrRow, addr string) {
+		for _, tc := range []struct {
+			name, user, password, db string
+		}{
+			{"wrong password", row.user, badPassword, sandbox.Database},
+			{"unknown user", "nobody_here", badPassword, sandbox.Database},
+			{"unknown database", row.user, row.password, "no_such_db"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				for _, query := range []string{"", "create_table=false"} {
+					err := openErr(ctx, row.url(addr, tc.user, tc.password, tc.db, query))
+					checkOneLine(t, err, distlock.ErrInvalidConfig, `"`+tc.user+`"`, addr, `"`+tc.db+`"`)
+					if strings.Contains(err.Error(), "tls") || strings.Contains(err.Error(), "TLS") {
+						t.Errorf("the error speaks of TLS, which has nothing to do with it: %v", err)
 					}
-				})
-			}
-		})
-	}
+				}
+			})
+		}
+	})
 }
 
 // A URL ttl below the store's minimum (1 s for SQL: the server's timeouts
 // count whole seconds) is refused by Open, naming the TTL and the minimum,
 // instead of failing every acquisition later (issue 32, item 7).
 func TestOpenTTLBelowMinimum(t *testing.T) {
-	for _, row := range openErrRows {
-		t.Run(row.name, func(t *testing.T) {
-			addr := row.start(t)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			l, err := distlock.Open(ctx, row.url(addr, rowUser(row), rowPassword(row), sandbox.Database, "ttl=500ms"))
-			if err == nil {
-				l.Close()
-			}
-			checkOneLine(t, err, distlock.ErrInvalidConfig, "500ms", "minimum of 1s")
-		})
-	}
+	forEachStore(t, func(t *testing.T, ctx context.Context, row openErrRow, addr string) {
+		err := openErr(ctx, row.url(addr, row.user, row.password, sandbox.Database, "ttl=500ms"))
+		checkOneLine(t, err, distlock.ErrInvalidConfig, "500ms", "minimum of 1s")
+	})
 }

@@ -70,17 +70,7 @@ func checkPushedDoubt(t *testing.T, c *cluster, a *distlock.Locker, k *netPath, 
 	}
 
 	// Partitioned for longer than the session: lost before b holds the lock.
-	gotB := make(chan time.Time, 1)
-	go func() {
-		lb, err := b.Acquire(ctxFor(t, 60*time.Second), key)
-		if err != nil {
-			t.Errorf("b: %v", err)
-			close(gotB)
-			return
-		}
-		gotB <- time.Now()
-		_ = lb.Release(ctxFor(t, 10*time.Second))
-	}()
+	gotB := grantedAt(t, b, key)
 	waitQueue(t, c, key, 2)
 	cut = time.Now()
 	k.block(true)

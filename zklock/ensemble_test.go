@@ -135,17 +135,7 @@ func staleFollowerRefresh(t *testing.T, c *cluster, leases int) {
 			t.Fatal(err)
 		}
 	}
-	granted := make(chan time.Time, 1)
-	go func() {
-		lb, err := b.Acquire(ctxFor(t, 60*time.Second), key)
-		if err != nil {
-			t.Errorf("b: %v", err)
-			close(granted)
-			return
-		}
-		granted <- time.Now()
-		_ = lb.Release(ctxFor(t, 10*time.Second))
-	}()
+	granted := grantedAt(t, b, key)
 	waitQueue(t, c, key, 2)
 	time.Sleep(sessionA) // a few renewals in normal operation
 

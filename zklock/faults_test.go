@@ -58,6 +58,24 @@ func waitQueue(t *testing.T, c *cluster, key string, n int) {
 	}
 }
 
+// grantedAt starts b's Acquire of key and returns a channel that gets the
+// time the lock was granted (then released at once), or is closed when
+// the Acquire failed (failing t).
+func grantedAt(t *testing.T, b *client, key string) <-chan time.Time {
+	granted := make(chan time.Time, 1)
+	go func() {
+		lb, err := b.Acquire(ctxFor(t, 60*time.Second), key)
+		if err != nil {
+			t.Errorf("b: %v", err)
+			close(granted)
+			return
+		}
+		granted <- time.Now()
+		_ = lb.Release(ctxFor(t, 10*time.Second))
+	}()
+	return granted
+}
+
 // eventually polls cond every 50ms until it holds or d passes.
 func eventually(d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
@@ -82,17 +100,7 @@ func TestPartitionedHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gotB := make(chan time.Time, 1)
-	go func() {
-		lb, err := b.Acquire(ctxFor(t, 60*time.Second), key)
-		if err != nil {
-			t.Errorf("b: %v", err)
-			close(gotB)
-			return
-		}
-		gotB <- time.Now()
-		_ = lb.Release(ctxFor(t, 10*time.Second))
-	}()
+	gotB := grantedAt(t, b, key)
 	waitQueue(t, c, key, 2)
 	a.k.block(true) // partition: connections cut, no new ones
 	tb, ok := <-gotB

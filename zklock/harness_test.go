@@ -305,6 +305,17 @@ func (c *cluster) driverT(t *testing.T, ctx context.Context, session time.Durati
 	return d, np
 }
 
+// countedDriver starts a one-member cluster and returns it, a context
+// bounded by a minute, and a driver on it with a 10 s session (pings
+// every ~3 s: few in the tests' request counts) and its path.
+func countedDriver(t *testing.T) (*cluster, context.Context, *Driver, *netPath) {
+	t.Helper()
+	c := startCluster(t, 1)
+	ctx := ctxFor(t, time.Minute)
+	d, np := c.driverT(t, ctx, 10*time.Second)
+	return c, ctx, d, np
+}
+
 // newDriverAt is newDriver connecting only to hosts.
 func (c *cluster) newDriverAt(ctx context.Context, session time.Duration, hosts []string) (*Driver, *netPath, error) {
 	np, err := c.newPath(hosts)
@@ -354,6 +365,16 @@ func (c *cluster) newUserDriver(ctx context.Context, session time.Duration, opts
 	c.paths[d] = np
 	c.mu.Unlock()
 	return d, conn, nil
+}
+
+// onPath runs f on d's path (pathOf), or returns pathOf's error.
+func (c *cluster) onPath(d backend.Driver, f func(*netPath)) error {
+	np, err := c.pathOf(d)
+	if err != nil {
+		return err
+	}
+	f(np)
+	return nil
 }
 
 func (c *cluster) pathOf(d backend.Driver) (*netPath, error) {
@@ -432,43 +453,23 @@ func (h *harness) NewUserDriver(ctx context.Context) (backend.Driver, error) {
 func (h *harness) TTL() time.Duration { return h.session * vouchNum / vouchDen }
 
 func (h *harness) Kill(_ context.Context, d backend.Driver) error {
-	np, err := h.c.pathOf(d)
-	if err != nil {
-		return err
-	}
-	np.cut(true)
-	return nil
+	return h.c.onPath(d, func(np *netPath) { np.cut(true) })
 }
 
 // Partition black-holes d's connections, current and new: go-zookeeper
 // notices when its reads time out (2/3 of the session timeout), not at
 // once, as in a real partition.
 func (h *harness) Partition(_ context.Context, d backend.Driver) error {
-	np, err := h.c.pathOf(d)
-	if err != nil {
-		return err
-	}
-	np.partition(true)
-	return nil
+	return h.c.onPath(d, func(np *netPath) { np.partition(true) })
 }
 
 func (h *harness) Heal(_ context.Context, d backend.Driver) error {
-	np, err := h.c.pathOf(d)
-	if err != nil {
-		return err
-	}
-	np.partition(false)
-	return nil
+	return h.c.onPath(d, func(np *netPath) { np.partition(false) })
 }
 
 // DropNextReply loses the reply to d's next request other than a ping.
 func (h *harness) DropNextReply(_ context.Context, d backend.Driver) error {
-	np, err := h.c.pathOf(d)
-	if err != nil {
-		return err
-	}
-	np.dropAfter(0)
-	return nil
+	return h.c.onPath(d, func(np *netPath) { np.dropAfter(0) })
 }
 
 func (h *harness) Dropped(d backend.Driver) int {

@@ -16,9 +16,7 @@ import (
 // children plus 1 per holder (and the fence node for readers), pipelined.
 // internal/insptest (TestInspectors) checks the rest.
 func TestInspectQueues(t *testing.T) {
-	c := startCluster(t, 1)
-	ctx := ctxFor(t, time.Minute)
-	d, _ := c.driverT(t, ctx, 10*time.Second) // pings every ~3 s: few in the counts
+	c, ctx, d, _ := countedDriver(t)
 	addr := c.g.Addrs()[0]
 	var wg sync.WaitGroup
 	wctx, stop := context.WithCancel(ctx)

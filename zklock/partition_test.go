@@ -102,17 +102,7 @@ func TestFollowerCutAfterRenewal(t *testing.T) {
 		renewed.Sub(acquired).Round(time.Millisecond), n,
 		time.Since(renewed).Round(time.Millisecond), deadline.Sub(renewed).Round(time.Millisecond))
 
-	granted := make(chan time.Time, 1)
-	go func() { // through the leader
-		lb, err := b.Acquire(ctxFor(t, 60*time.Second), key)
-		if err != nil {
-			t.Errorf("b: %v", err)
-			close(granted)
-			return
-		}
-		granted <- time.Now()
-		_ = lb.Release(ctxFor(t, 10*time.Second))
-	}()
+	granted := grantedAt(t, b, key) // through the leader
 	tb, ok := <-granted
 	if !ok {
 		t.Fatal("b never got the lock")

@@ -21,9 +21,7 @@ import (
 // leases, where n Refresh calls send 2n. It reports a node found gone for that lease alone, and a
 // lock of another driver as a misuse.
 func TestRefreshAll(t *testing.T) {
-	c := startCluster(t, 1)
-	ctx := ctxFor(t, time.Minute)
-	d, _ := c.driverT(t, ctx, 10*time.Second) // pings every ~3 s: few in the counts
+	c, ctx, d, _ := countedDriver(t)
 	const n = 50
 	locks, ttls := heldLocks(t, ctx, d, n, "-")
 	addr := c.g.Addrs()[0]
@@ -125,9 +123,7 @@ var _ backend.Batcher = (*Driver)(nil)
 // the watches are not trusted: the next round checks (and re-arms) every
 // node on its own, and finds a node deleted while the driver was cut off.
 func TestRefreshAllPerSession(t *testing.T) {
-	c := startCluster(t, 1)
-	ctx := ctxFor(t, time.Minute)
-	d, np := c.driverT(t, ctx, 10*time.Second) // pings every ~3 s: few in the counts
+	c, ctx, d, np := countedDriver(t)
 	const n = 200
 	locks, ttls := heldLocks(t, ctx, d, n, "-")
 	addr := c.g.Addrs()[0]

@@ -12,9 +12,7 @@ import (
 // them): the create (one multi), the read of the line, the fence node
 // (read by a reader, set by a writer), and the delete: four each.
 func TestRWRequests(t *testing.T) {
-	c := startCluster(t, 1)
-	ctx := ctxFor(t, time.Minute)
-	d, _ := c.driverT(t, ctx, 10*time.Second) // pings every ~3 s: few in the counts
+	c, ctx, d, _ := countedDriver(t)
 	key := uniqueKey(t)
 	addr := c.g.Addrs()[0]
 	const n = 20

@@ -14,6 +14,16 @@ func semReq(key string, permits, limit int) backend.Request {
 	return backend.Request{Kind: backend.Permits, Key: key, Owner: "o-" + newGUID()[:8], TTL: 10 * time.Second, Limit: limit, Permits: permits}
 }
 
+// mustPermits is d's tryPermits of req, failing t if it is not granted.
+func mustPermits(ctx context.Context, t *testing.T, d *Driver, req backend.Request) backend.Grant {
+	t.Helper()
+	g, err := d.tryPermits(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 // TestSemaphoreNames: only names semNamePrefix makes are queue entries.
 func TestSemaphoreNames(t *testing.T) {
 	g := newGUID()
@@ -77,23 +87,15 @@ func TestSemaphoreHolding(t *testing.T) {
 // delete), and a try that finds the permits taken 3 (it deletes its node
 // again).
 func TestSemaphoreRoundTrips(t *testing.T) {
-	c := startCluster(t, 1)
-	ctx := ctxFor(t, time.Minute)
-	d, _ := c.driverT(t, ctx, 10*time.Second) // pings every ~3 s: few in the counts
+	c, ctx, d, _ := countedDriver(t)
 	key := uniqueKey(t)
-	warm, err := d.tryPermits(ctx, semReq(key, 1, 2)) // creates the container
-	if err != nil {
-		t.Fatal(err)
-	}
+	warm := mustPermits(ctx, t, d, semReq(key, 1, 2)) // creates the container
 	addr := c.g.Addrs()[0]
 	const rounds = 5
 	var acq, refused, rel int
 	for range rounds {
 		before := packetsReceived(t, addr)
-		g, err := d.tryPermits(ctx, semReq(key, 1, 2))
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := mustPermits(ctx, t, d, semReq(key, 1, 2))
 		mid := packetsReceived(t, addr)
 		if _, err := d.tryPermits(ctx, semReq(key, 1, 2)); !errors.Is(err, backend.ErrNotAcquired) {
 			t.Fatalf("a third permit of 2: %v, want ErrNotAcquired", err)
@@ -122,14 +124,9 @@ func TestSemaphoreRoundTrips(t *testing.T) {
 // so a release costs the release itself and one read by the waiter it
 // admits, however many others wait; and they are served in arrival order.
 func TestSemaphoreNoHerd(t *testing.T) {
-	c := startCluster(t, 1)
-	ctx := ctxFor(t, time.Minute)
-	d, _ := c.driverT(t, ctx, 10*time.Second)
+	c, ctx, d, _ := countedDriver(t)
 	key := uniqueKey(t)
-	holder, err := d.tryPermits(ctx, semReq(key, 1, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := mustPermits(ctx, t, d, semReq(key, 1, 1))
 	const waiters = 6
 	granted := make(chan int, waiters)
 	grants := make([]backend.Grant, waiters)
@@ -184,16 +181,11 @@ func TestSemaphoreNoHerd(t *testing.T) {
 // TestSemaphoreCancelLeavesNothing: a waiter whose ctx ends deletes its
 // node, so the queue behind it moves on.
 func TestSemaphoreCancelLeavesNothing(t *testing.T) {
-	c := startCluster(t, 1)
-	ctx := ctxFor(t, time.Minute)
-	d, _ := c.driverT(t, ctx, 10*time.Second)
+	c, ctx, d, _ := countedDriver(t)
 	key := uniqueKey(t)
-	holder, err := d.tryPermits(ctx, semReq(key, 1, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := mustPermits(ctx, t, d, semReq(key, 1, 1))
 	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	_, err = d.waitPermits(wctx, semReq(key, 1, 1))
+	_, err := d.waitPermits(wctx, semReq(key, 1, 1))
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a canceled wait: %v", err)

@@ -124,11 +124,7 @@ func TestTelemetryWithSDK(t *testing.T) {
 		p, _ := dp.Attributes.Value("distlock.primitive")
 		prims[p.AsString()] += dp.Count
 	}
-	for p, n := range map[string]uint64{"mutex": 1, "semaphore": 1, "rwlock_read": 1, "rwlock_write": 1, "election": 1, "multi": 3} {
-		if prims[p] != n {
-			t.Errorf("distlock.acquire.duration{distlock.primitive=%s} counts %d, want %d (all: %v)", p, prims[p], n, prims)
-		}
-	}
+	checkPrimitiveCounts(t, "distlock.acquire.duration", prims)
 
 	// The lease metrics carry the primitive the lock was taken as.
 	if held == nil {
@@ -140,11 +136,7 @@ func TestTelemetryWithSDK(t *testing.T) {
 		p, _ := dp.Attributes.Value("distlock.primitive")
 		heldPrims[p.AsString()] += dp.Count
 	}
-	for p, n := range map[string]uint64{"mutex": 1, "semaphore": 1, "rwlock_read": 1, "rwlock_write": 1, "election": 1, "multi": 3} {
-		if heldPrims[p] != n {
-			t.Errorf("distlock.lease.duration{distlock.primitive=%s} counts %d, want %d (all: %v)", p, heldPrims[p], n, heldPrims)
-		}
-	}
+	checkPrimitiveCounts(t, "distlock.lease.duration", heldPrims)
 
 	// Spans: the scope and its version, the primitive and the server on
 	// each acquisition, and TryAcquireAll's keys under its own span.
@@ -188,6 +180,18 @@ func TestTelemetryWithSDK(t *testing.T) {
 	for _, p := range []string{"mutex", "semaphore", "rwlock_read", "rwlock_write", "election", "multi"} {
 		if !seen[p] {
 			t.Errorf("no acquisition span with distlock.primitive=%s (saw %v)", p, seen)
+		}
+	}
+}
+
+// checkPrimitiveCounts fails t unless counts (metric's data points'
+// counts by distlock.primitive) are the test's: 1 for each primitive, 3
+// for multi.
+func checkPrimitiveCounts(t *testing.T, metric string, counts map[string]uint64) {
+	t.Helper()
+	for p, n := range map[string]uint64{"mutex": 1, "semaphore": 1, "rwlock_read": 1, "rwlock_write": 1, "election": 1, "multi": 3} {
+		if counts[p] != n {
+			t.Errorf("%s{distlock.primitive=%s} counts %d, want %d (all: %v)", metric, p, counts[p], n, counts)
 		}
 	}
 }

@@ -461,19 +461,53 @@ func bsmLib(addrs []string, hook func(int) redis.Hook) measure.Contender {
 	return x
 }
 
+// pairDriver returns a redislock driver on the sandbox node, closed with
+// its client when b ends.
+func pairDriver(b *testing.B) *dlredis.Driver {
+	c := userClient(addr, nil)
+	b.Cleanup(func() { _ = c.Close() })
+	d, err := dlredis.New(c, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+// driverPairs times the driver alone: TryAcquire and Release of key on d,
+// once per b.Loop.
+func driverPairs(ctx context.Context, b *testing.B, d backend.Driver, key string) {
+	for b.Loop() {
+		g, err := d.TryAcquire(ctx, backend.Request{Key: key, Owner: "o", TTL: leaseTTL})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := g.Lock.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// contenderPairs times x's Acquire and release of key, once per b.Loop.
+func contenderPairs(ctx context.Context, b *testing.B, x measure.Contender, key string) {
+	for b.Loop() {
+		rel, err := x.Acquire(ctx, key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := rel(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkPairLayers splits distlock's single-node pair: the driver
 // alone (TryAcquire + Release on redislock.Driver), the Locker's
 // TryAcquire, and its Acquire (what users and the harness call).
 func BenchmarkPairLayers(b *testing.B) {
 	ctx := context.Background()
 	b.Run("driver-cancelctx", func(b *testing.B) {
-		c := userClient(addr, nil)
-		defer c.Close()
-		d, err := dlredis.New(c, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer d.Close()
+		d := pairDriver(b)
 		key := lockbench.UniqueKey("layers")
 		b.ReportAllocs()
 		for b.Loop() {
@@ -491,25 +525,11 @@ func BenchmarkPairLayers(b *testing.B) {
 		}
 	})
 	b.Run("driver", func(b *testing.B) {
-		c := userClient(addr, nil)
-		defer c.Close()
-		d, err := dlredis.New(c, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer d.Close()
+		d := pairDriver(b)
 		key := lockbench.UniqueKey("layers")
 		b.ReportAllocs()
 		defer scriptTime(b)()
-		for b.Loop() {
-			g, err := d.TryAcquire(ctx, backend.Request{Key: key, Owner: "o", TTL: leaseTTL})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := g.Lock.Release(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
+		driverPairs(ctx, b, d, key)
 	})
 	for _, try := range []bool{true, false} {
 		name := "acquire"
@@ -595,15 +615,7 @@ func BenchmarkPairLayers(b *testing.B) {
 		key := lockbench.UniqueKey("layers")
 		b.ReportAllocs()
 		defer scriptTime(b)()
-		for b.Loop() {
-			rel, err := x.Acquire(ctx, key)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := rel(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
+		contenderPairs(ctx, b, x, key)
 	})
 }
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/bench/internal/lockbench"
 	dlredlock "github.com/distlock/distlock/redlock"
 	"github.com/distlock/distlock/sandbox"
@@ -36,15 +35,7 @@ func BenchmarkRedlockPair(b *testing.B) {
 		key := lockbench.UniqueKey("redlock-layers")
 		b.ReportAllocs()
 		defer serverTime(b, addrs)()
-		for b.Loop() {
-			g, err := d.TryAcquire(ctx, backend.Request{Key: key, Owner: "o", TTL: leaseTTL})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := g.Lock.Release(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
+		driverPairs(ctx, b, d, key)
 	})
 	for _, lib := range []pairLib{{name: "locker", make: dlRedlock}, {name: "redsync", make: redsyncLib}} {
 		b.Run(lib.name, func(b *testing.B) {
@@ -53,15 +44,7 @@ func BenchmarkRedlockPair(b *testing.B) {
 			key := lockbench.UniqueKey("redlock-layers")
 			b.ReportAllocs()
 			defer serverTime(b, addrs)()
-			for b.Loop() {
-				rel, err := x.Acquire(ctx, key)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := rel(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
+			contenderPairs(ctx, b, x, key)
 		})
 	}
 }

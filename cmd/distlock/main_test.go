@@ -51,6 +51,22 @@ func startPiped(t *testing.T, c *exec.Cmd) io.Reader {
 	return out
 }
 
+// waitExit waits up to 30 s for the holder c to end and returns what its
+// Wait returned; a holder still running fails t ("did not end after"
+// what).
+func waitExit(t *testing.T, c *exec.Cmd, what string) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("the holder did not end after " + what)
+		return nil
+	}
+}
+
 type exitRecorder struct {
 	m    *testing.M
 	code *int

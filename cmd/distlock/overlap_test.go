@@ -44,14 +44,7 @@ func TestRunKillsCommandBeforeValidityEnds(t *testing.T) {
 	// The store's copy of the lock expires by paused+ttl at the latest:
 	// nothing renewed it after the pause.
 	validityEnd := paused.Add(ttl)
-	done := make(chan error, 1)
-	go func() { done <- holder.Wait() }()
-	var exit error
-	select {
-	case exit = <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the holder did not end after its store stopped answering")
-	}
+	exit := waitExit(t, holder, "its store stopped answering")
 	var ee *exec.ExitError
 	if !errors.As(exit, &ee) || ee.ExitCode() != ExitLost {
 		t.Errorf("holder exit %v, want %d", exit, ExitLost)

@@ -79,14 +79,7 @@ collect:
 			t.Fatal("the holder's command did not end after its lease was lost")
 		}
 	}
-	done := make(chan error, 1)
-	go func() { done <- holder.Wait() }()
-	var exit error
-	select {
-	case exit = <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the holder did not end after its lease was lost")
-	}
+	exit := waitExit(t, holder, "its lease was lost")
 	if err := g.Node(0).Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
