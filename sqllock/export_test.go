@@ -55,3 +55,8 @@ func SessionPIDs(d *Driver) []uint64 {
 	}
 	return ids
 }
+
+// SemReadCommitted is the statement a MySQL semaphore attempt's
+// transaction starts with (TestSemaphoreNeighbourScan plays such an
+// attempt).
+const SemReadCommitted = semReadCommitted

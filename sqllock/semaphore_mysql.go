@@ -34,6 +34,12 @@ func (mysqlDialect) semOnce(ctx context.Context, lc *lockConn, key, ck, owner st
 		lc.setUp()
 	}
 	st := mysqlSemTable(lc.d.q.table)
+	// The attempt's transaction reads committed (semReadCommitted).
+	if !lc.batch {
+		if _, err := lc.c.ExecContext(ctx, semReadCommitted); err != nil {
+			return sr, err
+		}
+	}
 	lock := bind(fmt.Sprintf("SELECT slot FROM %s WHERE name = ? AND slot < ? ORDER BY slot LIMIT ? FOR UPDATE SKIP LOCKED", st), key, limit, n)
 	count := bind(fmt.Sprintf("SELECT COUNT(*), COALESCE(SUM(slot < ?), 0) FROM %s WHERE name = ?", st), limit, key)
 	live := bind(lc.d.q.liveNext, owner, ck)
@@ -60,7 +66,7 @@ func (mysqlDialect) semOnce(ctx context.Context, lc *lockConn, key, ck, owner st
 		sr.lr.token = uint64(tok)
 		return sr, err
 	}
-	rows, err := lc.c.QueryContext(ctx, lock+"; "+count+"; "+live+"; "+outcome)
+	rows, err := lc.c.QueryContext(ctx, semReadCommitted+"; "+lock+"; "+count+"; "+live+"; "+outcome)
 	if err != nil {
 		return sr, err
 	}
@@ -106,12 +112,24 @@ func countRows(ctx context.Context, c *sql.Conn, q string, n *int) error {
 	return rows.Err()
 }
 
+// semReadCommitted makes the next transaction read committed: a
+// semaphore's locking read of its free slots that finds too few scans on
+// to the next row of the slot index, another semaphore's slot, and under
+// REPEATABLE READ InnoDB keeps that row locked (a next-key lock) for the
+// transaction's life, so a try on that other semaphore skipped it (SKIP
+// LOCKED) and was refused with a permit free (TestSemaphoreNeighbourScan).
+// Under READ COMMITTED InnoDB takes no gap locks and keeps no lock on a
+// row that does not match. It applies to one transaction only, so the
+// connection goes back to the pool with the server's isolation.
+const semReadCommitted = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"
+
 // semHeld locks key's free slots with SKIP LOCKED in a transaction of its
-// own, then counts the slot rows (a consistent read after the locking
-// one), and rolls back: held = rows - free.
+// own (read committed, see semReadCommitted), then counts the slot rows (a
+// consistent read after the locking one), and rolls back: held = rows -
+// free.
 func (mysqlDialect) semHeld(ctx context.Context, d *Driver, key string) (int, error) {
 	st := mysqlSemTable(d.q.table)
-	tx, err := d.db.BeginTx(ctx, nil)
+	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return 0, err
 	}
