@@ -34,38 +34,14 @@ func (mysqlDialect) semOnce(ctx context.Context, lc *lockConn, key, ck, owner st
 		lc.setUp()
 	}
 	st := mysqlSemTable(lc.d.q.table)
-	// The attempt's transaction reads committed (semReadCommitted).
-	if !lc.batch {
-		if _, err := lc.c.ExecContext(ctx, semReadCommitted); err != nil {
-			return sr, err
-		}
-	}
 	lock := bind(fmt.Sprintf("SELECT slot FROM %s WHERE name = ? AND slot < ? ORDER BY slot LIMIT ? FOR UPDATE SKIP LOCKED", st), key, limit, n)
 	count := bind(fmt.Sprintf("SELECT COUNT(*), COALESCE(SUM(slot < ?), 0) FROM %s WHERE name = ?", st), limit, key)
 	live := bind(lc.d.q.liveNext, owner, ck)
 	const outcome = "SELECT ROW_COUNT(), LAST_INSERT_ID()"
 	if !lc.batch {
-		if err := countRows(ctx, lc.c, lock, &sr.got); err != nil {
-			return sr, err
-		}
-		if err := lc.c.QueryRowContext(ctx, count).Scan(&sr.total, &sr.below); err != nil {
-			return sr, err
-		}
-		if sr.got != n {
-			return sr, nil
-		}
-		res, err := lc.c.ExecContext(ctx, live)
-		if err != nil {
-			return sr, err
-		}
-		sr.lr.found = true
-		if c, err := res.RowsAffected(); err != nil || c != 1 {
-			return sr, err // no live counter, or at the end of its epoch
-		}
-		tok, err := res.LastInsertId()
-		sr.lr.token = uint64(tok)
-		return sr, err
+		return semOneByOne(ctx, lc, sr, lock, count, live, n)
 	}
+	// The attempt's transaction reads committed (semReadCommitted).
 	rows, err := lc.c.QueryContext(ctx, semReadCommitted+"; "+lock+"; "+count+"; "+live+"; "+outcome)
 	if err != nil {
 		return sr, err
@@ -97,6 +73,34 @@ func (mysqlDialect) semOnce(ctx context.Context, lc *lockConn, key, ck, owner st
 		}
 	}
 	return sr, nil
+}
+
+// semOneByOne is semOnce's statements one round trip each, the first
+// making the attempt's transaction read committed (semReadCommitted).
+func semOneByOne(ctx context.Context, lc *lockConn, sr semResult, lock, count, live string, n int) (semResult, error) {
+	if _, err := lc.c.ExecContext(ctx, semReadCommitted); err != nil {
+		return sr, err
+	}
+	if err := countRows(ctx, lc.c, lock, &sr.got); err != nil {
+		return sr, err
+	}
+	if err := lc.c.QueryRowContext(ctx, count).Scan(&sr.total, &sr.below); err != nil {
+		return sr, err
+	}
+	if sr.got != n {
+		return sr, nil
+	}
+	res, err := lc.c.ExecContext(ctx, live)
+	if err != nil {
+		return sr, err
+	}
+	sr.lr.found = true
+	if c, err := res.RowsAffected(); err != nil || c != 1 {
+		return sr, err // no live counter, or at the end of its epoch
+	}
+	tok, err := res.LastInsertId()
+	sr.lr.token = uint64(tok)
+	return sr, err
 }
 
 // countRows runs q on c and counts the rows it returns.
