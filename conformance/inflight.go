@@ -18,12 +18,29 @@ import (
 // rule is the same. After the heal the key is free within 2×TTL (what a
 // request held back by the cut may have taken runs out), and no attempt
 // of the canceled calls ever holds it.
+//
+// It runs over the harness's client only: over a user-made client that
+// ignores a cancel and has no read timeout (memlock's harness makes one),
+// a canceled TryAcquire on a partitioned store does not return, as the
+// Locker runs an attempt whose ctx has no deadline on the caller's
+// goroutine (issue 31 weighs that hand-off); a user-client part waits on
+// that change.
 func testCanceledInFlight(t *testing.T, e *env) {
 	p, ok := e.h.(Partitioner)
 	if !ok {
-		t.Skip("the harness cannot partition a driver (no conformance.Partitioner)")
+		const why = "the harness cannot partition a driver (no conformance.Partitioner)"
+		if e.virtual { // the part runs in the case's own t: a Skip would skip the case
+			t.Logf("part canceled-in-flight left out: %s", why)
+			return
+		}
+		t.Skip(why)
 	}
-	c := e.locker(t)
+	canceledInFlight(t, e, p, e.locker(t))
+}
+
+// canceledInFlight is testCanceledInFlight with c, the Locker whose calls
+// are canceled.
+func canceledInFlight(t *testing.T, e *env, p Partitioner, c *client) {
 	heal := partition(t, p, c.d)
 	calls := []struct {
 		name   string

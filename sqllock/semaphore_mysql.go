@@ -41,7 +41,10 @@ func (mysqlDialect) semOnce(ctx context.Context, lc *lockConn, key, ck, owner st
 	if !lc.batch {
 		return semOneByOne(ctx, lc, sr, lock, count, live, n)
 	}
-	// The attempt's transaction reads committed (semReadCommitted).
+	// The attempt's transaction reads committed (semReadCommitted). SET
+	// returns no result set, and go-sql-driver starts the rows at the
+	// first statement that does: the locking read's (TestSemaphoreNeighbourScan
+	// and TestSemaphoreRoundTrips run the batched row).
 	rows, err := lc.c.QueryContext(ctx, semReadCommitted+"; "+lock+"; "+count+"; "+live+"; "+outcome)
 	if err != nil {
 		return sr, err
